@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/klog/v2"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+)
+
+// socketProbe checks the two gRPC services the kubelet depends on by calling
+// them the way the kubelet does: GetInfo on the registration socket and an
+// empty NodePrepareResources on the DRA socket. A listening socket is not
+// enough: a wedged server (stuck lock, dead goroutine) must fail liveness.
+type socketProbe struct {
+	registrarSocket string
+	draSocket       string
+	timeout         time.Duration
+}
+
+func (p socketProbe) check(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+
+	regConn, err := dialUnix(p.registrarSocket)
+	if err != nil {
+		return fmt.Errorf("registration socket %s: %w", p.registrarSocket, err)
+	}
+	defer regConn.Close() //nolint:errcheck // closing a client connection
+	info, err := registerapi.NewRegistrationClient(regConn).GetInfo(ctx, &registerapi.InfoRequest{})
+	if err != nil {
+		return fmt.Errorf("registration GetInfo on %s: %w", p.registrarSocket, err)
+	}
+	if info.GetName() != driverName {
+		return fmt.Errorf("registration socket %s serves driver %q, want %q", p.registrarSocket, info.GetName(), driverName)
+	}
+
+	draConn, err := dialUnix(p.draSocket)
+	if err != nil {
+		return fmt.Errorf("DRA socket %s: %w", p.draSocket, err)
+	}
+	defer draConn.Close() //nolint:errcheck // closing a client connection
+	if _, err := drapb.NewDRAPluginClient(draConn).NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{}); err != nil {
+		return fmt.Errorf("empty NodePrepareResources on %s: %w", p.draSocket, err)
+	}
+	return nil
+}
+
+func dialUnix(path string) (*grpc.ClientConn, error) {
+	return grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+// healthzHandler answers 200 when the probe passes and 503 with the reason
+// otherwise; the DaemonSet's liveness and readiness probes point here.
+func healthzHandler(probe socketProbe) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := probe.check(r.Context()); err != nil {
+			klog.FromContext(r.Context()).V(2).Info("Health check failed", "err", err)
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = fmt.Fprintln(w, "ok")
+	}
+}

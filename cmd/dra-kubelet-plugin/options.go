@@ -1,0 +1,146 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+)
+
+// GPU base edit sources (see docs/prepare.md).
+const (
+	gpuEditsNVCDI   = "nvcdi"
+	gpuEditsCDISpec = "cdi-spec"
+)
+
+type options struct {
+	nodeName     string
+	kubeconfig   string
+	kubeAPIQPS   float32
+	kubeAPIBurst int
+	podUID       string
+
+	stateRoot     string
+	cdiRoot       string
+	registrarDir  string
+	pluginDataDir string
+	libvgpuPath   string
+
+	nvmlLibrary       string
+	gpuEdits          string
+	nvidiaDriverRoot  string
+	nvidiaDevRoot     string
+	nvidiaCDIHookPath string
+	vendorCDIKind     string
+
+	memoryStep resource.Quantity
+	memoryMin  resource.Quantity
+
+	deviceHealth bool
+	ignoredXIDs  []int
+
+	httpAddress   string
+	probeTimeout  time.Duration
+	shutdownGrace time.Duration
+}
+
+func newOptions() *options {
+	return &options{
+		kubeAPIQPS:        5,
+		kubeAPIBurst:      10,
+		stateRoot:         "/var/lib/vgpu-dra",
+		cdiRoot:           "/var/run/cdi",
+		registrarDir:      kubeletplugin.KubeletRegistryDir,
+		pluginDataDir:     kubeletplugin.KubeletPluginsDir + "/" + driverName,
+		libvgpuPath:       "/usr/local/vgpu/libvgpu.so",
+		gpuEdits:          gpuEditsNVCDI,
+		nvidiaDriverRoot:  "/",
+		nvidiaDevRoot:     "/",
+		nvidiaCDIHookPath: "/usr/bin/nvidia-cdi-hook",
+		vendorCDIKind:     "nvidia.com/gpu",
+		memoryStep:        resource.MustParse("1Mi"),
+		memoryMin:         resource.MustParse("256Mi"),
+		deviceHealth:      true,
+		httpAddress:       ":8080",
+		probeTimeout:      5 * time.Second,
+		shutdownGrace:     10 * time.Second,
+	}
+}
+
+func (o *options) addFlags(named *cliflag.NamedFlagSets) {
+	fs := named.FlagSet("kubernetes")
+	fs.StringVar(&o.nodeName, "node-name", o.nodeName, "Name of the node this plugin runs on (required; usually from the downward API). It names the ResourceSlice pool.")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty uses the in-cluster service account.")
+	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "Queries per second to the API server.")
+	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "Burst of queries to the API server.")
+	fs.StringVar(&o.podUID, "pod-uid", o.podUID, "UID of the plugin's own pod (downward API). When set, two plugin pods can run side by side during a rolling update (kubelet >= 1.33); when empty, rolling updates with surge are off.")
+
+	fs = named.FlagSet("paths")
+	fs.StringVar(&o.stateRoot, "state-root", o.stateRoot, "Host directory for per-claim limits and shared regions (claims/<uid>/), the checkpoint and ld.so.preload.")
+	fs.StringVar(&o.cdiRoot, "cdi-root", o.cdiRoot, "Directory the container runtime reads CDI specs from; one transient spec per prepared claim is written here.")
+	fs.StringVar(&o.registrarDir, "kubelet-registrar-directory-path", o.registrarDir, "The kubelet's plugin registration directory.")
+	fs.StringVar(&o.pluginDataDir, "kubelet-plugin-data-directory-path", o.pluginDataDir, "Directory for the plugin's DRA gRPC socket and lock file; must be shared by all instances of the plugin on a node.")
+	fs.StringVar(&o.libvgpuPath, "libvgpu-path", o.libvgpuPath, "Host path of libvgpu.so, mounted read-only into every vGPU container at /usr/local/vgpu/libvgpu.so.")
+
+	fs = named.FlagSet("gpu")
+	fs.StringVar(&o.nvmlLibrary, "nvml-library", o.nvmlLibrary, "Path of libnvidia-ml.so.1 to load. Empty searches the dynamic linker's paths (and LD_LIBRARY_PATH).")
+	fs.StringVar(&o.gpuEdits, "gpu-edits", o.gpuEdits, "Where a GPU's device nodes and driver libraries for containers come from: \"nvcdi\" generates them with NVIDIA Container Toolkit's library from the driver root; \"cdi-spec\" takes them from an existing vendor CDI spec (e.g. written by 'nvidia-ctk cdi generate').")
+	fs.StringVar(&o.nvidiaDriverRoot, "nvidia-driver-root", o.nvidiaDriverRoot, "Root of the NVIDIA driver installation on the host (gpu-edits=nvcdi).")
+	fs.StringVar(&o.nvidiaDevRoot, "nvidia-dev-root", o.nvidiaDevRoot, "Root under which the NVIDIA device nodes are found (gpu-edits=nvcdi).")
+	fs.StringVar(&o.nvidiaCDIHookPath, "nvidia-cdi-hook-path", o.nvidiaCDIHookPath, "Host path of nvidia-cdi-hook used in generated hooks (gpu-edits=nvcdi).")
+	fs.StringVar(&o.vendorCDIKind, "vendor-cdi-kind", o.vendorCDIKind, "CDI kind of the vendor spec whose devices are named by GPU UUID (gpu-edits=cdi-spec).")
+	fs.Var(&quantityValue{&o.memoryStep}, "memory-step", "Granularity of the published memory capacity: requests round up to a multiple of it.")
+	fs.Var(&quantityValue{&o.memoryMin}, "memory-min", "Smallest memory a claim can get on one GPU: smaller requests round up to it.")
+	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
+	fs.IntSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
+
+	fs = named.FlagSet("serving")
+	fs.StringVar(&o.httpAddress, "http-address", o.httpAddress, "Address for /metrics (Prometheus) and /healthz (checks the plugin's gRPC sockets). Empty disables it.")
+	fs.DurationVar(&o.probeTimeout, "healthz-timeout", o.probeTimeout, "Time limit for one /healthz check of the gRPC sockets.")
+	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", o.shutdownGrace, "Time allowed for in-flight requests after SIGTERM.")
+}
+
+func (o *options) validate() error {
+	var errs []error
+	if o.nodeName == "" {
+		errs = append(errs, errors.New("--node-name (or $NODE_NAME) is required"))
+	}
+	switch o.gpuEdits {
+	case gpuEditsNVCDI, gpuEditsCDISpec:
+	default:
+		errs = append(errs, fmt.Errorf("--gpu-edits: %q is not one of %q, %q", o.gpuEdits, gpuEditsNVCDI, gpuEditsCDISpec))
+	}
+	if o.memoryStep.Sign() <= 0 {
+		errs = append(errs, fmt.Errorf("--memory-step: must be positive, got %s", o.memoryStep.String()))
+	}
+	if o.memoryMin.Sign() < 0 {
+		errs = append(errs, fmt.Errorf("--memory-min: must not be negative, got %s", o.memoryMin.String()))
+	}
+	for _, dir := range []struct{ flag, value string }{
+		{"state-root", o.stateRoot}, {"cdi-root", o.cdiRoot},
+		{"kubelet-registrar-directory-path", o.registrarDir},
+		{"kubelet-plugin-data-directory-path", o.pluginDataDir},
+	} {
+		if dir.value == "" {
+			errs = append(errs, fmt.Errorf("--%s: must not be empty", dir.flag))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// quantityValue adapts resource.Quantity to pflag.Value.
+type quantityValue struct{ q *resource.Quantity }
+
+func (v *quantityValue) String() string { return v.q.String() }
+func (v *quantityValue) Type() string   { return "quantity" }
+func (v *quantityValue) Set(s string) error {
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return err
+	}
+	*v.q = q
+	return nil
+}
