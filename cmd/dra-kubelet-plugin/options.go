@@ -31,16 +31,18 @@ type options struct {
 
 	nvmlLibrary       string
 	gpuEdits          string
-	nvidiaDriverRoot  string
-	nvidiaDevRoot     string
-	nvidiaCDIHookPath string
-	vendorCDIKind     string
+	nvidiaDriverRoot     string
+	nvidiaHostDriverRoot string
+	nvidiaDevRoot        string
+	nvidiaCDIHookPath    string
+	vendorCDIKind        string
+	vendorCDIDirs        []string
 
 	memoryStep resource.Quantity
 	memoryMin  resource.Quantity
 
 	deviceHealth bool
-	ignoredXIDs  []int
+	ignoredXIDs  []uint
 
 	httpAddress   string
 	probeTimeout  time.Duration
@@ -58,7 +60,7 @@ func newOptions() *options {
 		libvgpuPath:       "/usr/local/vgpu/libvgpu.so",
 		gpuEdits:          gpuEditsNVCDI,
 		nvidiaDriverRoot:  "/",
-		nvidiaDevRoot:     "/",
+		vendorCDIDirs:     []string{"/etc/cdi", "/var/run/cdi"},
 		nvidiaCDIHookPath: "/usr/bin/nvidia-cdi-hook",
 		vendorCDIKind:     "nvidia.com/gpu",
 		memoryStep:        resource.MustParse("1Mi"),
@@ -85,17 +87,19 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.pluginDataDir, "kubelet-plugin-data-directory-path", o.pluginDataDir, "Directory for the plugin's DRA gRPC socket and lock file; must be shared by all instances of the plugin on a node.")
 	fs.StringVar(&o.libvgpuPath, "libvgpu-path", o.libvgpuPath, "Host path of libvgpu.so, mounted read-only into every vGPU container at /usr/local/vgpu/libvgpu.so.")
 
-	fs = named.FlagSet("gpu")
+	fs = named.FlagSet("GPU")
 	fs.StringVar(&o.nvmlLibrary, "nvml-library", o.nvmlLibrary, "Path of libnvidia-ml.so.1 to load. Empty searches the dynamic linker's paths (and LD_LIBRARY_PATH).")
 	fs.StringVar(&o.gpuEdits, "gpu-edits", o.gpuEdits, "Where a GPU's device nodes and driver libraries for containers come from: \"nvcdi\" generates them with NVIDIA Container Toolkit's library from the driver root; \"cdi-spec\" takes them from an existing vendor CDI spec (e.g. written by 'nvidia-ctk cdi generate').")
 	fs.StringVar(&o.nvidiaDriverRoot, "nvidia-driver-root", o.nvidiaDriverRoot, "Root of the NVIDIA driver installation on the host (gpu-edits=nvcdi).")
-	fs.StringVar(&o.nvidiaDevRoot, "nvidia-dev-root", o.nvidiaDevRoot, "Root under which the NVIDIA device nodes are found (gpu-edits=nvcdi).")
+	fs.StringVar(&o.nvidiaHostDriverRoot, "nvidia-host-driver-root", o.nvidiaHostDriverRoot, "The driver root as the container runtime on the host sees it, when the plugin sees it elsewhere (e.g. mounted at /driver-root in its pod). Empty means --nvidia-driver-root (gpu-edits=nvcdi).")
+	fs.StringVar(&o.nvidiaDevRoot, "nvidia-dev-root", o.nvidiaDevRoot, "Root under which the NVIDIA device nodes are found. Empty means --nvidia-driver-root (gpu-edits=nvcdi).")
 	fs.StringVar(&o.nvidiaCDIHookPath, "nvidia-cdi-hook-path", o.nvidiaCDIHookPath, "Host path of nvidia-cdi-hook used in generated hooks (gpu-edits=nvcdi).")
 	fs.StringVar(&o.vendorCDIKind, "vendor-cdi-kind", o.vendorCDIKind, "CDI kind of the vendor spec whose devices are named by GPU UUID (gpu-edits=cdi-spec).")
+	fs.StringSliceVar(&o.vendorCDIDirs, "vendor-cdi-dirs", o.vendorCDIDirs, "Directories searched for the vendor CDI spec (gpu-edits=cdi-spec).")
 	fs.Var(&quantityValue{&o.memoryStep}, "memory-step", "Granularity of the published memory capacity: requests round up to a multiple of it.")
 	fs.Var(&quantityValue{&o.memoryMin}, "memory-min", "Smallest memory a claim can get on one GPU: smaller requests round up to it.")
 	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
-	fs.IntSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
+	fs.UintSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
 
 	fs = named.FlagSet("serving")
 	fs.StringVar(&o.httpAddress, "http-address", o.httpAddress, "Address for /metrics (Prometheus) and /healthz (checks the plugin's gRPC sockets). Empty disables it.")

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+)
+
+// claimPreparer is what the driver needs from the claim manager.
+type claimPreparer interface {
+	PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error)
+	UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error)
+}
+
+// xidSource reports GPU XID errors until ctx ends.
+type xidSource interface {
+	Watch(ctx context.Context, report func(gpu.XIDEvent)) error
+}
+
+// healthResendInterval stays well inside the kubelet's default 30 s health
+// timeout, after which it would report our devices as unknown.
+const healthResendInterval = 10 * time.Second
+
+// driver implements kubeletplugin.DRAPlugin on top of the claim manager.
+type driver struct {
+	claims claimPreparer
+	cancel context.CancelCauseFunc
+	pool   string
+	// deviceByUUID maps GPU UUIDs to DRA device names for health reports.
+	deviceByUUID map[string]string
+	health       xidSource
+
+	operations *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+}
+
+var _ kubeletplugin.DRAPlugin = &driver{}
+
+func newDriver(claims claimPreparer, cancel context.CancelCauseFunc, pool string, byName map[string]gpu.Info, registry prometheus.Registerer) *driver {
+	d := &driver{
+		claims:       claims,
+		cancel:       cancel,
+		pool:         pool,
+		deviceByUUID: make(map[string]string, len(byName)),
+		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "vgpu_dra_claim_operations_total",
+			Help: "Claims prepared or unprepared by this node's plugin, by operation and result (success or error).",
+		}, []string{"operation", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "vgpu_dra_claim_operation_duration_seconds",
+			Help:    "Time for one NodePrepareResources or NodeUnprepareResources call, in seconds.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}, []string{"operation"}),
+	}
+	for name, info := range byName {
+		d.deviceByUUID[info.UUID] = name
+	}
+	registry.MustRegister(d.operations, d.duration)
+	return d
+}
+
+func (d *driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	start := time.Now()
+	defer func() { d.duration.WithLabelValues("prepare").Observe(time.Since(start).Seconds()) }()
+	results, err := d.claims.PrepareResourceClaims(ctx, claims)
+	if err != nil {
+		d.operations.WithLabelValues("prepare", "error").Add(float64(len(claims)))
+		return nil, err
+	}
+	for _, r := range results {
+		d.operations.WithLabelValues("prepare", resultLabel(r.Err)).Inc()
+	}
+	return results, nil
+}
+
+func (d *driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	start := time.Now()
+	defer func() { d.duration.WithLabelValues("unprepare").Observe(time.Since(start).Seconds()) }()
+	results, err := d.claims.UnprepareResourceClaims(ctx, claims)
+	if err != nil {
+		d.operations.WithLabelValues("unprepare", "error").Add(float64(len(claims)))
+		return nil, err
+	}
+	for _, e := range results {
+		d.operations.WithLabelValues("unprepare", resultLabel(e)).Inc()
+	}
+	return results, nil
+}
+
+func resultLabel(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "success"
+}
+
+// HandleError logs background errors (ResourceSlice publishing); an error
+// the helper cannot recover from stops the plugin so that the DaemonSet
+// restarts it instead of running with a stale or missing slice.
+func (d *driver) HandleError(ctx context.Context, err error, msg string) {
+	utilruntime.HandleErrorWithContext(ctx, err, msg)
+	if !errors.Is(err, kubeletplugin.ErrRecoverable) {
+		d.cancel(fmt.Errorf("fatal background error: %s: %w", msg, err))
+	}
+}
+
+// WatchHealthStatus reports every GPU healthy, then marks a GPU unhealthy
+// for good once NVML reports a critical XID on it (recovery needs a GPU
+// reset, which restarts this plugin). Reports are re-sent periodically so the
+// kubelet never times them out.
+func (d *driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
+	if d.health == nil {
+		return kubeletplugin.ErrHealthNotSupported
+	}
+	logger := klog.FromContext(ctx)
+	events := make(chan gpu.XIDEvent, 16)
+	watchErr := make(chan error, 1)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	go func() {
+		watchErr <- d.health.Watch(watchCtx, func(ev gpu.XIDEvent) {
+			select {
+			case events <- ev:
+			case <-watchCtx.Done():
+			}
+		})
+	}()
+
+	unhealthy := map[string]string{} // device name -> reason
+	ticker := time.NewTicker(healthResendInterval)
+	defer ticker.Stop()
+	for {
+		report := d.healthReport(unhealthy)
+		select {
+		case <-ctx.Done():
+			return nil
+		case reports <- report:
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-ticker.C:
+		case err := <-watchErr:
+			if err != nil && ctx.Err() == nil {
+				return fmt.Errorf("watch XID events: %w", err)
+			}
+			return nil
+		case ev := <-events:
+			name, ok := d.deviceByUUID[ev.UUID]
+			if !ok {
+				logger.V(2).Info("XID on a GPU this plugin does not publish", "uuid", ev.UUID, "xid", ev.XID)
+				continue
+			}
+			reason := fmt.Sprintf("critical XID %d reported by NVML", ev.XID)
+			logger.Info("Marking GPU unhealthy", "device", name, "uuid", ev.UUID, "xid", ev.XID)
+			unhealthy[name] = reason
+		}
+	}
+}
+
+func (d *driver) healthReport(unhealthy map[string]string) kubeletplugin.DeviceHealthReport {
+	names := make([]string, 0, len(d.deviceByUUID))
+	for _, name := range d.deviceByUUID {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	now := time.Now()
+	report := kubeletplugin.DeviceHealthReport{}
+	for _, name := range names {
+		h := kubeletplugin.DeviceHealth{PoolName: d.pool, DeviceName: name, Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
+		if reason, bad := unhealthy[name]; bad {
+			h.Health = kubeletplugin.HealthStatusUnhealthy
+			h.Message = reason
+		}
+		report.Devices = append(report.Devices, h)
+	}
+	return report
+}

@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
+)
+
+// run starts the plugin and blocks until ctx is cancelled or a fatal error
+// stops it. Order matters: GPUs are discovered and the checkpoint recovered
+// before the kubelet can call us, and ResourceSlices are published only once
+// the plugin can prepare what gets allocated from them.
+func run(ctx context.Context, o *options) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting", "version", version.Version, "node", o.nodeName, "stateRoot", o.stateRoot, "cdiRoot", o.cdiRoot, "gpuEdits", o.gpuEdits)
+
+	// One NVML library for discovery, health and nvcdi: go-nvml reference
+	// counts init/shutdown on it.
+	nvmlLib := gpu.NewNVML(gpu.WithLibraryPath(o.nvmlLibrary))
+	infos, err := gpu.NewDiscoverer(gpu.WithNVML(nvmlLib)).Devices(ctx)
+	if err != nil {
+		return fmt.Errorf("discover GPUs: %w", err)
+	}
+	devOpts := devices.Options{MemoryStep: o.memoryStep.Value(), MemoryMin: o.memoryMin.Value()}
+	byName := make(map[string]gpu.Info, len(infos))
+	for _, info := range infos {
+		name := devices.Name(info.Index)
+		byName[name] = info
+		logger.Info("Found GPU", "device", name, "uuid", info.UUID, "product", info.ProductName, "memory", info.MemoryBytes)
+	}
+
+	edits, err := newGPUEditsSource(ctx, o, nvmlLib)
+	if err != nil {
+		return err
+	}
+	manager, err := claims.NewManager(ctx, claims.Options{
+		DriverName:  driverName,
+		NodeName:    o.nodeName,
+		StateRoot:   o.stateRoot,
+		CDIRoot:     o.cdiRoot,
+		LibVGPUPath: o.libvgpuPath,
+		Devices:     byName,
+		GPUEdits:    edits,
+	})
+	if err != nil {
+		return fmt.Errorf("claim manager: %w", err)
+	}
+
+	client, err := newKubeClient(o)
+	if err != nil {
+		return err
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	d := newDriver(manager, cancel, o.nodeName, byName, registry)
+	if o.deviceHealth {
+		ignored := gpu.DefaultIgnoredXIDs()
+		for _, xid := range o.ignoredXIDs {
+			ignored = append(ignored, uint64(xid))
+		}
+		d.health = gpu.NewXIDWatcher(ignored, gpu.WithNVML(nvmlLib))
+	}
+
+	helperOpts := []kubeletplugin.Option{
+		kubeletplugin.DriverName(driverName),
+		kubeletplugin.NodeName(o.nodeName),
+		kubeletplugin.KubeClient(client),
+		kubeletplugin.RegistrarDirectoryPath(o.registrarDir),
+		kubeletplugin.PluginDataDirectoryPath(o.pluginDataDir),
+		kubeletplugin.HealthService(o.deviceHealth),
+	}
+	if o.podUID != "" {
+		helperOpts = append(helperOpts, kubeletplugin.RollingUpdate(types.UID(o.podUID)))
+	}
+	helper, err := kubeletplugin.Start(ctx, d, helperOpts...)
+	if err != nil {
+		return fmt.Errorf("start kubelet plugin: %w", err)
+	}
+	defer helper.Stop()
+
+	pool := devices.Pool(infos, devOpts)
+	if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{o.nodeName: pool}}); err != nil {
+		return fmt.Errorf("publish ResourceSlice: %w", err)
+	}
+	logger.Info("Published ResourceSlice", "pool", o.nodeName, "devices", len(infos))
+
+	if o.httpAddress != "" {
+		probe := socketProbe{
+			registrarSocket: filepath.Join(o.registrarDir, registrarSocketName(o.registrarDir, o.podUID)),
+			draSocket:       filepath.Join(o.pluginDataDir, draSocketName(o.podUID)),
+			timeout:         o.probeTimeout,
+		}
+		stopHTTP, err := serveHTTP(ctx, o.httpAddress, registry, probe)
+		if err != nil {
+			return err
+		}
+		defer stopHTTP(o.shutdownGrace)
+	}
+
+	<-ctx.Done()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+// registrarSocketName and draSocketName follow the kubeletplugin helper's
+// naming, so /healthz probes the sockets this instance really serves.
+func registrarSocketName(registrarDir, podUID string) string {
+	if podUID != "" {
+		return kubeletplugin.RollingUpdateRegistrarSocketFile(registrarDir, driverName, types.UID(podUID))
+	}
+	return driverName + "-reg.sock"
+}
+
+func draSocketName(podUID string) string {
+	if podUID != "" {
+		return "dra-" + podUID + ".sock"
+	}
+	return "dra.sock"
+}
+
+func newGPUEditsSource(ctx context.Context, o *options, lib nvml.Interface) (cdi.GPUEditsSource, error) {
+	switch o.gpuEdits {
+	case gpuEditsCDISpec:
+		src, err := cdi.NewSpecDirSource(o.vendorCDIKind, o.vendorCDIDirs)
+		if err != nil {
+			return nil, fmt.Errorf("--gpu-edits=cdi-spec: %w", err)
+		}
+		return src, nil
+	default:
+		src, err := cdi.NewNVCDISource(ctx, cdi.NVCDIOptions{
+			DriverRoot:        o.nvidiaDriverRoot,
+			HostDriverRoot:    o.nvidiaHostDriverRoot,
+			DevRoot:           o.nvidiaDevRoot,
+			NVIDIACDIHookPath: o.nvidiaCDIHookPath,
+			NVML:              lib,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("--gpu-edits=nvcdi: %w", err)
+		}
+		return src, nil
+	}
+}
+
+func newKubeClient(o *options) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig %q): %w", o.kubeconfig, err)
+	}
+	cfg.QPS = o.kubeAPIQPS
+	cfg.Burst = o.kubeAPIBurst
+	cfg.UserAgent = "vgpu-dra-kubelet-plugin/" + version.Version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// serveHTTP serves /metrics and /healthz until ctx ends. The returned
+// function shuts the server down within the grace period.
+func serveHTTP(ctx context.Context, addr string, registry *prometheus.Registry, probe socketProbe) (func(time.Duration), error) {
+	logger := klog.FromContext(ctx)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	mux.Handle("/healthz", healthzHandler(probe))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http-address %q: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "HTTP server failed", "address", addr)
+		}
+	}()
+	logger.Info("Serving /metrics and /healthz", "address", ln.Addr().String())
+	return func(grace time.Duration) {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			logger.Error(err, "HTTP server shutdown")
+		}
+	}, nil
+}
