@@ -29,8 +29,8 @@ type options struct {
 	pluginDataDir string
 	libvgpuPath   string
 
-	nvmlLibrary       string
-	gpuEdits          string
+	nvmlLibrary          string
+	gpuEdits             string
 	nvidiaDriverRoot     string
 	nvidiaHostDriverRoot string
 	nvidiaDevRoot        string
