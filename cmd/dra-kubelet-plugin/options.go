@@ -40,6 +40,7 @@ type options struct {
 
 	memoryStep resource.Quantity
 	memoryMin  resource.Quantity
+	sysfsRoot  string
 
 	deviceHealth bool
 	ignoredXIDs  []uint
@@ -65,6 +66,7 @@ func newOptions() *options {
 		vendorCDIKind:     "nvidia.com/gpu",
 		memoryStep:        resource.MustParse("1Mi"),
 		memoryMin:         resource.MustParse("256Mi"),
+		sysfsRoot:         "/sys",
 		deviceHealth:      true,
 		httpAddress:       ":8080",
 		probeTimeout:      5 * time.Second,
@@ -98,6 +100,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringSliceVar(&o.vendorCDIDirs, "vendor-cdi-dirs", o.vendorCDIDirs, "Directories searched for the vendor CDI spec (gpu-edits=cdi-spec).")
 	fs.Var(&quantityValue{&o.memoryStep}, "memory-step", "Granularity of the published memory capacity: requests round up to a multiple of it.")
 	fs.Var(&quantityValue{&o.memoryMin}, "memory-min", "Smallest memory a claim can get on one GPU: smaller requests round up to it.")
+	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "Where the host's sysfs is mounted; used to publish each GPU's PCIe root (resource.kubernetes.io/pcieRoot) for topology-aware placement.")
 	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
 	fs.UintSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
 

@@ -43,7 +43,10 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("discover GPUs: %w", err)
 	}
-	devOpts := devices.Options{MemoryStep: o.memoryStep.Value(), MemoryMin: o.memoryMin.Value()}
+	devOpts := devices.Options{MemoryStep: o.memoryStep.Value(), MemoryMin: o.memoryMin.Value(), SysfsRoot: o.sysfsRoot}
+	if err := devOpts.Validate(); err != nil {
+		return fmt.Errorf("device options: %w", err)
+	}
 	byName := make(map[string]gpu.Info, len(infos))
 	for _, info := range infos {
 		name := devices.Name(info.Index)

@@ -1,0 +1,68 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer/json"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// scheme knows only VGPUConfig, so the decoder cannot be tricked into
+// building any other type.
+var scheme = newScheme()
+
+// strictSerializer rejects unknown and duplicate fields.
+var strictSerializer = json.NewSerializerWithOptions(json.DefaultMetaFactory, scheme, scheme,
+	json.SerializerOptions{Strict: true})
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	// AddToScheme only registers static types: it fails on programming
+	// errors only, caught by every test of this package.
+	utilruntime.Must(AddToScheme(s))
+	return s
+}
+
+// Decode parses one opaque VGPUConfig strictly and validates it. It does
+// not apply defaults: an empty field means "not set" so that Resolve can
+// merge layers. Errors name the offending field.
+func Decode(raw []byte) (*VGPUConfig, error) {
+	if len(raw) == 0 {
+		return nil, errors.New("decode VGPUConfig: empty parameters")
+	}
+	gvk, err := json.DefaultMetaFactory.Interpret(raw)
+	if err != nil {
+		return nil, fmt.Errorf("decode VGPUConfig: %w", err)
+	}
+	var typeErrs field.ErrorList
+	switch {
+	case gvk.Group == "" && gvk.Version == "":
+		typeErrs = append(typeErrs, field.Required(field.NewPath("apiVersion"), "must be "+SchemeGroupVersion.String()))
+	case gvk.GroupVersion() != SchemeGroupVersion:
+		typeErrs = append(typeErrs, field.NotSupported(field.NewPath("apiVersion"), gvk.GroupVersion().String(), []string{SchemeGroupVersion.String()}))
+	}
+	switch gvk.Kind {
+	case "":
+		typeErrs = append(typeErrs, field.Required(field.NewPath("kind"), "must be "+Kind))
+	case Kind:
+	default:
+		typeErrs = append(typeErrs, field.NotSupported(field.NewPath("kind"), gvk.Kind, []string{Kind}))
+	}
+	if len(typeErrs) > 0 {
+		return nil, fmt.Errorf("decode VGPUConfig: %w", typeErrs.ToAggregate())
+	}
+
+	cfg := &VGPUConfig{}
+	// The version and kind are checked above, so the serializer decodes
+	// into cfg itself.
+	if _, _, err := strictSerializer.Decode(raw, nil, cfg); err != nil {
+		return nil, fmt.Errorf("decode %s %s: %w", SchemeGroupVersion, Kind, err)
+	}
+	if errs := cfg.Validate(nil); len(errs) > 0 {
+		return nil, fmt.Errorf("invalid %s %s: %w", SchemeGroupVersion, Kind, errs.ToAggregate())
+	}
+	return cfg, nil
+}

@@ -1,0 +1,13 @@
+// Package api defines VGPUConfig, the opaque device configuration of the
+// vgpu.dra.dev driver (API group vgpu.dra.dev, version v1alpha1).
+//
+// A VGPUConfig travels inside DeviceClass.spec.config and
+// ResourceClaim.spec.devices.config as an opaque parameter. The package
+// decodes it strictly (unknown or duplicate fields, wrong types and a wrong
+// apiVersion or kind are errors that name the field), validates it with
+// field paths, applies defaults, and merges the layers that apply to one
+// allocation result (class first, then claim; later wins) with Resolve.
+//
+// Enforcement is class-only: only a cluster administrator, who controls
+// DeviceClasses, may switch limits off. A claim that sets it is rejected.
+package api

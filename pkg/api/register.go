@@ -1,0 +1,47 @@
+package api
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// SchemeGroupVersion is the group and version of VGPUConfig.
+var SchemeGroupVersion = schema.GroupVersion{Group: GroupName, Version: Version}
+
+var (
+	// SchemeBuilder registers VGPUConfig and its defaulting function.
+	SchemeBuilder = runtime.NewSchemeBuilder(addKnownTypes, addDefaultingFuncs)
+	// AddToScheme adds VGPUConfig to a scheme.
+	AddToScheme = SchemeBuilder.AddToScheme
+)
+
+func addKnownTypes(scheme *runtime.Scheme) error {
+	scheme.AddKnownTypes(SchemeGroupVersion, &VGPUConfig{})
+	return nil
+}
+
+func addDefaultingFuncs(scheme *runtime.Scheme) error {
+	scheme.AddTypeDefaultingFunc(&VGPUConfig{}, func(obj interface{}) {
+		SetDefaults(obj.(*VGPUConfig))
+	})
+	return nil
+}
+
+// SetDefaults fills every empty field of c with its default and sets the
+// type meta.
+func SetDefaults(c *VGPUConfig) {
+	c.APIVersion = SchemeGroupVersion.String()
+	c.Kind = Kind
+	if c.ComputePolicy == "" {
+		c.ComputePolicy = DefaultComputePolicy
+	}
+	if c.Priority == "" {
+		c.Priority = DefaultPriority
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = DefaultLogLevel
+	}
+	if c.Enforcement == "" {
+		c.Enforcement = DefaultEnforcement
+	}
+}

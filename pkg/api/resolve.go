@@ -1,0 +1,57 @@
+package api
+
+import (
+	"fmt"
+)
+
+// Layer is one opaque config of this driver that applies to an allocation
+// result, in the order the allocation result lists them (class configs
+// first, then claim configs).
+type Layer struct {
+	// FromClass is true when the config comes from the DeviceClass, which
+	// only an administrator can write.
+	FromClass bool
+	// Raw is the opaque parameters as stored in the API (JSON).
+	Raw []byte
+}
+
+// Resolve merges layers: each set field of a later layer overrides the
+// earlier value. A claim layer that sets a class-only field is an error,
+// so a user cannot switch enforcement off. The result is defaulted and
+// valid.
+func Resolve(layers []Layer) (VGPUConfig, error) {
+	var merged VGPUConfig
+	for i, layer := range layers {
+		source := "claim"
+		if layer.FromClass {
+			source = "class"
+		}
+		cfg, err := Decode(layer.Raw)
+		if err != nil {
+			return VGPUConfig{}, fmt.Errorf("config %d (from %s): %w", i, source, err)
+		}
+		if !layer.FromClass {
+			if errs := cfg.ValidateClaimConfig(nil); len(errs) > 0 {
+				return VGPUConfig{}, fmt.Errorf("config %d (from %s): %w", i, source, errs.ToAggregate())
+			}
+		}
+		overlay(&merged, cfg)
+	}
+	SetDefaults(&merged)
+	return merged, nil
+}
+
+func overlay(dst, src *VGPUConfig) {
+	if src.ComputePolicy != "" {
+		dst.ComputePolicy = src.ComputePolicy
+	}
+	if src.Priority != "" {
+		dst.Priority = src.Priority
+	}
+	if src.LogLevel != "" {
+		dst.LogLevel = src.LogLevel
+	}
+	if src.Enforcement != "" {
+		dst.Enforcement = src.Enforcement
+	}
+}

@@ -1,0 +1,110 @@
+package api
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+const (
+	// GroupName is the API group of the opaque configuration; it equals the
+	// driver name so that DRA routes the config to this driver.
+	GroupName = "vgpu.dra.dev"
+	// Version is the only served version of the opaque configuration.
+	Version = "v1alpha1"
+	// Kind is the kind of the opaque configuration object.
+	Kind = "VGPUConfig"
+)
+
+// ComputePolicy selects how the SM share of a claim is enforced.
+type ComputePolicy string
+
+const (
+	// ComputePolicyStrict throttles a claim to its SM share even when the GPU
+	// is otherwise idle (HAMi "force").
+	ComputePolicyStrict ComputePolicy = "strict"
+	// ComputePolicyWorkConserving lets a claim use idle SM time beyond its
+	// share and throttles it only under contention (HAMi "default").
+	ComputePolicyWorkConserving ComputePolicy = "workConserving"
+	// ComputePolicyDisabled applies no compute limit; memory limits stay
+	// (HAMi "disable").
+	ComputePolicyDisabled ComputePolicy = "disabled"
+)
+
+// Priority orders claims sharing one GPU under the work-conserving policy.
+type Priority string
+
+const (
+	// PriorityHigh is HAMi's nvidia.com/priority 0.
+	PriorityHigh Priority = "high"
+	// PriorityLow is HAMi's nvidia.com/priority 1.
+	PriorityLow Priority = "low"
+)
+
+// LogLevel is the verbosity of libvgpu inside the containers of a claim.
+type LogLevel string
+
+// Log levels, from least to most verbose.
+const (
+	LogLevelError   LogLevel = "error"
+	LogLevelWarning LogLevel = "warning"
+	LogLevelInfo    LogLevel = "info"
+	LogLevelDebug   LogLevel = "debug"
+)
+
+// Enforcement switches every limit of a claim on or off. It is honoured
+// only from a DeviceClass.
+type Enforcement string
+
+const (
+	// EnforcementEnabled applies every limit of the claim.
+	EnforcementEnabled Enforcement = "enabled"
+	// EnforcementDisabled applies none: libvgpu is not preloaded.
+	EnforcementDisabled Enforcement = "disabled"
+)
+
+// Defaults applied to fields left empty.
+const (
+	DefaultComputePolicy = ComputePolicyStrict
+	DefaultPriority      = PriorityLow
+	DefaultLogLevel      = LogLevelWarning
+	DefaultEnforcement   = EnforcementEnabled
+)
+
+// VGPUConfig is the opaque configuration of a vGPU allocation. An empty
+// field means "not set by this layer"; defaults fill the gaps after all
+// layers are merged.
+type VGPUConfig struct {
+	metav1.TypeMeta `json:",inline"`
+
+	// ComputePolicy is strict, workConserving or disabled. Default strict.
+	ComputePolicy ComputePolicy `json:"computePolicy,omitempty"`
+	// Priority is high or low. Default low.
+	Priority Priority `json:"priority,omitempty"`
+	// LogLevel is error, warning, info or debug. Default warning.
+	LogLevel LogLevel `json:"logLevel,omitempty"`
+	// Enforcement is enabled or disabled. Default enabled. Class-only.
+	Enforcement Enforcement `json:"enforcement,omitempty"`
+}
+
+// DeepCopyInto copies c into out. VGPUConfig holds only value fields.
+func (c *VGPUConfig) DeepCopyInto(out *VGPUConfig) {
+	*out = *c
+}
+
+// DeepCopy returns a copy of c, or nil for a nil c.
+func (c *VGPUConfig) DeepCopy() *VGPUConfig {
+	if c == nil {
+		return nil
+	}
+	out := new(VGPUConfig)
+	c.DeepCopyInto(out)
+	return out
+}
+
+// DeepCopyObject implements runtime.Object.
+func (c *VGPUConfig) DeepCopyObject() runtime.Object {
+	if c == nil {
+		return nil
+	}
+	return c.DeepCopy()
+}

@@ -1,0 +1,39 @@
+package gpu
+
+import "context"
+
+// Info describes one physical GPU as discovered on the node. Version strings
+// are dotted numbers ("9.0", "580.95.05", "12.9") that callers normalise to
+// semantic versions.
+type Info struct {
+	// UUID is NVML's device UUID, "GPU-" followed by 8-4-4-4-12 hex digits.
+	UUID string
+	// Index is the NVML device index; Minor is the /dev/nvidia<minor> number.
+	Index, Minor int
+	// ProductName is the marketing name, e.g. "NVIDIA H100 80GB HBM3".
+	ProductName string
+	// Brand is the NVML brand, e.g. "NVIDIA" or "Tesla".
+	Brand string
+	// Architecture is the NVML architecture, e.g. "Hopper".
+	Architecture string
+	// CUDAComputeCapability is "major.minor", e.g. "9.0".
+	CUDAComputeCapability string
+	// DriverVersion is the kernel driver version, e.g. "580.95.05".
+	DriverVersion string
+	// CUDADriverVersion is the CUDA version the driver supports, e.g. "12.9".
+	CUDADriverVersion string
+	// MemoryBytes is the total device memory.
+	MemoryBytes uint64
+	// PCIBusID is the lowercase domain:bus:device.function, e.g. "0000:3b:00.0".
+	PCIBusID string
+	// NUMANode is the NUMA node closest to the GPU, -1 when unknown.
+	NUMANode int
+	// Multiprocessors is the number of streaming multiprocessors, 0 when unknown.
+	Multiprocessors int
+}
+
+// Discovery lists the GPUs of the node.
+type Discovery interface {
+	// Devices returns one Info per GPU, ordered by NVML index.
+	Devices(ctx context.Context) ([]Info, error)
+}
