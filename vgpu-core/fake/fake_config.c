@@ -1,0 +1,335 @@
+/*
+ * fake_config.c - parsing of the simulated GPU configuration.
+ */
+#include "fake_config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "vgpu_nvml.h"
+
+#define DEFAULT_STATE_DIR "/tmp/vgpu-fake-state"
+
+uint64_t fake_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* Strict unsigned decimal: no sign, no spaces, no junk, overflow checked. */
+static int parse_u64(const char *s, const char **end, uint64_t *out)
+{
+    uint64_t v = 0;
+    const char *p = s;
+    if (!isdigit((unsigned char)*p))
+        return -1;
+    for (; isdigit((unsigned char)*p); p++) {
+        uint64_t d = (uint64_t)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *end = p;
+    *out = v;
+    return 0;
+}
+
+int fake_parse_size(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *suffix;
+        uint64_t mult;
+    } units[] = {
+        {"", 1},
+        {"K", 1000ULL},
+        {"M", 1000ULL * 1000},
+        {"G", 1000ULL * 1000 * 1000},
+        {"T", 1000ULL * 1000 * 1000 * 1000},
+        {"Ki", 1ULL << 10},
+        {"Mi", 1ULL << 20},
+        {"Gi", 1ULL << 30},
+        {"Ti", 1ULL << 40},
+    };
+    const char *end;
+    uint64_t v;
+    if (s == NULL || parse_u64(s, &end, &v) != 0)
+        return -1;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+        if (strcmp(end, units[i].suffix) == 0) {
+            if (v > UINT64_MAX / units[i].mult)
+                return -1;
+            *out = v * units[i].mult;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int parse_int(const char *s, int min, int max, int *out)
+{
+    const char *end;
+    uint64_t v;
+    int neg = 0;
+    if (*s == '-') {
+        neg = 1;
+        s++;
+    }
+    if (parse_u64(s, &end, &v) != 0 || *end != '\0' || v > (uint64_t)max + (neg ? 1u : 0u))
+        return -1;
+    long long r = neg ? -(long long)v : (long long)v;
+    if (r < min || r > max)
+        return -1;
+    *out = (int)r;
+    return 0;
+}
+
+/* "MAJOR.MINOR" with small non-negative parts. */
+static int parse_version_pair(const char *s, int *major, int *minor)
+{
+    const char *end;
+    uint64_t a, b;
+    if (parse_u64(s, &end, &a) != 0 || *end != '.' || a > 999)
+        return -1;
+    if (parse_u64(end + 1, &end, &b) != 0 || *end != '\0' || b > 99)
+        return -1;
+    *major = (int)a;
+    *minor = (int)b;
+    return 0;
+}
+
+static int copy_string(char *dst, size_t len, const char *src)
+{
+    size_t n = strlen(src);
+    if (n == 0 || n >= len)
+        return -1;
+    memcpy(dst, src, n + 1);
+    return 0;
+}
+
+/* Applies one key; returns 0, 1 for an unknown key, -1 for a bad value. */
+static int apply(fake_config *cfg, const char *key, const char *val)
+{
+    uint64_t u;
+    if (strcmp(key, "gpu_count") == 0)
+        return parse_int(val, 0, FAKE_MAX_GPUS, &cfg->gpu_count);
+    if (strcmp(key, "gpu_memory") == 0) {
+        if (fake_parse_size(val, &u) != 0 || u == 0)
+            return -1;
+        cfg->gpu_memory = u;
+        return 0;
+    }
+    if (strcmp(key, "gpu_product") == 0)
+        return copy_string(cfg->gpu_product, sizeof(cfg->gpu_product), val);
+    if (strcmp(key, "uuid_seed") == 0)
+        return copy_string(cfg->uuid_seed, sizeof(cfg->uuid_seed), val);
+    if (strcmp(key, "driver_version") == 0)
+        return copy_string(cfg->driver_version, sizeof(cfg->driver_version), val);
+    if (strcmp(key, "cuda_version") == 0) {
+        int major, minor;
+        if (parse_version_pair(val, &major, &minor) != 0)
+            return -1;
+        cfg->cuda_version = major * 1000 + minor * 10;
+        return 0;
+    }
+    if (strcmp(key, "compute_capability") == 0)
+        return parse_version_pair(val, &cfg->cc_major, &cfg->cc_minor);
+    if (strcmp(key, "multiprocessors") == 0)
+        return parse_int(val, 1, 1024, &cfg->multiprocessors);
+    if (strcmp(key, "cores_per_sm") == 0)
+        return parse_int(val, 1, 1024, &cfg->cores_per_sm);
+    if (strcmp(key, "numa_node") == 0)
+        return parse_int(val, -1, 1023, &cfg->numa_node);
+    if (strcmp(key, "kernel_us") == 0) {
+        const char *end;
+        if (parse_u64(val, &end, &u) != 0 || *end != '\0' || u > UINT64_MAX / 1000)
+            return -1;
+        cfg->kernel_ns = u * 1000;
+        return 0;
+    }
+    if (strcmp(key, "context_memory") == 0) {
+        if (fake_parse_size(val, &cfg->context_memory) != 0)
+            return -1;
+        return 0;
+    }
+    if (strcmp(key, "state_dir") == 0)
+        return val[0] == '/' ? copy_string(cfg->state_dir, sizeof(cfg->state_dir), val) : -1;
+    return 1;
+}
+
+static const char *const keys[] = {
+    "gpu_count", "gpu_memory", "gpu_product", "uuid_seed", "driver_version",
+    "cuda_version", "compute_capability", "multiprocessors", "cores_per_sm",
+    "numa_node", "kernel_us", "context_memory", "state_dir",
+};
+
+static void set_defaults(fake_config *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->gpu_count = 2;
+    cfg->gpu_memory = 80ULL << 30;
+    strcpy(cfg->gpu_product, "NVIDIA H100 80GB HBM3");
+    strcpy(cfg->uuid_seed, "vgpu-fake");
+    strcpy(cfg->driver_version, "580.95.05");
+    cfg->cuda_version = 12090;
+    cfg->cc_major = 9;
+    cfg->cc_minor = 0;
+    cfg->multiprocessors = 132;
+    cfg->cores_per_sm = 128;
+    cfg->numa_node = 0;
+    strcpy(cfg->state_dir, DEFAULT_STATE_DIR);
+}
+
+static unsigned int architecture_of(int major, int minor)
+{
+    if (major >= 10)
+        return NVML_DEVICE_ARCH_BLACKWELL;
+    if (major == 9)
+        return NVML_DEVICE_ARCH_HOPPER;
+    if (major == 8)
+        return minor >= 9 ? NVML_DEVICE_ARCH_ADA : NVML_DEVICE_ARCH_AMPERE;
+    if (major == 7)
+        return minor >= 5 ? NVML_DEVICE_ARCH_TURING : NVML_DEVICE_ARCH_VOLTA;
+    if (major == 6)
+        return NVML_DEVICE_ARCH_PASCAL;
+    return NVML_DEVICE_ARCH_UNKNOWN;
+}
+
+/* FNV-1a 64-bit, used only to derive stable UUID bytes from the seed. */
+static uint64_t fnv1a(const char *s, uint64_t h)
+{
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* splitmix64 finaliser: neighbouring seeds give unrelated UUIDs. */
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static void derive_gpus(fake_config *cfg)
+{
+    for (int i = 0; i < cfg->gpu_count; i++) {
+        fake_gpu *g = &cfg->gpus[i];
+        char key[160];
+        snprintf(key, sizeof(key), "%s/%d", cfg->uuid_seed, i);
+        uint64_t hi = mix(fnv1a(key, 0xcbf29ce484222325ULL));
+        uint64_t lo = mix(fnv1a(key, hi ^ 0x9e3779b97f4a7c15ULL));
+        for (int b = 0; b < 8; b++) {
+            g->uuid_bytes[b] = (unsigned char)(hi >> (56 - 8 * b));
+            g->uuid_bytes[8 + b] = (unsigned char)(lo >> (56 - 8 * b));
+        }
+        const unsigned char *u = g->uuid_bytes;
+        snprintf(g->uuid, sizeof(g->uuid),
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+                 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11],
+                 u[12], u[13], u[14], u[15]);
+        /* Spread GPUs over distinct buses as on a real multi-GPU board. */
+        g->pci_bus = 0x18u + 0x10u * (unsigned int)i;
+        snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "00000000:%02X:00.0", g->pci_bus);
+        snprintf(g->pci_bus_id_legacy, sizeof(g->pci_bus_id_legacy), "0000:%02X:00.0",
+                 g->pci_bus);
+    }
+}
+
+static void trim(char **s)
+{
+    char *p = *s;
+    while (*p == ' ' || *p == '\t')
+        p++;
+    size_t n = strlen(p);
+    while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '\r' || p[n - 1] == '\n'))
+        p[--n] = '\0';
+    *s = p;
+}
+
+static int load_file(fake_config *cfg, const char *path, char *errbuf, unsigned int errlen)
+{
+    FILE *f = fopen(path, "re");
+    if (f == NULL) {
+        snprintf(errbuf, errlen, "VGPU_FAKE_CONFIG %s: %s", path, strerror(errno));
+        return -1;
+    }
+    char line[512];
+    int lineno = 0, rc = 0;
+    while (rc == 0 && fgets(line, sizeof(line), f) != NULL) {
+        lineno++;
+        char *s = line;
+        trim(&s);
+        if (*s == '\0' || *s == '#')
+            continue;
+        char *eq = strchr(s, '=');
+        if (eq == NULL) {
+            snprintf(errbuf, errlen, "%s:%d: expected key=value", path, lineno);
+            rc = -1;
+            break;
+        }
+        *eq = '\0';
+        char *key = s, *val = eq + 1;
+        trim(&key);
+        trim(&val);
+        int r = apply(cfg, key, val);
+        if (r < 0)
+            snprintf(errbuf, errlen, "%s:%d: invalid value %.64s for key %s", path, lineno, val,
+                     key);
+        else if (r > 0)
+            snprintf(errbuf, errlen, "%s:%d: unknown key %.64s", path, lineno, key);
+        rc = r == 0 ? 0 : -1;
+    }
+    fclose(f);
+    return rc;
+}
+
+int fake_config_load(fake_config *cfg, char *errbuf, unsigned int errlen)
+{
+    int rc = 0;
+    set_defaults(cfg);
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        char env[64] = "VGPU_FAKE_";
+        size_t n = strlen(env);
+        for (const char *k = keys[i]; *k && n + 1 < sizeof(env); k++)
+            env[n++] = (char)toupper((unsigned char)*k);
+        env[n] = '\0';
+        const char *v = getenv(env);
+        if (v != NULL && rc == 0 && apply(cfg, keys[i], v) != 0) {
+            snprintf(errbuf, errlen, "invalid value %.64s for %s", v, env);
+            rc = -1;
+        }
+    }
+    const char *path = getenv("VGPU_FAKE_CONFIG");
+    if (rc == 0 && path != NULL && *path != '\0')
+        rc = load_file(cfg, path, errbuf, errlen);
+    cfg->architecture = architecture_of(cfg->cc_major, cfg->cc_minor);
+    cfg->brand = NVML_BRAND_NVIDIA;
+    derive_gpus(cfg);
+    return rc;
+}
+
+static fake_config g_config;
+static char g_config_err[256];
+static int g_config_rc;
+static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
+
+static void load_once(void)
+{
+    g_config_rc = fake_config_load(&g_config, g_config_err, sizeof(g_config_err));
+}
+
+const fake_config *fake_config_get(const char **err)
+{
+    pthread_once(&g_config_once, load_once);
+    if (err != NULL)
+        *err = g_config_rc == 0 ? NULL : g_config_err;
+    return &g_config;
+}

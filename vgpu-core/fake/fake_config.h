@@ -1,0 +1,73 @@
+/*
+ * fake_config.h - configuration of the simulated GPUs, shared by the fake
+ * libcuda.so.1 and libnvidia-ml.so.1 so that both describe the same devices.
+ *
+ * Sources, lowest precedence first: built-in defaults, VGPU_FAKE_<KEY>
+ * environment variables, then the key=value file named by VGPU_FAKE_CONFIG
+ * (keys are the lower-case names without the prefix). README.md lists them.
+ */
+#ifndef VGPU_FAKE_CONFIG_H
+#define VGPU_FAKE_CONFIG_H
+
+#include <stdint.h>
+
+/* Upper bound on simulated GPUs; the shared state file is sized for it. */
+#define FAKE_MAX_GPUS 16
+
+/* Every VMM/pool granule and the reported allocation granularity. */
+#define FAKE_GRANULARITY (2ULL << 20)
+
+typedef struct fake_gpu {
+    char uuid[48];          /* "GPU-" + 8-4-4-4-12 lower-case hex */
+    unsigned char uuid_bytes[16];
+    char pci_bus_id[32];    /* NVML form: "00000000:BB:00.0" */
+    char pci_bus_id_legacy[16]; /* "0000:BB:00.0" */
+    unsigned int pci_bus;
+} fake_gpu;
+
+typedef struct fake_config {
+    int gpu_count;
+    uint64_t gpu_memory;          /* bytes per GPU */
+    char gpu_product[96];
+    char uuid_seed[128];
+    char driver_version[32];      /* e.g. "580.95.05" */
+    int cuda_version;             /* e.g. 12090 for "12.9" */
+    int cc_major;
+    int cc_minor;
+    int multiprocessors;
+    int cores_per_sm;
+    unsigned int architecture;    /* NVML_DEVICE_ARCH_* */
+    unsigned int brand;           /* NVML_BRAND_* */
+    int numa_node;                /* -1: NVML reports NOT_SUPPORTED */
+    uint64_t kernel_ns;           /* default busy time per launch */
+    uint64_t context_memory;      /* bytes charged per context */
+    char state_dir[256];
+    fake_gpu gpus[FAKE_MAX_GPUS];
+} fake_config;
+
+/*
+ * Returns the process-wide configuration, loading it on first use (thread
+ * safe). Never NULL: when a value is invalid, *err (if not NULL) receives a
+ * message naming the bad key and the remaining configuration keeps defaults
+ * for it; callers decide whether to fail.
+ */
+const fake_config *fake_config_get(const char **err);
+
+/*
+ * Loads a configuration into cfg from the environment and the file named by
+ * VGPU_FAKE_CONFIG. Returns 0, or -1 with a message naming the bad key
+ * written into errbuf. Exposed for tests.
+ */
+int fake_config_load(fake_config *cfg, char *errbuf, unsigned int errlen);
+
+/*
+ * Parses a byte size: decimal digits with an optional unit K, M, G, T
+ * (powers of 1000), Ki, Mi, Gi, Ti (powers of 1024). Returns 0 or -1 on
+ * junk or overflow.
+ */
+int fake_parse_size(const char *s, uint64_t *out);
+
+/* Monotonic clock in nanoseconds (CLOCK_MONOTONIC, shared by processes). */
+uint64_t fake_now_ns(void);
+
+#endif /* VGPU_FAKE_CONFIG_H */

@@ -1,0 +1,1109 @@
+/*
+ * fake_cuda.c - fake CUDA driver: initialisation, devices, contexts,
+ * modules, streams, stream capture, kernel launches and graphs.
+ *
+ * Kernels do nothing; each launch occupies its stream for a busy time,
+ * recorded in the shared state so that NVML reports utilisation and
+ * synchronisation waits for it. Memory lives in fake_cuda_mem.c.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "fake_cuda.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+fake_process g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static __thread fake_ctx *tls_ctx;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static pthread_key_t ptds_key;
+
+/* ------------------------------------------------------------------------ */
+/* Initialisation                                                           */
+/* ------------------------------------------------------------------------ */
+
+static void on_fork_child(void)
+{
+    g_fake.forked = 1;
+}
+
+static void free_thread_streams(void *p)
+{
+    fake_stream **streams = p;
+    for (int d = 0; d < FAKE_MAX_GPUS; d++)
+        free(streams[d]);
+    free(streams);
+}
+
+static void init_process(void)
+{
+    const char *err = NULL;
+    char msg[256];
+    g_fake.cfg = fake_config_get(&err);
+    if (err != NULL) {
+        fprintf(stderr, "fake libcuda: %s\n", err);
+        g_fake.init_result = CUDA_ERROR_INVALID_VALUE;
+        return;
+    }
+    if (g_fake.cfg->gpu_count == 0) {
+        g_fake.init_result = CUDA_ERROR_NO_DEVICE;
+        return;
+    }
+    if (fake_state_open(&g_fake.state, g_fake.cfg->state_dir, 1, msg, sizeof(msg)) != 0) {
+        fprintf(stderr, "fake libcuda: %s\n", msg);
+        g_fake.init_result = CUDA_ERROR_OPERATING_SYSTEM;
+        return;
+    }
+    if (pthread_key_create(&ptds_key, free_thread_streams) != 0 ||
+        pthread_atfork(NULL, NULL, on_fork_child) != 0) {
+        g_fake.init_result = CUDA_ERROR_OPERATING_SYSTEM;
+        return;
+    }
+    pthread_mutex_lock(&g_fake.mu);
+    for (int d = 0; d < g_fake.cfg->gpu_count; d++) {
+        g_fake.primary[d] = (fake_ctx){.magic = FAKE_MAGIC_CTX, .dev = d, .primary = 1};
+        g_fake.legacy[d].magic = FAKE_MAGIC_STREAM;
+        g_fake.legacy[d].dev = d;
+    }
+    fake_mem_init();
+    pthread_mutex_unlock(&g_fake.mu);
+    g_fake.initialized = 1;
+    g_fake.init_result = CUDA_SUCCESS;
+}
+
+CUresult cuInit(unsigned int Flags)
+{
+    if (Flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g_fake.forked)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    pthread_once(&init_once, init_process);
+    return g_fake.init_result;
+}
+
+CUresult fake_ready(void)
+{
+    if (!g_fake.initialized || g_fake.forked)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    return CUDA_SUCCESS;
+}
+
+#define REQUIRE_READY()                 \
+    do {                                \
+        CUresult r_ = fake_ready();     \
+        if (r_ != CUDA_SUCCESS)         \
+            return r_;                  \
+    } while (0)
+
+CUresult cuDriverGetVersion(int *driverVersion)
+{
+    if (driverVersion == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *driverVersion = fake_config_get(NULL)->cuda_version;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Error strings                                                            */
+/* ------------------------------------------------------------------------ */
+
+static const struct {
+    CUresult code;
+    const char *name;
+    const char *text;
+} errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", "device kernel image is invalid"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_OPERATING_SYSTEM, "CUDA_ERROR_OPERATING_SYSTEM", "OS call failed or operation not supported on this OS"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
+    {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+static int error_index(CUresult error)
+{
+    for (size_t i = 0; i < sizeof(errors) / sizeof(errors[0]); i++)
+        if (errors[i].code == error)
+            return (int)i;
+    return -1;
+}
+
+CUresult cuGetErrorString(CUresult error, const char **pStr)
+{
+    if (pStr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    int i = error_index(error);
+    *pStr = i < 0 ? NULL : errors[i].text;
+    return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+CUresult cuGetErrorName(CUresult error, const char **pStr)
+{
+    if (pStr == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    int i = error_index(error);
+    *pStr = i < 0 ? NULL : errors[i].name;
+    return i < 0 ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Devices                                                                  */
+/* ------------------------------------------------------------------------ */
+
+int fake_valid_device(int dev)
+{
+    return dev >= 0 && dev < g_fake.cfg->gpu_count;
+}
+
+#define REQUIRE_DEVICE(d)                       \
+    do {                                        \
+        REQUIRE_READY();                        \
+        if (!fake_valid_device(d))              \
+            return CUDA_ERROR_INVALID_DEVICE;   \
+    } while (0)
+
+CUresult cuDeviceGet(CUdevice *device, int ordinal)
+{
+    REQUIRE_READY();
+    if (device == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_valid_device(ordinal))
+        return CUDA_ERROR_INVALID_DEVICE;
+    *device = ordinal;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetCount(int *count)
+{
+    REQUIRE_READY();
+    if (count == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *count = g_fake.cfg->gpu_count;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
+{
+    REQUIRE_DEVICE(dev);
+    if (name == NULL || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "%s", g_fake.cfg->gpu_product);
+    return CUDA_SUCCESS;
+}
+
+static CUresult device_uuid(CUuuid *uuid, CUdevice dev)
+{
+    REQUIRE_DEVICE(dev);
+    if (uuid == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(uuid->bytes, g_fake.cfg->gpus[dev].uuid_bytes, sizeof(uuid->bytes));
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetUuid(CUuuid *uuid, CUdevice dev)
+{
+    return device_uuid(uuid, dev);
+}
+
+CUresult cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev)
+{
+    return device_uuid(uuid, dev);
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    REQUIRE_DEVICE(dev);
+    if (bytes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *bytes = (size_t)g_fake.cfg->gpu_memory;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    REQUIRE_DEVICE(dev);
+    if (bytes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t m = g_fake.cfg->gpu_memory;
+    *bytes = m > 0xffffffffULL ? 0xffffffffU : (unsigned int)m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
+{
+    REQUIRE_DEVICE(dev);
+    if (pi == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    const fake_config *c = g_fake.cfg;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
+    case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = c->multiprocessors; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = (int)c->gpus[dev].pci_bus; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = 0; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *pi = 2048; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *pi = c->cc_major; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *pi = c->cc_minor; break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
+    case CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY:
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH:
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: *pi = 1; break;
+    default: return CUDA_ERROR_INVALID_VALUE;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetPCIBusId(char *pciBusId, int len, CUdevice dev)
+{
+    REQUIRE_DEVICE(dev);
+    if (pciBusId == NULL || len <= 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    snprintf(pciBusId, (size_t)len, "%s", g_fake.cfg->gpus[dev].pci_bus_id_legacy);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Contexts                                                                 */
+/* ------------------------------------------------------------------------ */
+
+int fake_charge(int dev, uint64_t bytes)
+{
+    if (bytes == 0)
+        return 0;
+    return fake_state_reserve(&g_fake.state, dev, bytes, g_fake.cfg->gpu_memory);
+}
+
+void fake_uncharge(int dev, uint64_t bytes)
+{
+    if (bytes != 0)
+        fake_state_release(&g_fake.state, dev, bytes);
+}
+
+static int valid_ctx(const fake_ctx *c)
+{
+    return c != NULL && c->magic == FAKE_MAGIC_CTX && (!c->primary || c->refs > 0);
+}
+
+CUresult fake_current_device(int *dev)
+{
+    fake_ctx *c = tls_ctx;
+    if (!valid_ctx(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = c->dev;
+    return CUDA_SUCCESS;
+}
+
+/* Accounts for a new context on dev (mu held). */
+static CUresult context_open(int dev)
+{
+    if (fake_charge(dev, g_fake.cfg->context_memory) != 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    fake_state_contexts(&g_fake.state, dev, 1);
+    return CUDA_SUCCESS;
+}
+
+static void context_close(int dev)
+{
+    fake_uncharge(dev, g_fake.cfg->context_memory);
+    fake_state_contexts(&g_fake.state, dev, -1);
+}
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    REQUIRE_DEVICE(dev);
+    if (pctx == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fake.mu);
+    fake_ctx *c = &g_fake.primary[dev];
+    if (c->refs == 0)
+        r = context_open(dev);
+    if (r == CUDA_SUCCESS) {
+        c->refs++;
+        *pctx = (CUcontext)c;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+static CUresult primary_release(CUdevice dev, int reset)
+{
+    REQUIRE_DEVICE(dev);
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fake.mu);
+    fake_ctx *c = &g_fake.primary[dev];
+    if (reset) {
+        /* Reset destroys every allocation and the context itself. */
+        fake_mem_reset_device(dev);
+        if (c->refs > 0)
+            context_close(dev);
+        c->refs = 0;
+    } else if (c->refs == 0) {
+        r = CUDA_ERROR_INVALID_CONTEXT;
+    } else if (--c->refs == 0) {
+        context_close(dev);
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    return primary_release(dev, 0);
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    return primary_release(dev, 0);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    return primary_release(dev, 1);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    return primary_release(dev, 1);
+}
+
+static CUresult ctx_create(CUcontext *pctx, CUdevice dev)
+{
+    REQUIRE_DEVICE(dev);
+    if (pctx == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_ctx *c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_fake.mu);
+    CUresult r = context_open(dev);
+    pthread_mutex_unlock(&g_fake.mu);
+    if (r != CUDA_SUCCESS) {
+        free(c);
+        return r;
+    }
+    c->magic = FAKE_MAGIC_CTX;
+    c->dev = dev;
+    tls_ctx = c;
+    *pctx = (CUcontext)c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    (void)flags;
+    return ctx_create(pctx, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                        unsigned int flags, CUdevice dev)
+{
+    (void)flags;
+    if (numParams < 0 || (numParams > 0 && paramsArray == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    return ctx_create(pctx, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                        CUdevice dev)
+{
+    (void)ctxCreateParams;
+    (void)flags;
+    return ctx_create(pctx, dev);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    REQUIRE_READY();
+    fake_ctx *c = (fake_ctx *)ctx;
+    if (c == NULL || c->magic != FAKE_MAGIC_CTX || c->primary)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&g_fake.mu);
+    context_close(c->dev);
+    pthread_mutex_unlock(&g_fake.mu);
+    if (tls_ctx == c)
+        tls_ctx = NULL;
+    c->magic = 0;
+    free(c);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetCurrent(CUcontext *pctx)
+{
+    REQUIRE_READY();
+    if (pctx == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    *pctx = (CUcontext)tls_ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    REQUIRE_READY();
+    fake_ctx *c = (fake_ctx *)ctx;
+    if (c != NULL && !valid_ctx(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    tls_ctx = c;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxGetDevice(CUdevice *device)
+{
+    REQUIRE_READY();
+    if (device == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return fake_current_device(device);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Modules                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define FAKE_MAGIC_MODULE 0x4d4f4401u
+#define FAKE_MAGIC_FUNC 0x46554e01u
+
+typedef struct fake_func {
+    uint32_t magic;
+    uint64_t cost_ns;
+    struct fake_func *next;
+    char name[];
+} fake_func;
+
+typedef struct fake_module {
+    uint32_t magic;
+    fake_func *funcs;
+} fake_module;
+
+/* Busy time encoded in a kernel name ending in "_<N>us", or the default. */
+static uint64_t kernel_cost(const char *name)
+{
+    size_t n = strlen(name);
+    if (n < 4 || strcmp(name + n - 2, "us") != 0)
+        return g_fake.cfg->kernel_ns;
+    size_t end = n - 2, i = end;
+    while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+        i--;
+    if (i == end || i == 0 || name[i - 1] != '_' || end - i > 12)
+        return g_fake.cfg->kernel_ns;
+    uint64_t us = 0;
+    for (size_t k = i; k < end; k++)
+        us = us * 10 + (uint64_t)(name[k] - '0');
+    return us * 1000;
+}
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    REQUIRE_READY();
+    int dev;
+    if (module == NULL || image == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_module *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    m->magic = FAKE_MAGIC_MODULE;
+    *module = (CUmodule)m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    REQUIRE_READY();
+    fake_module *m = (fake_module *)hmod;
+    if (hfunc == NULL || name == NULL || *name == '\0')
+        return CUDA_ERROR_INVALID_VALUE;
+    if (m == NULL || m->magic != FAKE_MAGIC_MODULE)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    fake_func *f = m->funcs;
+    while (f != NULL && strcmp(f->name, name) != 0)
+        f = f->next;
+    if (f == NULL) {
+        size_t n = strlen(name);
+        f = calloc(1, sizeof(*f) + n + 1);
+        if (f != NULL) {
+            f->magic = FAKE_MAGIC_FUNC;
+            f->cost_ns = kernel_cost(name);
+            memcpy(f->name, name, n + 1);
+            f->next = m->funcs;
+            m->funcs = f;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    if (f == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *hfunc = (CUfunction)f;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule hmod)
+{
+    REQUIRE_READY();
+    fake_module *m = (fake_module *)hmod;
+    if (m == NULL || m->magic != FAKE_MAGIC_MODULE)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    for (fake_func *f = m->funcs, *next; f != NULL; f = next) {
+        next = f->next;
+        f->magic = 0;
+        free(f);
+    }
+    m->magic = 0;
+    free(m);
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Streams                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static fake_stream *per_thread_stream(int dev)
+{
+    fake_stream **streams = pthread_getspecific(ptds_key);
+    if (streams == NULL) {
+        streams = calloc(FAKE_MAX_GPUS, sizeof(*streams));
+        if (streams == NULL || pthread_setspecific(ptds_key, streams) != 0) {
+            free(streams);
+            return NULL;
+        }
+    }
+    if (streams[dev] == NULL) {
+        streams[dev] = calloc(1, sizeof(fake_stream));
+        if (streams[dev] != NULL) {
+            streams[dev]->magic = FAKE_MAGIC_STREAM;
+            streams[dev]->dev = dev;
+        }
+    }
+    return streams[dev];
+}
+
+fake_stream *fake_resolve_stream(CUstream h, int ptsz, int dev)
+{
+    if (h == NULL)
+        return ptsz ? per_thread_stream(dev) : &g_fake.legacy[dev];
+    if (h == CU_STREAM_LEGACY)
+        return &g_fake.legacy[dev];
+    if (h == CU_STREAM_PER_THREAD)
+        return per_thread_stream(dev);
+    fake_stream *s = (fake_stream *)h;
+    return s->magic == FAKE_MAGIC_STREAM ? s : NULL;
+}
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    REQUIRE_READY();
+    int dev;
+    if (phStream == NULL || (Flags & ~(unsigned int)CU_STREAM_NON_BLOCKING) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->magic = FAKE_MAGIC_STREAM;
+    s->dev = dev;
+    pthread_mutex_lock(&g_fake.mu);
+    s->next = g_fake.streams;
+    g_fake.streams = s;
+    pthread_mutex_unlock(&g_fake.mu);
+    *phStream = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    REQUIRE_READY();
+    fake_stream *s = (fake_stream *)hStream;
+    if (s == NULL || s == (fake_stream *)CU_STREAM_LEGACY ||
+        s == (fake_stream *)CU_STREAM_PER_THREAD || s->magic != FAKE_MAGIC_STREAM)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    for (fake_stream **p = &g_fake.streams; *p != NULL; p = &(*p)->next) {
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    /* Queued work still counts as busy in the shared timeline. */
+    s->magic = 0;
+    free(s);
+    return CUDA_SUCCESS;
+}
+
+static void sleep_until(uint64_t t)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ULL),
+                          .tv_nsec = (long)(t % 1000000000ULL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static CUresult stream_sync(CUstream hStream, int ptsz)
+{
+    REQUIRE_READY();
+    int dev;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+        /* Synchronizing a capturing stream is illegal and ruins the capture. */
+        s->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        pthread_mutex_unlock(&g_fake.mu);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    uint64_t tail = s->tail;
+    pthread_mutex_unlock(&g_fake.mu);
+    sleep_until(tail);
+    pthread_mutex_lock(&g_fake.mu);
+    fake_pools_release_on_sync(s->dev);
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+    return stream_sync(hStream, 0);
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    return stream_sync(hStream, 1);
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    REQUIRE_READY();
+    int dev;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&g_fake.mu);
+    int capturing = 0;
+    for (fake_stream *s = g_fake.streams; s != NULL; s = s->next) {
+        if (s->dev == dev && s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
+            s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+            s->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+            capturing = 1;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    if (capturing)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    sleep_until(atomic_load(&g_fake.dev_tail[dev]));
+    pthread_mutex_lock(&g_fake.mu);
+    fake_pools_release_on_sync(dev);
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Stream capture                                                           */
+/* ------------------------------------------------------------------------ */
+
+static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, int ptsz)
+{
+    REQUIRE_READY();
+    int dev;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (s == &g_fake.legacy[dev])
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fake.mu);
+    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    } else {
+        s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        s->capture_mode = mode;
+        s->capture_id = ++g_fake.capture_seq;
+        s->capture_cost = 0;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, 0);
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, 1);
+}
+
+#define FAKE_MAGIC_GRAPH 0x47524101u
+#define FAKE_MAGIC_EXEC 0x47455801u
+
+/* A captured graph or its executable: the summed busy time of its kernels. */
+typedef struct fake_graph {
+    uint32_t magic;
+    uint64_t cost_ns;
+} fake_graph;
+
+static CUresult end_capture(CUstream hStream, CUgraph *phGraph, int ptsz)
+{
+    REQUIRE_READY();
+    int dev;
+    if (phGraph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    CUstreamCaptureStatus st = s->capture;
+    uint64_t cost = s->capture_cost;
+    s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    pthread_mutex_unlock(&g_fake.mu);
+    *phGraph = NULL;
+    if (st == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    fake_graph *g = malloc(sizeof(*g));
+    if (g == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->magic = FAKE_MAGIC_GRAPH;
+    g->cost_ns = cost;
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, 0);
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, 1);
+}
+
+static CUresult capture_info(CUstream hStream, int ptsz, CUstreamCaptureStatus *status,
+                             cuuint64_t *id)
+{
+    REQUIRE_READY();
+    int dev;
+    if (status == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    *status = s->capture;
+    if (id != NULL)
+        *id = s->capture_id;
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return capture_info(hStream, 0, captureStatus, NULL);
+}
+
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return capture_info(hStream, 1, captureStatus, NULL);
+}
+
+/* The graph and dependency outputs are not modelled: always empty. */
+static void no_dependencies(CUgraph *graph_out, const CUgraphNode **deps,
+                            const CUgraphEdgeData **edges, size_t *num)
+{
+    if (graph_out != NULL)
+        *graph_out = NULL;
+    if (deps != NULL)
+        *deps = NULL;
+    if (edges != NULL)
+        *edges = NULL;
+    if (num != NULL)
+        *num = 0;
+}
+
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out)
+{
+    CUresult r = capture_info(hStream, 0, captureStatus_out, id_out);
+    if (r == CUDA_SUCCESS)
+        no_dependencies(graph_out, dependencies_out, NULL, numDependencies_out);
+    return r;
+}
+
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream,
+                                        CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out)
+{
+    CUresult r = capture_info(hStream, 1, captureStatus_out, id_out);
+    if (r == CUDA_SUCCESS)
+        no_dependencies(graph_out, dependencies_out, NULL, numDependencies_out);
+    return r;
+}
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   const CUgraphEdgeData **edgeData_out,
+                                   size_t *numDependencies_out)
+{
+    CUresult r = capture_info(hStream, 0, captureStatus_out, id_out);
+    if (r == CUDA_SUCCESS)
+        no_dependencies(graph_out, dependencies_out, edgeData_out, numDependencies_out);
+    return r;
+}
+
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
+                                        CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        const CUgraphEdgeData **edgeData_out,
+                                        size_t *numDependencies_out)
+{
+    CUresult r = capture_info(hStream, 1, captureStatus_out, id_out);
+    if (r == CUDA_SUCCESS)
+        no_dependencies(graph_out, dependencies_out, edgeData_out, numDependencies_out);
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launches                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Queues busy time on a stream. A capturing stream only records it into the
+ * graph being built. A stream with FAKE_QUEUE_DEPTH kernels pending blocks
+ * the caller until the oldest finishes, as a full launch queue does.
+ */
+static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost)
+{
+    int dev;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (s->dev != dev)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (cost == 0 && s->capture == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fake.mu);
+    if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        s->capture_cost += cost;
+        pthread_mutex_unlock(&g_fake.mu);
+        return CUDA_SUCCESS;
+    }
+    if (s->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        pthread_mutex_unlock(&g_fake.mu);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    uint64_t oldest = s->pending[s->launches % FAKE_QUEUE_DEPTH];
+    uint64_t now = fake_now_ns();
+    if (oldest > now) {
+        pthread_mutex_unlock(&g_fake.mu);
+        sleep_until(oldest);
+        pthread_mutex_lock(&g_fake.mu);
+        now = fake_now_ns();
+    }
+    uint64_t start = s->tail > now ? s->tail : now;
+    uint64_t end = start + cost;
+    s->tail = end;
+    s->pending[s->launches++ % FAKE_QUEUE_DEPTH] = end;
+    fake_state_add_busy(&g_fake.state, dev, start, end);
+    uint64_t t = atomic_load(&g_fake.dev_tail[dev]);
+    while (t < end && !atomic_compare_exchange_weak(&g_fake.dev_tail[dev], &t, end))
+        ;
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                       unsigned int bx, unsigned int by, unsigned int bz, CUstream hStream,
+                       int ptsz)
+{
+    REQUIRE_READY();
+    fake_func *fn = (fake_func *)f;
+    if (fn == NULL || fn->magic != FAKE_MAGIC_FUNC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
+        (uint64_t)bx * by * bz > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    return enqueue(hStream, ptsz, fn->cost_ns);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                        void **kernelParams, void **extra)
+{
+    (void)sharedMemBytes;
+    (void)kernelParams;
+    (void)extra;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, 0);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                             void **kernelParams, void **extra)
+{
+    (void)sharedMemBytes;
+    (void)kernelParams;
+    (void)extra;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, 1);
+}
+
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, int ptsz)
+{
+    if (config == NULL || (config->numAttrs > 0 && config->attrs == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                  config->blockDimY, config->blockDimZ, config->hStream, ptsz);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                          void **extra)
+{
+    (void)kernelParams;
+    (void)extra;
+    return launch_ex(config, f, 0);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                               void **extra)
+{
+    (void)kernelParams;
+    (void)extra;
+    return launch_ex(config, f, 1);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams)
+{
+    (void)sharedMemBytes;
+    (void)kernelParams;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, 0);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                        unsigned int gridDimY, unsigned int gridDimZ,
+                                        unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                        CUstream hStream, void **kernelParams)
+{
+    (void)sharedMemBytes;
+    (void)kernelParams;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Graphs                                                                   */
+/* ------------------------------------------------------------------------ */
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
+    REQUIRE_READY();
+    fake_graph *g = (fake_graph *)hGraph;
+    (void)flags;
+    if (phGraphExec == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL || g->magic != FAKE_MAGIC_GRAPH)
+        return CUDA_ERROR_INVALID_HANDLE;
+    fake_graph *e = malloc(sizeof(*e));
+    if (e == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->magic = FAKE_MAGIC_EXEC;
+    e->cost_ns = g->cost_ns;
+    *phGraphExec = (CUgraphExec)e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, int ptsz)
+{
+    REQUIRE_READY();
+    fake_graph *e = (fake_graph *)hGraphExec;
+    if (e == NULL || e->magic != FAKE_MAGIC_EXEC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return enqueue(hStream, ptsz, e->cost_ns);
+}
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_launch(hGraphExec, hStream, 0);
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_launch(hGraphExec, hStream, 1);
+}
+
+static CUresult graph_free(fake_graph *g, uint32_t magic)
+{
+    REQUIRE_READY();
+    if (g == NULL || g->magic != magic)
+        return CUDA_ERROR_INVALID_HANDLE;
+    g->magic = 0;
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    return graph_free((fake_graph *)hGraphExec, FAKE_MAGIC_EXEC);
+}
+
+CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    return graph_free((fake_graph *)hGraph, FAKE_MAGIC_GRAPH);
+}
+
+CUresult cuGetExportTable(const void **ppExportTable, const CUuuid *pExportTableId)
+{
+    if (ppExportTable == NULL || pExportTableId == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The fake has no private runtime tables. */
+    *ppExportTable = NULL;
+    return CUDA_ERROR_NOT_SUPPORTED;
+}

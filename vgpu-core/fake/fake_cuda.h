@@ -1,0 +1,106 @@
+/*
+ * fake_cuda.h - internals shared by the translation units of the fake
+ * libcuda.so.1 (not installed; the public API is vgpu_cuda.h).
+ *
+ * One process-wide structure holds everything; g_fake.mu guards all of it
+ * except the launch fast path (a kernel with zero busy time touches no
+ * shared data).
+ */
+#ifndef VGPU_FAKE_CUDA_H
+#define VGPU_FAKE_CUDA_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "fake_config.h"
+#include "fake_state.h"
+#include "vgpu_cuda.h"
+
+/* Pending kernels per stream before a launch blocks, as a full queue does. */
+#define FAKE_QUEUE_DEPTH 1024
+
+typedef struct fake_ctx {
+    uint32_t magic;
+    int dev;
+    int primary;
+    unsigned int refs; /* primary contexts: retain count */
+} fake_ctx;
+
+typedef struct fake_stream {
+    uint32_t magic;
+    int dev;
+    uint64_t tail;                     /* end of the last queued kernel */
+    uint64_t launches;                 /* kernels with busy time ever queued */
+    uint64_t pending[FAKE_QUEUE_DEPTH]; /* end times, ring indexed by launches */
+    CUstreamCaptureStatus capture;
+    CUstreamCaptureMode capture_mode;
+    uint64_t capture_id;
+    uint64_t capture_cost;
+    struct fake_stream *next; /* created streams */
+} fake_stream;
+
+typedef struct fake_pool {
+    uint32_t magic;
+    int dev;
+    int destroyed;        /* destroyed with allocations outstanding */
+    uint64_t reserved;    /* charged to the GPU */
+    uint64_t used;        /* handed out */
+    uint64_t reserved_high;
+    uint64_t used_high;
+    uint64_t threshold;   /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+    int reuse[3];         /* CU_MEMPOOL_ATTR_REUSE_*, stored only */
+    struct fake_pool *next;
+} fake_pool;
+
+typedef struct fake_process {
+    pthread_mutex_t mu;
+    int initialized;
+    int forked; /* set in a child after fork: CUDA is unusable there */
+    CUresult init_result;
+    const fake_config *cfg;
+    fake_state state;
+    fake_ctx primary[FAKE_MAX_GPUS];
+    fake_stream legacy[FAKE_MAX_GPUS];
+    _Atomic uint64_t dev_tail[FAKE_MAX_GPUS]; /* latest kernel end per GPU */
+    fake_pool default_pool[FAKE_MAX_GPUS];
+    fake_pool *current_pool[FAKE_MAX_GPUS];
+    fake_pool *pools;       /* created pools */
+    fake_stream *streams;   /* created streams */
+    uint64_t capture_seq;
+} fake_process;
+
+extern fake_process g_fake;
+
+#define FAKE_MAGIC_CTX 0x43545801u
+#define FAKE_MAGIC_STREAM 0x53545201u
+#define FAKE_MAGIC_POOL 0x504f4c01u
+
+/* CUDA_SUCCESS when cuInit succeeded in this process (not a forked child). */
+CUresult fake_ready(void);
+
+/* The current context's device, or CUDA_ERROR_INVALID_CONTEXT. */
+CUresult fake_current_device(int *dev);
+
+/* 1 when dev is a valid ordinal. */
+int fake_valid_device(int dev);
+
+/*
+ * Resolves a stream handle for the current context (ptsz: the NULL handle
+ * means the per-thread stream). Returns NULL for an invalid handle.
+ */
+fake_stream *fake_resolve_stream(CUstream h, int ptsz, int dev);
+
+/* Charges/uncharges GPU memory of this process; 0 or -1 when it is full. */
+int fake_charge(int dev, uint64_t bytes);
+void fake_uncharge(int dev, uint64_t bytes);
+
+/* Called with g_fake.mu held after a synchronize: pools shrink to their threshold. */
+void fake_pools_release_on_sync(int dev);
+
+/* Called with g_fake.mu held: releases every allocation made on dev. */
+void fake_mem_reset_device(int dev);
+
+/* Initialises the default pools (mu held, at cuInit). */
+void fake_mem_init(void);
+
+#endif /* VGPU_FAKE_CUDA_H */

@@ -1,0 +1,1072 @@
+/*
+ * fake_cuda_mem.c - fake CUDA driver memory: linear, pitched, managed,
+ * stream-ordered (pools), virtual memory management and arrays.
+ *
+ * There is no backing store: device addresses are numbers handed out from a
+ * per-process range and never reused. What is enforced is the physical
+ * total of each GPU, across processes, through the shared state: a request
+ * that does not fit fails with exactly CUDA_ERROR_OUT_OF_MEMORY. Sizes are
+ * charged exactly as requested (no rounding) except where the real API
+ * defines the size: pitch x height, pool growth in 2 MiB granules, VMM
+ * handles (multiples of the granularity) and arrays (the size reported by
+ * the memory-requirements queries).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "fake_cuda.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ARRAY_ALIGN (64ULL << 10)
+#define VA_BASE 0x300000000000ULL
+#define LINEAR_ALIGN 512ULL
+
+typedef enum rec_kind { REC_LINEAR, REC_POOL, REC_VMM, REC_ARRAY } rec_kind;
+
+/* One live allocation, keyed by device address or handle value. */
+typedef struct rec {
+    uint64_t key;
+    uint64_t size;    /* requested (linear, pool) or charged size */
+    uint64_t charged; /* bytes charged to the GPU for this record */
+    int dev;
+    rec_kind kind;
+    fake_pool *pool;
+    unsigned int refs; /* VMM: handle + mappings + retains */
+    struct rec *next;
+} rec;
+
+typedef struct va_range {
+    uint64_t base;
+    uint64_t size;
+    rec *handle; /* mappings only */
+    struct va_range *next;
+} va_range;
+
+static rec **table;
+static size_t table_buckets;
+static size_t table_count;
+static uint64_t next_va = VA_BASE;
+static uint64_t next_handle = 0x1000;
+static va_range *reservations;
+static va_range *mappings;
+
+static uint64_t round_up(uint64_t v, uint64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+static size_t bucket_of(uint64_t key, size_t buckets)
+{
+    return (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 20) & (buckets - 1);
+}
+
+/* Inserts r; returns -1 when the table cannot grow. */
+static int table_put(rec *r)
+{
+    if (table_count >= table_buckets * 2) {
+        size_t nb = table_buckets == 0 ? 1024 : table_buckets * 2;
+        rec **nt = calloc(nb, sizeof(*nt));
+        if (nt == NULL)
+            return -1;
+        for (size_t i = 0; i < table_buckets; i++) {
+            for (rec *e = table[i], *next; e != NULL; e = next) {
+                next = e->next;
+                size_t b = bucket_of(e->key, nb);
+                e->next = nt[b];
+                nt[b] = e;
+            }
+        }
+        free(table);
+        table = nt;
+        table_buckets = nb;
+    }
+    size_t b = bucket_of(r->key, table_buckets);
+    r->next = table[b];
+    table[b] = r;
+    table_count++;
+    return 0;
+}
+
+static rec *table_get(uint64_t key)
+{
+    if (table_buckets == 0)
+        return NULL;
+    for (rec *e = table[bucket_of(key, table_buckets)]; e != NULL; e = e->next)
+        if (e->key == key)
+            return e;
+    return NULL;
+}
+
+static void table_del(rec *r)
+{
+    rec **p = &table[bucket_of(r->key, table_buckets)];
+    while (*p != r)
+        p = &(*p)->next;
+    *p = r->next;
+    table_count--;
+}
+
+/* Creates and registers a record (mu held); NULL when out of host memory. */
+static rec *rec_new(uint64_t key, uint64_t size, uint64_t charged, int dev, rec_kind kind)
+{
+    rec *r = calloc(1, sizeof(*r));
+    if (r == NULL)
+        return NULL;
+    *r = (rec){.key = key, .size = size, .charged = charged, .dev = dev, .kind = kind, .refs = 1};
+    if (table_put(r) != 0) {
+        free(r);
+        return NULL;
+    }
+    return r;
+}
+
+static uint64_t take_va(uint64_t size, uint64_t align)
+{
+    uint64_t base = round_up(next_va, align);
+    next_va = base + round_up(size, LINEAR_ALIGN);
+    return base;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Pools                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static void pool_init(fake_pool *p, int dev)
+{
+    memset(p, 0, sizeof(*p));
+    p->magic = FAKE_MAGIC_POOL;
+    p->dev = dev;
+}
+
+void fake_mem_init(void)
+{
+    for (int d = 0; d < g_fake.cfg->gpu_count; d++) {
+        pool_init(&g_fake.default_pool[d], d);
+        g_fake.current_pool[d] = &g_fake.default_pool[d];
+    }
+}
+
+static void pool_trim(fake_pool *p, uint64_t keep)
+{
+    uint64_t target = round_up(p->used > keep ? p->used : keep, FAKE_GRANULARITY);
+    if (p->reserved > target) {
+        fake_uncharge(p->dev, p->reserved - target);
+        p->reserved = target;
+    }
+}
+
+static void pool_free_if_done(fake_pool *p)
+{
+    if (!p->destroyed || p->used != 0)
+        return;
+    pool_trim(p, 0);
+    for (fake_pool **pp = &g_fake.pools; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    p->magic = 0;
+    free(p);
+}
+
+void fake_pools_release_on_sync(int dev)
+{
+    if (g_fake.default_pool[dev].reserved > g_fake.default_pool[dev].threshold)
+        pool_trim(&g_fake.default_pool[dev], g_fake.default_pool[dev].threshold);
+    for (fake_pool *p = g_fake.pools; p != NULL; p = p->next)
+        if (p->dev == dev && p->reserved > p->threshold)
+            pool_trim(p, p->threshold);
+}
+
+static fake_pool *valid_pool(CUmemoryPool pool)
+{
+    fake_pool *p = (fake_pool *)pool;
+    return p != NULL && p->magic == FAKE_MAGIC_POOL && !p->destroyed ? p : NULL;
+}
+
+static CUresult check_device_location(const CUmemLocation *loc)
+{
+    if (loc->type != CU_MEM_LOCATION_TYPE_DEVICE || !fake_valid_device(loc->id))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (pool == NULL || poolProps == NULL || poolProps->allocType != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = check_device_location(&poolProps->location)) != CUDA_SUCCESS)
+        return r;
+    fake_pool *p = malloc(sizeof(*p));
+    if (p == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pool_init(p, poolProps->location.id);
+    pthread_mutex_lock(&g_fake.mu);
+    p->next = g_fake.pools;
+    g_fake.pools = p;
+    pthread_mutex_unlock(&g_fake.mu);
+    *pool = (CUmemoryPool)p;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_fake.mu);
+    fake_pool *p = valid_pool(pool);
+    if (p == NULL || p == &g_fake.default_pool[p->dev]) {
+        pthread_mutex_unlock(&g_fake.mu);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (g_fake.current_pool[p->dev] == p)
+        g_fake.current_pool[p->dev] = &g_fake.default_pool[p->dev];
+    /* Outstanding allocations keep the pool until they are freed. */
+    p->destroyed = 1;
+    pool_free_if_done(p);
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_fake.mu);
+    fake_pool *p = valid_pool(pool);
+    if (p != NULL)
+        pool_trim(p, minBytesToKeep);
+    pthread_mutex_unlock(&g_fake.mu);
+    return p == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
+static CUresult pool_attribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value, int set)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    fake_pool *p = valid_pool(pool);
+    cuuint64_t *v64 = value;
+    int *vi = value;
+    r = p == NULL ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+    if (p != NULL) {
+        switch (attr) {
+        case CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC:
+        case CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES:
+            if (set)
+                p->reuse[attr - 1] = *vi;
+            else
+                *vi = p->reuse[attr - 1];
+            break;
+        case CU_MEMPOOL_ATTR_RELEASE_THRESHOLD:
+            if (set)
+                p->threshold = *v64;
+            else
+                *v64 = p->threshold;
+            break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT:
+        case CU_MEMPOOL_ATTR_USED_MEM_CURRENT:
+            if (set)
+                r = CUDA_ERROR_INVALID_VALUE;
+            else
+                *v64 = attr == CU_MEMPOOL_ATTR_USED_MEM_CURRENT ? p->used : p->reserved;
+            break;
+        case CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH:
+        case CU_MEMPOOL_ATTR_USED_MEM_HIGH: {
+            uint64_t *high = attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH ? &p->used_high
+                                                                   : &p->reserved_high;
+            /* Only a reset to zero may be written; it restarts the watermark. */
+            if (!set)
+                *v64 = *high;
+            else if (*v64 != 0)
+                r = CUDA_ERROR_INVALID_VALUE;
+            else
+                *high = attr == CU_MEMPOOL_ATTR_USED_MEM_HIGH ? p->used : p->reserved;
+            break;
+        }
+        default:
+            r = CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    return pool_attribute(pool, attr, value, 0);
+}
+
+CUresult cuMemPoolSetAttribute(CUmemoryPool pool, CUmemPool_attribute attr, void *value)
+{
+    return pool_attribute(pool, attr, value, 1);
+}
+
+static CUresult device_pool(CUmemoryPool *pool, CUdevice dev, int current)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (pool == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_fake.mu);
+    *pool = (CUmemoryPool)(current ? g_fake.current_pool[dev] : &g_fake.default_pool[dev]);
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetDefaultMemPool(CUmemoryPool *pool_out, CUdevice dev)
+{
+    return device_pool(pool_out, dev, 0);
+}
+
+CUresult cuDeviceGetMemPool(CUmemoryPool *pool, CUdevice dev)
+{
+    return device_pool(pool, dev, 1);
+}
+
+CUresult cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (!fake_valid_device(dev))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_fake.mu);
+    fake_pool *p = valid_pool(pool);
+    if (p != NULL && p->dev == dev)
+        g_fake.current_pool[dev] = p;
+    pthread_mutex_unlock(&g_fake.mu);
+    return p != NULL && p->dev == dev ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* Takes bytes from pool p, growing its reservation in granules (mu held). */
+static CUresult pool_alloc(fake_pool *p, CUdeviceptr *dptr, size_t bytesize)
+{
+    uint64_t spare = p->reserved - p->used;
+    if (bytesize > spare) {
+        uint64_t grow = round_up(bytesize - spare, FAKE_GRANULARITY);
+        if (fake_charge(p->dev, grow) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        p->reserved += grow;
+    }
+    uint64_t va = take_va(bytesize, LINEAR_ALIGN);
+    rec *r = rec_new(va, bytesize, 0, p->dev, REC_POOL);
+    if (r == NULL) {
+        pool_trim(p, 0);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    r->pool = p;
+    p->used += bytesize;
+    if (p->used > p->used_high)
+        p->used_high = p->used;
+    if (p->reserved > p->reserved_high)
+        p->reserved_high = p->reserved;
+    *dptr = va;
+    return CUDA_SUCCESS;
+}
+
+static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                            CUstream hStream, int ptsz, int from_pool)
+{
+    CUresult r = fake_ready();
+    int dev;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr == NULL || bytesize == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_fake.mu);
+    fake_pool *p = from_pool ? valid_pool(pool) : g_fake.current_pool[dev];
+    if (fake_resolve_stream(hStream, ptsz, dev) == NULL)
+        r = CUDA_ERROR_INVALID_HANDLE;
+    else if (p == NULL)
+        r = CUDA_ERROR_INVALID_VALUE;
+    else
+        r = pool_alloc(p, dptr, bytesize);
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, NULL, hStream, 0, 0);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, NULL, hStream, 1, 0);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, pool, hStream, 0, 1);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream)
+{
+    return alloc_async(dptr, bytesize, pool, hStream, 1, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Linear memory                                                            */
+/* ------------------------------------------------------------------------ */
+
+static CUresult alloc_linear(CUdeviceptr *dptr, uint64_t size)
+{
+    CUresult r = fake_ready();
+    int dev;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (dptr == NULL || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_fake.mu);
+    if (fake_charge(dev, size) != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        uint64_t va = take_va(size, LINEAR_ALIGN);
+        if (rec_new(va, size, size, dev, REC_LINEAR) == NULL) {
+            fake_uncharge(dev, size);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            *dptr = va;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    return alloc_linear(dptr, bytesize);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST)
+        return CUDA_ERROR_INVALID_VALUE;
+    return alloc_linear(dptr, bytesize);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    if (pPitch == NULL || WidthInBytes == 0 || Height == 0 ||
+        (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t pitch = round_up(WidthInBytes, LINEAR_ALIGN);
+    if (pitch < WidthInBytes || Height > UINT64_MAX / pitch)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = alloc_linear(dptr, pitch * Height);
+    if (r == CUDA_SUCCESS)
+        *pPitch = (size_t)pitch;
+    return r;
+}
+
+/* Frees a linear or pool allocation (mu held). */
+static CUresult free_linear(CUdeviceptr dptr)
+{
+    rec *r = table_get(dptr);
+    if (r == NULL || (r->kind != REC_LINEAR && r->kind != REC_POOL))
+        return CUDA_ERROR_INVALID_VALUE;
+    table_del(r);
+    if (r->kind == REC_POOL) {
+        r->pool->used -= r->size;
+        pool_free_if_done(r->pool);
+    } else {
+        fake_uncharge(r->dev, r->charged);
+    }
+    free(r);
+    return CUDA_SUCCESS;
+}
+
+static CUresult free_any(CUdeviceptr dptr, CUstream hStream, int ptsz, int async)
+{
+    CUresult r = fake_ready();
+    int dev;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (async) {
+        if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
+            return r;
+        if (fake_resolve_stream(hStream, ptsz, dev) == NULL)
+            return CUDA_ERROR_INVALID_HANDLE;
+    } else if (dptr == 0) {
+        return CUDA_SUCCESS;
+    }
+    pthread_mutex_lock(&g_fake.mu);
+    r = free_linear(dptr);
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    return free_any(dptr, NULL, 0, 0);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_any(dptr, hStream, 0, 1);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    return free_any(dptr, hStream, 1, 1);
+}
+
+static CUresult mem_info(uint64_t *free_out, uint64_t *total_out)
+{
+    CUresult r = fake_ready();
+    int dev;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
+        return r;
+    uint64_t total = g_fake.cfg->gpu_memory;
+    uint64_t used = fake_state_used(&g_fake.state, dev);
+    *total_out = total;
+    *free_out = used >= total ? 0 : total - used;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemGetInfo_v2(size_t *free, size_t *total)
+{
+    uint64_t f, t;
+    CUresult r = mem_info(&f, &t);
+    if (r == CUDA_SUCCESS) {
+        if (free != NULL)
+            *free = (size_t)f;
+        if (total != NULL)
+            *total = (size_t)t;
+    }
+    return r;
+}
+
+CUresult cuMemGetInfo(unsigned int *free, unsigned int *total)
+{
+    uint64_t f, t;
+    CUresult r = mem_info(&f, &t);
+    if (r == CUDA_SUCCESS) {
+        if (free != NULL)
+            *free = f > 0xffffffffULL ? 0xffffffffU : (unsigned int)f;
+        if (total != NULL)
+            *total = t > 0xffffffffULL ? 0xffffffffU : (unsigned int)t;
+    }
+    return r;
+}
+
+/* 1 when [p, p+n) lies inside one linear/pool allocation or one mapping (mu held). */
+static int device_range_valid(uint64_t p, uint64_t n)
+{
+    for (size_t b = 0; b < table_buckets; b++)
+        for (rec *e = table[b]; e != NULL; e = e->next)
+            if ((e->kind == REC_LINEAR || e->kind == REC_POOL) && p >= e->key &&
+                n <= e->size && p - e->key <= e->size - n)
+                return 1;
+    for (va_range *m = mappings; m != NULL; m = m->next)
+        if (p >= m->base && n <= m->size && p - m->base <= m->size - n)
+            return 1;
+    return 0;
+}
+
+static CUresult copy_check(CUdeviceptr dev_ptr, const void *host, size_t n)
+{
+    CUresult r = fake_ready();
+    int dev;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
+        return r;
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (host == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    int ok = device_range_valid(dev_ptr, n);
+    pthread_mutex_unlock(&g_fake.mu);
+    return ok ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult cuMemcpyHtoD_v2(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return copy_check(dstDevice, srcHost, ByteCount);
+}
+
+CUresult cuMemcpyHtoD_v2_ptds(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+{
+    return copy_check(dstDevice, srcHost, ByteCount);
+}
+
+/* Device memory has no contents: it always reads back as zeros. */
+static CUresult copy_out(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    CUresult r = copy_check(srcDevice, dstHost, ByteCount);
+    if (r == CUDA_SUCCESS && ByteCount > 0)
+        memset(dstHost, 0, ByteCount);
+    return r;
+}
+
+CUresult cuMemcpyDtoH_v2(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy_out(dstHost, srcDevice, ByteCount);
+}
+
+CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+{
+    return copy_out(dstHost, srcDevice, ByteCount);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Virtual memory management                                                */
+/* ------------------------------------------------------------------------ */
+
+static CUresult check_prop(const CUmemAllocationProp *prop)
+{
+    if (prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    return check_device_location(&prop->location);
+}
+
+CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                       CUmemAllocationGranularity_flags option)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (granularity == NULL || option > CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = check_prop(prop)) != CUDA_SUCCESS)
+        return r;
+    *granularity = (size_t)FAKE_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (handle == NULL || flags != 0 || size == 0 || size % FAKE_GRANULARITY != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = check_prop(prop)) != CUDA_SUCCESS)
+        return r;
+    int dev = prop->location.id;
+    pthread_mutex_lock(&g_fake.mu);
+    if (fake_charge(dev, size) != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        uint64_t h = next_handle;
+        if (rec_new(h, size, size, dev, REC_VMM) == NULL) {
+            fake_uncharge(dev, size);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            next_handle += 0x10;
+            *handle = h;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+/* Drops one reference to a VMM handle; the memory goes with the last (mu held). */
+static void vmm_unref(rec *r)
+{
+    if (--r->refs > 0)
+        return;
+    table_del(r);
+    fake_uncharge(r->dev, r->charged);
+    free(r);
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *e = table_get(handle);
+    if (e == NULL || e->kind != REC_VMM)
+        r = CUDA_ERROR_INVALID_VALUE;
+    else
+        vmm_unref(e);
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+static va_range *mapping_at(uint64_t addr)
+{
+    for (va_range *m = mappings; m != NULL; m = m->next)
+        if (addr >= m->base && addr - m->base < m->size)
+            return m;
+    return NULL;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (handle == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    va_range *m = mapping_at((uint64_t)(uintptr_t)addr);
+    if (m == NULL) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        m->handle->refs++;
+        *handle = m->handle->key;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags)
+{
+    CUresult r = fake_ready();
+    (void)addr; /* the hint is optional; the fake never honours it */
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (ptr == NULL || flags != 0 || size == 0 || size % FAKE_GRANULARITY != 0 ||
+        (alignment & (alignment - 1)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    va_range *v = calloc(1, sizeof(*v));
+    if (v == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_fake.mu);
+    v->base = take_va(size, alignment > FAKE_GRANULARITY ? alignment : FAKE_GRANULARITY);
+    v->size = size;
+    v->next = reservations;
+    reservations = v;
+    *ptr = v->base;
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    for (va_range **p = &reservations; *p != NULL; p = &(*p)->next) {
+        va_range *v = *p;
+        if (v->base == ptr && v->size == size) {
+            *p = v->next;
+            free(v);
+            r = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (flags != 0 || size == 0 || size % FAKE_GRANULARITY != 0 || offset % FAKE_GRANULARITY != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    va_range *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *h = table_get(handle);
+    int inside = 0, overlap = 0;
+    for (va_range *v = reservations; v != NULL; v = v->next)
+        if (ptr >= v->base && size <= v->size && ptr - v->base <= v->size - size)
+            inside = 1;
+    for (va_range *o = mappings; o != NULL; o = o->next)
+        if (ptr < o->base + o->size && o->base < ptr + size)
+            overlap = 1;
+    if (h == NULL || h->kind != REC_VMM || offset > h->size || size > h->size - offset || !inside) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else if (overlap) {
+        r = CUDA_ERROR_ALREADY_MAPPED;
+    } else {
+        *m = (va_range){.base = ptr, .size = size, .handle = h, .next = mappings};
+        h->refs++;
+        mappings = m;
+        m = NULL;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    free(m);
+    return r;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    r = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    for (va_range **p = &mappings; *p != NULL;) {
+        va_range *m = *p;
+        if (m->base >= ptr && m->base - ptr <= size && m->size <= size - (m->base - ptr)) {
+            *p = m->next;
+            vmm_unref(m->handle);
+            free(m);
+            r = CUDA_SUCCESS;
+        } else {
+            p = &m->next;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (desc == NULL || count == 0 || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < count; i++)
+        if ((r = check_device_location(&desc[i].location)) != CUDA_SUCCESS)
+            return r;
+    pthread_mutex_lock(&g_fake.mu);
+    /* Every granule of the range must be mapped. */
+    for (uint64_t a = ptr; a - ptr < size; a += FAKE_GRANULARITY) {
+        if (mapping_at(a) == NULL) {
+            r = CUDA_ERROR_INVALID_VALUE;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Arrays                                                                   */
+/* ------------------------------------------------------------------------ */
+
+static uint64_t format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF: return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT: return 4;
+    }
+    return 0;
+}
+
+/* Bytes of one level; 0 when the description is invalid or overflows. */
+static uint64_t level_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f,
+                            unsigned int channels)
+{
+    uint64_t e = format_bytes(f);
+    if (e == 0 || w == 0 || (channels != 1 && channels != 2 && channels != 4))
+        return 0;
+    uint64_t v = e * channels;
+    uint64_t dims[3] = {w, h ? h : 1, d ? d : 1};
+    for (int i = 0; i < 3; i++) {
+        if (dims[i] > (UINT64_MAX - ARRAY_ALIGN) / v)
+            return 0;
+        v *= dims[i];
+    }
+    return round_up(v, ARRAY_ALIGN);
+}
+
+static CUresult array_new(uint64_t size, void **out)
+{
+    CUresult r = fake_ready();
+    int dev;
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (out == NULL || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_fake.mu);
+    if (fake_charge(dev, size) != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (rec_new(next_handle, size, size, dev, REC_ARRAY) == NULL) {
+        fake_uncharge(dev, size);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        *out = (void *)(uintptr_t)next_handle;
+        next_handle += 0x10;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *d)
+{
+    if (d == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return array_new(level_bytes(d->Width, d->Height, 1, d->Format, d->NumChannels),
+                     (void **)pHandle);
+}
+
+CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d)
+{
+    if (d == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    return array_new(level_bytes(d->Width, d->Height, d->Depth, d->Format, d->NumChannels),
+                     (void **)pHandle);
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *d,
+                                unsigned int numMipmapLevels)
+{
+    if (d == NULL || numMipmapLevels == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Layers are not mipmapped; the depth of a 3D array is. */
+    int layered = (d->Flags & CUDA_ARRAY3D_LAYERED) != 0;
+    uint64_t extent = d->Width > d->Height ? d->Width : d->Height;
+    if (!layered && d->Depth > extent)
+        extent = d->Depth;
+    unsigned int max_levels = 0;
+    for (uint64_t e = extent; e > 0; e >>= 1)
+        max_levels++;
+    if (numMipmapLevels > max_levels)
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t total = 0;
+    for (unsigned int l = 0; l < numMipmapLevels; l++) {
+        uint64_t w = d->Width >> l, h = d->Height >> l, z = layered ? d->Depth : d->Depth >> l;
+        uint64_t b = level_bytes(w ? w : 1, d->Height ? (h ? h : 1) : 0,
+                                 d->Depth ? (z ? z : 1) : 0, d->Format, d->NumChannels);
+        if (b == 0 || total > UINT64_MAX - b)
+            return CUDA_ERROR_INVALID_VALUE;
+        total += b;
+    }
+    return array_new(total, (void **)pHandle);
+}
+
+static CUresult array_destroy(uint64_t key)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *e = table_get(key);
+    if (e == NULL || e->kind != REC_ARRAY) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        table_del(e);
+        fake_uncharge(e->dev, e->charged);
+        free(e);
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuArrayDestroy(CUarray hArray)
+{
+    return array_destroy((uint64_t)(uintptr_t)hArray);
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    return array_destroy((uint64_t)(uintptr_t)hMipmappedArray);
+}
+
+static CUresult array_requirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *req, uint64_t key,
+                                   CUdevice device)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (req == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_valid_device(device))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *e = table_get(key);
+    if (e == NULL || e->kind != REC_ARRAY) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        memset(req, 0, sizeof(*req));
+        req->size = (size_t)e->size;
+        req->alignment = (size_t)ARRAY_ALIGN;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements,
+                                      CUarray array, CUdevice device)
+{
+    return array_requirements(memoryRequirements, (uint64_t)(uintptr_t)array, device);
+}
+
+CUresult cuMipmappedArrayGetMemoryRequirements(CUDA_ARRAY_MEMORY_REQUIREMENTS *memoryRequirements,
+                                               CUmipmappedArray mipmap, CUdevice device)
+{
+    return array_requirements(memoryRequirements, (uint64_t)(uintptr_t)mipmap, device);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Primary context reset                                                    */
+/* ------------------------------------------------------------------------ */
+
+void fake_mem_reset_device(int dev)
+{
+    for (va_range **p = &mappings; *p != NULL;) {
+        va_range *m = *p;
+        if (m->handle->dev == dev) {
+            *p = m->next;
+            vmm_unref(m->handle);
+            free(m);
+        } else {
+            p = &m->next;
+        }
+    }
+    for (size_t b = 0; b < table_buckets; b++) {
+        for (rec *e = table[b], *next; e != NULL; e = next) {
+            next = e->next;
+            if (e->dev != dev)
+                continue;
+            table_del(e);
+            if (e->kind == REC_POOL)
+                e->pool->used -= e->size;
+            else
+                fake_uncharge(e->dev, e->charged);
+            free(e);
+        }
+    }
+    fake_pool *dp = &g_fake.default_pool[dev];
+    pool_trim(dp, 0);
+    for (fake_pool *p = g_fake.pools, *next; p != NULL; p = next) {
+        next = p->next;
+        if (p->dev == dev) {
+            pool_trim(p, 0);
+            pool_free_if_done(p);
+        }
+    }
+}

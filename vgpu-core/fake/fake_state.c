@@ -1,0 +1,329 @@
+/*
+ * fake_state.c - the cross-process simulated GPU state (see fake_state.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "fake_state.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Takes (F_OFD_SETLK) or drops the lock byte of slot i; returns 0 on success. */
+static int slot_lock(int fd, int i, short type)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = type;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = FAKE_LOCK_BASE + i;
+    fl.l_len = 1;
+    return fcntl(fd, F_OFD_SETLK, &fl);
+}
+
+/* Returns the memory of slot i (whose lock the caller holds) to the GPUs. */
+static void slot_clear(fake_state_file *f, int i)
+{
+    fake_slot *s = &f->slots[i];
+    for (int d = 0; d < FAKE_MAX_GPUS; d++) {
+        uint64_t u = atomic_exchange(&s->dev[d].used, 0);
+        if (u != 0)
+            atomic_fetch_sub(&f->dev_used[d], u);
+        atomic_store(&s->dev[d].contexts, 0);
+        atomic_store(&s->dev[d].head, 0);
+        atomic_store(&s->dev[d].seq, 0);
+    }
+    atomic_store(&s->pid, 0);
+    atomic_store(&s->active, 0);
+}
+
+static int ensure_dir(const char *dir, char *err, size_t errlen)
+{
+    if (mkdir(dir, 0777) == 0) {
+        /* Containers may run as another user: undo the umask. */
+        if (chmod(dir, 0777) != 0) {
+            snprintf(err, errlen, "chmod %s: %s", dir, strerror(errno));
+            return -1;
+        }
+        return 0;
+    }
+    if (errno != EEXIST) {
+        snprintf(err, errlen, "mkdir %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int open_file(const char *path, char *err, size_t errlen)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+        if (fchmod(fd, 0666) != 0) {
+            snprintf(err, errlen, "chmod %s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        return fd;
+    }
+    if (errno == EEXIST)
+        fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        snprintf(err, errlen, "open %s: %s", path, strerror(errno));
+    return fd;
+}
+
+static int claim_slot(fake_state *st, char *err, size_t errlen)
+{
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        if (slot_lock(st->fd, i, F_WRLCK) != 0)
+            continue;
+        /* The lock is ours: any previous owner is dead. */
+        if (atomic_load(&st->file->slots[i].active))
+            slot_clear(st->file, i);
+        atomic_store(&st->file->slots[i].pid, (uint32_t)getpid());
+        atomic_store(&st->file->slots[i].active, 1);
+        st->slot = i;
+        return 0;
+    }
+    snprintf(err, errlen, "all %d fake GPU process slots are in use", FAKE_MAX_SLOTS);
+    return -1;
+}
+
+int fake_state_open(fake_state *st, const char *dir, int own_slot, char *err, size_t errlen)
+{
+    char path[512];
+    struct stat sb;
+    st->fd = -1;
+    st->file = NULL;
+    st->slot = -1;
+    if (ensure_dir(dir, err, errlen) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/state", dir);
+    int fd = open_file(path, err, errlen);
+    if (fd < 0)
+        return -1;
+    if (fstat(fd, &sb) != 0 ||
+        ((size_t)sb.st_size < sizeof(fake_state_file) &&
+         ftruncate(fd, (off_t)sizeof(fake_state_file)) != 0)) {
+        snprintf(err, errlen, "size %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, sizeof(fake_state_file), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "mmap %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    fake_state_file *f = m;
+    /* A zero-filled file is a valid empty state; stamp it once. */
+    uint64_t magic = 0;
+    atomic_compare_exchange_strong(&f->magic, &magic, FAKE_STATE_MAGIC);
+    uint32_t version = 0;
+    atomic_compare_exchange_strong(&f->version, &version, FAKE_STATE_VERSION);
+    if (atomic_load(&f->magic) != FAKE_STATE_MAGIC ||
+        atomic_load(&f->version) != FAKE_STATE_VERSION) {
+        snprintf(err, errlen, "%s: not a version %u fake GPU state file", path,
+                 FAKE_STATE_VERSION);
+        munmap(m, sizeof(fake_state_file));
+        close(fd);
+        return -1;
+    }
+    st->fd = fd;
+    st->file = f;
+    if (own_slot && claim_slot(st, err, errlen) != 0) {
+        fake_state_close(st);
+        return -1;
+    }
+    return 0;
+}
+
+void fake_state_close(fake_state *st)
+{
+    if (st->file != NULL)
+        munmap(st->file, sizeof(fake_state_file));
+    if (st->fd >= 0)
+        close(st->fd);
+    st->file = NULL;
+    st->fd = -1;
+    st->slot = -1;
+}
+
+void fake_state_reclaim(fake_state *st)
+{
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        if (i == st->slot || !atomic_load(&st->file->slots[i].active))
+            continue;
+        if (slot_lock(st->fd, i, F_WRLCK) != 0)
+            continue; /* owner alive */
+        if (atomic_load(&st->file->slots[i].active))
+            slot_clear(st->file, i);
+        slot_lock(st->fd, i, F_UNLCK);
+    }
+}
+
+int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)
+{
+    _Atomic uint64_t *used = &st->file->dev_used[dev];
+    int reclaimed = 0;
+    uint64_t cur = atomic_load(used);
+    for (;;) {
+        if (bytes > total || cur > total - bytes) {
+            if (reclaimed)
+                return -1;
+            fake_state_reclaim(st);
+            reclaimed = 1;
+            cur = atomic_load(used);
+            continue;
+        }
+        if (atomic_compare_exchange_weak(used, &cur, cur + bytes))
+            break;
+    }
+    atomic_fetch_add(&st->file->slots[st->slot].dev[dev].used, bytes);
+    return 0;
+}
+
+void fake_state_release(fake_state *st, int dev, uint64_t bytes)
+{
+    atomic_fetch_sub(&st->file->slots[st->slot].dev[dev].used, bytes);
+    atomic_fetch_sub(&st->file->dev_used[dev], bytes);
+}
+
+void fake_state_contexts(fake_state *st, int dev, int delta)
+{
+    atomic_fetch_add(&st->file->slots[st->slot].dev[dev].contexts, (uint32_t)delta);
+}
+
+void fake_state_add_busy(fake_state *st, int dev, uint64_t start, uint64_t end)
+{
+    fake_slot_dev *sd = &st->file->slots[st->slot].dev[dev];
+    atomic_fetch_add(&sd->seq, 1);
+    uint64_t h = atomic_load(&sd->head);
+    fake_interval *last = h > 0 ? &sd->iv[(h - 1) % FAKE_MAX_INTERVALS] : NULL;
+    if (last != NULL && start >= atomic_load(&last->start) && start <= atomic_load(&last->end)) {
+        if (end > atomic_load(&last->end))
+            atomic_store(&last->end, end);
+    } else {
+        fake_interval *iv = &sd->iv[h % FAKE_MAX_INTERVALS];
+        atomic_store(&iv->start, start);
+        atomic_store(&iv->end, end);
+        atomic_store(&sd->head, h + 1);
+    }
+    atomic_fetch_add(&sd->seq, 1);
+}
+
+uint64_t fake_state_used(fake_state *st, int dev)
+{
+    fake_state_reclaim(st);
+    return atomic_load(&st->file->dev_used[dev]);
+}
+
+/*
+ * Appends the intervals of one slot, clipped to [from, to), to out. Retries
+ * a bounded number of times while the owner is writing; a writer that died
+ * mid-update leaves an odd sequence, and then the last copy is used.
+ */
+typedef struct span {
+    uint64_t start;
+    uint64_t end;
+} span;
+
+static size_t collect(fake_slot_dev *sd, uint64_t from, uint64_t to, span *out)
+{
+    uint64_t s[FAKE_MAX_INTERVALS], e[FAKE_MAX_INTERVALS];
+    size_t n = 0;
+    for (int attempt = 0; attempt < 100; attempt++) {
+        uint32_t s1 = atomic_load(&sd->seq);
+        uint64_t h = atomic_load(&sd->head);
+        n = h < FAKE_MAX_INTERVALS ? (size_t)h : FAKE_MAX_INTERVALS;
+        for (size_t k = 0; k < n; k++) {
+            s[k] = atomic_load(&sd->iv[k].start);
+            e[k] = atomic_load(&sd->iv[k].end);
+        }
+        if ((s1 & 1u) == 0 && atomic_load(&sd->seq) == s1)
+            break;
+    }
+    size_t m = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t a = s[k] < from ? from : s[k];
+        uint64_t b = e[k] > to ? to : e[k];
+        if (a < b) {
+            out[m].start = a;
+            out[m].end = b;
+            m++;
+        }
+    }
+    return m;
+}
+
+static int by_start(const void *a, const void *b)
+{
+    uint64_t x = ((const span *)a)->start;
+    uint64_t y = ((const span *)b)->start;
+    return x < y ? -1 : x > y;
+}
+
+/* Busy percent of the window before now over slot (or all slots if -1). */
+static unsigned int busy_percent(fake_state *st, int dev, int slot, uint64_t now)
+{
+    uint64_t from = now > FAKE_UTIL_WINDOW_NS ? now - FAKE_UTIL_WINDOW_NS : 0;
+    int lo = slot < 0 ? 0 : slot, hi = slot < 0 ? FAKE_MAX_SLOTS : slot + 1;
+    span *buf = malloc(sizeof(span) * FAKE_MAX_INTERVALS * (size_t)(hi - lo));
+    if (buf == NULL)
+        return 0;
+    size_t n = 0;
+    for (int i = lo; i < hi; i++)
+        if (atomic_load(&st->file->slots[i].active))
+            n += collect(&st->file->slots[i].dev[dev], from, now, buf + n);
+    qsort(buf, n, sizeof(*buf), by_start);
+    uint64_t busy = 0, cs = 0, ce = 0;
+    for (size_t k = 0; k < n; k++) {
+        uint64_t a = buf[k].start, b = buf[k].end;
+        if (a > ce) {
+            busy += ce - cs;
+            cs = a;
+            ce = b;
+        } else if (b > ce) {
+            ce = b;
+        }
+    }
+    busy += ce - cs;
+    free(buf);
+    uint64_t window = now - from;
+    if (window == 0)
+        return 0;
+    unsigned int pct = (unsigned int)((busy * 100 + window / 2) / window);
+    return pct > 100 ? 100 : pct;
+}
+
+unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now)
+{
+    return busy_percent(st, dev, -1, now);
+}
+
+int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, int max)
+{
+    int count = 0;
+    fake_state_reclaim(st);
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        fake_slot *s = &st->file->slots[i];
+        if (!atomic_load(&s->active))
+            continue;
+        uint64_t used = atomic_load(&s->dev[dev].used);
+        if (used == 0 && atomic_load(&s->dev[dev].contexts) == 0)
+            continue;
+        if (count < max) {
+            out[count].pid = atomic_load(&s->pid);
+            out[count].used = used;
+            out[count].sm_util = busy_percent(st, dev, i, now);
+        }
+        count++;
+    }
+    return count;
+}

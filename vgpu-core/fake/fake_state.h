@@ -1,0 +1,116 @@
+/*
+ * fake_state.h - simulated GPU state shared by every process on a node.
+ *
+ * One file, <state_dir>/state, mapped shared by the fake libcuda (which
+ * writes its own process slot) and the fake NVML (which reads all slots).
+ * It holds, per GPU, the bytes in use by all processes (the physical total
+ * is enforced with compare-and-swap on that counter) and, per process slot,
+ * its bytes in use and its recent kernel busy intervals.
+ *
+ * Liveness: a process owns its slot by holding an OFD write lock on one
+ * byte (FAKE_LOCK_BASE + slot) of the file for its whole life. The kernel
+ * drops the lock when the process dies (also on SIGKILL, and across PID
+ * namespaces), so any process that can take the lock knows the owner is
+ * gone and returns the slot's memory to the GPU. No lock is held on the
+ * allocation or launch paths.
+ */
+#ifndef VGPU_FAKE_STATE_H
+#define VGPU_FAKE_STATE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fake_config.h"
+
+#define FAKE_STATE_MAGIC 0x5453454b41464756ULL /* "VGFAKEST" little-endian */
+#define FAKE_STATE_VERSION 1u
+#define FAKE_MAX_SLOTS 64
+#define FAKE_MAX_INTERVALS 128
+/* Lock bytes lie beyond the mapped data, one per slot. */
+#define FAKE_LOCK_BASE (1LL << 30)
+/* Utilisation is the busy share of this trailing window (NVML samples 1/6 s to 1 s). */
+#define FAKE_UTIL_WINDOW_NS 1000000000ULL
+
+typedef struct fake_interval {
+    _Atomic uint64_t start;
+    _Atomic uint64_t end;
+} fake_interval;
+
+typedef struct fake_slot_dev {
+    _Atomic uint64_t used;      /* bytes charged by this process */
+    _Atomic uint32_t contexts;  /* contexts this process holds on the GPU */
+    _Atomic uint32_t seq;       /* seqlock over iv[] and head: odd while writing */
+    _Atomic uint64_t head;      /* number of intervals ever appended */
+    fake_interval iv[FAKE_MAX_INTERVALS];
+} fake_slot_dev;
+
+typedef struct fake_slot {
+    _Atomic uint32_t active;    /* 1 while owned by a live process */
+    _Atomic uint32_t pid;       /* pid in the owner's namespace */
+    fake_slot_dev dev[FAKE_MAX_GPUS];
+} fake_slot;
+
+typedef struct fake_state_file {
+    _Atomic uint64_t magic;
+    _Atomic uint32_t version;
+    uint32_t reserved;
+    _Atomic uint64_t dev_used[FAKE_MAX_GPUS]; /* bytes in use by all processes */
+    fake_slot slots[FAKE_MAX_SLOTS];
+} fake_state_file;
+
+typedef struct fake_state {
+    int fd;
+    fake_state_file *file;
+    int slot; /* owned slot, -1 for readers */
+} fake_state;
+
+/* One process as seen by NVML. */
+typedef struct fake_proc {
+    unsigned int pid;
+    uint64_t used;
+    unsigned int sm_util; /* percent of the window with a kernel running */
+} fake_proc;
+
+/*
+ * Opens (creating if needed, mode 0666 in a 0777 directory) and maps the
+ * state file under dir. With own_slot, claims a process slot. Returns 0, or
+ * -1 with a message in err.
+ */
+int fake_state_open(fake_state *st, const char *dir, int own_slot, char *err, size_t errlen);
+
+/* Unmaps and closes; the slot (if any) is reclaimed by the next observer. */
+void fake_state_close(fake_state *st);
+
+/*
+ * Charges bytes on GPU dev against its physical total, atomically across
+ * processes. Returns 0, or -1 when the GPU would exceed total (after
+ * reclaiming dead processes once).
+ */
+int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total);
+
+/* Returns bytes previously charged with fake_state_reserve. */
+void fake_state_release(fake_state *st, int dev, uint64_t bytes);
+
+/* Adjusts the number of contexts this process holds on dev by delta. */
+void fake_state_contexts(fake_state *st, int dev, int delta);
+
+/* Records that a kernel of this process keeps dev busy over [start, end). */
+void fake_state_add_busy(fake_state *st, int dev, uint64_t start, uint64_t end);
+
+/* Bytes in use on dev by all live processes (dead ones reclaimed first). */
+uint64_t fake_state_used(fake_state *st, int dev);
+
+/*
+ * Lists live processes holding a context or memory on dev into out (up to
+ * max entries). Returns the number of such processes (may exceed max).
+ */
+int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, int max);
+
+/* Percent of the window before now during which any kernel ran on dev. */
+unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now);
+
+/* Returns dead processes' slots and memory to the pool. */
+void fake_state_reclaim(fake_state *st);
+
+#endif /* VGPU_FAKE_STATE_H */

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# mkdriverroot.sh DIR - lays out a fake NVIDIA driver root for containers and
+# NVIDIA's nvcdi library, using the fake libcuda.so.1 / libnvidia-ml.so.1.
+#
+#   DIR/usr/lib/x86_64-linux-gnu/lib{cuda,nvidia-ml}.so.<driver version>
+#       (+ .so.1 and .so symlinks, as the NVIDIA installer creates them)
+#   DIR/dev/nvidia<i>, nvidiactl, nvidia-uvm, nvidia-uvm-tools, nvidia-modeset
+#       character devices (nvcdi accepts only character devices). They are
+#       created as the null device (1:3) so that nothing can reach real
+#       hardware through them; this needs root (CAP_MKNOD). Without it the
+#       nodes are skipped with a warning and nvcdi cannot list GPU devices.
+#
+# Environment: FAKE_LIB_DIR (default: the build/fake next to this script),
+# VGPU_FAKE_CONFIG / VGPU_FAKE_DRIVER_VERSION / VGPU_FAKE_GPU_COUNT as for
+# the fakes themselves (file keys win over variables).
+set -euo pipefail
+
+if [[ $# -ne 1 || -z "$1" ]]; then
+    echo "usage: $0 DIR" >&2
+    exit 2
+fi
+root=$1
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+libdir=${FAKE_LIB_DIR:-$here/../build/fake}
+
+# Value of KEY from the VGPU_FAKE_CONFIG file, else from VGPU_FAKE_<KEY>, else DEFAULT.
+setting() {
+    local key=$1 default=$2 env value=""
+    env="VGPU_FAKE_${key^^}"
+    if [[ -n "${VGPU_FAKE_CONFIG:-}" ]]; then
+        value=$(sed -n "s/^[[:space:]]*${key}[[:space:]]*=[[:space:]]*\(.*[^[:space:]]\)[[:space:]]*$/\1/p" \
+            "$VGPU_FAKE_CONFIG" | tail -n 1)
+    fi
+    echo "${value:-${!env:-$default}}"
+}
+
+version=$(setting driver_version 580.95.05)
+count=$(setting gpu_count 2)
+if [[ ! "$version" =~ ^[0-9][0-9.]*$ || ! "$count" =~ ^[0-9]+$ ]]; then
+    echo "$0: invalid driver_version '$version' or gpu_count '$count'" >&2
+    exit 1
+fi
+for lib in libcuda.so.1 libnvidia-ml.so.1; do
+    if [[ ! -f "$libdir/$lib" ]]; then
+        echo "$0: $libdir/$lib not found (run make -C vgpu-core fakes)" >&2
+        exit 1
+    fi
+done
+
+dest=$root/usr/lib/x86_64-linux-gnu
+mkdir -p "$dest" "$root/dev"
+for name in libcuda libnvidia-ml; do
+    install -m 0755 "$libdir/$name.so.1" "$dest/$name.so.$version"
+    ln -sfn "$name.so.$version" "$dest/$name.so.1"
+    ln -sfn "$name.so.1" "$dest/$name.so"
+done
+
+nodes=(nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset)
+for ((i = 0; i < count; i++)); do
+    nodes+=("nvidia$i")
+done
+for node in "${nodes[@]}"; do
+    path=$root/dev/$node
+    [[ -c "$path" ]] && continue
+    rm -f "$path"
+    if ! mknod -m 0666 "$path" c 1 3 2>/dev/null; then
+        echo "$0: warning: cannot create character device $path (needs root)" >&2
+    fi
+done
+echo "$root"

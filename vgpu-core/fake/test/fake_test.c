@@ -1,0 +1,623 @@
+/*
+ * fake_test.c - tests of the fake libcuda.so.1, the fake libnvidia-ml.so.1
+ * and cuda-probe. Linked against both fakes like an application; runs
+ * cuda-probe (FAKE_TEST_PROBE, libraries from FAKE_TEST_LIBDIR) as other
+ * processes sharing the same simulated GPUs.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "fake_check.h"
+#include "fake_config.h"
+#include "vgpu_cuda.h"
+#include "vgpu_nvml.h"
+
+#define GiB (1ULL << 30)
+#define MiB (1ULL << 20)
+#define GPU_MEMORY (8 * GiB)
+
+int fake_check_failures;
+static char state_dir[] = "/tmp/vgpu-fake-test-XXXXXX";
+static nvmlDevice_t nv0;
+
+static uint64_t nvml_used(void)
+{
+    nvmlMemory_t m;
+    CHECK_EQ(nvmlDeviceGetMemoryInfo(nv0, &m), NVML_SUCCESS);
+    return m.used;
+}
+
+/* Bytes NVML reports for pid on GPU 0, or -1 when pid is not listed. */
+static long long nvml_process_used(unsigned int pid)
+{
+    nvmlProcessInfo_t infos[64];
+    unsigned int n = 64;
+    CHECK_EQ(nvmlDeviceGetComputeRunningProcesses_v3(nv0, &n, infos), NVML_SUCCESS);
+    for (unsigned int i = 0; i < n; i++)
+        if (infos[i].pid == pid)
+            return (long long)infos[i].usedGpuMemory;
+    return -1;
+}
+
+static void test_parse_size(void)
+{
+    static const struct {
+        const char *in;
+        int ok;
+        uint64_t want;
+    } cases[] = {
+        {"0", 1, 0},          {"1", 1, 1},           {"80Gi", 1, 80 * GiB},
+        {"2K", 1, 2000},      {"3Mi", 1, 3 * MiB},   {"1T", 1, 1000000000000ULL},
+        {"18446744073709551615", 1, UINT64_MAX},     {"18446744073709551616", 0, 0},
+        {"16777216Ti", 0, 0}, {"", 0, 0},            {"-1", 0, 0},
+        {"1.5Gi", 0, 0},      {"0x10", 0, 0},        {" 1", 0, 0},
+        {"1 ", 0, 0},         {"1g", 0, 0},          {"1GiB", 0, 0},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t v = 0;
+        int rc = fake_parse_size(cases[i].in, &v);
+        if ((rc == 0) != cases[i].ok || (cases[i].ok && v != cases[i].want)) {
+            fprintf(stderr, "parse_size(\"%s\") = %d, %llu\n", cases[i].in, rc,
+                    (unsigned long long)v);
+            fake_check_failures++;
+        }
+    }
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void test_config_file(void)
+{
+    char path[256], err[256];
+    fake_config c;
+    snprintf(path, sizeof(path), "%s/config", state_dir);
+    write_file(path, "# simulated node\ngpu_count = 4\ngpu_memory=141Gi\n"
+                     "gpu_product=NVIDIA H200\ncompute_capability=9.0\ncuda_version=13.0\n");
+    setenv("VGPU_FAKE_CONFIG", path, 1);
+    setenv("VGPU_FAKE_GPU_COUNT", "1", 1); /* the file wins */
+    CHECK_EQ(fake_config_load(&c, err, sizeof(err)), 0);
+    CHECK_EQ(c.gpu_count, 4);
+    CHECK_EQ(c.gpu_memory, 141 * GiB);
+    CHECK(strcmp(c.gpu_product, "NVIDIA H200") == 0);
+    CHECK_EQ(c.cuda_version, 13000);
+    CHECK(strncmp(c.gpus[3].uuid, "GPU-", 4) == 0 && strlen(c.gpus[3].uuid) == 40);
+    CHECK(strcmp(c.gpus[0].uuid, c.gpus[1].uuid) != 0);
+
+    write_file(path, "gpu_memory=lots\n");
+    CHECK_EQ(fake_config_load(&c, err, sizeof(err)), -1);
+    CHECK(strstr(err, "gpu_memory") != NULL);
+    write_file(path, "gpus=3\n");
+    CHECK_EQ(fake_config_load(&c, err, sizeof(err)), -1);
+    CHECK(strstr(err, "unknown key gpus") != NULL);
+    unsetenv("VGPU_FAKE_CONFIG");
+    setenv("VGPU_FAKE_GPU_COUNT", "17", 1);
+    CHECK_EQ(fake_config_load(&c, err, sizeof(err)), -1);
+    CHECK(strstr(err, "VGPU_FAKE_GPU_COUNT") != NULL);
+    setenv("VGPU_FAKE_GPU_COUNT", "2", 1);
+}
+
+static void test_devices(void)
+{
+    int count = 0;
+    CHECK_EQ(cuDeviceGetCount(&count), CUDA_SUCCESS);
+    CHECK_EQ(count, 2);
+    unsigned int ncount = 0;
+    CHECK_EQ(nvmlDeviceGetCount_v2(&ncount), NVML_SUCCESS);
+    CHECK_EQ(ncount, 2);
+    for (int d = 0; d < count; d++) {
+        CUuuid u, u2;
+        char want[NVML_DEVICE_UUID_V2_BUFFER_SIZE], got[64], bus[32];
+        nvmlDevice_t nd;
+        nvmlPciInfo_t pci;
+        size_t total = 0;
+        CHECK_EQ(cuDeviceGetUuid(&u, d), CUDA_SUCCESS);
+        CHECK_EQ(cuDeviceGetUuid_v2(&u2, d), CUDA_SUCCESS);
+        CHECK(memcmp(u.bytes, u2.bytes, 16) == 0);
+        const unsigned char *b = (const unsigned char *)u.bytes;
+        snprintf(got, sizeof(got),
+                 "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0],
+                 b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+                 b[14], b[15]);
+        CHECK_EQ(nvmlDeviceGetHandleByIndex_v2((unsigned int)d, &nd), NVML_SUCCESS);
+        CHECK_EQ(nvmlDeviceGetUUID(nd, want, sizeof(want)), NVML_SUCCESS);
+        CHECK(strcmp(got, want) == 0);
+        nvmlDevice_t by_uuid = NULL, by_bus = NULL;
+        CHECK_EQ(nvmlDeviceGetHandleByUUID(want, &by_uuid), NVML_SUCCESS);
+        CHECK(by_uuid == nd);
+        CHECK_EQ(cuDeviceTotalMem_v2(&total, d), CUDA_SUCCESS);
+        CHECK_EQ(total, GPU_MEMORY);
+        CHECK_EQ(cuDeviceGetPCIBusId(bus, sizeof(bus), d), CUDA_SUCCESS);
+        CHECK_EQ(nvmlDeviceGetPciInfo_v3(nd, &pci), NVML_SUCCESS);
+        CHECK(strcmp(bus, pci.busIdLegacy) == 0);
+        CHECK_EQ(nvmlDeviceGetHandleByPciBusId_v2(pci.busId, &by_bus), NVML_SUCCESS);
+        CHECK(by_bus == nd);
+        int bus_attr = -1;
+        CHECK_EQ(cuDeviceGetAttribute(&bus_attr, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, d), CUDA_SUCCESS);
+        CHECK_EQ(bus_attr, pci.bus);
+    }
+    CUdevice dev;
+    CHECK_EQ(cuDeviceGet(&dev, 2), CUDA_ERROR_INVALID_DEVICE);
+    char small[4];
+    CHECK_EQ(nvmlDeviceGetUUID(nv0, small, sizeof(small)), NVML_ERROR_INSUFFICIENT_SIZE);
+    nvmlMemory_v2_t m2 = {.version = 1};
+    CHECK_EQ(nvmlDeviceGetMemoryInfo_v2(nv0, &m2), NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    m2.version = nvmlMemory_v2;
+    CHECK_EQ(nvmlDeviceGetMemoryInfo_v2(nv0, &m2), NVML_SUCCESS);
+    CHECK_EQ(m2.total, GPU_MEMORY);
+    unsigned int cur, pend;
+    CHECK_EQ(nvmlDeviceGetMigMode(nv0, &cur, &pend), NVML_ERROR_NOT_SUPPORTED);
+}
+
+static void test_linear(void)
+{
+    CUdeviceptr p = 0, q = 0;
+    size_t free_b = 0, total = 0, pitch = 0;
+    uint64_t base = nvml_used();
+    CHECK_EQ(cuMemAlloc_v2(&p, GiB), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + GiB);
+    CHECK_EQ(nvml_process_used((unsigned int)getpid()), (long long)(base + GiB));
+    CHECK_EQ(cuMemGetInfo_v2(&free_b, &total), CUDA_SUCCESS);
+    CHECK_EQ(total, GPU_MEMORY);
+    CHECK_EQ(free_b, GPU_MEMORY - base - GiB);
+    CHECK_EQ(cuMemGetInfo_v2(NULL, &total), CUDA_SUCCESS);
+    /* Beyond the physical total: exactly OUT_OF_MEMORY, nothing charged. */
+    CHECK_EQ(cuMemAlloc_v2(&q, GPU_MEMORY), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ(nvml_used(), base + GiB);
+    CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+    CHECK_EQ(cuMemFree_v2(p), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(nvml_used(), base);
+
+    CHECK_EQ(cuMemAllocPitch_v2(&p, &pitch, 1000, 300, 4), CUDA_SUCCESS);
+    CHECK(pitch >= 1000 && pitch % 512 == 0);
+    CHECK_EQ(nvml_used(), base + pitch * 300);
+    CHECK_EQ(cuMemAllocPitch_v2(&q, &pitch, 1000, 300, 3), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+    CHECK_EQ(cuMemAllocManaged(&p, 3 * MiB, CU_MEM_ATTACH_GLOBAL), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 3 * MiB);
+    unsigned char buf[64];
+    memset(buf, 0xff, sizeof(buf));
+    CHECK_EQ(cuMemcpyHtoD_v2(p + 100, buf, sizeof(buf)), CUDA_SUCCESS);
+    CHECK_EQ(cuMemcpyDtoH_v2(buf, p + 100, sizeof(buf)), CUDA_SUCCESS);
+    CHECK_EQ(buf[0], 0);
+    CHECK_EQ(cuMemcpyDtoH_v2(buf, p + 3 * MiB - 8, sizeof(buf)), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base);
+}
+
+static void test_pools(void)
+{
+    CUmemoryPool pool, dpool;
+    CUdeviceptr a, b;
+    cuuint64_t v = 0;
+    uint64_t base = nvml_used();
+    CHECK_EQ(cuDeviceGetDefaultMemPool(&dpool, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemAllocAsync(&a, MiB + 1, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuMemPoolGetAttribute(dpool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v), CUDA_SUCCESS);
+    CHECK_EQ(v, 2 * MiB); /* grows in 2 MiB granules */
+    CHECK_EQ(nvml_used(), base + 2 * MiB);
+    CHECK_EQ(cuMemAllocAsync_ptsz(&b, MiB - 1, NULL), CUDA_SUCCESS); /* fits in the spare */
+    CHECK_EQ(nvml_used(), base + 2 * MiB);
+    CHECK_EQ(cuMemFreeAsync(a, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuMemFreeAsync(b, NULL), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 2 * MiB); /* kept until a synchronize */
+    CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base);
+
+    CUmemPoolProps props;
+    memset(&props, 0, sizeof(props));
+    props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    props.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    props.location.id = 0;
+    CHECK_EQ(cuMemPoolCreate(&pool, &props), CUDA_SUCCESS);
+    v = 64 * MiB;
+    CHECK_EQ(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &v), CUDA_SUCCESS);
+    CHECK_EQ(cuMemAllocFromPoolAsync(&a, 10 * MiB, pool, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuMemFreeAsync(a, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuStreamSynchronize(NULL), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 10 * MiB); /* below the threshold: kept */
+    CHECK_EQ(cuMemPoolTrimTo(pool, 0), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base);
+    CHECK_EQ(cuMemAllocFromPoolAsync(&a, GPU_MEMORY + 1, pool, NULL), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ(cuMemAllocFromPoolAsync(&a, 4 * MiB, pool, NULL), CUDA_SUCCESS);
+    /* Destroyed with an allocation outstanding: released at its free. */
+    CHECK_EQ(cuMemPoolDestroy(pool), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 4 * MiB);
+    CHECK_EQ(cuMemFree_v2(a), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base);
+    CHECK_EQ(cuMemPoolDestroy(dpool), CUDA_ERROR_INVALID_VALUE);
+}
+
+static void test_vmm(void)
+{
+    CUmemAllocationProp prop;
+    CUmemGenericAllocationHandle h, h2;
+    CUdeviceptr va;
+    size_t gran = 0;
+    uint64_t base = nvml_used();
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CHECK_EQ(cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM),
+             CUDA_SUCCESS);
+    CHECK_EQ(gran, 2 * MiB);
+    CHECK_EQ(cuMemCreate(&h, gran + 1, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(cuMemCreate(&h, 2 * GPU_MEMORY, &prop, 0), CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ(cuMemCreate(&h, 4 * gran, &prop, 0), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 4 * gran);
+    /* Reserving address space costs no memory. */
+    CHECK_EQ(cuMemAddressReserve(&va, 16 * gran, 0, 0, 0), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 4 * gran);
+    CHECK_EQ(cuMemMap(va, 4 * gran, 0, h, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemMap(va, 4 * gran, 0, h, 0), CUDA_ERROR_ALREADY_MAPPED);
+    CUmemAccessDesc acc = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CHECK_EQ(cuMemSetAccess(va, 4 * gran, &acc, 1), CUDA_SUCCESS);
+    CHECK_EQ(cuMemSetAccess(va, 5 * gran, &acc, 1), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)(va + gran)), CUDA_SUCCESS);
+    CHECK_EQ(h2, h);
+    CHECK_EQ(cuMemRelease(h), CUDA_SUCCESS);
+    CHECK_EQ(cuMemRelease(h2), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 4 * gran); /* the mapping keeps it */
+    CHECK_EQ(cuMemUnmap(va, 4 * gran), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base);
+    CHECK_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(cuMemAddressFree(va, 16 * gran), CUDA_SUCCESS);
+}
+
+static void test_arrays(void)
+{
+    CUarray a;
+    CUmipmappedArray m;
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req;
+    uint64_t base = nvml_used();
+    CUDA_ARRAY_DESCRIPTOR d = {.Width = 1000, .Height = 100, .Format = CU_AD_FORMAT_FLOAT,
+                               .NumChannels = 4};
+    CHECK_EQ(cuArrayCreate_v2(&a, &d), CUDA_SUCCESS);
+    CHECK_EQ(cuArrayGetMemoryRequirements(&req, a, 0), CUDA_SUCCESS);
+    CHECK(req.size >= 1000ULL * 100 * 16 && req.size % req.alignment == 0);
+    CHECK_EQ(nvml_used(), base + req.size);
+    CHECK_EQ(cuArrayDestroy(a), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base);
+    CUDA_ARRAY3D_DESCRIPTOR d3 = {.Width = 64, .Height = 64, .Depth = 64,
+                                  .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 1};
+    CHECK_EQ(cuArray3DCreate_v2(&a, &d3), CUDA_SUCCESS);
+    CHECK_EQ(cuArrayGetMemoryRequirements(&req, a, 0), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + req.size);
+    CHECK_EQ(cuArrayDestroy(a), CUDA_SUCCESS);
+    CHECK_EQ(cuMipmappedArrayCreate(&m, &d3, 8), CUDA_ERROR_INVALID_VALUE); /* 64 has 7 levels */
+    CHECK_EQ(cuMipmappedArrayCreate(&m, &d3, 7), CUDA_SUCCESS);
+    CHECK_EQ(cuMipmappedArrayGetMemoryRequirements(&req, m, 0), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + req.size);
+    CHECK_EQ(cuMipmappedArrayDestroy(m), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base);
+    d.NumChannels = 3;
+    CHECK_EQ(cuArrayCreate_v2(&a, &d), CUDA_ERROR_INVALID_VALUE);
+}
+
+/* Name of the exported symbol at fn. */
+static const char *symbol_of(void *fn)
+{
+    Dl_info info;
+    if (fn == NULL || dladdr(fn, &info) == 0 || info.dli_sname == NULL)
+        return "";
+    return info.dli_sname;
+}
+
+static void test_proc_address(void)
+{
+    static const struct {
+        const char *name;
+        int version;
+        cuuint64_t flags;
+        const char *want; /* NULL: not found */
+        CUdriverProcAddressQueryResult status;
+    } cases[] = {
+        {"cuMemAlloc", 11030, 0, "cuMemAlloc_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuMemAlloc", 13000, 2, "cuMemAlloc_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuLaunchKernel", 12000, 0, "cuLaunchKernel", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuLaunchKernel", 12000, 2, "cuLaunchKernel_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuLaunchKernel", 12000, 1, "cuLaunchKernel", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuCtxCreate", 11030, 0, "cuCtxCreate_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuCtxCreate", 12000, 0, "cuCtxCreate_v3", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuCtxCreate", 13000, 0, "cuCtxCreate_v4", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuMemAllocAsync", 12000, 2, "cuMemAllocAsync_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuGraphLaunch", 13000, 2, "cuGraphLaunch_ptsz", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuStreamGetCaptureInfo", 12000, 0, "cuStreamGetCaptureInfo_v2",
+         CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuStreamGetCaptureInfo", 13000, 2, "cuStreamGetCaptureInfo_v3_ptsz",
+         CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuDeviceGetUuid", 11030, 0, "cuDeviceGetUuid", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuDeviceGetUuid", 12000, 0, "cuDeviceGetUuid_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuMemcpyHtoD", 12000, 2, "cuMemcpyHtoD_v2_ptds", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuGetProcAddress", 11030, 0, "cuGetProcAddress", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuGetProcAddress", 12000, 0, "cuGetProcAddress_v2", CU_GET_PROC_ADDRESS_SUCCESS},
+        {"cuLaunchKernelEx", 11030, 0, NULL, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT},
+        {"cuMemAlloc_v2", 12000, 0, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
+        {"cuNoSuchThing", 12000, 0, NULL, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        void *fn = (void *)1, *fn1 = (void *)1;
+        CUdriverProcAddressQueryResult st = (CUdriverProcAddressQueryResult)99;
+        CUresult r = cuGetProcAddress_v2(cases[i].name, &fn, cases[i].version, cases[i].flags, &st);
+        CUresult r1 = cuGetProcAddress(cases[i].name, &fn1, cases[i].version, cases[i].flags);
+        int ok = st == cases[i].status && fn == fn1 && r == r1 &&
+                 (cases[i].want == NULL ? r == CUDA_ERROR_NOT_FOUND && fn == NULL
+                                        : r == CUDA_SUCCESS &&
+                                              strcmp(symbol_of(fn), cases[i].want) == 0);
+        if (!ok) {
+            fprintf(stderr, "cuGetProcAddress(%s, %d, %llu) = %d status %d -> %s\n",
+                    cases[i].name, cases[i].version, (unsigned long long)cases[i].flags, (int)r,
+                    (int)st, symbol_of(fn));
+            fake_check_failures++;
+        }
+    }
+    /* Every exported variant keeps its own address (dladdr names it). */
+    static const char *const exported[] = {
+        "cuLaunchKernel", "cuLaunchKernel_ptsz", "cuMemAllocAsync", "cuMemAllocAsync_ptsz",
+        "cuDeviceGetUuid", "cuDeviceGetUuid_v2", "cuDevicePrimaryCtxRelease",
+        "cuDevicePrimaryCtxRelease_v2", "cuStreamSynchronize", "cuStreamSynchronize_ptsz",
+        "cuGraphLaunch", "cuGraphLaunch_ptsz", "cuMemcpyDtoH_v2", "cuMemcpyDtoH_v2_ptds",
+    };
+    for (size_t i = 0; i < sizeof(exported) / sizeof(exported[0]); i++) {
+        void *fn = dlsym(RTLD_DEFAULT, exported[i]);
+        if (strcmp(symbol_of(fn), exported[i]) != 0) {
+            fprintf(stderr, "dladdr(%s) = %s\n", exported[i], symbol_of(fn));
+            fake_check_failures++;
+        }
+    }
+}
+
+static uint64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void test_launch_and_capture(void)
+{
+    CUmodule mod;
+    CUfunction k;
+    CUstream s;
+    nvmlProcessUtilizationSample_t samples[8];
+    unsigned int n = 8;
+    nvmlUtilization_t util;
+    static const char image[] = "fake";
+    CHECK_EQ(nvmlDeviceGetProcessUtilization(nv0, samples, &n, 0), NVML_ERROR_NOT_FOUND);
+    CHECK_EQ(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleGetFunction(&k, mod, "busy_50000us"), CUDA_SUCCESS);
+    CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    uint64_t t0 = mono_ms();
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    CHECK(mono_ms() - t0 < 150); /* asynchronous: well below the 200 ms queued */
+    CHECK_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+    uint64_t waited = mono_ms() - t0;
+    CHECK(waited >= 199 && waited < 1000);
+    CHECK_EQ(nvmlDeviceGetUtilizationRates(nv0, &util), NVML_SUCCESS);
+    CHECK(util.gpu >= 15 && util.gpu <= 30); /* 200 ms of the last second */
+    n = 0;
+    CHECK_EQ(nvmlDeviceGetProcessUtilization(nv0, NULL, &n, 0), NVML_ERROR_INSUFFICIENT_SIZE);
+    CHECK_EQ(n, 1);
+    CHECK_EQ(nvmlDeviceGetProcessUtilization(nv0, samples, &n, 0), NVML_SUCCESS);
+    CHECK_EQ(samples[0].pid, getpid());
+    CHECK_EQ(samples[0].smUtil, util.gpu);
+
+    /* Captured launches run nothing until the graph is launched. */
+    CUstreamCaptureStatus st;
+    CUgraph g;
+    CUgraphExec e;
+    CHECK_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CHECK_EQ(cuStreamIsCapturing(s, &st), CUDA_SUCCESS);
+    CHECK_EQ(st, CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    cuuint64_t id = 0;
+    CHECK_EQ(cuStreamGetCaptureInfo_v2(s, &st, &id, NULL, NULL, NULL), CUDA_SUCCESS);
+    CHECK(id != 0 && st == CU_STREAM_CAPTURE_STATUS_ACTIVE);
+    t0 = mono_ms();
+    CHECK_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuStreamEndCapture(s, &g), CUDA_SUCCESS);
+    CHECK_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+    CHECK(mono_ms() - t0 < 90); /* executed, they would take 100 ms */
+    CHECK_EQ(cuGraphInstantiateWithFlags(&e, g, 0), CUDA_SUCCESS);
+    t0 = mono_ms();
+    CHECK_EQ(cuGraphLaunch(e, s), CUDA_SUCCESS);
+    CHECK_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+    CHECK(mono_ms() - t0 >= 99);
+    CHECK_EQ(cuGraphExecDestroy(e), CUDA_SUCCESS);
+    CHECK_EQ(cuGraphDestroy(g), CUDA_SUCCESS);
+    /* Synchronizing while capturing is refused and invalidates the capture. */
+    CHECK_EQ(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSynchronize(), CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK_EQ(cuStreamEndCapture(s, &g), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    CHECK_EQ(cuStreamBeginCapture_v2(NULL, CU_STREAM_CAPTURE_MODE_GLOBAL),
+             CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+    CHECK_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleUnload(mod), CUDA_SUCCESS);
+}
+
+static void test_xid_events(void)
+{
+    nvmlEventSet_t set;
+    nvmlEventData_t data;
+    char path[256], uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE], line[160];
+    unsigned long long types = 0;
+    nvmlDevice_t nv1;
+    snprintf(path, sizeof(path), "%s/xid-events", state_dir);
+    write_file(path, "0 13\n"); /* older than the set: not delivered */
+    CHECK_EQ(nvmlDeviceGetHandleByIndex_v2(1, &nv1), NVML_SUCCESS);
+    CHECK_EQ(nvmlDeviceGetUUID(nv1, uuid, sizeof(uuid)), NVML_SUCCESS);
+    CHECK_EQ(nvmlEventSetCreate(&set), NVML_SUCCESS);
+    CHECK_EQ(nvmlDeviceGetSupportedEventTypes(nv1, &types), NVML_SUCCESS);
+    CHECK(types & nvmlEventTypeXidCriticalError);
+    CHECK_EQ(nvmlDeviceRegisterEvents(nv1, nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+    CHECK_EQ(nvmlEventSetWait_v2(set, &data, 20), NVML_ERROR_TIMEOUT);
+    FILE *f = fopen(path, "a");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        snprintf(line, sizeof(line), "0 31\n%s 79\n", uuid); /* GPU 0 is not registered */
+        fputs(line, f);
+        fclose(f);
+    }
+    CHECK_EQ(nvmlEventSetWait_v2(set, &data, 1000), NVML_SUCCESS);
+    CHECK(data.device == nv1);
+    CHECK_EQ(data.eventType, nvmlEventTypeXidCriticalError);
+    CHECK_EQ(data.eventData, 79);
+    CHECK_EQ(nvmlEventSetWait_v2(set, &data, 0), NVML_ERROR_TIMEOUT);
+    CHECK_EQ(nvmlEventSetFree(set), NVML_SUCCESS);
+}
+
+/* Starts cuda-probe with args; its stdout is returned as a FILE. */
+static pid_t spawn_probe(char *const args[], FILE **out)
+{
+    int fds[2];
+    if (pipe(fds) != 0)
+        return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execv(args[0], args);
+        _exit(127);
+    }
+    close(fds[1]);
+    *out = fdopen(fds[0], "r");
+    return pid;
+}
+
+/* Value of the integer field "key" in a JSON line, or -1. */
+static long long json_int(const char *line, const char *key)
+{
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\"%s\":", key);
+    const char *p = strstr(line, pat);
+    return p == NULL ? -1 : strtoll(p + strlen(pat), NULL, 10);
+}
+
+static void test_cross_process(const char *probe)
+{
+    char line[512];
+    FILE *out;
+    int status;
+    uint64_t base = nvml_used();
+    char *hold[] = {(char *)probe, "alloc", "1Gi", "hold", "60", NULL};
+    pid_t pid = spawn_probe(hold, &out);
+    CHECK(pid > 0);
+    CHECK(fgets(line, sizeof(line), out) != NULL);
+    CHECK(strstr(line, "\"action\":\"alloc\"") != NULL);
+    /* Another process's memory is visible here, attributed to its pid. */
+    CHECK_EQ(nvml_used(), base + GiB);
+    CHECK_EQ(nvml_process_used((unsigned int)pid), (long long)GiB);
+    /* ...and counts against this process's allocations. */
+    size_t free_b = 0, total = 0;
+    CHECK_EQ(cuMemGetInfo_v2(&free_b, &total), CUDA_SUCCESS);
+    CHECK_EQ(free_b, GPU_MEMORY - base - GiB);
+    /* SIGKILL: the kernel drops the slot lock; the memory comes back. */
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    fclose(out);
+    CHECK_EQ(nvml_used(), base);
+    CHECK_EQ(nvml_process_used((unsigned int)pid), -1);
+
+    /* Two processes share one GPU: the probe gets what this one left. */
+    CUdeviceptr p;
+    CHECK_EQ(cuMemAlloc_v2(&p, 5 * GiB), CUDA_SUCCESS);
+    uint64_t before = nvml_used();
+    uint64_t expect = (GPU_MEMORY - before) / GiB * GiB;
+    char *oom[] = {(char *)probe, "alloc-until-oom", "1Gi", "mem-info", NULL};
+    pid = spawn_probe(oom, &out);
+    CHECK(fgets(line, sizeof(line), out) != NULL);
+    CHECK(strstr(line, "CUDA_ERROR_OUT_OF_MEMORY") != NULL);
+    CHECK_EQ(json_int(line, "allocated"), (long long)expect);
+    CHECK(fgets(line, sizeof(line), out) != NULL);
+    CHECK_EQ(json_int(line, "free"), (long long)(GPU_MEMORY - before - expect));
+    waitpid(pid, &status, 0);
+    fclose(out);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    CHECK_EQ(nvml_used(), base + 5 * GiB); /* normal exit released it too */
+    CHECK_EQ(cuMemFree_v2(p), CUDA_SUCCESS);
+
+    /* A usage error exits 2 with a JSON error. */
+    char *bad[] = {(char *)probe, "alloc", "1.5Gi", NULL};
+    pid = spawn_probe(bad, &out);
+    CHECK(fgets(line, sizeof(line), out) != NULL);
+    CHECK(strstr(line, "\"error\"") != NULL);
+    waitpid(pid, &status, 0);
+    fclose(out);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2);
+}
+
+static void remove_state(void)
+{
+    char path[256];
+    static const char *const files[] = {"state", "config", "xid-events"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", state_dir, files[i]);
+        unlink(path);
+    }
+    rmdir(state_dir);
+}
+
+int main(void)
+{
+    const char *probe = getenv("FAKE_TEST_PROBE"), *libdir = getenv("FAKE_TEST_LIBDIR");
+    if (probe == NULL || libdir == NULL || mkdtemp(state_dir) == NULL) {
+        fprintf(stderr, "set FAKE_TEST_PROBE and FAKE_TEST_LIBDIR\n");
+        return 2;
+    }
+    setenv("VGPU_FAKE_STATE_DIR", state_dir, 1);
+    setenv("VGPU_FAKE_GPU_COUNT", "2", 1);
+    setenv("VGPU_FAKE_GPU_MEMORY", "8Gi", 1);
+    setenv("LD_LIBRARY_PATH", libdir, 1);
+    unsetenv("VGPU_FAKE_CONFIG");
+    unsetenv("VGPU_FAKE_CONTEXT_MEMORY");
+    unsetenv("VGPU_FAKE_KERNEL_US");
+
+    test_parse_size();
+    test_config_file();
+
+    CUdeviceptr p;
+    CHECK_EQ(cuMemAlloc_v2(&p, 1), CUDA_ERROR_NOT_INITIALIZED);
+    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+    CHECK_EQ(nvmlInit_v2(), NVML_SUCCESS);
+    CHECK_EQ(nvmlDeviceGetHandleByIndex_v2(0, &nv0), NVML_SUCCESS);
+    test_devices();
+    CHECK_EQ(cuMemAlloc_v2(&p, 1), CUDA_ERROR_INVALID_CONTEXT);
+    CUcontext ctx;
+    CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    CHECK_EQ(nvml_process_used((unsigned int)getpid()), 0); /* listed: it has a context */
+    test_linear();
+    test_pools();
+    test_vmm();
+    test_arrays();
+    test_proc_address();
+    test_launch_and_capture();
+    test_xid_events();
+    test_cross_process(probe);
+    CHECK_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
+    CHECK_EQ(nvml_process_used((unsigned int)getpid()), -1);
+    CHECK_EQ(nvmlShutdown(), NVML_SUCCESS);
+    remove_state();
+    if (fake_check_failures != 0) {
+        fprintf(stderr, "fake_test: %d check(s) failed\n", fake_check_failures);
+        return 1;
+    }
+    printf("fake_test: all checks passed\n");
+    return 0;
+}
