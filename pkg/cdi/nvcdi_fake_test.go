@@ -1,0 +1,50 @@
+package cdi
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// defaultFakeNVML is where "make -C vgpu-core" puts the fake NVML library.
+const defaultFakeNVML = "../../vgpu-core/build/fake/libnvidia-ml.so.1"
+
+// TestNVCDISourceWithFakeNVML loads vgpu-core's fake libnvidia-ml.so.1 the
+// way the demo's simulated nodes do and generates edits for its first GPU.
+func TestNVCDISourceWithFakeNVML(t *testing.T) {
+	lib := os.Getenv("VGPU_FAKE_NVML_LIB")
+	if lib == "" {
+		lib = defaultFakeNVML
+	}
+	if _, err := os.Stat(lib); err != nil {
+		t.Skipf("fake NVML %s not built (make -C vgpu-core fakes, or set VGPU_FAKE_NVML_LIB): %v", lib, err)
+	}
+	ctx := context.Background()
+
+	nvmlLib := nvml.New(nvml.WithLibraryPath(lib))
+	require.Equal(t, nvml.SUCCESS, nvmlLib.Init())
+	version, ret := nvmlLib.SystemGetDriverVersion()
+	require.Equal(t, nvml.SUCCESS, ret)
+	dev, ret := nvmlLib.DeviceGetHandleByIndex(0)
+	require.Equal(t, nvml.SUCCESS, ret)
+	uuid, ret := dev.GetUUID()
+	require.Equal(t, nvml.SUCCESS, ret)
+	require.Equal(t, nvml.SUCCESS, nvmlLib.Shutdown())
+
+	root := t.TempDir()
+	for _, name := range []string{"libcuda.so." + version, "libnvidia-ml.so." + version} {
+		p := filepath.Join(root, "usr/lib/x86_64-linux-gnu", name)
+		require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+		require.NoError(t, os.WriteFile(p, nil, 0o644))
+	}
+	src, err := NewNVCDISource(ctx, NVCDIOptions{DriverRoot: root, NVML: nvmlLib})
+	require.NoError(t, err)
+	edits, err := src.ContainerEdits(ctx, uuid)
+	require.NoError(t, err)
+	assert.NotNil(t, mountFor(&edits.Common, "/usr/lib/x86_64-linux-gnu/libcuda.so."+version), "mounts: %+v", edits.Common.Mounts)
+}

@@ -1,0 +1,192 @@
+package claims
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+)
+
+const checkpointVersion = 1
+
+// claimState is the progress of a claim recorded in the checkpoint.
+type claimState string
+
+const (
+	// statePrepareStarted: files may exist partially; recovery removes them.
+	statePrepareStarted claimState = "PrepareStarted"
+	// statePrepareCompleted: every file exists; recovery recreates missing ones.
+	statePrepareCompleted claimState = "PrepareCompleted"
+)
+
+// claimRecord is one checkpoint entry; PreparedClaim's fields are stored
+// inline next to the state.
+type claimRecord struct {
+	State claimState `json:"state"`
+	PreparedClaim
+}
+
+// checkpoint is the manager's durable state, StateRoot/checkpoint.json.
+type checkpoint struct {
+	// BootID is the kernel boot ID when the checkpoint was last written; a
+	// different one on load means the node rebooted (tmpfs CDI specs gone).
+	BootID string
+	Claims map[types.UID]*claimRecord
+}
+
+// checkpointFile is the JSON encoding. Checksum is the SHA-256 of the
+// compact JSON encoding of Claims, which is canonical because encoding/json
+// sorts map keys.
+type checkpointFile struct {
+	Version  int             `json:"version"`
+	Checksum string          `json:"checksum"`
+	BootID   string          `json:"bootID"`
+	Claims   json.RawMessage `json:"claims"`
+}
+
+func newCheckpoint(bootID string) *checkpoint {
+	return &checkpoint{BootID: bootID, Claims: map[types.UID]*claimRecord{}}
+}
+
+func checksum(claims []byte) string {
+	sum := sha256.Sum256(claims)
+	return hex.EncodeToString(sum[:])
+}
+
+// encode returns the file content of the checkpoint.
+func (c *checkpoint) encode() ([]byte, error) {
+	claims, err := json.Marshal(c.Claims)
+	if err != nil {
+		return nil, fmt.Errorf("encode checkpoint claims: %w", err)
+	}
+	data, err := json.MarshalIndent(checkpointFile{
+		Version:  checkpointVersion,
+		Checksum: checksum(claims),
+		BootID:   c.BootID,
+		Claims:   claims,
+	}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("encode checkpoint: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
+// decodeCheckpoint parses and verifies checkpoint file content. Any
+// inconsistency is an error: a checkpoint that cannot be trusted must not be
+// acted on.
+func decodeCheckpoint(data []byte) (*checkpoint, error) {
+	var file checkpointFile
+	if err := json.Unmarshal(data, &file); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	if file.Version != checkpointVersion {
+		return nil, fmt.Errorf("version: unsupported value %d, this plugin reads version %d", file.Version, checkpointVersion)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, file.Claims); err != nil {
+		return nil, fmt.Errorf("claims: %w", err)
+	}
+	claims := map[types.UID]*claimRecord{}
+	dec := json.NewDecoder(bytes.NewReader(compact.Bytes()))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&claims); err != nil {
+		return nil, fmt.Errorf("claims: %w", err)
+	}
+	// Re-encoding gives the canonical form even if the file was reformatted.
+	canonical, err := json.Marshal(claims)
+	if err != nil {
+		return nil, fmt.Errorf("claims: %w", err)
+	}
+	if sum := checksum(canonical); sum != file.Checksum {
+		return nil, fmt.Errorf("checksum: have %q, the claims hash to %q", file.Checksum, sum)
+	}
+	if claims == nil {
+		claims = map[types.UID]*claimRecord{}
+	}
+	for uid, rec := range claims {
+		if err := rec.validate(field.NewPath("claims").Key(string(uid)), uid); err != nil {
+			return nil, err
+		}
+	}
+	return &checkpoint{BootID: file.BootID, Claims: claims}, nil
+}
+
+// validate checks what recovery relies on; the checksum already rules out
+// accidental damage, this catches a hand-edited file.
+func (r *claimRecord) validate(path *field.Path, key types.UID) error {
+	var errs field.ErrorList
+	if r == nil {
+		return field.Required(path, "entry is null")
+	}
+	if err := validateUID(key); err != nil {
+		errs = append(errs, field.Invalid(path, key, "must be a canonical UUID"))
+	}
+	if r.UID != key {
+		errs = append(errs, field.Invalid(path.Child("uid"), r.UID, "must equal the entry's key"))
+	}
+	if r.State != statePrepareStarted && r.State != statePrepareCompleted {
+		errs = append(errs, field.NotSupported(path.Child("state"), r.State, []claimState{statePrepareStarted, statePrepareCompleted}))
+	}
+	cfg := api.VGPUConfig{
+		ComputePolicy: r.Settings.ComputePolicy,
+		Priority:      r.Settings.Priority,
+		LogLevel:      r.Settings.LogLevel,
+		Enforcement:   r.Settings.Enforcement,
+	}
+	errs = append(errs, cfg.Validate(path.Child("settings"))...)
+	for i, g := range r.GPUs {
+		if g.UUID == "" || strings.ContainsAny(g.UUID, "\n=") {
+			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("uuid"), g.UUID, "must be a GPU UUID"))
+		}
+		if g.SMLimitPercent < 0 || g.SMLimitPercent > maxCores {
+			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("smLimitPercent"), g.SMLimitPercent, "must be 0..100"))
+		}
+	}
+	if len(r.Devices) == 0 {
+		errs = append(errs, field.Required(path.Child("devices"), "a prepared claim has devices"))
+	}
+	for i, d := range r.Devices {
+		if d.GPU < 0 || d.GPU >= len(r.GPUs) {
+			errs = append(errs, field.Invalid(path.Child("devices").Index(i).Child("gpu"), d.GPU, "must index gpus"))
+		}
+	}
+	return errs.ToAggregate()
+}
+
+// loadCheckpoint reads path; a missing file is an empty checkpoint.
+func loadCheckpoint(path string) (*checkpoint, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return newCheckpoint(""), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint %s: %w", path, err)
+	}
+	cp, err := decodeCheckpoint(data)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint %s is corrupt: %w", path, err)
+	}
+	return cp, nil
+}
+
+// save writes the checkpoint atomically.
+func (c *checkpoint) save(path string) error {
+	data, err := c.encode()
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(path, data, checkpointFileMode); err != nil {
+		return fmt.Errorf("write checkpoint: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,18 @@
+// Package claims prepares and unprepares the ResourceClaims of the vGPU
+// driver on one node.
+//
+// For every claim it writes the per-claim directory (the read-only limits
+// file "config" and the shared region "shm/region") and one transient CDI
+// spec, and records each claim in a checkpoint so that a restarted or
+// rebooted plugin can finish, undo or recreate its work:
+//
+//	checkpoint PrepareStarted -> config -> region -> CDI spec -> checkpoint PrepareCompleted
+//	CDI spec removed -> claim directory removed -> checkpoint entry deleted
+//
+// Every call holds an flock on the state root and re-reads the checkpoint,
+// so two plugin instances (a rolling update) can share one node.
+//
+// Manager implements the prepare and unprepare halves of the kubeletplugin
+// DRAPlugin interface. docs/prepare.md describes the files, the checkpoint
+// format and the recovery rules.
+package claims

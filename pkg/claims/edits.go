@@ -1,0 +1,133 @@
+package claims
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/types"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cdi"
+)
+
+const bytesPerMiB = 1 << 20
+
+var (
+	readOnlyBind  = []string{"ro", "nosuid", "nodev", "bind"}
+	readWriteBind = []string{"rw", "nosuid", "nodev", "bind"}
+)
+
+// cdiDeviceName is the claim-spec device of one allocation result:
+// <claimUID>-<device>[-<shareID>], unique per node and never reused.
+func cdiDeviceName(uid types.UID, d PreparedDevice) string {
+	name := string(uid) + "-" + d.Device
+	if d.ShareID != "" {
+		name += "-" + string(d.ShareID)
+	}
+	return name
+}
+
+// claimSpec builds the claim spec's content. Spec-level edits, applied once
+// per container whichever of the claim's devices it gets: the driver's
+// claim-wide env and mounts, then the common GPU edits. Per device: the
+// indexed limit variables, then the GPU's own edits.
+func (m *Manager) claimSpec(ctx context.Context, c *PreparedClaim) (cdispec.ContainerEdits, []cdispec.Device, error) {
+	common := m.claimEdits(c)
+	gpuEdits := make([]*cdi.GPUEdits, len(c.GPUs))
+	var seen []cdispec.ContainerEdits
+	for i, g := range c.GPUs {
+		edits, err := m.opts.GPUEdits.ContainerEdits(ctx, g.UUID)
+		if err != nil {
+			return cdispec.ContainerEdits{}, nil, fmt.Errorf("GPU base edits for %s: %w", g.UUID, err)
+		}
+		gpuEdits[i] = edits
+		// GPUs of one node normally share their common edits; adding them
+		// once keeps hooks from running once per GPU.
+		if !slices.ContainsFunc(seen, func(e cdispec.ContainerEdits) bool { return reflect.DeepEqual(e, edits.Common) }) {
+			seen = append(seen, edits.Common)
+			appendEdits(&common, &edits.Common)
+		}
+	}
+	devices := make([]cdispec.Device, 0, len(c.Devices))
+	for _, d := range c.Devices {
+		edits := limitEdits(c, d.GPU)
+		appendEdits(&edits, &gpuEdits[d.GPU].Device)
+		devices = append(devices, cdispec.Device{Name: cdiDeviceName(c.UID, d), ContainerEdits: edits})
+	}
+	return common, devices, nil
+}
+
+// limitEdits sets the HAMi variables for the claim's GPU at gpuIndex.
+//
+// The index is the GPU's position in the claim (PCI bus order), which is its
+// CUDA ordinal when the container sees only this claim's GPUs. CDI merges
+// env by name, so in a container with several claims the variables of
+// different claims can collide; libvgpu.so takes its limits from the config
+// files (keyed by UUID) and lets the variables only lower them.
+// docs/prepare.md explains this.
+func limitEdits(c *PreparedClaim, gpuIndex int) cdispec.ContainerEdits {
+	g := c.GPUs[gpuIndex]
+	i := strconv.Itoa(gpuIndex)
+	return cdispec.ContainerEdits{Env: []string{
+		"CUDA_DEVICE_MEMORY_LIMIT_" + i + "=" + strconv.FormatUint(g.MemoryLimitBytes/bytesPerMiB, 10) + "m",
+		"CUDA_DEVICE_SM_LIMIT_" + i + "=" + strconv.FormatInt(g.SMLimitPercent, 10),
+	}}
+}
+
+// claimEdits are the driver's claim-wide edits: the region variable, the
+// device order, libvgpu.so, the claim's files and (unless enforcement is
+// disabled) ld.so.preload.
+func (m *Manager) claimEdits(c *PreparedClaim) cdispec.ContainerEdits {
+	edits := cdispec.ContainerEdits{
+		Env: []string{
+			"CUDA_DEVICE_MEMORY_SHARED_CACHE=" + containerRegionPath(c.UID),
+			"CUDA_DEVICE_ORDER=PCI_BUS_ID",
+		},
+		Mounts: []*cdispec.Mount{
+			{HostPath: m.opts.LibVGPUPath, ContainerPath: ContainerLibVGPUPath, Options: readOnlyBind},
+			{HostPath: m.layout.configPath(c.UID), ContainerPath: containerClaimDir(c.UID) + "/" + configFileName, Options: readOnlyBind},
+			{HostPath: m.layout.shmDir(c.UID), ContainerPath: containerClaimDir(c.UID) + "/" + shmDirName, Options: readWriteBind},
+		},
+	}
+	if c.Settings.Enforcement != api.EnforcementDisabled {
+		edits.Mounts = append(edits.Mounts, &cdispec.Mount{
+			HostPath: m.layout.preloadPath(), ContainerPath: ContainerPreloadPath, Options: readOnlyBind,
+		})
+	}
+	return edits
+}
+
+// appendEdits appends the edits of src to dst.
+func appendEdits(dst, src *cdispec.ContainerEdits) {
+	dst.Env = append(dst.Env, src.Env...)
+	dst.DeviceNodes = append(dst.DeviceNodes, src.DeviceNodes...)
+	dst.NetDevices = append(dst.NetDevices, src.NetDevices...)
+	dst.Hooks = append(dst.Hooks, src.Hooks...)
+	dst.Mounts = append(dst.Mounts, src.Mounts...)
+	dst.AdditionalGIDs = append(dst.AdditionalGIDs, src.AdditionalGIDs...)
+	if src.IntelRdt != nil {
+		dst.IntelRdt = src.IntelRdt
+	}
+}
+
+// writeCDISpec writes the claim's transient CDI spec.
+func (m *Manager) writeCDISpec(ctx context.Context, c *PreparedClaim) error {
+	common, devices, err := m.claimSpec(ctx, c)
+	if err != nil {
+		return err
+	}
+	return m.specs.Write(string(c.UID), common, devices)
+}
+
+// cdiDeviceIDs returns the qualified CDI device ID of every device.
+func cdiDeviceIDs(c *PreparedClaim) []string {
+	ids := make([]string, len(c.Devices))
+	for i, d := range c.Devices {
+		ids[i] = cdi.QualifiedName(cdiDeviceName(c.UID, d))
+	}
+	return ids
+}

@@ -1,0 +1,196 @@
+package claims
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
+)
+
+// Paths inside containers (DESIGN.md, per-claim files).
+const (
+	ContainerRoot        = "/usr/local/vgpu"
+	ContainerLibVGPUPath = ContainerRoot + "/libvgpu.so"
+	ContainerPreloadPath = "/etc/ld.so.preload"
+	ContainerClaimsRoot  = ContainerRoot + "/claims"
+)
+
+// Host file names and modes under the state root.
+const (
+	claimsDirName      = "claims"
+	configFileName     = "config"
+	shmDirName         = "shm"
+	regionFileName     = "region"
+	preloadFileName    = "ld.so.preload"
+	checkpointFileName = "checkpoint.json"
+
+	claimDirMode       = 0o755
+	configFileMode     = 0o644
+	shmDirMode         = 0o777 // containers run as any user and need the directory writable
+	preloadFileMode    = 0o644
+	checkpointFileMode = 0o600
+
+	configFormatVersion   = 1
+	tempFileNameSeparator = ".tmp-"
+)
+
+// layout names the host files of the manager. Every claim UID passed in has
+// been validated as a UUID, so joining it cannot escape the state root.
+type layout struct {
+	stateRoot string
+}
+
+func (l layout) claimsDir() string             { return filepath.Join(l.stateRoot, claimsDirName) }
+func (l layout) claimDir(uid types.UID) string { return filepath.Join(l.claimsDir(), string(uid)) }
+func (l layout) configPath(uid types.UID) string {
+	return filepath.Join(l.claimDir(uid), configFileName)
+}
+func (l layout) shmDir(uid types.UID) string     { return filepath.Join(l.claimDir(uid), shmDirName) }
+func (l layout) regionPath(uid types.UID) string { return filepath.Join(l.shmDir(uid), regionFileName) }
+func (l layout) preloadPath() string             { return filepath.Join(l.stateRoot, preloadFileName) }
+func (l layout) checkpointPath() string          { return filepath.Join(l.stateRoot, checkpointFileName) }
+func containerClaimDir(uid types.UID) string     { return ContainerClaimsRoot + "/" + string(uid) }
+func containerRegionPath(uid types.UID) string {
+	return containerClaimDir(uid) + "/" + shmDirName + "/" + regionFileName
+}
+
+// renderConfig produces the claim's config file in the contract format
+// (DESIGN.md): fixed keys, one per line, devices in the claim's GPU order.
+func renderConfig(c *PreparedClaim) []byte {
+	var b strings.Builder
+	line := func(key, value string) {
+		b.WriteString(key)
+		b.WriteByte('=')
+		b.WriteString(value)
+		b.WriteByte('\n')
+	}
+	line("version", strconv.Itoa(configFormatVersion))
+	line("claim", string(c.UID))
+	line("compute_policy", string(c.Settings.ComputePolicy))
+	line("priority", string(c.Settings.Priority))
+	line("log_level", string(c.Settings.LogLevel))
+	line("enforcement", string(c.Settings.Enforcement))
+	line("device.count", strconv.Itoa(len(c.GPUs)))
+	for k, g := range c.GPUs {
+		prefix := "device." + strconv.Itoa(k) + "."
+		line(prefix+"uuid", g.UUID)
+		line(prefix+"memory_limit_bytes", strconv.FormatUint(g.MemoryLimitBytes, 10))
+		line(prefix+"sm_limit_percent", strconv.FormatInt(g.SMLimitPercent, 10))
+	}
+	return []byte(b.String())
+}
+
+// writeClaimConfig makes the claim directory and its config file. An
+// existing file with the right content is left alone so that a re-prepare
+// does not replace a file containers have mounted.
+func (l layout) writeClaimConfig(c *PreparedClaim) error {
+	dir := l.claimDir(c.UID)
+	if err := os.MkdirAll(dir, claimDirMode); err != nil {
+		return fmt.Errorf("create claim directory: %w", err)
+	}
+	want := renderConfig(c)
+	path := l.configPath(c.UID)
+	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
+		return nil
+	}
+	if err := writeFileAtomic(path, want, configFileMode); err != nil {
+		return fmt.Errorf("write claim config: %w", err)
+	}
+	return nil
+}
+
+// createRegion makes the world-writable shm directory and the region file
+// in it; an existing region is kept.
+func (l layout) createRegion(uid types.UID) error {
+	dir := l.shmDir(uid)
+	if err := os.Mkdir(dir, shmDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create shm directory: %w", err)
+	}
+	// Mkdir's mode is reduced by the umask.
+	if err := os.Chmod(dir, shmDirMode); err != nil {
+		return fmt.Errorf("set mode of shm directory: %w", err)
+	}
+	if err := region.Create(l.regionPath(uid)); err != nil {
+		return fmt.Errorf("create shared region: %w", err)
+	}
+	return nil
+}
+
+// removeClaimDir deletes everything of the claim under the state root.
+func (l layout) removeClaimDir(uid types.UID) error {
+	if err := os.RemoveAll(l.claimDir(uid)); err != nil {
+		return fmt.Errorf("remove claim directory: %w", err)
+	}
+	return syncDir(l.claimsDir())
+}
+
+// writeFileAtomic replaces path with data so that readers see either the old
+// or the new content, also after a crash: temp file, fsync, rename, fsync of
+// the directory.
+func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, filepath.Base(path)+tempFileNameSeparator+"*")
+	if err != nil {
+		return fmt.Errorf("create temporary file for %s: %w", path, err)
+	}
+	tmpPath := tmp.Name()
+	committed := false
+	defer func() {
+		if !committed {
+			_ = os.Remove(tmpPath)
+		}
+	}()
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", tmpPath, err)
+	}
+	if err := os.Rename(tmpPath, path); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", tmpPath, path, err)
+	}
+	committed = true
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	defer func() { _ = d.Close() }()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync directory %s: %w", dir, err)
+	}
+	return nil
+}
+
+// removeTempFiles deletes temporary files a crash left in dir.
+func removeTempFiles(dir, base string) error {
+	matches, err := filepath.Glob(filepath.Join(dir, base+tempFileNameSeparator+"*"))
+	if err != nil {
+		return fmt.Errorf("list temporary files in %s: %w", dir, err)
+	}
+	var errs []error
+	for _, p := range matches {
+		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

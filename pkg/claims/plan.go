@@ -1,0 +1,215 @@
+package claims
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+)
+
+// Capacity names published for every GPU (DESIGN.md).
+const (
+	capacityMemory resourceapi.QualifiedName = "memory"
+	capacityCores  resourceapi.QualifiedName = "cores"
+	maxCores                                 = 100
+)
+
+// validateUID accepts only canonical UUIDs, the form Kubernetes gives every
+// object. Anything else is rejected before it can reach a path or file name.
+func validateUID(uid types.UID) error {
+	u, err := uuid.Parse(string(uid))
+	if err != nil || u.String() != string(uid) {
+		return fmt.Errorf("UID %q is not a canonical UUID", uid)
+	}
+	return nil
+}
+
+// plan turns an allocated claim into the limits and settings to prepare,
+// without touching the node. Every problem is reported with the field path
+// of the claim that causes it.
+func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error) {
+	if err := validateUID(claim.UID); err != nil {
+		return nil, field.Invalid(field.NewPath("metadata", "uid"), claim.UID, "must be a canonical UUID")
+	}
+	alloc := claim.Status.Allocation
+	if alloc == nil {
+		return nil, field.Required(field.NewPath("status", "allocation"), "claim is not allocated")
+	}
+	resultsPath := field.NewPath("status", "allocation", "devices", "results")
+
+	out := &PreparedClaim{UID: claim.UID, Namespace: claim.Namespace, Name: claim.Name}
+	gpuOf := map[string]int{} // UUID -> index in out.GPUs
+	infos := map[string]gpu.Info{}
+	var settings *Settings
+	var errs field.ErrorList
+	for i, r := range alloc.Devices.Results {
+		if r.Driver != m.opts.DriverName {
+			continue
+		}
+		path := resultsPath.Index(i)
+		dev, rerrs := m.planResult(path, r)
+		if len(rerrs) > 0 {
+			errs = append(errs, rerrs...)
+			continue
+		}
+		s, err := m.resolveSettings(alloc.Devices.Config, r.Request)
+		if err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("status", "allocation", "devices", "config"), r.Request,
+				fmt.Sprintf("opaque config for request %q: %v", r.Request, err)))
+			continue
+		}
+		if settings == nil {
+			settings = &s
+		} else if *settings != s {
+			// The config file holds one set of settings per claim.
+			errs = append(errs, field.Invalid(path.Child("request"), r.Request,
+				"opaque config resolves differently than for the claim's other requests; one claim must use one compute policy, priority, log level and enforcement"))
+			continue
+		}
+
+		info := m.opts.Devices[r.Device]
+		idx, ok := gpuOf[info.UUID]
+		if !ok {
+			idx = len(out.GPUs)
+			gpuOf[info.UUID] = idx
+			infos[info.UUID] = info
+			out.GPUs = append(out.GPUs, GPULimit{UUID: info.UUID, SMLimitPercent: dev.Cores})
+		} else {
+			out.GPUs[idx].SMLimitPercent = mergeCores(out.GPUs[idx].SMLimitPercent, dev.Cores)
+		}
+		out.GPUs[idx].MemoryLimitBytes += dev.MemoryBytes
+		if out.GPUs[idx].MemoryLimitBytes > info.MemoryBytes {
+			errs = append(errs, field.Invalid(path.Child("consumedCapacity").Key(string(capacityMemory)), dev.MemoryBytes,
+				fmt.Sprintf("the claim's shares of %s add up to %d bytes, more than its %d bytes", r.Device, out.GPUs[idx].MemoryLimitBytes, info.MemoryBytes)))
+			continue
+		}
+		dev.GPU = idx
+		out.Devices = append(out.Devices, dev)
+	}
+	if len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	if len(out.Devices) == 0 {
+		return out, nil
+	}
+	out.Settings = *settings
+	orderGPUs(out, infos)
+	return out, nil
+}
+
+// planResult checks one allocation result of this driver and reads what it
+// consumed.
+func (m *Manager) planResult(path *field.Path, r resourceapi.DeviceRequestAllocationResult) (PreparedDevice, field.ErrorList) {
+	var errs field.ErrorList
+	dev := PreparedDevice{Request: r.Request, Pool: r.Pool, Device: r.Device}
+	if r.Pool != m.opts.NodeName {
+		errs = append(errs, field.Invalid(path.Child("pool"), r.Pool, fmt.Sprintf("not the pool of node %s", m.opts.NodeName)))
+	}
+	info, ok := m.opts.Devices[r.Device]
+	if !ok {
+		errs = append(errs, field.NotFound(path.Child("device"), r.Device))
+	}
+	if r.AdminAccess != nil && *r.AdminAccess {
+		errs = append(errs, field.Forbidden(path.Child("adminAccess"), "admin access to vGPU devices is not supported"))
+	}
+	if r.ShareID != nil {
+		if err := validateUID(*r.ShareID); err != nil {
+			errs = append(errs, field.Invalid(path.Child("shareID"), *r.ShareID, "must be a canonical UUID"))
+		}
+		dev.ShareID = *r.ShareID
+	}
+
+	capPath := path.Child("consumedCapacity")
+	if q, found := r.ConsumedCapacity[capacityMemory]; !found {
+		errs = append(errs, field.Required(capPath.Key(string(capacityMemory)), "every allocation of a vGPU device consumes memory"))
+	} else {
+		v, exact := q.AsInt64()
+		switch {
+		case !exact || v <= 0:
+			errs = append(errs, field.Invalid(capPath.Key(string(capacityMemory)), q.String(), "must be a positive whole number of bytes"))
+		case ok && uint64(v) > info.MemoryBytes:
+			errs = append(errs, field.Invalid(capPath.Key(string(capacityMemory)), q.String(),
+				fmt.Sprintf("more than the %d bytes of %s", info.MemoryBytes, r.Device)))
+		default:
+			dev.MemoryBytes = uint64(v)
+		}
+	}
+	if q, found := r.ConsumedCapacity[capacityCores]; !found {
+		errs = append(errs, field.Required(capPath.Key(string(capacityCores)), "every allocation of a vGPU device consumes cores"))
+	} else {
+		v, exact := q.AsInt64()
+		if !exact || v < 0 || v > maxCores {
+			errs = append(errs, field.Invalid(capPath.Key(string(capacityCores)), q.String(), fmt.Sprintf("must be a whole number from 0 to %d", maxCores)))
+		} else {
+			dev.Cores = v
+		}
+	}
+	return dev, errs
+}
+
+// mergeCores adds two shares of one GPU's SM time. 0 means best effort; a
+// claim with any best-effort share on a GPU stays unthrottled there rather
+// than being held to the other share alone.
+func mergeCores(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return min(a+b, maxCores)
+}
+
+// resolveSettings layers the opaque configs of this driver that apply to the
+// request, in allocation order (class configs first, as the API orders them).
+func (m *Manager) resolveSettings(configs []resourceapi.DeviceAllocationConfiguration, request string) (Settings, error) {
+	parent, _, _ := strings.Cut(request, "/")
+	var layers []api.Layer
+	for _, c := range configs {
+		if c.Opaque == nil || c.Opaque.Driver != m.opts.DriverName {
+			continue
+		}
+		if len(c.Requests) > 0 && !slices.Contains(c.Requests, request) && !slices.Contains(c.Requests, parent) {
+			continue
+		}
+		layers = append(layers, api.Layer{FromClass: c.Source == resourceapi.AllocationConfigSourceClass, Raw: c.Opaque.Parameters.Raw})
+	}
+	cfg, err := api.Resolve(layers)
+	if err != nil {
+		return Settings{}, err
+	}
+	return Settings{
+		ComputePolicy: cfg.ComputePolicy,
+		Priority:      cfg.Priority,
+		LogLevel:      cfg.LogLevel,
+		Enforcement:   cfg.Enforcement,
+	}, nil
+}
+
+// orderGPUs sorts the claim's GPUs by PCI bus ID, the order CUDA numbers
+// devices in with CUDA_DEVICE_ORDER=PCI_BUS_ID, and renumbers the devices.
+func orderGPUs(c *PreparedClaim, infos map[string]gpu.Info) {
+	order := make([]int, len(c.GPUs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		ia, ib := infos[c.GPUs[a].UUID], infos[c.GPUs[b].UUID]
+		return cmp.Or(cmp.Compare(ia.PCIBusID, ib.PCIBusID), cmp.Compare(ia.UUID, ib.UUID))
+	})
+	newIndex := make([]int, len(order))
+	gpus := make([]GPULimit, len(order))
+	for newPos, old := range order {
+		newIndex[old] = newPos
+		gpus[newPos] = c.GPUs[old]
+	}
+	c.GPUs = gpus
+	for i := range c.Devices {
+		c.Devices[i].GPU = newIndex[c.Devices[i].GPU]
+	}
+}

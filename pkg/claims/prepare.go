@@ -1,0 +1,154 @@
+package claims
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+)
+
+// PrepareResourceClaims prepares every claim and reports the outcome per
+// claim: a bad claim gets an error in its result and leaves nothing behind,
+// the others are prepared. Preparing an already prepared claim returns the
+// same result and recreates anything that went missing.
+func (m *Manager) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	logger := klog.FromContext(ctx)
+	end, err := m.begin()
+	if err != nil {
+		return nil, fmt.Errorf("prepare claims: %w", err)
+	}
+	defer end()
+
+	results := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	var fresh []*PreparedClaim
+	for _, claim := range claims {
+		claimLogger := klog.LoggerWithValues(logger, "claim", klog.KObj(claim), "claimUID", claim.UID)
+		c, err := m.plan(claim)
+		if err != nil {
+			results[claim.UID] = failed(claim.UID, err)
+			claimLogger.V(2).Info("Rejected claim", "err", err)
+			continue
+		}
+		if len(c.Devices) == 0 {
+			results[c.UID] = kubeletplugin.PrepareResult{}
+			continue
+		}
+		rec, known := m.cp.Claims[c.UID]
+		switch {
+		case !known:
+			fresh = append(fresh, c)
+		case rec.State == statePrepareStarted:
+			// Left by a failed rollback: finish it, then prepare anew.
+			if err := m.rollback(c.UID); err != nil {
+				results[c.UID] = failed(c.UID, fmt.Errorf("roll back earlier attempt: %w", err))
+				continue
+			}
+			delete(m.cp.Claims, c.UID)
+			fresh = append(fresh, c)
+		case !reflect.DeepEqual(rec.PreparedClaim, *c):
+			results[c.UID] = failed(c.UID, errors.New("claim is already prepared with a different allocation; unprepare it first"))
+		default:
+			if err := m.ensure(klog.NewContext(ctx, claimLogger), &rec.PreparedClaim, false); err != nil {
+				results[c.UID] = failed(c.UID, err)
+				continue
+			}
+			results[c.UID] = prepareResult(c)
+		}
+	}
+	if len(fresh) > 0 {
+		m.prepareFresh(ctx, fresh, results)
+	}
+	return results, nil
+}
+
+// prepareFresh prepares claims that are not in the checkpoint. The
+// checkpoint is written twice for the whole batch, not twice per claim:
+// PrepareStarted before any file is written, PrepareCompleted after.
+func (m *Manager) prepareFresh(ctx context.Context, claims []*PreparedClaim, results map[types.UID]kubeletplugin.PrepareResult) {
+	logger := klog.FromContext(ctx)
+	for _, c := range claims {
+		m.cp.Claims[c.UID] = &claimRecord{State: statePrepareStarted, PreparedClaim: *c}
+	}
+	if err := m.cp.save(m.layout.checkpointPath()); err != nil {
+		for _, c := range claims {
+			delete(m.cp.Claims, c.UID)
+			results[c.UID] = failed(c.UID, err)
+		}
+		return
+	}
+
+	var done []*PreparedClaim
+	for _, c := range claims {
+		claimLogger := klog.LoggerWithValues(logger, "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID)
+		err := m.step(stepCheckpointStarted, c.UID)
+		if err == nil {
+			err = m.ensure(klog.NewContext(ctx, claimLogger), c, true)
+		}
+		if err != nil {
+			results[c.UID] = failed(c.UID, m.undo(c.UID, err))
+			continue
+		}
+		m.cp.Claims[c.UID].State = statePrepareCompleted
+		done = append(done, c)
+	}
+
+	saveErr := m.cp.save(m.layout.checkpointPath())
+	failures := len(claims) - len(done)
+	for _, c := range done {
+		err := saveErr
+		if err == nil {
+			err = m.step(stepCheckpointCompleted, c.UID)
+		}
+		if err != nil {
+			results[c.UID] = failed(c.UID, m.undo(c.UID, err))
+			failures++
+			continue
+		}
+		results[c.UID] = prepareResult(c)
+		logger.V(2).Info("Prepared claim", "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID, "gpus", c.GPUs)
+	}
+	if failures > 0 {
+		// Drop the entries of failed claims (their files are gone); if this
+		// write fails too, recovery rolls them back from PrepareStarted.
+		if err := m.cp.save(m.layout.checkpointPath()); err != nil {
+			logger.Error(err, "Removing failed claims from the checkpoint failed; the next start rolls them back")
+		}
+	}
+}
+
+// undo rolls back a claim whose prepare failed with cause and forgets it.
+func (m *Manager) undo(uid types.UID, cause error) error {
+	if err := m.rollback(uid); err != nil {
+		// The entry stays PrepareStarted so that the rollback is retried.
+		return fmt.Errorf("%w (rolling back also failed: %w)", cause, err)
+	}
+	delete(m.cp.Claims, uid)
+	return cause
+}
+
+func failed(uid types.UID, err error) kubeletplugin.PrepareResult {
+	return kubeletplugin.PrepareResult{Err: fmt.Errorf("prepare claim %s: %w", uid, err)}
+}
+
+func prepareResult(c *PreparedClaim) kubeletplugin.PrepareResult {
+	devices := make([]kubeletplugin.Device, len(c.Devices))
+	ids := cdiDeviceIDs(c)
+	for i, d := range c.Devices {
+		devices[i] = kubeletplugin.Device{
+			Requests:     []string{d.Request},
+			PoolName:     d.Pool,
+			DeviceName:   d.Device,
+			CDIDeviceIDs: []string{ids[i]},
+		}
+		if d.ShareID != "" {
+			shareID := d.ShareID
+			devices[i].ShareID = &shareID
+		}
+	}
+	return kubeletplugin.PrepareResult{Devices: devices}
+}

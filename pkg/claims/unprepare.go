@@ -1,0 +1,75 @@
+package claims
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2"
+)
+
+// UnprepareResourceClaims removes each claim's CDI spec, then its directory,
+// then its checkpoint entry. The files are removed by UID even when the
+// checkpoint does not know the claim, so unpreparing is complete after any
+// crash; a claim that was never prepared succeeds.
+func (m *Manager) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	logger := klog.FromContext(ctx)
+	end, err := m.begin()
+	if err != nil {
+		return nil, fmt.Errorf("unprepare claims: %w", err)
+	}
+	defer end()
+
+	results := make(map[types.UID]error, len(claims))
+	removed := map[types.UID]*claimRecord{}
+	for _, claim := range claims {
+		if err := validateUID(claim.UID); err != nil {
+			// Never prepared: prepare rejects such UIDs before writing anything.
+			results[claim.UID] = nil
+			logger.V(2).Info("Nothing to unprepare for a claim with an invalid UID", "claim", claim)
+			continue
+		}
+		if err := m.unprepareFiles(claim.UID); err != nil {
+			results[claim.UID] = fmt.Errorf("unprepare claim %s: %w", claim.UID, err)
+			continue
+		}
+		results[claim.UID] = nil
+		if rec, ok := m.cp.Claims[claim.UID]; ok {
+			removed[claim.UID] = rec
+			delete(m.cp.Claims, claim.UID)
+		}
+	}
+	if len(removed) == 0 {
+		return results, nil
+	}
+
+	// If this write fails the entries stay on disk, the next call reloads
+	// them, and the kubelet's retry finds the claims (files already gone).
+	err = m.cp.save(m.layout.checkpointPath())
+	for uid, rec := range removed {
+		stepErr := err
+		if stepErr == nil {
+			stepErr = m.step(stepCheckpointRemoved, uid)
+		}
+		if stepErr != nil {
+			results[uid] = fmt.Errorf("unprepare claim %s: %w", uid, stepErr)
+			continue
+		}
+		logger.V(2).Info("Unprepared claim", "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", uid)
+	}
+	return results, nil
+}
+
+func (m *Manager) unprepareFiles(uid types.UID) error {
+	if err := m.specs.Remove(string(uid)); err != nil {
+		return err
+	}
+	if err := m.step(stepRemoveCDISpec, uid); err != nil {
+		return err
+	}
+	if err := m.layout.removeClaimDir(uid); err != nil {
+		return err
+	}
+	return m.step(stepRemoveClaimDir, uid)
+}
