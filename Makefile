@@ -59,9 +59,25 @@ bench: vgpu-core ## benchmarks: prepare path (Go) and interception overhead (C)
 fuzz: ## run the Go fuzz targets for a short while each
 	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./pkg/api
 
+.PHONY: image
+image: build ## driver image as a docker-save tar without a container engine (_output/images/vgpu-dra-driver.tar)
+	VERSION=$(VERSION) deployments/build-image.sh
+
+.PHONY: chart-test
+chart-test: ## helm lint and template tests of the chart (also part of make test)
+	$(GO) test -count=1 ./deployments/...
+
 .PHONY: demo
 demo: build ## the main job: simulated GPUs shared by workloads under hard limits (root; first run ~12 min)
 	./demo/run.sh
+
+.PHONY: image
+image: build ## driver image as a docker-save tar without a container engine (_output/images/vgpu-dra-driver.tar)
+	VERSION=$(VERSION) deployments/build-image.sh
+
+.PHONY: chart-test
+chart-test: ## helm lint and template tests of the chart (also part of make test)
+	$(GO) test -count=1 ./deployments/...
 
 .PHONY: demo-down
 demo-down: ## remove the demo and stop its local cluster

@@ -1,0 +1,83 @@
+{{/* The DRA driver name (DESIGN.md); fixed, it names the plugin's socket directory. */}}
+{{- define "vgpu-dra.driverName" -}}vgpu.dra.dev{{- end -}}
+
+{{- define "vgpu-dra.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "vgpu-dra.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "vgpu-dra.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/name: {{ include "vgpu-dra.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "vgpu-dra.pluginName" -}}
+{{- printf "%s-kubelet-plugin" (include "vgpu-dra.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "vgpu-dra.pluginSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "vgpu-dra.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: kubelet-plugin
+{{- end -}}
+
+{{- define "vgpu-dra.pluginServiceAccount" -}}
+{{- default (include "vgpu-dra.pluginName" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "vgpu-dra.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* Host paths derived from paths.kubeletDir, as the kubelet lays them out. */}}
+{{- define "vgpu-dra.registrarDir" -}}
+{{- printf "%s/plugins_registry" (trimSuffix "/" .Values.paths.kubeletDir) -}}
+{{- end -}}
+{{- define "vgpu-dra.pluginDataDir" -}}
+{{- printf "%s/plugins/%s" (trimSuffix "/" .Values.paths.kubeletDir) (include "vgpu-dra.driverName" .) -}}
+{{- end -}}
+{{- define "vgpu-dra.libvgpuPath" -}}
+{{- printf "%s/libvgpu.so" (trimSuffix "/" .Values.paths.libvgpuDir) -}}
+{{- end -}}
+
+{{/*
+Checks of value combinations that the schema cannot express; each failure
+names the value to change.
+*/}}
+{{- define "vgpu-dra.validate" -}}
+{{- if .Values.controller.enabled -}}
+{{- fail "controller.enabled: the dra-controller is not part of this chart version yet; leave it false" -}}
+{{- end -}}
+{{- $ru := .Values.kubeletPlugin.updateStrategy.rollingUpdate | default dict -}}
+{{- if and .Values.kubeletPlugin.hostNetwork (eq .Values.kubeletPlugin.updateStrategy.type "RollingUpdate") (ne (toString (default 0 $ru.maxSurge)) "0") -}}
+{{- fail (printf "kubeletPlugin.updateStrategy.rollingUpdate.maxSurge: with kubeletPlugin.hostNetwork two plugin pods on one node would both bind port %v; set maxSurge to 0 and maxUnavailable to 1, or turn hostNetwork off" .Values.metrics.port) -}}
+{{- end -}}
+{{- range $k, $p := dict "paths.kubeletDir" .Values.paths.kubeletDir "paths.cdiRoot" .Values.paths.cdiRoot "paths.stateRoot" .Values.paths.stateRoot "paths.libvgpuDir" .Values.paths.libvgpuDir "gpu.driverRoot" .Values.gpu.driverRoot -}}
+{{- if not (isAbs $p) -}}
+{{- fail (printf "%s: %q must be an absolute path" $k $p) -}}
+{{- end -}}
+{{- end -}}
+{{- if or (isAbs .Values.gpu.nvmlLibrary) (has ".." (splitList "/" .Values.gpu.nvmlLibrary)) -}}
+{{- fail (printf "gpu.nvmlLibrary: %q must be a path relative to gpu.driverRoot without \"..\"" .Values.gpu.nvmlLibrary) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Probe timeout: the plugin's own /healthz time limit plus a margin. */}}
+{{- define "vgpu-dra.probeTimeout" -}}
+{{- add 5 (regexReplaceAll "s$" .Values.kubeletPlugin.healthzTimeout "" | int) -}}
+{{- end -}}
