@@ -18,7 +18,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
 GO_PACKAGES := ./...
-BINARIES := dra-kubelet-plugin
+BINARIES := dra-kubelet-plugin dra-controller
 
 .PHONY: help
 help: ## show this help

@@ -1,0 +1,296 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocmetrics"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat/templates"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/quota"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
+)
+
+// run serves until ctx ends or leadership is lost. Webhooks start only
+// after the informer caches have synced, so that no admission is decided
+// on an empty cache (e.g. a quota that sees no claims).
+func run(ctx context.Context, o *options) error {
+	logger := klog.FromContext(ctx)
+	logger.Info("Starting", "version", version.Version, "namespace", o.podNamespace, "webhookAddress", o.webhookAddress)
+
+	client, err := newKubeClient(o)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+
+	factory := informers.NewSharedInformerFactory(client, 0)
+	// Only generated templates matter here; filtering keeps the cache small.
+	templateFactory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
+		lo.LabelSelector = labels.SelectorFromSet(labels.Set{compat.TemplateLabel: "true"}).String()
+	}))
+	namespaces := factory.Core().V1().Namespaces().Lister()
+	slices := factory.Resource().V1().ResourceSlices().Lister()
+	claims := factory.Resource().V1().ResourceClaims().Lister()
+	classes := factory.Resource().V1().DeviceClasses().Lister()
+	templateLister := templateFactory.Resource().V1().ResourceClaimTemplates().Lister()
+
+	matcher := &webhook.ClassMatcher{DriverName: driverName, Names: sets.New(o.deviceClasses...), Classes: classes}
+	largestGPU := func() int64 { return largestGPUMemory(slices) }
+	charger := quota.Charger{DriverName: driverName, IsOurs: matcher.IsOurs, MaxGPUMemory: largestGPU}
+	enforcer := &quota.Enforcer{
+		Client: client, LedgerNamespace: o.podNamespace, Namespaces: namespaces, Claims: claims,
+		Charger: charger, Grace: o.quotaGrace,
+	}
+
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registry.MustRegister(&allocmetrics.Collector{DriverName: driverName, Slices: slices, Claims: claims})
+	registry.MustRegister(&quota.Collector{Namespaces: namespaces, Claims: claims, Charger: charger})
+	leaderGauge := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "vgpu_dra_controller_leader",
+		Help: "1 on the replica that is the elected leader, else 0. Every replica exports the same allocation metrics; select one with this.",
+	})
+	registry.MustRegister(leaderGauge)
+	webhookMetrics, err := webhook.NewMetrics(registry)
+	if err != nil {
+		return err
+	}
+
+	factory.Start(ctx.Done())
+	templateFactory.Start(ctx.Done())
+	defer factory.Shutdown()
+	defer templateFactory.Shutdown()
+	var ready atomic.Bool
+	if o.httpAddress != "" {
+		stop, err := serveHTTP(ctx, o.httpAddress, registry, &ready)
+		if err != nil {
+			return err
+		}
+		defer stop(o.shutdownGrace)
+	}
+	if err := waitSynced(ctx, factory, templateFactory); err != nil {
+		return err
+	}
+	ready.Store(true)
+	logger.Info("Informer caches synced")
+
+	mux := http.NewServeMux()
+	mux.Handle(webhook.ValidateClaimsPath, webhook.Handler("validate-claims", (&webhook.ClaimValidator{
+		DriverName:       driverName,
+		Classes:          matcher,
+		AdminOnlyClasses: sets.New(o.adminOnlyClasses...),
+		AdminNamespaces:  sets.New(o.adminNamespaces...),
+		MaxMemoryBytes:   o.maxMemory.Value(),
+		LargestGPUMemory: largestGPU,
+		Quota:            enforcer,
+	}).Admit, webhookMetrics))
+	mux.Handle(webhook.MutatePodsPath, webhook.Handler("mutate-pods", (&webhook.PodMutator{
+		Compat:        compat.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, DriverName: driverName},
+		AllNamespaces: o.hamiAllNamespaces,
+		Client:        client,
+		Namespaces:    namespaces,
+		Slices:        slices,
+		Templates:     &templates.Ensurer{Client: client, Templates: templateLister, TouchInterval: o.templateTouch},
+	}).Admit, webhookMetrics))
+	served, err := webhook.Serve(ctx, webhook.ServerOptions{
+		Address: o.webhookAddress, CertFile: o.tlsCertFile, KeyFile: o.tlsKeyFile,
+		ReloadInterval: o.tlsReloadInterval, ShutdownGrace: o.shutdownGrace,
+	}, mux)
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := <-served; err != nil {
+			cancel(fmt.Errorf("webhook server: %w", err))
+		}
+	}()
+
+	collect := func(ctx context.Context) {
+		leaderGauge.Set(1)
+		runGarbageCollectors(ctx, o, client, templateLister, enforcer)
+	}
+	if o.leaderElect {
+		if err := runLeaderElection(ctx, cancel, o, client, collect); err != nil {
+			return err
+		}
+	} else {
+		go collect(ctx)
+	}
+
+	<-ctx.Done()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+// runGarbageCollectors runs on the leader: the pod informer they need is
+// started only here, so followers do not cache every pod of the cluster.
+func runGarbageCollectors(ctx context.Context, o *options, client kubernetes.Interface,
+	templateLister resourcelisters.ResourceClaimTemplateLister, enforcer *quota.Enforcer) {
+	logger := klog.FromContext(ctx).WithName("gc")
+	ctx = klog.NewContext(ctx, logger)
+	podFactory := informers.NewSharedInformerFactory(client, 0)
+	pods := podFactory.Core().V1().Pods().Lister()
+	podFactory.Start(ctx.Done())
+	defer podFactory.Shutdown()
+	if err := waitSynced(ctx, podFactory); err != nil {
+		logger.Error(err, "Garbage collectors not started")
+		return
+	}
+	collector := &templates.Collector{Client: client, Templates: templateLister, Pods: pods, Grace: o.templateGrace}
+	wait.UntilWithContext(ctx, func(ctx context.Context) {
+		if n, err := collector.CollectOnce(ctx); err != nil {
+			logger.Error(err, "Collecting unused ResourceClaimTemplates")
+		} else if n > 0 {
+			logger.Info("Deleted unused ResourceClaimTemplates", "count", n)
+		}
+		if err := enforcer.CollectGarbage(ctx); err != nil {
+			logger.Error(err, "Collecting GPU quota ledgers")
+		}
+	}, o.garbageCollectEvery)
+}
+
+// runLeaderElection campaigns in the background. Losing leadership ends the
+// process (through cancel): a former leader must not keep collecting.
+func runLeaderElection(ctx context.Context, cancel context.CancelCauseFunc, o *options, client kubernetes.Interface, lead func(context.Context)) error {
+	logger := klog.FromContext(ctx)
+	identity := o.podName
+	if identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("leader election identity: --pod-name is empty and the host name is unknown: %w", err)
+		}
+		identity = host
+	}
+	lock, err := resourcelock.New(resourcelock.LeasesResourceLock, o.podNamespace, o.leaseName,
+		client.CoreV1(), client.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: identity})
+	if err != nil {
+		return fmt.Errorf("leader election lock %s/%s: %w", o.podNamespace, o.leaseName, err)
+	}
+	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   o.leaseDuration,
+		RenewDeadline:   o.renewDeadline,
+		RetryPeriod:     o.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            o.leaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logger.Info("Became leader", "identity", identity)
+				lead(ctx)
+			},
+			OnStoppedLeading: func() {
+				cancel(fmt.Errorf("lost leadership of lease %s/%s", o.podNamespace, o.leaseName))
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+	go elector.Run(ctx)
+	return nil
+}
+
+func largestGPUMemory(slices resourcelisters.ResourceSliceLister) int64 {
+	all, err := slices.List(labels.Everything())
+	if err != nil {
+		return 0
+	}
+	var most int64
+	for _, p := range compat.Products(all, driverName) {
+		most = max(most, p.MemoryBytes)
+	}
+	return most
+}
+
+// waitSynced waits until every informer of the factories has synced.
+func waitSynced(ctx context.Context, factories ...informers.SharedInformerFactory) error {
+	for _, f := range factories {
+		for typ, synced := range f.WaitForCacheSync(ctx.Done()) {
+			if !synced {
+				return fmt.Errorf("informer cache for %v did not sync: %w", typ, context.Cause(ctx))
+			}
+		}
+	}
+	return nil
+}
+
+func newKubeClient(o *options) (kubernetes.Interface, error) {
+	var cfg *rest.Config
+	var err error
+	if o.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig %q): %w", o.kubeconfig, err)
+	}
+	cfg.QPS = o.kubeAPIQPS
+	cfg.Burst = o.kubeAPIBurst
+	cfg.UserAgent = "vgpu-dra-controller/" + version.Version
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return client, nil
+}
+
+// serveHTTP serves /metrics, /healthz and /readyz until ctx ends.
+func serveHTTP(ctx context.Context, addr string, registry *prometheus.Registry, ready *atomic.Bool) (func(time.Duration), error) {
+	logger := klog.FromContext(ctx)
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "informer caches not synced", http.StatusServiceUnavailable)
+			return
+		}
+		_, _ = w.Write([]byte("ok"))
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--http-address %q: %w", addr, err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Error(err, "HTTP server failed", "address", addr)
+		}
+	}()
+	logger.Info("Serving /metrics, /healthz and /readyz", "address", ln.Addr().String())
+	return func(grace time.Duration) {
+		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+		defer cancel()
+		if err := srv.Shutdown(shutdownCtx); err != nil {
+			logger.Error(err, "HTTP server shutdown")
+		}
+	}, nil
+}

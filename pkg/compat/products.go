@@ -1,0 +1,50 @@
+package compat
+
+import (
+	"cmp"
+	"slices"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+)
+
+// Product is one kind of GPU present in the cluster: a product name with
+// the memory capacity its devices publish. Two GPUs of one product that
+// publish different capacities are two Products.
+type Product struct {
+	Name        string
+	MemoryBytes int64
+}
+
+// Products lists the distinct GPU products of driver in slices, sorted by
+// name and then memory. Devices without a product name or a memory capacity
+// are skipped: no request could select them by product anyway.
+func Products(resourceSlices []*resourceapi.ResourceSlice, driver string) []Product {
+	seen := map[Product]bool{}
+	var out []Product
+	for _, slice := range resourceSlices {
+		if slice.Spec.Driver != driver {
+			continue
+		}
+		for _, dev := range slice.Spec.Devices {
+			attr, ok := dev.Attributes[devices.AttrProductName]
+			if !ok || attr.StringValue == nil || *attr.StringValue == "" {
+				continue
+			}
+			capacity, ok := dev.Capacity[devices.CapacityMemory]
+			if !ok || capacity.Value.Sign() <= 0 {
+				continue
+			}
+			p := Product{Name: *attr.StringValue, MemoryBytes: capacity.Value.Value()}
+			if !seen[p] {
+				seen[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Product) int {
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.MemoryBytes, b.MemoryBytes))
+	})
+	return out
+}

@@ -1,0 +1,64 @@
+package quota
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Namespace annotations that set the limits. A namespace without them has
+// no limit.
+const (
+	// AnnotationMemory is the total GPU memory (a quantity such as "40Gi")
+	// that the namespace's claims may request.
+	AnnotationMemory = "quota.vgpu.dra.dev/memory"
+	// AnnotationCores is the total of the claims' cores requests, in
+	// percent of one GPU's SM time: "200" is two GPUs' worth.
+	AnnotationCores = "quota.vgpu.dra.dev/cores"
+)
+
+// Limits of one namespace; nil means unlimited.
+type Limits struct {
+	MemoryBytes *int64
+	Cores       *int64
+}
+
+// Unlimited is true when no limit is set.
+func (l Limits) Unlimited() bool {
+	return l.MemoryBytes == nil && l.Cores == nil
+}
+
+// LimitsOf reads the namespace's limits. A malformed annotation is an
+// error naming it: admission then fails closed rather than ignoring a limit
+// the administrator meant to set.
+func LimitsOf(ns *corev1.Namespace) (Limits, error) {
+	var l Limits
+	var errs []error
+	if raw, ok := ns.Annotations[AnnotationMemory]; ok {
+		q, err := resource.ParseQuantity(raw)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("namespace %q annotation %s=%q: %w", ns.Name, AnnotationMemory, raw, err))
+		case q.Sign() < 0:
+			errs = append(errs, fmt.Errorf("namespace %q annotation %s=%q: must not be negative", ns.Name, AnnotationMemory, raw))
+		default:
+			v := q.Value()
+			l.MemoryBytes = &v
+		}
+	}
+	if raw, ok := ns.Annotations[AnnotationCores]; ok {
+		v, err := strconv.ParseInt(raw, 10, 64)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("namespace %q annotation %s=%q: must be a whole number: %w", ns.Name, AnnotationCores, raw, err))
+		case v < 0:
+			errs = append(errs, fmt.Errorf("namespace %q annotation %s=%q: must not be negative", ns.Name, AnnotationCores, raw))
+		default:
+			l.Cores = &v
+		}
+	}
+	return l, errors.Join(errs...)
+}

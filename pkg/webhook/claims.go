@@ -1,0 +1,256 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/quota"
+)
+
+// QuotaAdmitter charges a new claim to its namespace's GPU quota.
+type QuotaAdmitter interface {
+	Admit(ctx context.Context, claim *resourceapi.ResourceClaim, dryRun bool) error
+}
+
+var (
+	claimKind    = metav1.GroupVersionKind{Group: resourceapi.GroupName, Version: "v1", Kind: "ResourceClaim"}
+	templateKind = metav1.GroupVersionKind{Group: resourceapi.GroupName, Version: "v1", Kind: "ResourceClaimTemplate"}
+)
+
+// ClaimValidator is the validating webhook for ResourceClaims and
+// ResourceClaimTemplates. It judges creates only: claim and template specs
+// are immutable, and refusing an update would also block the removal of
+// finalizers from objects admitted under older rules.
+type ClaimValidator struct {
+	DriverName string
+	Classes    *ClassMatcher
+	// AdminOnlyClasses may only be used in AdminNamespaces.
+	AdminOnlyClasses sets.Set[string]
+	AdminNamespaces  sets.Set[string]
+	// MaxMemoryBytes is the largest memory request accepted for one
+	// device; larger ones are typos (e.g. "4G" meant as MiB count).
+	MaxMemoryBytes int64
+	// LargestGPUMemory returns the largest memory capacity published, 0
+	// when none; requests above it get a warning (a bigger GPU may join).
+	LargestGPUMemory func() int64
+	// Quota may be nil (no quota enforcement).
+	Quota QuotaAdmitter
+}
+
+// Admit implements AdmitFunc.
+func (v *ClaimValidator) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
+	if req.Operation != admissionv1.Create {
+		return allowed()
+	}
+	switch req.Kind {
+	case claimKind:
+		var claim resourceapi.ResourceClaim
+		if err := json.Unmarshal(req.Object.Raw, &claim); err != nil {
+			return denied(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode ResourceClaim: %v", err))
+		}
+		errs, warnings := v.validateSpec(req.Namespace, &claim.Spec, field.NewPath("spec"))
+		if len(errs) > 0 {
+			return invalid(req, errs)
+		}
+		if v.Quota != nil {
+			// The API server fills namespace and UID before validating
+			// admission; take them from the request where the object
+			// lacks them (e.g. in a dry run).
+			if claim.Namespace == "" {
+				claim.Namespace = req.Namespace
+			}
+			if err := v.Quota.Admit(ctx, &claim, ptr.Deref(req.DryRun, false)); err != nil {
+				if errors.Is(err, quota.ErrExceeded) {
+					return denied(http.StatusForbidden, metav1.StatusReasonForbidden, err.Error())
+				}
+				klog.FromContext(ctx).Error(err, "GPU quota check failed")
+				return denied(http.StatusForbidden, metav1.StatusReasonForbidden, "GPU quota: "+err.Error())
+			}
+		}
+		return allowed(warnings...)
+	case templateKind:
+		var tmpl resourceapi.ResourceClaimTemplate
+		if err := json.Unmarshal(req.Object.Raw, &tmpl); err != nil {
+			return denied(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode ResourceClaimTemplate: %v", err))
+		}
+		errs, warnings := v.validateSpec(req.Namespace, &tmpl.Spec.Spec, field.NewPath("spec", "spec"))
+		if len(errs) > 0 {
+			return invalid(req, errs)
+		}
+		return allowed(warnings...)
+	default:
+		return denied(http.StatusBadRequest, metav1.StatusReasonBadRequest,
+			fmt.Sprintf("this webhook validates resource.k8s.io/v1 ResourceClaims and ResourceClaimTemplates, not %s; check the webhook configuration", req.Kind.String()))
+	}
+}
+
+func invalid(req *admissionv1.AdmissionRequest, errs field.ErrorList) *admissionv1.AdmissionResponse {
+	return denied(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid,
+		fmt.Sprintf("%s %q is invalid: %v", req.Kind.Kind, req.Name, errs.ToAggregate()))
+}
+
+// validateSpec checks the parts of a claim spec that concern this driver.
+func (v *ClaimValidator) validateSpec(namespace string, spec *resourceapi.ResourceClaimSpec, path *field.Path) (field.ErrorList, []string) {
+	var errs field.ErrorList
+	var warnings []string
+	devicesPath := path.Child("devices")
+	var ourRequests []string
+	for i, req := range spec.Devices.Requests {
+		reqPath := devicesPath.Child("requests").Index(i)
+		ours := false
+		if e := req.Exactly; e != nil {
+			if v.Classes.IsOurs(e.DeviceClassName) {
+				ours = true
+				errs = append(errs, v.validateRequest(namespace, spec, req.Name, e.DeviceClassName, e.AllocationMode, e.Count, e.Capacity, reqPath.Child("exactly"))...)
+			}
+		}
+		for j, sub := range req.FirstAvailable {
+			if v.Classes.IsOurs(sub.DeviceClassName) {
+				ours = true
+				errs = append(errs, v.validateRequest(namespace, spec, req.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Capacity, reqPath.Child("firstAvailable").Index(j))...)
+			}
+		}
+		if ours {
+			ourRequests = append(ourRequests, req.Name)
+		}
+	}
+	if len(ourRequests) > 1 && !distinct(spec, ourRequests...) {
+		// Two requests on one GPU are legitimate (two containers each with
+		// its own slice), so this is only a warning.
+		warnings = append(warnings, fmt.Sprintf("requests %q may be allocated on the same GPU; if they must be different GPUs add a constraint {distinctAttribute: %s/%s}",
+			ourRequests, v.DriverName, devices.AttrUUID))
+	}
+	for i, cfg := range spec.Devices.Config {
+		if cfg.Opaque == nil || cfg.Opaque.Driver != v.DriverName {
+			continue
+		}
+		p := devicesPath.Child("config").Index(i).Child("opaque", "parameters")
+		parsed, err := api.Decode(cfg.Opaque.Parameters.Raw)
+		if err != nil {
+			errs = append(errs, field.Invalid(p, string(cfg.Opaque.Parameters.Raw), err.Error()))
+			continue
+		}
+		errs = append(errs, parsed.ValidateClaimConfig(p)...)
+	}
+	if largest := v.LargestGPUMemory(); largest > 0 {
+		for _, req := range spec.Devices.Requests {
+			for _, capacity := range requestCapacities(req) {
+				if q, ok := v.capacity(capacity, devices.CapacityMemory); ok && q.Value() > largest {
+					warnings = append(warnings, fmt.Sprintf("request %q asks for %s of GPU memory but the largest GPU published has %s; it stays pending until such a GPU joins",
+						req.Name, q.String(), resource.NewQuantity(largest, resource.BinarySI).String()))
+				}
+			}
+		}
+	}
+	return errs, warnings
+}
+
+func requestCapacities(req resourceapi.DeviceRequest) []*resourceapi.CapacityRequirements {
+	var out []*resourceapi.CapacityRequirements
+	if req.Exactly != nil && req.Exactly.Capacity != nil {
+		out = append(out, req.Exactly.Capacity)
+	}
+	for _, sub := range req.FirstAvailable {
+		if sub.Capacity != nil {
+			out = append(out, sub.Capacity)
+		}
+	}
+	return out
+}
+
+func (v *ClaimValidator) validateRequest(namespace string, spec *resourceapi.ResourceClaimSpec, name, class string, mode resourceapi.DeviceAllocationMode, count int64,
+	capacity *resourceapi.CapacityRequirements, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if v.AdminOnlyClasses.Has(class) && !v.AdminNamespaces.Has(namespace) {
+		errs = append(errs, field.Forbidden(path.Child("deviceClassName"),
+			fmt.Sprintf("DeviceClass %q switches GPU limits off and may only be used in the namespaces %v", class, sets.List(v.AdminNamespaces))))
+	}
+	if capacity != nil {
+		capPath := path.Child("capacity", "requests")
+		for _, key := range slices.Sorted(maps.Keys(capacity.Requests)) {
+			q := capacity.Requests[key]
+			p := capPath.Key(string(key))
+			switch v.capacityName(key) {
+			case devices.CapacityMemory:
+				switch {
+				case q.Sign() <= 0:
+					errs = append(errs, field.Invalid(p, q.String(), "must be positive"))
+				case q.Cmp(*resource.NewQuantity(v.MaxMemoryBytes, resource.BinarySI)) > 0:
+					errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("more than any GPU has (limit %s); check the unit",
+						resource.NewQuantity(v.MaxMemoryBytes, resource.BinarySI).String())))
+				}
+			case devices.CapacityCores:
+				if n, ok := q.AsInt64(); !ok || n < 0 || n > devices.Cores {
+					errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("must be a whole number of percent of the GPU's SM time between 0 and %d", devices.Cores)))
+				}
+			default:
+				errs = append(errs, field.NotSupported(p, string(key), []string{string(devices.CapacityMemory), string(devices.CapacityCores)}))
+			}
+		}
+	}
+	if mode != resourceapi.DeviceAllocationModeAll && count > 1 && !distinct(spec, name) {
+		errs = append(errs, field.Invalid(path.Child("count"), count,
+			fmt.Sprintf("%d shares of %s could all be allocated on one GPU; add a constraint {requests: [%s], distinctAttribute: %s/%s} to get %d different GPUs",
+				count, class, name, v.DriverName, devices.AttrUUID, count)))
+	}
+	return errs
+}
+
+// capacityName maps a requested capacity key to this driver's unqualified
+// name; keys of other domains map to themselves and are refused.
+func (v *ClaimValidator) capacityName(key resourceapi.QualifiedName) resourceapi.QualifiedName {
+	prefix := resourceapi.QualifiedName(v.DriverName + "/")
+	if len(key) > len(prefix) && key[:len(prefix)] == prefix {
+		return key[len(prefix):]
+	}
+	return key
+}
+
+func (v *ClaimValidator) capacity(c *resourceapi.CapacityRequirements, name resourceapi.QualifiedName) (resource.Quantity, bool) {
+	for key, q := range c.Requests {
+		if v.capacityName(key) == name {
+			return q, true
+		}
+	}
+	return resource.Quantity{}, false
+}
+
+// distinct reports whether a distinctAttribute constraint covers all the
+// named requests together. A constraint without requests covers them all.
+func distinct(spec *resourceapi.ResourceClaimSpec, requests ...string) bool {
+	for _, c := range spec.Devices.Constraints {
+		if c.DistinctAttribute == nil {
+			continue
+		}
+		if len(c.Requests) == 0 {
+			return true
+		}
+		covered := true
+		for _, r := range requests {
+			if !slices.Contains(c.Requests, r) {
+				covered = false
+				break
+			}
+		}
+		if covered {
+			return true
+		}
+	}
+	return false
+}
