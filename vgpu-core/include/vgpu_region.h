@@ -1,0 +1,205 @@
+/*
+ * vgpu_region.h - layout of the per-claim shared region (contract).
+ *
+ * One file per claim, <claimdir>/shm/region, created zero-filled and exactly
+ * VGPU_REGION_SIZE bytes long by the kubelet plugin (or by libvgpu.so itself
+ * when it runs standalone). Every process of every container using the claim
+ * maps it read-write; the plugin's monitor only reads it with pread.
+ *
+ * Byte order is little-endian; every field has a fixed offset checked below
+ * and mirrored by the Go package pkg/region. Readers must treat every value as
+ * untrusted (the file is writable by the container) and clamp it.
+ *
+ * Layout:
+ *   [0, 256)                       struct vgpu_region_header
+ *   [256, 256 + 16 * 256)          struct vgpu_region_device[VGPU_REGION_MAX_DEVICES]
+ *   [8192, 8192 + 512 * 1152)      struct vgpu_region_slot[VGPU_REGION_MAX_SLOTS]
+ *
+ * Init protocol: a zero-filled file has init_state VGPU_REGION_UNINIT. The
+ * first process to attach takes an OFD write lock on byte 0 of the file,
+ * moves init_state to VGPU_REGION_INITIALISING with compare-and-swap (or
+ * takes over a stale INITIALISING left by a process that died while holding
+ * the lock: the kernel released its lock), writes the header and device
+ * records, bumps generation and publishes VGPU_REGION_READY with a release
+ * store. Later processes see READY without locking; others wait on the lock.
+ *
+ * Slots are claimed under the same OFD lock (a rare operation, once per
+ * process) and never move. The owner of slot i holds an OFD write lock on
+ * byte VGPU_REGION_SIZE + i (past the end of the file) for its lifetime; the
+ * kernel drops it when the process dies (SIGKILL included), so any process
+ * of any container sharing the file can tell a dead owner. pid, pid
+ * namespace inode and process start time (field 22 of /proc/<pid>/stat)
+ * identify the owner for readers, and decide liveness where locks cannot be
+ * queried. Dead owners' slots are reclaimed, and their bytes returned to the
+ * device counters, under the region lock.
+ */
+#ifndef VGPU_REGION_H
+#define VGPU_REGION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* "VGPUREG1" read as a little-endian 64-bit integer. */
+#define VGPU_REGION_MAGIC 0x3147455255504756ULL
+/* Readers refuse a different major; a newer minor only adds fields in reserved space. */
+#define VGPU_REGION_MAJOR 1
+#define VGPU_REGION_MINOR 0
+
+#define VGPU_REGION_MAX_DEVICES 16
+#define VGPU_REGION_MAX_SLOTS 512
+#define VGPU_REGION_UUID_LEN 48 /* "GPU-" + 36 chars + NUL, padded */
+
+#define VGPU_REGION_HEADER_SIZE 256
+#define VGPU_REGION_DEVICE_SIZE 256
+#define VGPU_REGION_SLOT_SIZE 1152
+#define VGPU_REGION_SLOT_DEVICE_SIZE 64
+#define VGPU_REGION_DEVICES_OFFSET 256
+#define VGPU_REGION_SLOTS_OFFSET 8192
+/* Total file size: 598016 bytes (146 pages of 4 KiB). */
+#define VGPU_REGION_SIZE \
+    (VGPU_REGION_SLOTS_OFFSET + VGPU_REGION_MAX_SLOTS * VGPU_REGION_SLOT_SIZE)
+
+/* header.init_state */
+#define VGPU_REGION_UNINIT 0u
+#define VGPU_REGION_INITIALISING 1u
+#define VGPU_REGION_READY 2u
+
+/* device.state */
+#define VGPU_DEVICE_UNUSED 0u
+#define VGPU_DEVICE_ACTIVE 1u
+
+/* slot.state */
+#define VGPU_SLOT_FREE 0u
+#define VGPU_SLOT_ACTIVE 1u
+
+/* device.compute_policy (published copy of the claim's config value) */
+#define VGPU_POLICY_STRICT 0u
+#define VGPU_POLICY_WORK_CONSERVING 1u
+#define VGPU_POLICY_DISABLED 2u
+
+/* Inode of the initial pid namespace: slot.pidns equal to it means pid is a host pid. */
+#define VGPU_INIT_PIDNS_INO 0xEFFFFFFCULL
+
+/* Region header (offset 0, 256 bytes). */
+struct vgpu_region_header {
+    uint64_t magic;           /*   0 VGPU_REGION_MAGIC once initialised */
+    uint16_t major;           /*   8 VGPU_REGION_MAJOR */
+    uint16_t minor;           /*  10 VGPU_REGION_MINOR */
+    uint32_t init_state;      /*  12 VGPU_REGION_UNINIT/INITIALISING/READY (CAS) */
+    uint64_t region_size;     /*  16 VGPU_REGION_SIZE */
+    uint32_t header_size;     /*  24 VGPU_REGION_HEADER_SIZE */
+    uint32_t device_size;     /*  28 VGPU_REGION_DEVICE_SIZE */
+    uint32_t slot_size;       /*  32 VGPU_REGION_SLOT_SIZE */
+    uint32_t max_devices;     /*  36 VGPU_REGION_MAX_DEVICES */
+    uint32_t max_slots;       /*  40 VGPU_REGION_MAX_SLOTS */
+    uint32_t device_count;    /*  44 device records in use, 0..max_devices */
+    uint64_t devices_offset;  /*  48 VGPU_REGION_DEVICES_OFFSET */
+    uint64_t slots_offset;    /*  56 VGPU_REGION_SLOTS_OFFSET */
+    uint64_t generation;      /*  64 incremented by every (re)initialisation */
+    uint64_t init_time_ns;    /*  72 CLOCK_REALTIME of the last initialisation */
+    uint8_t reserved[176];    /*  80 zero */
+};
+
+/*
+ * One GPU of the claim (256 bytes, four cache lines: identity, memory
+ * counter, compute bucket, refiller lease; the hot counters do not share a
+ * line).
+ */
+struct vgpu_region_device {
+    /* line 0: identity, written at initialisation */
+    char uuid[VGPU_REGION_UUID_LEN]; /*   0 "GPU-...", NUL-terminated */
+    uint64_t memory_limit;           /*  48 bytes, 0 = unlimited (informational copy) */
+    uint32_t sm_limit_percent;       /*  56 0..100, 0 = unlimited (informational copy) */
+    uint32_t state;                  /*  60 VGPU_DEVICE_UNUSED/ACTIVE */
+    /* line 1: claim-wide memory accounting */
+    uint64_t used_bytes;             /*  64 reservation counter (CAS): tracked + overhead of live slots */
+    uint64_t peak_bytes;             /*  72 high-water mark of used_bytes */
+    uint8_t reserved1[48];           /*  80 */
+    /* line 2: compute limiter token bucket (issue 4) */
+    int64_t bucket_tokens;           /* 128 current balance */
+    uint64_t bucket_capacity;        /* 136 maximum balance */
+    uint64_t bucket_refill_rate;     /* 144 tokens per second */
+    uint64_t bucket_last_refill_ns;  /* 152 CLOCK_MONOTONIC of the last refill */
+    uint32_t compute_policy;         /* 160 VGPU_POLICY_* */
+    uint32_t sm_util_percent;        /* 164 last measured claim-wide SM utilisation */
+    uint8_t reserved2[24];           /* 168 */
+    /* line 3: refiller ownership lease (issue 4) */
+    uint32_t refiller_pid;           /* 192 */
+    uint32_t reserved3;              /* 196 */
+    uint64_t refiller_start_time;    /* 200 /proc/<pid>/stat field 22 of the refiller */
+    uint64_t refiller_pidns;         /* 208 pid namespace inode of the refiller */
+    uint64_t refiller_lease_ns;      /* 216 CLOCK_MONOTONIC at which the lease expires */
+    uint64_t refiller_generation;    /* 224 bumped at every takeover */
+    uint8_t reserved4[24];           /* 232 */
+};
+
+/* Per-device usage of one process (64 bytes). */
+struct vgpu_region_slot_device {
+    uint64_t used_bytes;      /*  0 bytes of tracked allocations */
+    uint64_t peak_bytes;      /*  8 high-water mark of used_bytes */
+    uint64_t overhead_bytes;  /* 16 context/module memory beyond tracked bytes (NVML) */
+    uint64_t kernel_launches; /* 24 (issue 4) */
+    uint64_t throttled_ns;    /* 32 time launches waited for tokens (issue 4) */
+    uint32_t sm_util_percent; /* 40 last sampled SM utilisation (issue 4) */
+    uint8_t reserved[20];     /* 44 */
+};
+
+/*
+ * A process slot (1152 bytes). Index d of devices[] refers to device record
+ * d. seq is a seqlock written only by the owner: odd while the owner updates
+ * devices[]; readers retry until they read the same even value twice.
+ */
+struct vgpu_region_slot {
+    uint32_t state;        /*   0 VGPU_SLOT_FREE/ACTIVE */
+    uint32_t pid;          /*   4 pid in the owner's pid namespace */
+    uint32_t host_pid;     /*   8 pid in the initial namespace, 0 = unknown */
+    uint32_t seq;          /*  12 seqlock */
+    uint64_t start_time;   /*  16 /proc/<pid>/stat field 22 (clock ticks since boot) */
+    uint64_t pidns;        /*  24 inode of the owner's /proc/self/ns/pid */
+    uint64_t heartbeat_ns; /*  32 CLOCK_REALTIME of the slot claim / last overhead refresh */
+    uint8_t reserved[88];  /*  40 */
+    struct vgpu_region_slot_device devices[VGPU_REGION_MAX_DEVICES]; /* 128 */
+};
+
+/* The whole mapped file. */
+struct vgpu_region {
+    struct vgpu_region_header header;
+    struct vgpu_region_device devices[VGPU_REGION_MAX_DEVICES];
+    uint8_t reserved[VGPU_REGION_SLOTS_OFFSET - VGPU_REGION_DEVICES_OFFSET -
+             VGPU_REGION_MAX_DEVICES * VGPU_REGION_DEVICE_SIZE];
+    struct vgpu_region_slot slots[VGPU_REGION_MAX_SLOTS];
+};
+
+_Static_assert(sizeof(struct vgpu_region_header) == VGPU_REGION_HEADER_SIZE, "header size");
+_Static_assert(offsetof(struct vgpu_region_header, init_state) == 12, "init_state offset");
+_Static_assert(offsetof(struct vgpu_region_header, region_size) == 16, "region_size offset");
+_Static_assert(offsetof(struct vgpu_region_header, device_count) == 44, "device_count offset");
+_Static_assert(offsetof(struct vgpu_region_header, devices_offset) == 48, "devices_offset offset");
+_Static_assert(offsetof(struct vgpu_region_header, generation) == 64, "generation offset");
+_Static_assert(offsetof(struct vgpu_region_header, init_time_ns) == 72, "init_time_ns offset");
+_Static_assert(sizeof(struct vgpu_region_device) == VGPU_REGION_DEVICE_SIZE, "device size");
+_Static_assert(offsetof(struct vgpu_region_device, memory_limit) == 48, "memory_limit offset");
+_Static_assert(offsetof(struct vgpu_region_device, state) == 60, "device state offset");
+_Static_assert(offsetof(struct vgpu_region_device, used_bytes) == 64, "used_bytes offset");
+_Static_assert(offsetof(struct vgpu_region_device, peak_bytes) == 72, "peak_bytes offset");
+_Static_assert(offsetof(struct vgpu_region_device, bucket_tokens) == 128, "bucket offset");
+_Static_assert(offsetof(struct vgpu_region_device, compute_policy) == 160, "policy offset");
+_Static_assert(offsetof(struct vgpu_region_device, sm_util_percent) == 164, "sm util offset");
+_Static_assert(offsetof(struct vgpu_region_device, refiller_pid) == 192, "refiller offset");
+_Static_assert(offsetof(struct vgpu_region_device, refiller_lease_ns) == 216, "lease offset");
+_Static_assert(offsetof(struct vgpu_region_device, refiller_generation) == 224, "refiller gen offset");
+_Static_assert(sizeof(struct vgpu_region_slot_device) == VGPU_REGION_SLOT_DEVICE_SIZE, "slot device size");
+_Static_assert(offsetof(struct vgpu_region_slot_device, overhead_bytes) == 16, "overhead offset");
+_Static_assert(offsetof(struct vgpu_region_slot_device, throttled_ns) == 32, "throttled offset");
+_Static_assert(offsetof(struct vgpu_region_slot_device, sm_util_percent) == 40, "slot sm util offset");
+_Static_assert(sizeof(struct vgpu_region_slot) == VGPU_REGION_SLOT_SIZE, "slot size");
+_Static_assert(offsetof(struct vgpu_region_slot, start_time) == 16, "start_time offset");
+_Static_assert(offsetof(struct vgpu_region_slot, pidns) == 24, "pidns offset");
+_Static_assert(offsetof(struct vgpu_region_slot, heartbeat_ns) == 32, "heartbeat offset");
+_Static_assert(offsetof(struct vgpu_region_slot, devices) == 128, "slot devices offset");
+_Static_assert(offsetof(struct vgpu_region, devices) == VGPU_REGION_DEVICES_OFFSET, "devices offset");
+_Static_assert(offsetof(struct vgpu_region, slots) == VGPU_REGION_SLOTS_OFFSET, "slots offset");
+_Static_assert(sizeof(struct vgpu_region) == VGPU_REGION_SIZE, "region size");
+_Static_assert(VGPU_REGION_SIZE == 598016, "region size is part of the contract");
+
+#endif /* VGPU_REGION_H */

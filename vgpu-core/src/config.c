@@ -1,0 +1,251 @@
+/* config.c - see config.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "parse.h"
+
+/* Bits of the "seen" mask for keys that are not per device. */
+enum {
+    SEEN_VERSION = 1u << 0,
+    SEEN_CLAIM = 1u << 1,
+    SEEN_POLICY = 1u << 2,
+    SEEN_PRIORITY = 1u << 3,
+    SEEN_LOG = 1u << 4,
+    SEEN_ENFORCEMENT = 1u << 5,
+    SEEN_COUNT = 1u << 6,
+};
+
+/* Bits of the per-device "seen" mask. */
+enum { DEV_UUID = 1u << 0, DEV_MEM = 1u << 1, DEV_SM = 1u << 2, DEV_ALL = 7u };
+
+struct parse_state {
+    struct vgpu_claim_config *cfg;
+    char *err;
+    unsigned seen;
+    unsigned dev_seen[VGPU_REGION_MAX_DEVICES];
+    int failed;
+};
+
+static void fail(struct parse_state *st, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Records the first error only: it is the one worth reporting. */
+static void fail(struct parse_state *st, const char *fmt, ...)
+{
+    va_list ap;
+
+    if (st->failed)
+        return;
+    st->failed = 1;
+    va_start(ap, fmt);
+    vsnprintf(st->err, VGPU_ERRMSG_MAX, fmt, ap);
+    va_end(ap);
+}
+
+static int is_hex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+bool vgpu_uuid_valid(const char *s)
+{
+    static const char pattern[] = "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+    size_t i;
+
+    for (i = 0; pattern[i] != '\0'; i++) {
+        if (pattern[i] == 'x' ? !is_hex(s[i]) : s[i] != pattern[i])
+            return false;
+    }
+    return s[i] == '\0';
+}
+
+/* Marks key bit as seen; a second occurrence is an error. */
+static int once(struct parse_state *st, unsigned *mask, unsigned bit, const char *key)
+{
+    if (*mask & bit) {
+        fail(st, "duplicate key %s", key);
+        return -1;
+    }
+    *mask |= bit;
+    return 0;
+}
+
+static void parse_device_key(struct parse_state *st, const char *key, const char *val)
+{
+    const char *rest = key + strlen("device.");
+    const char *dot = strchr(rest, '.');
+    char idx[16];
+    uint64_t k, v;
+    struct vgpu_claim_device *d;
+
+    if (strcmp(rest, "count") == 0) {
+        if (once(st, &st->seen, SEEN_COUNT, key) != 0)
+            return;
+        if (vgpu_parse_uint(val, VGPU_REGION_MAX_DEVICES, &v) != 0 || v == 0) {
+            fail(st, "device.count: %.32s is not an integer in 1..%d", val, VGPU_REGION_MAX_DEVICES);
+            return;
+        }
+        st->cfg->device_count = (uint32_t)v;
+        return;
+    }
+    if (dot == NULL || (size_t)(dot - rest) >= sizeof(idx))
+        return; /* unknown device.* key */
+    memcpy(idx, rest, (size_t)(dot - rest));
+    idx[dot - rest] = '\0';
+    if (vgpu_parse_uint(idx, VGPU_REGION_MAX_DEVICES - 1, &k) != 0) {
+        fail(st, "%.64s: device index is not an integer in 0..%d", key, VGPU_REGION_MAX_DEVICES - 1);
+        return;
+    }
+    d = &st->cfg->devices[k];
+    if (strcmp(dot + 1, "uuid") == 0) {
+        if (once(st, &st->dev_seen[k], DEV_UUID, key) != 0)
+            return;
+        if (!vgpu_uuid_valid(val)) {
+            fail(st, "%.64s: %.64s is not a GPU UUID", key, val);
+            return;
+        }
+        snprintf(d->uuid, sizeof(d->uuid), "%s", val);
+    } else if (strcmp(dot + 1, "memory_limit_bytes") == 0) {
+        if (once(st, &st->dev_seen[k], DEV_MEM, key) != 0)
+            return;
+        if (vgpu_parse_uint(val, UINT64_MAX, &v) != 0) {
+            fail(st, "%.64s: %.32s is not a decimal byte count", key, val);
+            return;
+        }
+        d->memory_limit = v;
+    } else if (strcmp(dot + 1, "sm_limit_percent") == 0) {
+        if (once(st, &st->dev_seen[k], DEV_SM, key) != 0)
+            return;
+        if (vgpu_parse_uint(val, 100, &v) != 0) {
+            fail(st, "%.64s: %.32s is not an integer in 0..100", key, val);
+            return;
+        }
+        d->sm_limit = (uint32_t)v;
+    }
+}
+
+/* Maps val to one of names[] (index stored in *out); fails naming key otherwise. */
+static void parse_enum(struct parse_state *st, const char *key, const char *val, unsigned bit,
+                       const char *const names[], unsigned count, unsigned *out)
+{
+    if (once(st, &st->seen, bit, key) != 0)
+        return;
+    for (unsigned i = 0; i < count; i++) {
+        if (strcmp(val, names[i]) == 0) {
+            *out = i;
+            return;
+        }
+    }
+    fail(st, "%s: unknown value %.32s", key, val);
+}
+
+static void parse_line(struct parse_state *st, char *line)
+{
+    static const char *const policies[] = {"strict", "workConserving", "disabled"};
+    static const char *const priorities[] = {"low", "high"};
+    static const char *const levels[] = {"error", "warning", "info", "debug"};
+    static const char *const switches[] = {"disabled", "enabled"};
+    struct vgpu_claim_config *cfg = st->cfg;
+    char *eq = strchr(line, '=');
+    const char *key = line, *val;
+    unsigned u;
+    uint64_t v;
+
+    if (eq == NULL) {
+        fail(st, "line without '=': %.64s", line);
+        return;
+    }
+    *eq = '\0';
+    val = eq + 1;
+    if (strcmp(key, "version") == 0) {
+        if (once(st, &st->seen, SEEN_VERSION, key) != 0)
+            return;
+        if (vgpu_parse_uint(val, UINT32_MAX, &v) != 0 || v != 1)
+            fail(st, "version: unsupported value %.32s (want 1)", val);
+    } else if (strcmp(key, "claim") == 0) {
+        if (once(st, &st->seen, SEEN_CLAIM, key) != 0)
+            return;
+        if (val[0] == '\0' || strlen(val) >= sizeof(cfg->claim)) {
+            fail(st, "claim: empty or longer than %zu bytes", sizeof(cfg->claim) - 1);
+            return;
+        }
+        snprintf(cfg->claim, sizeof(cfg->claim), "%s", val);
+    } else if (strcmp(key, "compute_policy") == 0) {
+        u = 0;
+        parse_enum(st, key, val, SEEN_POLICY, policies, 3, &u);
+        cfg->compute_policy = u;
+    } else if (strcmp(key, "priority") == 0) {
+        u = 0;
+        parse_enum(st, key, val, SEEN_PRIORITY, priorities, 2, &u);
+        cfg->priority = (enum vgpu_priority)u;
+    } else if (strcmp(key, "log_level") == 0) {
+        u = VGPU_LOG_WARNING;
+        parse_enum(st, key, val, SEEN_LOG, levels, 4, &u);
+        cfg->log_level = (enum vgpu_log_level)u;
+        cfg->has_log_level = true;
+    } else if (strcmp(key, "enforcement") == 0) {
+        u = 1;
+        parse_enum(st, key, val, SEEN_ENFORCEMENT, switches, 2, &u);
+        cfg->enforcement = u == 1;
+    } else if (strncmp(key, "device.", strlen("device.")) == 0) {
+        parse_device_key(st, key, val);
+    }
+}
+
+int vgpu_config_parse(const char *text, struct vgpu_claim_config *cfg, char err[VGPU_ERRMSG_MAX])
+{
+    struct parse_state st = {.cfg = cfg, .err = err};
+    char line[512];
+    const char *p = text;
+
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->enforcement = true;
+    cfg->compute_policy = VGPU_POLICY_STRICT;
+    err[0] = '\0';
+    while (*p != '\0') {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl != NULL ? (size_t)(nl - p) : strlen(p);
+
+        if (len >= sizeof(line)) {
+            fail(&st, "line longer than %zu bytes", sizeof(line) - 1);
+        } else {
+            size_t n = len;
+
+            memcpy(line, p, n);
+            if (n > 0 && line[n - 1] == '\r')
+                n--;
+            line[n] = '\0';
+            if (n > 0 && line[0] != '#')
+                parse_line(&st, line);
+        }
+        p += len;
+        if (*p == '\n')
+            p++;
+    }
+    if (!(st.seen & SEEN_VERSION))
+        fail(&st, "version: missing");
+    if (!(st.seen & SEEN_CLAIM))
+        fail(&st, "claim: missing");
+    if (!(st.seen & SEEN_COUNT))
+        fail(&st, "device.count: missing");
+    for (unsigned k = 0; k < cfg->device_count; k++) {
+        for (unsigned j = 0; j < k; j++) {
+            if (cfg->devices[k].uuid[0] != '\0' &&
+                strcmp(cfg->devices[k].uuid, cfg->devices[j].uuid) == 0)
+                fail(&st, "device.%u.uuid: same GPU as device.%u", k, j);
+        }
+    }
+    for (unsigned k = 0; k < VGPU_REGION_MAX_DEVICES; k++) {
+        if (k < cfg->device_count && st.dev_seen[k] != DEV_ALL)
+            fail(&st, "device.%u: missing %s", k,
+                 !(st.dev_seen[k] & DEV_UUID) ? "uuid"
+                 : !(st.dev_seen[k] & DEV_MEM) ? "memory_limit_bytes"
+                                               : "sm_limit_percent");
+        else if (k >= cfg->device_count && st.dev_seen[k] != 0 && (st.seen & SEEN_COUNT))
+            fail(&st, "device.%u: index not below device.count %u", k, cfg->device_count);
+    }
+    return st.failed ? -1 : 0;
+}

@@ -1,0 +1,415 @@
+/*
+ * cuda_hooks.c - the CUDA driver API wrappers exported by libvgpu.so.
+ *
+ * Each wrapper has the exact name of the driver export it replaces (the
+ * version script lists them). Allocation paths reserve before calling the
+ * driver and commit or roll back after; frees of pointers never tracked go
+ * straight to the driver. Out-parameters are only touched after success.
+ */
+#include "acct.h"
+#include "driver.h"
+#include "hooks.h"
+#include "gpus.h"
+#include "log.h"
+
+/* Loads the driver and our limits; a driver without the function reports NOT_INITIALIZED. */
+#define ENTER(name)                                                                                \
+    do {                                                                                           \
+        if (vgpu_cuda_load() != 0 || vgpu_cu.name == NULL)                                         \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                     \
+        vgpu_limits_init();                                                                        \
+    } while (0)
+
+/* Device of the current context; false when there is none (the driver will then fail). */
+static bool current_device(CUdevice *dev)
+{
+    return vgpu_cu.cuCtxGetDevice != NULL && vgpu_cu.cuCtxGetDevice(dev) == CUDA_SUCCESS;
+}
+
+/* Shared body of the allocators that return a device pointer. */
+#define ALLOC_BODY(name, dptr, size, ...)                                                          \
+    do {                                                                                           \
+        struct vgpu_charge c;                                                                      \
+        CUdevice dev;                                                                              \
+        CUresult rc;                                                                               \
+        ENTER(name);                                                                               \
+        if (dptr == NULL || !current_device(&dev))                                                 \
+            return vgpu_cu.name(__VA_ARGS__);                                                      \
+        rc = vgpu_charge_begin(dev, size, &c);                                                     \
+        if (rc != CUDA_SUCCESS)                                                                    \
+            return rc;                                                                             \
+        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
+        if (rc == CUDA_SUCCESS)                                                                    \
+            vgpu_charge_commit(&c, VGPU_KIND_PTR, *dptr);                                          \
+        else                                                                                       \
+            vgpu_charge_abort(&c);                                                                 \
+        return rc;                                                                                 \
+    } while (0)
+
+CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    ALLOC_BODY(cuMemAlloc_v2, dptr, bytesize, dptr, bytesize);
+}
+
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
+{
+    ALLOC_BODY(cuMemAllocManaged, dptr, bytesize, dptr, bytesize, flags);
+}
+
+/* Async allocations are charged to the current context's device, as the stream's usually is. */
+CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    ALLOC_BODY(cuMemAllocAsync, dptr, bytesize, dptr, bytesize, hStream);
+}
+
+CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
+{
+    ALLOC_BODY(cuMemAllocAsync_ptsz, dptr, bytesize, dptr, bytesize, hStream);
+}
+
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                 CUstream hStream)
+{
+    ALLOC_BODY(cuMemAllocFromPoolAsync, dptr, bytesize, dptr, bytesize, pool, hStream);
+}
+
+CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream hStream)
+{
+    ALLOC_BODY(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, dptr, bytesize, pool, hStream);
+}
+
+CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
+                            unsigned int ElementSizeBytes)
+{
+    struct vgpu_charge c;
+    CUdevice dev;
+    CUresult rc;
+
+    ENTER(cuMemAllocPitch_v2);
+    if (dptr == NULL || pPitch == NULL || !current_device(&dev) ||
+        (Height != 0 && WidthInBytes > SIZE_MAX / Height))
+        return vgpu_cu.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    /* Reserve the unpadded size first, then the padding once the driver chose the pitch. */
+    rc = vgpu_charge_begin(dev, (uint64_t)WidthInBytes * Height, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = vgpu_cu.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
+    if (rc != CUDA_SUCCESS) {
+        vgpu_charge_abort(&c);
+        return rc;
+    }
+    if (*pPitch > WidthInBytes &&
+        vgpu_charge_resize(&c, (uint64_t)*pPitch * Height) != CUDA_SUCCESS) {
+        vgpu_cu.cuMemFree_v2(*dptr);
+        vgpu_charge_abort(&c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    vgpu_charge_commit(&c, VGPU_KIND_PTR, *dptr);
+    return CUDA_SUCCESS;
+}
+
+/* Shared body of the frees: key of the given kind is uncharged before the driver call. */
+#define FREE_BODY(name, kind, key, ...)                                                            \
+    do {                                                                                           \
+        struct vgpu_ptrmap_entry e;                                                                \
+        bool tracked;                                                                              \
+        CUresult rc;                                                                               \
+        ENTER(name);                                                                               \
+        tracked = vgpu_uncharge(kind, key, &e);                                                    \
+        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
+        if (rc != CUDA_SUCCESS && tracked)                                                         \
+            vgpu_uncharge_undo(kind, &e);                                                          \
+        return rc;                                                                                 \
+    } while (0)
+
+CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    FREE_BODY(cuMemFree_v2, VGPU_KIND_PTR, dptr, dptr);
+}
+
+CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
+{
+    FREE_BODY(cuMemFreeAsync, VGPU_KIND_PTR, dptr, dptr, hStream);
+}
+
+CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
+{
+    FREE_BODY(cuMemFreeAsync_ptsz, VGPU_KIND_PTR, dptr, dptr, hStream);
+}
+
+CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                     const CUmemAllocationProp *prop, unsigned long long flags)
+{
+    struct vgpu_charge c;
+    CUresult rc;
+
+    ENTER(cuMemCreate);
+    /* Only device memory counts; host and host-NUMA locations pass through. */
+    if (handle == NULL || prop == NULL || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return vgpu_cu.cuMemCreate(handle, size, prop, flags);
+    rc = vgpu_charge_begin(prop->location.id, size, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = vgpu_cu.cuMemCreate(handle, size, prop, flags);
+    if (rc == CUDA_SUCCESS)
+        vgpu_charge_commit(&c, VGPU_KIND_VMM, *handle);
+    else
+        vgpu_charge_abort(&c);
+    return rc;
+}
+
+CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    CUresult rc;
+
+    ENTER(cuMemRetainAllocationHandle);
+    rc = vgpu_cu.cuMemRetainAllocationHandle(handle, addr);
+    if (rc == CUDA_SUCCESS && handle != NULL)
+        vgpu_vmm_retain(*handle);
+    return rc;
+}
+
+CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    ENTER(cuMemRelease);
+    /* Retained elsewhere: the memory lives on, so the bytes stay charged. */
+    if (vgpu_vmm_release_ref(handle)) {
+        CUresult rc = vgpu_cu.cuMemRelease(handle);
+
+        if (rc != CUDA_SUCCESS)
+            vgpu_vmm_restore_ref(handle);
+        return rc;
+    }
+    FREE_BODY(cuMemRelease, VGPU_KIND_VMM, handle, handle);
+}
+
+/* Bytes per element of an array format; unknown (newer) formats count as 16. */
+static uint64_t format_bytes(CUarray_format f)
+{
+    switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+        return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+        return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+        return 4;
+    default:
+        return 16;
+    }
+}
+
+/* w*h*d*channels*format bytes, saturating at UINT64_MAX (the reservation then fails). */
+static uint64_t array_bytes(size_t w, size_t h, size_t d, unsigned channels, CUarray_format f)
+{
+    uint64_t dims[5] = {w, h ? h : 1, d ? d : 1, channels ? channels : 1, format_bytes(f)};
+    uint64_t total = 1;
+
+    for (int i = 0; i < 5; i++) {
+        if (dims[i] != 0 && total > UINT64_MAX / dims[i])
+            return UINT64_MAX;
+        total *= dims[i];
+    }
+    return total;
+}
+
+/*
+ * Shared tail of the array creators: the driver's memory requirements (when
+ * it offers the query) replace our estimate.
+ */
+static CUresult finish_array(struct vgpu_charge *c, CUresult rc, enum vgpu_kind kind,
+                             uint64_t key)
+{
+    CUDA_ARRAY_MEMORY_REQUIREMENTS req;
+    CUresult q = CUDA_ERROR_NOT_SUPPORTED;
+
+    if (rc != CUDA_SUCCESS) {
+        vgpu_charge_abort(c);
+        return rc;
+    }
+    if (c->gpu != NULL && kind == VGPU_KIND_ARRAY && vgpu_cu.cuArrayGetMemoryRequirements != NULL)
+        q = vgpu_cu.cuArrayGetMemoryRequirements(&req, (CUarray)(uintptr_t)key, c->device);
+    else if (c->gpu != NULL && kind == VGPU_KIND_MIPMAP &&
+             vgpu_cu.cuMipmappedArrayGetMemoryRequirements != NULL)
+        q = vgpu_cu.cuMipmappedArrayGetMemoryRequirements(&req, (CUmipmappedArray)(uintptr_t)key,
+                                                          c->device);
+    if (q == CUDA_SUCCESS && vgpu_charge_resize(c, req.size) != CUDA_SUCCESS) {
+        if (kind == VGPU_KIND_ARRAY)
+            vgpu_cu.cuArrayDestroy((CUarray)(uintptr_t)key);
+        else
+            vgpu_cu.cuMipmappedArrayDestroy((CUmipmappedArray)(uintptr_t)key);
+        vgpu_charge_abort(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    vgpu_charge_commit(c, kind, key);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+    struct vgpu_charge c;
+    CUdevice dev;
+    CUresult rc;
+
+    ENTER(cuArrayCreate_v2);
+    if (pHandle == NULL || desc == NULL || !current_device(&dev))
+        return vgpu_cu.cuArrayCreate_v2(pHandle, desc);
+    rc = vgpu_charge_begin(dev, array_bytes(desc->Width, desc->Height, 1, desc->NumChannels,
+                                            desc->Format), &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = vgpu_cu.cuArrayCreate_v2(pHandle, desc);
+    return finish_array(&c, rc, VGPU_KIND_ARRAY, rc == CUDA_SUCCESS ? (uintptr_t)*pHandle : 0);
+}
+
+CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+    struct vgpu_charge c;
+    CUdevice dev;
+    CUresult rc;
+
+    ENTER(cuArray3DCreate_v2);
+    if (pHandle == NULL || desc == NULL || !current_device(&dev))
+        return vgpu_cu.cuArray3DCreate_v2(pHandle, desc);
+    rc = vgpu_charge_begin(dev, array_bytes(desc->Width, desc->Height, desc->Depth,
+                                            desc->NumChannels, desc->Format), &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = vgpu_cu.cuArray3DCreate_v2(pHandle, desc);
+    return finish_array(&c, rc, VGPU_KIND_ARRAY, rc == CUDA_SUCCESS ? (uintptr_t)*pHandle : 0);
+}
+
+CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                unsigned int numMipmapLevels)
+{
+    struct vgpu_charge c;
+    CUdevice dev;
+    CUresult rc;
+    uint64_t total = 0;
+    size_t w, h, d;
+
+    ENTER(cuMipmappedArrayCreate);
+    if (pHandle == NULL || desc == NULL || !current_device(&dev))
+        return vgpu_cu.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
+    w = desc->Width;
+    h = desc->Height;
+    d = desc->Depth;
+    /* Each level halves every extent (down to 1). */
+    for (unsigned l = 0; l < numMipmapLevels && total != UINT64_MAX; l++) {
+        uint64_t b = array_bytes(w, h, d, desc->NumChannels, desc->Format);
+        total = b > UINT64_MAX - total ? UINT64_MAX : total + b;
+        w = w > 1 ? w / 2 : 1;
+        h = h > 1 ? h / 2 : h;
+        d = d > 1 && !(desc->Flags & CUDA_ARRAY3D_LAYERED) ? d / 2 : d;
+    }
+    rc = vgpu_charge_begin(dev, total, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = vgpu_cu.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
+    return finish_array(&c, rc, VGPU_KIND_MIPMAP, rc == CUDA_SUCCESS ? (uintptr_t)*pHandle : 0);
+}
+
+CUresult cuArrayDestroy(CUarray hArray)
+{
+    FREE_BODY(cuArrayDestroy, VGPU_KIND_ARRAY, (uintptr_t)hArray, hArray);
+}
+
+CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
+{
+    FREE_BODY(cuMipmappedArrayDestroy, VGPU_KIND_MIPMAP, (uintptr_t)hMipmappedArray,
+              hMipmappedArray);
+}
+
+/*
+ * Reports the limit as the size of the GPU: total = min(limit, physical),
+ * free = clamp(total - used, 0, physical free). Never fails because usage
+ * exceeds the limit (cudaMemGetInfo must keep working).
+ */
+static void clamp_info(const struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
+{
+    uint64_t used, total;
+
+    if (g == NULL || !g->enforce)
+        return;
+    if (g->fail_closed) {
+        *free_b = 0;
+        return;
+    }
+    if (g->limit == 0)
+        return;
+    total = g->limit < *total_b ? g->limit : *total_b;
+    used = vgpu_gpu_used(g);
+    *free_b = used < total ? (total - used < *free_b ? total - used : *free_b) : 0;
+    *total_b = total;
+}
+
+CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
+{
+    size_t f = 0, t = 0;
+    uint64_t f64, t64;
+    CUdevice dev;
+    CUresult rc;
+
+    ENTER(cuMemGetInfo_v2);
+    rc = vgpu_cu.cuMemGetInfo_v2(&f, &t);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    f64 = f;
+    t64 = t;
+    if (current_device(&dev)) {
+        struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+        vgpu_overhead_refresh(g);
+        clamp_info(g, &f64, &t64);
+    }
+    if (free_out != NULL)
+        *free_out = (size_t)f64;
+    if (total_out != NULL)
+        *total_out = (size_t)t64;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
+{
+    size_t t = 0;
+    uint64_t f64 = UINT64_MAX, t64;
+    CUresult rc;
+
+    ENTER(cuDeviceTotalMem_v2);
+    if (bytes == NULL)
+        return vgpu_cu.cuDeviceTotalMem_v2(bytes, dev);
+    rc = vgpu_cu.cuDeviceTotalMem_v2(&t, dev);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    t64 = t;
+    clamp_info(vgpu_gpu_for_cuda(dev), &f64, &t64);
+    *bytes = (size_t)t64;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    CUresult rc;
+
+    ENTER(cuGetProcAddress);
+    rc = vgpu_cu.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+    if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL)
+        *pfn = vgpu_hook_substitute(symbol, *pfn, cudaVersion, flags);
+    return rc;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *symbolStatus)
+{
+    CUresult rc;
+
+    ENTER(cuGetProcAddress_v2);
+    rc = vgpu_cu.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL)
+        *pfn = vgpu_hook_substitute(symbol, *pfn, cudaVersion, flags);
+    return rc;
+}

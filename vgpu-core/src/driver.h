@@ -1,0 +1,96 @@
+/*
+ * driver.h - the real CUDA driver and NVML entry points, resolved lazily.
+ *
+ * libvgpu.so has no link-time dependency on either library: the first
+ * wrapper called for a library opens it (it is already loaded when an
+ * application reaches our wrapper) and resolves every name below from its
+ * handle, which never sees our own exports.
+ */
+#ifndef VGPU_DRIVER_H
+#define VGPU_DRIVER_H
+
+#include "vgpu_cuda.h"
+#include "vgpu_nvml.h"
+
+/* CUDA functions that libvgpu.so wraps (exported with these exact names). */
+#define VGPU_CUDA_WRAPPED(X)                                                                       \
+    X(cuGetProcAddress)                                                                            \
+    X(cuGetProcAddress_v2)                                                                         \
+    X(cuMemAlloc_v2)                                                                               \
+    X(cuMemAllocPitch_v2)                                                                          \
+    X(cuMemAllocManaged)                                                                           \
+    X(cuMemFree_v2)                                                                                \
+    X(cuMemAllocAsync)                                                                             \
+    X(cuMemAllocAsync_ptsz)                                                                        \
+    X(cuMemAllocFromPoolAsync)                                                                     \
+    X(cuMemAllocFromPoolAsync_ptsz)                                                                \
+    X(cuMemFreeAsync)                                                                              \
+    X(cuMemFreeAsync_ptsz)                                                                         \
+    X(cuMemCreate)                                                                                 \
+    X(cuMemRelease)                                                                                \
+    X(cuMemRetainAllocationHandle)                                                                 \
+    X(cuArrayCreate_v2)                                                                            \
+    X(cuArray3DCreate_v2)                                                                          \
+    X(cuArrayDestroy)                                                                              \
+    X(cuMipmappedArrayCreate)                                                                      \
+    X(cuMipmappedArrayDestroy)                                                                     \
+    X(cuMemGetInfo_v2)                                                                             \
+    X(cuDeviceTotalMem_v2)
+
+/* CUDA functions libvgpu.so only calls. */
+#define VGPU_CUDA_USED(X)                                                                          \
+    X(cuCtxGetDevice)                                                                              \
+    X(cuDeviceGetUuid)                                                                             \
+    X(cuDeviceGetUuid_v2)                                                                          \
+    X(cuArrayGetMemoryRequirements)                                                                \
+    X(cuMipmappedArrayGetMemoryRequirements)
+
+/* NVML functions that libvgpu.so wraps. */
+#define VGPU_NVML_WRAPPED(X)                                                                       \
+    X(nvmlDeviceGetMemoryInfo)                                                                     \
+    X(nvmlDeviceGetMemoryInfo_v2)
+
+/* NVML functions libvgpu.so only calls. */
+#define VGPU_NVML_USED(X)                                                                          \
+    X(nvmlInit_v2)                                                                                 \
+    X(nvmlDeviceGetUUID)                                                                           \
+    X(nvmlDeviceGetIndex)                                                                          \
+    X(nvmlDeviceGetHandleByUUID)                                                                   \
+    X(nvmlDeviceGetComputeRunningProcesses_v3)
+
+#define VGPU_DECLARE_PFN(name) PFN_##name name;
+
+struct vgpu_cuda_real {
+    VGPU_CUDA_WRAPPED(VGPU_DECLARE_PFN)
+    VGPU_CUDA_USED(VGPU_DECLARE_PFN)
+};
+
+struct vgpu_nvml_real {
+    VGPU_NVML_WRAPPED(VGPU_DECLARE_PFN)
+    VGPU_NVML_USED(VGPU_DECLARE_PFN)
+};
+
+/* Real entry points; NULL members are names the loaded driver lacks. */
+extern struct vgpu_cuda_real vgpu_cu;
+extern struct vgpu_nvml_real vgpu_nvml;
+
+/*
+ * For code on the path of every dlsym call: sanitizer runtimes resolve their
+ * interceptors through dlsym before their shadow memory exists, so this path
+ * must not be instrumented (it only compares a few characters).
+ */
+#define VGPU_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+
+/* The real dlsym of libc, valid once vgpu_dlsym_bootstrap() has run. */
+extern void *(*vgpu_real_dlsym)(void *handle, const char *name);
+
+/* Resolves vgpu_real_dlsym once (dlvsym, no private glibc symbols). */
+void vgpu_dlsym_bootstrap(void);
+
+/* Resolves vgpu_cu once. Returns 0, or -1 if libcuda.so.1 cannot be opened. */
+int vgpu_cuda_load(void);
+
+/* Resolves vgpu_nvml once. Returns 0, or -1 if libnvidia-ml.so.1 cannot be opened. */
+int vgpu_nvml_load(void);
+
+#endif /* VGPU_DRIVER_H */

@@ -1,0 +1,427 @@
+/* gpus.c - see gpus.h. */
+#include "gpus.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "acct.h"
+#include "driver.h"
+#include "log.h"
+#include "parse.h"
+
+struct claim {
+    char dir[PATH_MAX];
+    struct vgpu_claim_config cfg;
+    bool valid;
+    char err[VGPU_ERRMSG_MAX];
+    int shm_state; /* 0 not tried, 1 attached, -1 failed */
+    struct vgpu_shm shm;
+};
+
+/*
+ * Process-wide by nature (one per process, like the driver's own state):
+ * written once under init_once, then only under mu.
+ */
+static struct {
+    pthread_once_t init_once;
+    pthread_mutex_t mu;
+    struct vgpu_procinfo self;
+    bool enforced;           /* at least one claim config file exists */
+    bool unreadable_claim;   /* a config we could not attribute to GPUs: fail closed */
+    char unreadable_err[VGPU_ERRMSG_MAX];
+    int nclaims;
+    struct claim *claims;
+    int standalone_state;    /* like claim.shm_state, for CUDA_DEVICE_MEMORY_SHARED_CACHE */
+    struct vgpu_shm standalone;
+    int ngpus;
+    struct vgpu_gpu gpus[VGPU_MAX_GPUS];
+    struct vgpu_gpu *by_ordinal[VGPU_MAX_GPUS];
+} G = {.init_once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+void vgpu_lock(void)
+{
+    pthread_mutex_lock(&G.mu);
+}
+
+void vgpu_unlock(void)
+{
+    pthread_mutex_unlock(&G.mu);
+}
+
+const struct vgpu_procinfo *vgpu_self(void)
+{
+    return &G.self;
+}
+
+/* Reads path into a malloc'ed NUL-terminated buffer. Returns NULL with errno set. */
+static char *read_file(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *buf;
+    ssize_t n;
+    size_t len = 0;
+
+    if (fd < 0)
+        return NULL;
+    buf = malloc(VGPU_CONFIG_MAX_BYTES + 1);
+    if (buf == NULL) {
+        close(fd);
+        return NULL;
+    }
+    while (len < VGPU_CONFIG_MAX_BYTES &&
+           (n = read(fd, buf + len, VGPU_CONFIG_MAX_BYTES - len)) != 0) {
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            free(buf);
+            close(fd);
+            return NULL;
+        }
+        len += (size_t)n;
+    }
+    close(fd);
+    buf[len] = '\0';
+    return buf;
+}
+
+static void load_claim(const char *root, const char *name)
+{
+    struct claim *c = &G.claims[G.nclaims];
+    char path[PATH_MAX + 16];
+    char *text;
+    bool any_uuid = false;
+
+    if (snprintf(c->dir, sizeof(c->dir), "%s/%s", root, name) >= (int)sizeof(c->dir))
+        return;
+    snprintf(path, sizeof(path), "%s/config", c->dir);
+    if (access(path, F_OK) != 0)
+        return;
+    G.enforced = true;
+    G.nclaims++;
+    text = read_file(path);
+    if (text == NULL) {
+        snprintf(c->err, sizeof(c->err), "%s: cannot read: %s", path, strerror(errno));
+    } else {
+        c->valid = vgpu_config_parse(text, &c->cfg, c->err) == 0;
+        free(text);
+    }
+    if (c->valid) {
+        VGPU_DEBUG("claim %s: %u device(s), enforcement %s", c->cfg.claim, c->cfg.device_count,
+                   c->cfg.enforcement ? "enabled" : "disabled");
+        return;
+    }
+    for (int k = 0; k < VGPU_REGION_MAX_DEVICES; k++)
+        any_uuid |= c->cfg.devices[k].uuid[0] != '\0';
+    VGPU_ERROR("invalid claim config %s: %s; refusing allocations on its GPUs", path, c->err);
+    if (!any_uuid) {
+        G.unreadable_claim = true;
+        snprintf(G.unreadable_err, sizeof(G.unreadable_err), "%s", c->err);
+    }
+}
+
+static void load_claims(void)
+{
+    const char *root = getenv("VGPU_CLAIMS_ROOT");
+    struct dirent **names;
+    int n;
+
+    if (root == NULL || root[0] == '\0')
+        root = VGPU_DEFAULT_CLAIMS_ROOT;
+    n = scandir(root, &names, NULL, alphasort);
+    if (n < 0)
+        return; /* no claims root: standalone */
+    G.claims = calloc(VGPU_MAX_CLAIMS, sizeof(*G.claims));
+    for (int i = 0; i < n; i++) {
+        if (G.claims != NULL && names[i]->d_name[0] != '.' && G.nclaims < VGPU_MAX_CLAIMS)
+            load_claim(root, names[i]->d_name);
+        free(names[i]);
+    }
+    free(names);
+    if (G.claims == NULL) {
+        G.enforced = true;
+        G.unreadable_claim = true;
+        snprintf(G.unreadable_err, sizeof(G.unreadable_err), "out of memory reading claims");
+    }
+}
+
+static void set_log_level(void)
+{
+    enum vgpu_log_level level = VGPU_LOG_WARNING;
+    const char *env = getenv("LIBCUDA_LOG_LEVEL");
+    bool from_config = false;
+
+    /* The most verbose level any claim asks for wins: the admin asked for it. */
+    for (int i = 0; i < G.nclaims; i++) {
+        if (G.claims[i].valid && G.claims[i].cfg.has_log_level &&
+            (!from_config || G.claims[i].cfg.log_level > level)) {
+            level = G.claims[i].cfg.log_level;
+            from_config = true;
+        }
+    }
+    if (!from_config && env != NULL && vgpu_log_parse_level(env, &level) != 0)
+        VGPU_WARN("LIBCUDA_LOG_LEVEL: unknown value %.32s, using warning", env);
+    vgpu_log_set_level(level);
+}
+
+static void release_slots(struct vgpu_shm *s)
+{
+    if (s->r != NULL && s->slot >= 0)
+        vgpu_shm_release_slot(s);
+}
+
+/* Normal exit: hand our bytes back at once instead of waiting for a reclaim. */
+static void at_exit(void)
+{
+    pthread_mutex_lock(&G.mu);
+    for (int i = 0; i < G.nclaims; i++)
+        release_slots(&G.claims[i].shm);
+    release_slots(&G.standalone);
+    pthread_mutex_unlock(&G.mu);
+}
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&G.mu);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&G.mu);
+}
+
+/* The child is a new process: the parent's slots, allocations and identity are not its own. */
+static void fork_child(void)
+{
+    for (int i = 0; i < G.nclaims; i++)
+        G.claims[i].shm.slot = -1;
+    G.standalone.slot = -1;
+    for (int i = 0; i < G.ngpus; i++)
+        G.gpus[i].private_used = 0;
+    vgpu_acct_forget_all();
+    vgpu_procinfo_self(&G.self);
+    pthread_mutex_unlock(&G.mu);
+}
+
+static void init(void)
+{
+    load_claims();
+    set_log_level();
+    if (vgpu_procinfo_self(&G.self) != 0)
+        VGPU_WARN("cannot read /proc/self/stat: dead-process reclaim disabled");
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atexit(at_exit);
+    VGPU_DEBUG("initialised: %d claim(s), %s mode", G.nclaims,
+               G.enforced ? "enforced" : "standalone");
+}
+
+void vgpu_limits_init(void)
+{
+    pthread_once(&G.init_once, init);
+}
+
+/* Attaches a region once; failures fall back to private accounting with one log line. */
+static struct vgpu_shm *attach(struct vgpu_shm *s, int *state, const char *path, bool create)
+{
+    char err[VGPU_ERRMSG_MAX];
+
+    if (*state == 0) {
+        *state = vgpu_shm_attach(s, path, create, err) == 0 ? 1 : -1;
+        if (*state < 0)
+            VGPU_WARN("shared region unusable (%s); using process-private accounting", err);
+    }
+    return *state > 0 ? s : NULL;
+}
+
+/* Reads CUDA_DEVICE_MEMORY_LIMIT_<index>, else CUDA_DEVICE_MEMORY_LIMIT. 0 = not set. */
+static int env_memory_limit(int index, uint64_t *out, char *err)
+{
+    char name[64];
+    const char *v = NULL;
+    int rc;
+
+    *out = 0;
+    if (index >= 0) {
+        snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT_%d", index);
+        v = getenv(name);
+    }
+    if (v == NULL) {
+        snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT");
+        v = getenv(name);
+    }
+    if (v == NULL)
+        return 0;
+    rc = vgpu_parse_size(v, out);
+    if (rc != 0) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s=%.32s: %s", name, v,
+                 rc == -ERANGE ? "size overflows 64 bits" : "not a size like 4096m or 8Gi");
+        return -1;
+    }
+    return 0;
+}
+
+static void fail_closed(struct vgpu_gpu *g, const char *why)
+{
+    g->fail_closed = true;
+    VGPU_ERROR("GPU %s: refusing all allocations: %s", g->uuid[0] ? g->uuid : "(unknown)", why);
+}
+
+/* Finds the governing claim and device for uuid; *invalid is set if only an invalid claim lists it. */
+static struct claim *find_claim(const char *uuid, int *k, struct claim **invalid)
+{
+    *invalid = NULL;
+    for (int i = 0; i < G.nclaims; i++) {
+        struct claim *c = &G.claims[i];
+
+        for (int d = 0; d < VGPU_REGION_MAX_DEVICES; d++) {
+            if (uuid[0] == '\0' || strcmp(c->cfg.devices[d].uuid, uuid) != 0)
+                continue;
+            if (!c->valid) {
+                if (*invalid == NULL)
+                    *invalid = c;
+                continue;
+            }
+            *k = d;
+            return c;
+        }
+    }
+    return NULL;
+}
+
+/* Fills g for uuid; called with G.mu held. */
+static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
+{
+    struct claim *invalid, *c;
+    char err[VGPU_ERRMSG_MAX], path[PATH_MAX + 16];
+    const char *cache;
+    uint64_t env_limit;
+    uint32_t sm = 0, policy = VGPU_POLICY_STRICT;
+    int k = 0, env_rc;
+
+    snprintf(g->uuid, sizeof(g->uuid), "%s", uuid);
+    g->enforce = true;
+    g->rec = -1;
+    env_rc = env_memory_limit(env_index, &env_limit, err);
+    c = find_claim(uuid, &k, &invalid);
+    if (c != NULL) {
+        if (!c->cfg.enforcement) {
+            g->enforce = false;
+            return;
+        }
+        g->limit = c->cfg.devices[k].memory_limit;
+        sm = c->cfg.devices[k].sm_limit;
+        policy = c->cfg.compute_policy;
+        snprintf(path, sizeof(path), "%s/shm/region", c->dir);
+        g->shm = attach(&c->shm, &c->shm_state, path, false);
+        if (env_rc != 0)
+            fail_closed(g, err);
+    } else if (invalid != NULL) {
+        fail_closed(g, invalid->err);
+    } else if (G.unreadable_claim) {
+        fail_closed(g, G.unreadable_err);
+    } else {
+        if (env_rc != 0) {
+            VGPU_WARN("ignoring %s; GPU %s unlimited", err, uuid[0] ? uuid : "(unknown)");
+            env_limit = 0;
+        }
+        cache = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+        if (cache != NULL && cache[0] != '\0' && uuid[0] != '\0')
+            g->shm = attach(&G.standalone, &G.standalone_state, cache, true);
+        if (env_limit == 0 && g->shm == NULL) {
+            g->enforce = false; /* nothing to enforce or publish */
+            return;
+        }
+    }
+    if (env_rc == 0 && env_limit != 0 && (g->limit == 0 || env_limit < g->limit))
+        g->limit = env_limit;
+    if (g->shm != NULL) {
+        g->rec = vgpu_shm_device(g->shm, uuid, g->limit, sm, policy);
+        if (g->rec < 0 || vgpu_shm_claim_slot(g->shm, &G.self) != 0) {
+            VGPU_WARN("%s: no free device record or process slot; using process-private accounting",
+                      g->shm->path);
+            g->shm = NULL;
+        }
+    }
+    VGPU_INFO("GPU %s: memory limit %llu bytes%s", uuid[0] ? uuid : "(unknown)",
+              (unsigned long long)g->limit, g->shm != NULL ? ", claim-wide accounting" : "");
+}
+
+/* Returns the gpu entry for uuid, creating it; G.mu held. */
+static struct vgpu_gpu *lookup_locked(const char *uuid, int env_index)
+{
+    struct vgpu_gpu *g;
+
+    for (int i = 0; i < G.ngpus; i++) {
+        if (uuid[0] != '\0' && strcmp(G.gpus[i].uuid, uuid) == 0)
+            return &G.gpus[i];
+    }
+    if (G.ngpus == VGPU_MAX_GPUS)
+        return NULL;
+    g = &G.gpus[G.ngpus++];
+    setup(g, uuid, env_index);
+    return g;
+}
+
+struct vgpu_gpu *vgpu_gpu_for_uuid(const char *uuid, int env_index)
+{
+    struct vgpu_gpu *g;
+
+    vgpu_limits_init();
+    pthread_mutex_lock(&G.mu);
+    g = lookup_locked(uuid, env_index);
+    pthread_mutex_unlock(&G.mu);
+    return g;
+}
+
+/* Formats the 16 UUID bytes as NVML does: GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx. */
+static void format_uuid(const CUuuid *u, char out[VGPU_REGION_UUID_LEN])
+{
+    static const char hex[] = "0123456789abcdef";
+    char *p = out + 4;
+
+    memcpy(out, "GPU-", 4);
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            *p++ = '-';
+        *p++ = hex[((unsigned char)u->bytes[i]) >> 4];
+        *p++ = hex[((unsigned char)u->bytes[i]) & 15];
+    }
+    *p = '\0';
+}
+
+struct vgpu_gpu *vgpu_gpu_for_cuda(CUdevice dev)
+{
+    struct vgpu_gpu *g;
+    char uuid[VGPU_REGION_UUID_LEN] = "";
+    CUuuid u;
+    CUresult rc = CUDA_ERROR_NOT_FOUND;
+
+    if (dev < 0 || dev >= VGPU_MAX_GPUS)
+        return NULL;
+    g = __atomic_load_n(&G.by_ordinal[dev], __ATOMIC_ACQUIRE);
+    if (g != NULL)
+        return g;
+    vgpu_limits_init();
+    /* Ask the driver outside our mutex: it may call back into hooked functions. */
+    if (vgpu_cu.cuDeviceGetUuid_v2 != NULL)
+        rc = vgpu_cu.cuDeviceGetUuid_v2(&u, dev);
+    else if (vgpu_cu.cuDeviceGetUuid != NULL)
+        rc = vgpu_cu.cuDeviceGetUuid(&u, dev);
+    if (rc == CUDA_SUCCESS)
+        format_uuid(&u, uuid);
+    pthread_mutex_lock(&G.mu);
+    g = G.by_ordinal[dev];
+    if (g == NULL) {
+        g = lookup_locked(uuid, dev);
+        if (g != NULL && uuid[0] == '\0' && G.enforced && !g->fail_closed)
+            fail_closed(g, "the driver did not report the GPU's UUID");
+        __atomic_store_n(&G.by_ordinal[dev], g, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&G.mu);
+    return g;
+}

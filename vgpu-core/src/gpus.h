@@ -1,0 +1,54 @@
+/*
+ * gpus.h - what libvgpu.so enforces on each GPU of this process.
+ *
+ * Limits come from the read-only claim configs under the claims root
+ * (VGPU_CLAIMS_ROOT, default /usr/local/vgpu/claims), keyed by GPU UUID;
+ * the HAMi-style env vars may only lower them. Without any config file the
+ * library runs standalone on the env vars alone.
+ */
+#ifndef VGPU_GPUS_H
+#define VGPU_GPUS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "procinfo.h"
+#include "shm.h"
+#include "vgpu_cuda.h"
+
+#define VGPU_DEFAULT_CLAIMS_ROOT "/usr/local/vgpu/claims"
+#define VGPU_MAX_CLAIMS 32
+#define VGPU_MAX_GPUS 64
+
+/* Enforcement state of one physical GPU (by UUID), fixed once set up. */
+struct vgpu_gpu {
+    char uuid[VGPU_REGION_UUID_LEN]; /* "" when the driver could not tell */
+    bool enforce;                    /* false: pass everything through uncounted */
+    bool fail_closed;                /* true: refuse every allocation */
+    uint64_t limit;                  /* bytes, 0 = unlimited */
+    struct vgpu_shm *shm;            /* claim-wide accounting, NULL = process-private */
+    int rec;                         /* device record index in shm */
+    uint64_t private_used;           /* counter used when shm is NULL */
+};
+
+/* Reads configs and env once, registers fork and exit handlers. Safe to call often. */
+void vgpu_limits_init(void);
+
+/* Returns the state of CUDA device ordinal dev (set up on first use), or NULL if out of range. */
+struct vgpu_gpu *vgpu_gpu_for_cuda(CUdevice dev);
+
+/* Returns the state of the GPU with uuid (env_index names its CUDA_DEVICE_MEMORY_LIMIT_<i>). */
+struct vgpu_gpu *vgpu_gpu_for_uuid(const char *uuid, int env_index);
+
+/* Identity of this process (refreshed in a fork child). */
+const struct vgpu_procinfo *vgpu_self(void);
+
+/*
+ * The process accounting mutex: it serialises the tracking maps and the
+ * single-writer seqlock of our slots.
+ */
+void vgpu_lock(void);
+void vgpu_unlock(void);
+
+#endif /* VGPU_GPUS_H */

@@ -1,0 +1,128 @@
+/*
+ * nvml_hooks.c - NVML wrappers (memory info inside the container) and the
+ * context-overhead rule, which needs NVML's per-process memory.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "acct.h"
+#include "driver.h"
+#include "hooks.h"
+#include "gpus.h"
+#include "log.h"
+#include "shm.h"
+
+/* Maps an NVML device to our state by its UUID (NVML indexes are not CUDA ordinals). */
+static struct vgpu_gpu *gpu_of(nvmlDevice_t device)
+{
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    unsigned int index;
+    int env_index = -1;
+
+    if (vgpu_nvml.nvmlDeviceGetUUID == NULL ||
+        vgpu_nvml.nvmlDeviceGetUUID(device, uuid, sizeof(uuid)) != NVML_SUCCESS ||
+        !vgpu_uuid_valid(uuid))
+        return NULL;
+    if (vgpu_nvml.nvmlDeviceGetIndex != NULL &&
+        vgpu_nvml.nvmlDeviceGetIndex(device, &index) == NVML_SUCCESS)
+        env_index = (int)index;
+    return vgpu_gpu_for_uuid(uuid, env_index);
+}
+
+/*
+ * The limit replaces the GPU's size: total = min(limit, physical), used =
+ * what the claim uses (clamped to total), reserved kept within what is left,
+ * free = the rest, never more than the driver's free.
+ */
+static void clamp(const struct vgpu_gpu *g, unsigned long long *total, unsigned long long *free_b,
+                  unsigned long long *used, unsigned long long *reserved)
+{
+    unsigned long long t, u, r, f;
+
+    if (g == NULL || !g->enforce || (g->limit == 0 && !g->fail_closed))
+        return;
+    t = g->limit != 0 && g->limit < *total ? g->limit : *total;
+    u = vgpu_gpu_used(g);
+    u = u < t ? u : t;
+    r = reserved != NULL && *reserved < t - u ? *reserved : 0;
+    f = t - u - r;
+    f = f < *free_b ? f : *free_b;
+    if (g->fail_closed)
+        f = 0;
+    *total = t;
+    *free_b = f;
+    *used = reserved != NULL ? u : t - f;
+    if (reserved != NULL)
+        *reserved = r;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
+{
+    nvmlReturn_t rc;
+
+    if (vgpu_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetMemoryInfo == NULL)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    vgpu_limits_init();
+    rc = vgpu_nvml.nvmlDeviceGetMemoryInfo(device, memory);
+    if (rc == NVML_SUCCESS && memory != NULL)
+        clamp(gpu_of(device), &memory->total, &memory->free, &memory->used, NULL);
+    return rc;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
+{
+    nvmlReturn_t rc;
+
+    if (vgpu_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetMemoryInfo_v2 == NULL)
+        return NVML_ERROR_FUNCTION_NOT_FOUND;
+    vgpu_limits_init();
+    /* The driver checks memory->version; we only touch a result it accepted. */
+    rc = vgpu_nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
+    if (rc == NVML_SUCCESS && memory != NULL)
+        clamp(gpu_of(device), &memory->total, &memory->free, &memory->used, &memory->reserved);
+    return rc;
+}
+
+static pthread_once_t nvml_init_once = PTHREAD_ONCE_INIT;
+static nvmlReturn_t nvml_init_rc = NVML_ERROR_UNINITIALIZED;
+
+static void nvml_init(void)
+{
+    if (vgpu_nvml_load() == 0 && vgpu_nvml.nvmlInit_v2 != NULL)
+        nvml_init_rc = vgpu_nvml.nvmlInit_v2();
+}
+
+/*
+ * Overhead rule: NVML's used memory for our host pid on g minus the bytes we
+ * track there, floored at 0. It is charged to the claim like an allocation
+ * (without a limit check: it is already in use) and published separately in
+ * the slot. Unknowable (no NVML, no process entry, host pid unknown inside a
+ * pid namespace, process-private accounting) means 0.
+ */
+void vgpu_overhead_refresh(struct vgpu_gpu *g)
+{
+    nvmlProcessInfo_t procs[64];
+    unsigned int count = 64;
+    nvmlDevice_t dev;
+    uint32_t host_pid = vgpu_self()->host_pid;
+    unsigned long long used = 0;
+
+    if (g == NULL || !g->enforce || g->shm == NULL || host_pid == 0)
+        return;
+    pthread_once(&nvml_init_once, nvml_init);
+    if (nvml_init_rc != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
+        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == NULL ||
+        vgpu_nvml.nvmlDeviceGetHandleByUUID(g->uuid, &dev) != NVML_SUCCESS ||
+        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, procs) != NVML_SUCCESS)
+        return;
+    for (unsigned int i = 0; i < count && i < 64; i++) {
+        if (procs[i].pid == host_pid)
+            used = procs[i].usedGpuMemory;
+    }
+    vgpu_lock();
+    {
+        uint64_t tracked = vgpu_shm_slot_used(g->shm, g->rec);
+        vgpu_shm_slot_set_overhead(g->shm, g->rec, used > tracked ? used - tracked : 0);
+    }
+    vgpu_unlock();
+}

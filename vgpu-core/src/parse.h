@@ -1,0 +1,28 @@
+/*
+ * parse.h - strict parsers for sizes and small integers.
+ *
+ * Values come from env vars and the claim config, i.e. from people and
+ * plugins; anything ambiguous is rejected rather than guessed.
+ */
+#ifndef VGPU_PARSE_H
+#define VGPU_PARSE_H
+
+#include <stdint.h>
+
+/*
+ * Parses a memory size: optional surrounding whitespace, decimal digits (no
+ * sign, no leading zero except "0" itself, no fraction, no hex/octal), then
+ * an optional binary unit: one of k K m M g G t T, optionally followed by
+ * "i", "iB" or "B" (all units are powers of 1024, as HAMi's env values
+ * "<n>m" and "<n>g" mean MiB and GiB). "0" means unlimited.
+ * Returns 0 and sets *out, -EINVAL for malformed text, -ERANGE on overflow.
+ */
+int vgpu_parse_size(const char *s, uint64_t *out);
+
+/*
+ * Parses a plain decimal integer in [0, max] with the same rules as
+ * vgpu_parse_size but no unit. Returns 0, -EINVAL or -ERANGE.
+ */
+int vgpu_parse_uint(const char *s, uint64_t max, uint64_t *out);
+
+#endif /* VGPU_PARSE_H */

@@ -1,0 +1,115 @@
+/* ptrmap.c - see ptrmap.h. */
+#include "ptrmap.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define INITIAL_CAPACITY 64
+
+/* Device pointers are aligned; a multiplicative mix spreads the low zero bits. */
+static size_t slot_of(uint64_t key, size_t capacity)
+{
+    key ^= key >> 33;
+    key *= 0xff51afd7ed558ccdULL;
+    key ^= key >> 33;
+    return (size_t)key & (capacity - 1);
+}
+
+static void insert_fresh(struct vgpu_ptrmap_entry *buckets, size_t capacity,
+                         const struct vgpu_ptrmap_entry *e)
+{
+    size_t i = slot_of(e->key, capacity);
+
+    while (buckets[i].key != 0)
+        i = (i + 1) & (capacity - 1);
+    buckets[i] = *e;
+}
+
+static int grow(struct vgpu_ptrmap *m)
+{
+    size_t cap = m->capacity == 0 ? INITIAL_CAPACITY : m->capacity * 2;
+    struct vgpu_ptrmap_entry *b = calloc(cap, sizeof(*b));
+
+    if (b == NULL)
+        return -1;
+    for (size_t i = 0; i < m->capacity; i++) {
+        if (m->buckets[i].key != 0)
+            insert_fresh(b, cap, &m->buckets[i]);
+    }
+    free(m->buckets);
+    m->buckets = b;
+    m->capacity = cap;
+    return 0;
+}
+
+struct vgpu_ptrmap_entry *vgpu_ptrmap_get(struct vgpu_ptrmap *m, uint64_t key)
+{
+    size_t i;
+
+    if (m->capacity == 0 || key == 0)
+        return NULL;
+    for (i = slot_of(key, m->capacity); m->buckets[i].key != 0; i = (i + 1) & (m->capacity - 1)) {
+        if (m->buckets[i].key == key)
+            return &m->buckets[i];
+    }
+    return NULL;
+}
+
+int vgpu_ptrmap_put(struct vgpu_ptrmap *m, const struct vgpu_ptrmap_entry *e)
+{
+    struct vgpu_ptrmap_entry *old;
+
+    if (e->key == 0)
+        return -1;
+    old = vgpu_ptrmap_get(m, e->key);
+    if (old != NULL) {
+        *old = *e;
+        return 0;
+    }
+    if ((m->count + 1) * 2 > m->capacity && grow(m) != 0)
+        return -1;
+    insert_fresh(m->buckets, m->capacity, e);
+    m->count++;
+    return 0;
+}
+
+int vgpu_ptrmap_remove(struct vgpu_ptrmap *m, uint64_t key, struct vgpu_ptrmap_entry *out)
+{
+    struct vgpu_ptrmap_entry *e = vgpu_ptrmap_get(m, key);
+    size_t mask, hole, j;
+
+    if (e == NULL)
+        return -1;
+    if (out != NULL)
+        *out = *e;
+    mask = m->capacity - 1;
+    hole = (size_t)(e - m->buckets);
+    /* Backward-shift: move later members of the probe run into the hole. */
+    for (j = (hole + 1) & mask; m->buckets[j].key != 0; j = (j + 1) & mask) {
+        size_t home = slot_of(m->buckets[j].key, m->capacity);
+        /* Move j into the hole unless its home lies cyclically in (hole, j]. */
+        int home_between = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!home_between) {
+            m->buckets[hole] = m->buckets[j];
+            hole = j;
+        }
+    }
+    m->buckets[hole].key = 0;
+    m->count--;
+    return 0;
+}
+
+void vgpu_ptrmap_clear(struct vgpu_ptrmap *m)
+{
+    if (m->buckets != NULL)
+        memset(m->buckets, 0, m->capacity * sizeof(*m->buckets));
+    m->count = 0;
+}
+
+void vgpu_ptrmap_destroy(struct vgpu_ptrmap *m)
+{
+    free(m->buckets);
+    m->buckets = NULL;
+    m->capacity = 0;
+    m->count = 0;
+}

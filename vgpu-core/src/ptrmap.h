@@ -1,0 +1,43 @@
+/*
+ * ptrmap.h - open-addressing hash map from a 64-bit handle (device pointer,
+ * VMM handle, array handle) to what was charged for it.
+ *
+ * Not synchronised: the owner (accounting code) holds its process mutex
+ * around every call. Linear probing with backward-shift deletion (no
+ * tombstones), power-of-two capacity, growth at 50% load.
+ */
+#ifndef VGPU_PTRMAP_H
+#define VGPU_PTRMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct vgpu_ptrmap_entry {
+    uint64_t key;      /* 0 marks an empty bucket; key 0 is never stored */
+    uint64_t size;     /* bytes charged */
+    int32_t device;    /* CUDA ordinal charged */
+    uint32_t refcount; /* VMM handles: cuMemCreate + retains */
+};
+
+struct vgpu_ptrmap {
+    struct vgpu_ptrmap_entry *buckets;
+    size_t capacity; /* power of two, or 0 before the first insert */
+    size_t count;
+};
+
+/* Inserts or replaces key. Returns 0, or -1 if memory for growth is unavailable. */
+int vgpu_ptrmap_put(struct vgpu_ptrmap *m, const struct vgpu_ptrmap_entry *e);
+
+/* Returns the entry for key (valid until the next put/remove), or NULL. */
+struct vgpu_ptrmap_entry *vgpu_ptrmap_get(struct vgpu_ptrmap *m, uint64_t key);
+
+/* Removes key, copying the entry to *out when out is not NULL. Returns 0, or -1 if absent. */
+int vgpu_ptrmap_remove(struct vgpu_ptrmap *m, uint64_t key, struct vgpu_ptrmap_entry *out);
+
+/* Forgets every entry, keeping the allocation (safe in a fork child). */
+void vgpu_ptrmap_clear(struct vgpu_ptrmap *m);
+
+/* Frees the buckets. */
+void vgpu_ptrmap_destroy(struct vgpu_ptrmap *m);
+
+#endif /* VGPU_PTRMAP_H */

@@ -1,0 +1,455 @@
+/* shm.c - see shm.h. */
+#include "shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+static uint64_t realtime_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* After fork() the inherited descriptor shares the parent's OFD lock: open our own. */
+static int own_fd(struct vgpu_shm *s)
+{
+    int fd;
+
+    if (s->fd_pid == getpid())
+        return 0;
+    fd = open(s->path, O_RDWR | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    close(s->fd);
+    s->fd = fd;
+    s->fd_pid = getpid();
+    return 0;
+}
+
+static int lock_region(struct vgpu_shm *s)
+{
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+
+    if (own_fd(s) != 0)
+        return -1;
+    while (fcntl(s->fd, F_OFD_SETLKW, &fl) != 0) {
+        if (errno != EINTR)
+            return -1;
+    }
+    return 0;
+}
+
+static void unlock_region(struct vgpu_shm *s)
+{
+    struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+
+    fcntl(s->fd, F_OFD_SETLK, &fl);
+}
+
+const char *vgpu_region_check_header(const struct vgpu_region_header *h)
+{
+    if (h->magic != VGPU_REGION_MAGIC)
+        return "bad magic";
+    if (h->major != VGPU_REGION_MAJOR)
+        return "unsupported layout major version";
+    if (h->region_size != VGPU_REGION_SIZE || h->header_size != VGPU_REGION_HEADER_SIZE ||
+        h->device_size != VGPU_REGION_DEVICE_SIZE || h->slot_size != VGPU_REGION_SLOT_SIZE ||
+        h->max_devices != VGPU_REGION_MAX_DEVICES || h->max_slots != VGPU_REGION_MAX_SLOTS ||
+        h->devices_offset != VGPU_REGION_DEVICES_OFFSET ||
+        h->slots_offset != VGPU_REGION_SLOTS_OFFSET)
+        return "size or offset fields disagree with this library";
+    if (h->device_count > VGPU_REGION_MAX_DEVICES)
+        return "device_count out of range";
+    return NULL;
+}
+
+/* Writes a fresh header; called with the lock held and init_state INITIALISING. */
+static void init_header(struct vgpu_region *r)
+{
+    struct vgpu_region_header *h = &r->header;
+    uint64_t gen = h->generation;
+
+    memset(r->devices, 0, sizeof(r->devices));
+    memset(r->slots, 0, sizeof(r->slots));
+    h->magic = VGPU_REGION_MAGIC;
+    h->major = VGPU_REGION_MAJOR;
+    h->minor = VGPU_REGION_MINOR;
+    h->region_size = VGPU_REGION_SIZE;
+    h->header_size = VGPU_REGION_HEADER_SIZE;
+    h->device_size = VGPU_REGION_DEVICE_SIZE;
+    h->slot_size = VGPU_REGION_SLOT_SIZE;
+    h->max_devices = VGPU_REGION_MAX_DEVICES;
+    h->max_slots = VGPU_REGION_MAX_SLOTS;
+    h->device_count = 0;
+    h->devices_offset = VGPU_REGION_DEVICES_OFFSET;
+    h->slots_offset = VGPU_REGION_SLOTS_OFFSET;
+    h->generation = gen + 1;
+    h->init_time_ns = realtime_ns();
+}
+
+static int ensure_initialised(struct vgpu_shm *s, char *err)
+{
+    struct vgpu_region_header *h = &s->r->header;
+    uint32_t state = __atomic_load_n(&h->init_state, __ATOMIC_ACQUIRE);
+    const char *bad;
+
+    if (state != VGPU_REGION_READY) {
+        if (lock_region(s) != 0) {
+            snprintf(err, VGPU_ERRMSG_MAX, "%s: cannot lock: %s", s->path, strerror(errno));
+            return -1;
+        }
+        state = __atomic_load_n(&h->init_state, __ATOMIC_ACQUIRE);
+        if (state == VGPU_REGION_UNINIT || state == VGPU_REGION_INITIALISING) {
+            /* INITIALISING seen under the lock was left by a process that died holding it. */
+            if (state == VGPU_REGION_INITIALISING)
+                VGPU_INFO("%s: recovering an initialisation interrupted by a dead process", s->path);
+            if (__atomic_compare_exchange_n(&h->init_state, &state, VGPU_REGION_INITIALISING, false,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+                init_header(s->r);
+                __atomic_store_n(&h->init_state, VGPU_REGION_READY, __ATOMIC_RELEASE);
+                state = VGPU_REGION_READY;
+            }
+        }
+        unlock_region(s);
+        if (state != VGPU_REGION_READY) {
+            snprintf(err, VGPU_ERRMSG_MAX, "%s: corrupt init_state %u", s->path, state);
+            return -1;
+        }
+    }
+    bad = vgpu_region_check_header(h);
+    if (bad != NULL) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: %s", s->path, bad);
+        return -1;
+    }
+    return 0;
+}
+
+int vgpu_shm_attach(struct vgpu_shm *s, const char *path, bool create, char err[VGPU_ERRMSG_MAX])
+{
+    struct stat st;
+    void *m;
+
+    memset(s, 0, sizeof(*s));
+    s->fd = -1;
+    s->slot = -1;
+    if (strlen(path) >= sizeof(s->path)) {
+        snprintf(err, VGPU_ERRMSG_MAX, "region path too long");
+        return -1;
+    }
+    snprintf(s->path, sizeof(s->path), "%s", path);
+    s->fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0666);
+    if (s->fd < 0) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    s->fd_pid = getpid();
+    if (fstat(s->fd, &st) != 0) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: cannot stat: %s", path, strerror(errno));
+        goto fail;
+    }
+    if (create && st.st_size == 0) {
+        /* Several processes may race here; extending to the same size is idempotent. */
+        if (ftruncate(s->fd, VGPU_REGION_SIZE) != 0) {
+            snprintf(err, VGPU_ERRMSG_MAX, "%s: cannot size: %s", path, strerror(errno));
+            goto fail;
+        }
+        /* Undo the umask so that other users of the claim can open it. */
+        fchmod(s->fd, 0666);
+        st.st_size = VGPU_REGION_SIZE;
+    }
+    if (st.st_size != VGPU_REGION_SIZE) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: size %lld, want %d (truncated or foreign file)", path,
+                 (long long)st.st_size, VGPU_REGION_SIZE);
+        goto fail;
+    }
+    m = mmap(NULL, VGPU_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, s->fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: cannot map: %s", path, strerror(errno));
+        goto fail;
+    }
+    s->r = m;
+    if (ensure_initialised(s, err) != 0) {
+        munmap(m, VGPU_REGION_SIZE);
+        s->r = NULL;
+        goto fail;
+    }
+    return 0;
+fail:
+    close(s->fd);
+    s->fd = -1;
+    return -1;
+}
+
+void vgpu_shm_detach(struct vgpu_shm *s)
+{
+    if (s->r != NULL)
+        munmap(s->r, VGPU_REGION_SIZE);
+    if (s->fd >= 0)
+        close(s->fd);
+    s->r = NULL;
+    s->fd = -1;
+    s->slot = -1;
+}
+
+static int find_device(const struct vgpu_region *r, const char *uuid)
+{
+    uint32_t n = __atomic_load_n(&r->header.device_count, __ATOMIC_ACQUIRE);
+
+    if (n > VGPU_REGION_MAX_DEVICES)
+        n = VGPU_REGION_MAX_DEVICES;
+    for (uint32_t i = 0; i < n; i++) {
+        if (strncmp(r->devices[i].uuid, uuid, VGPU_REGION_UUID_LEN) == 0)
+            return (int)i;
+    }
+    return -1;
+}
+
+int vgpu_shm_device(struct vgpu_shm *s, const char *uuid, uint64_t memory_limit,
+                    uint32_t sm_limit, uint32_t policy)
+{
+    struct vgpu_region_device *d;
+    uint32_t n;
+    int i = find_device(s->r, uuid);
+
+    if (i >= 0)
+        return i;
+    if (lock_region(s) != 0)
+        return -1;
+    i = find_device(s->r, uuid);
+    n = s->r->header.device_count;
+    if (i < 0 && n < VGPU_REGION_MAX_DEVICES) {
+        d = &s->r->devices[n];
+        memset(d, 0, sizeof(*d));
+        snprintf(d->uuid, sizeof(d->uuid), "%s", uuid);
+        d->memory_limit = memory_limit;
+        d->sm_limit_percent = sm_limit;
+        d->compute_policy = policy;
+        d->state = VGPU_DEVICE_ACTIVE;
+        /* Publish the record only once it is complete. */
+        __atomic_store_n(&s->r->header.device_count, n + 1, __ATOMIC_RELEASE);
+        i = (int)n;
+    }
+    unlock_region(s);
+    return i;
+}
+
+/* Returns a dead slot's bytes to the device counters and frees it. Lock held. */
+static void free_slot(struct vgpu_shm *s, struct vgpu_region_slot *sl)
+{
+    for (int d = 0; d < VGPU_REGION_MAX_DEVICES; d++) {
+        uint64_t b = sl->devices[d].used_bytes + sl->devices[d].overhead_bytes;
+
+        if (b > 0)
+            vgpu_shm_unreserve(s, d, b);
+    }
+    memset(sl, 0, sizeof(*sl));
+}
+
+/*
+ * Slot i's owner holds an OFD write lock on byte VGPU_REGION_SIZE + i (past
+ * the end of the file) for as long as it lives; the kernel drops it when the
+ * process dies, SIGKILL included, whatever pid namespace it was in.
+ */
+/* fcntl(cmd) of lock *type on slot i's byte; *type receives F_OFD_GETLK's answer. */
+static int slot_lock(struct vgpu_shm *s, int i, int cmd, short *type)
+{
+    struct flock fl = {.l_type = *type, .l_whence = SEEK_SET,
+                       .l_start = VGPU_REGION_SIZE + (off_t)i, .l_len = 1};
+    int rc = fcntl(s->fd, cmd, &fl);
+
+    *type = fl.l_type;
+    return rc;
+}
+
+/* Whether slot i's owner lives: it holds the slot's lock; /proc decides if locks cannot be queried. */
+static bool owner_alive(struct vgpu_shm *s, int i, const struct vgpu_procinfo *self)
+{
+    struct vgpu_region_slot *sl = &s->r->slots[i];
+    short type = F_WRLCK;
+
+    if (slot_lock(s, i, F_OFD_GETLK, &type) == 0)
+        return type != F_UNLCK;
+    return vgpu_proc_owner_alive(self, (pid_t)sl->pid, sl->pidns, sl->start_time);
+}
+
+static int reclaim_locked(struct vgpu_shm *s, const struct vgpu_procinfo *self)
+{
+    int n = 0;
+
+    for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
+        struct vgpu_region_slot *sl = &s->r->slots[i];
+
+        if (i == s->slot || __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != VGPU_SLOT_ACTIVE)
+            continue;
+        if (owner_alive(s, i, self))
+            continue;
+        VGPU_INFO("%s: reclaiming slot %d of dead pid %u (start time %llu)", s->path, i, sl->pid,
+                  (unsigned long long)sl->start_time);
+        free_slot(s, sl);
+        n++;
+    }
+    return n;
+}
+
+int vgpu_shm_reclaim(struct vgpu_shm *s, const struct vgpu_procinfo *self)
+{
+    int n;
+
+    if (lock_region(s) != 0)
+        return 0;
+    n = reclaim_locked(s, self);
+    unlock_region(s);
+    return n;
+}
+
+int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self)
+{
+    int found = -1;
+
+    if (s->slot >= 0)
+        return 0;
+    if (lock_region(s) != 0)
+        return -1;
+    reclaim_locked(s, self);
+    for (int i = 0; i < VGPU_REGION_MAX_SLOTS && found < 0; i++) {
+        struct vgpu_region_slot *sl = &s->r->slots[i];
+
+        short type = F_WRLCK;
+
+        /* A free slot whose lock is still held belongs to someone releasing it: skip it. */
+        if (sl->state != VGPU_SLOT_FREE || slot_lock(s, i, F_OFD_SETLK, &type) != 0)
+            continue;
+        memset(sl, 0, sizeof(*sl));
+        sl->pid = (uint32_t)self->pid;
+        sl->host_pid = self->host_pid;
+        sl->start_time = self->start_time;
+        sl->pidns = self->pidns;
+        sl->heartbeat_ns = realtime_ns();
+        __atomic_store_n(&sl->state, VGPU_SLOT_ACTIVE, __ATOMIC_RELEASE);
+        found = i;
+    }
+    unlock_region(s);
+    if (found < 0)
+        return -1;
+    s->slot = found;
+    return 0;
+}
+
+int vgpu_shm_reserve(struct vgpu_shm *s, int rec, uint64_t size, uint64_t limit)
+{
+    struct vgpu_region_device *d = &s->r->devices[rec];
+    uint64_t cur = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
+    uint64_t next, peak;
+
+    do {
+        if (cur > UINT64_MAX - size)
+            return -1;
+        next = cur + size;
+        if (limit != 0 && next > limit)
+            return -1;
+    } while (!__atomic_compare_exchange_n(&d->used_bytes, &cur, next, true, __ATOMIC_ACQ_REL,
+                                          __ATOMIC_RELAXED));
+    peak = __atomic_load_n(&d->peak_bytes, __ATOMIC_RELAXED);
+    while (peak < next && !__atomic_compare_exchange_n(&d->peak_bytes, &peak, next, true,
+                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    return 0;
+}
+
+void vgpu_shm_unreserve(struct vgpu_shm *s, int rec, uint64_t size)
+{
+    struct vgpu_region_device *d = &s->r->devices[rec];
+    uint64_t cur = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
+
+    /* Saturate: the counter is shared with untrusted writers and must never wrap. */
+    while (!__atomic_compare_exchange_n(&d->used_bytes, &cur, cur > size ? cur - size : 0, true,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    }
+}
+
+uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec)
+{
+    return __atomic_load_n(&s->r->devices[rec].used_bytes, __ATOMIC_ACQUIRE);
+}
+
+/* Opens a seqlock write section on our slot; returns the slot. */
+static struct vgpu_region_slot *slot_begin(struct vgpu_shm *s)
+{
+    struct vgpu_region_slot *sl = &s->r->slots[s->slot];
+
+    __atomic_store_n(&sl->seq, sl->seq + 1, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    return sl;
+}
+
+static void slot_end(struct vgpu_region_slot *sl)
+{
+    __atomic_store_n(&sl->seq, sl->seq + 1, __ATOMIC_RELEASE);
+}
+
+void vgpu_shm_slot_add(struct vgpu_shm *s, int rec, int64_t delta)
+{
+    struct vgpu_region_slot *sl;
+    struct vgpu_region_slot_device *sd;
+
+    if (s->slot < 0)
+        return;
+    sl = slot_begin(s);
+    sd = &sl->devices[rec];
+    if (delta >= 0)
+        sd->used_bytes += (uint64_t)delta;
+    else
+        sd->used_bytes -= sd->used_bytes > (uint64_t)-delta ? (uint64_t)-delta : sd->used_bytes;
+    if (sd->used_bytes > sd->peak_bytes)
+        sd->peak_bytes = sd->used_bytes;
+    slot_end(sl);
+}
+
+uint64_t vgpu_shm_slot_used(const struct vgpu_shm *s, int rec)
+{
+    return s->slot < 0 ? 0 : s->r->slots[s->slot].devices[rec].used_bytes;
+}
+
+void vgpu_shm_slot_set_overhead(struct vgpu_shm *s, int rec, uint64_t overhead)
+{
+    struct vgpu_region_slot *sl;
+    uint64_t old;
+
+    if (s->slot < 0)
+        return;
+    old = s->r->slots[s->slot].devices[rec].overhead_bytes;
+    if (old == overhead)
+        return;
+    /* Overhead is already in use on the GPU: charge it without a limit check. */
+    if (overhead > old)
+        vgpu_shm_reserve(s, rec, overhead - old, 0);
+    else
+        vgpu_shm_unreserve(s, rec, old - overhead);
+    sl = slot_begin(s);
+    sl->devices[rec].overhead_bytes = overhead;
+    /* Only here, not per allocation: a clock read would double the cost of the hot path. */
+    sl->heartbeat_ns = realtime_ns();
+    slot_end(sl);
+}
+
+void vgpu_shm_release_slot(struct vgpu_shm *s)
+{
+    short type = F_UNLCK;
+
+    if (s->slot < 0 || lock_region(s) != 0)
+        return;
+    free_slot(s, &s->r->slots[s->slot]);
+    slot_lock(s, s->slot, F_OFD_SETLK, &type);
+    unlock_region(s);
+    s->slot = -1;
+}

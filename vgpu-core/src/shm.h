@@ -1,0 +1,92 @@
+/*
+ * shm.h - one process's attachment to a claim's shared region
+ * (layout and protocol: include/vgpu_region.h).
+ *
+ * Counters are updated lock-free (compare-and-swap on the device record);
+ * the OFD lock on the file is taken only for rare operations: initialising
+ * the header, adding a device record, claiming a slot, reclaiming the slots
+ * of dead processes.
+ */
+#ifndef VGPU_SHM_H
+#define VGPU_SHM_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "config.h"
+#include "procinfo.h"
+#include "vgpu_region.h"
+
+struct vgpu_shm {
+    char path[PATH_MAX];
+    int fd;
+    pid_t fd_pid; /* process that opened fd: OFD locks belong to the open file description */
+    struct vgpu_region *r;
+    int slot; /* our slot index, -1 until claimed (and again in a fork child) */
+};
+
+/*
+ * Maps the region at path. With create, a missing file is created (0666) and
+ * sized (standalone mode); otherwise it must exist with exactly
+ * VGPU_REGION_SIZE bytes. Initialises the header if needed and validates it.
+ * Returns 0, or -1 with a reason in err (the caller then falls back to
+ * process-private accounting).
+ */
+int vgpu_shm_attach(struct vgpu_shm *s, const char *path, bool create, char err[VGPU_ERRMSG_MAX]);
+
+/* Unmaps and closes (tests and tools; the library keeps its regions for life). */
+void vgpu_shm_detach(struct vgpu_shm *s);
+
+/*
+ * Returns the index of the device record for uuid, adding it (with the
+ * informational limits) if absent. Returns -1 if the region is full or the
+ * lock cannot be taken.
+ */
+int vgpu_shm_device(struct vgpu_shm *s, const char *uuid, uint64_t memory_limit,
+                    uint32_t sm_limit, uint32_t policy);
+
+/* Claims a process slot for self if we have none (reclaiming dead ones first). Returns 0 or -1. */
+int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self);
+
+/*
+ * Adds size to the claim-wide counter of record rec unless that would exceed
+ * limit (0 = no limit). Returns 0, or -1 when refused. Lock-free.
+ */
+int vgpu_shm_reserve(struct vgpu_shm *s, int rec, uint64_t size, uint64_t limit);
+
+/* Subtracts size from the claim-wide counter of rec (saturating at 0). */
+void vgpu_shm_unreserve(struct vgpu_shm *s, int rec, uint64_t size);
+
+/* Returns the claim-wide counter of rec. */
+uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec);
+
+/*
+ * Publishes in our slot that tracked bytes on rec changed by delta. The
+ * caller serialises calls for one slot (seqlock single writer).
+ */
+void vgpu_shm_slot_add(struct vgpu_shm *s, int rec, int64_t delta);
+
+/* Returns the tracked bytes our slot holds on rec (0 without a slot). */
+uint64_t vgpu_shm_slot_used(const struct vgpu_shm *s, int rec);
+
+/*
+ * Sets our slot's overhead bytes on rec, moving the claim-wide counter by
+ * the difference. The caller serialises calls for one slot.
+ */
+void vgpu_shm_slot_set_overhead(struct vgpu_shm *s, int rec, uint64_t overhead);
+
+/*
+ * Frees the slots of dead processes in our pid namespace and returns their
+ * bytes to the device counters. Returns the number of slots reclaimed.
+ */
+int vgpu_shm_reclaim(struct vgpu_shm *s, const struct vgpu_procinfo *self);
+
+/* Returns our slot's bytes to the counters and frees it (normal process exit). */
+void vgpu_shm_release_slot(struct vgpu_shm *s);
+
+/* Validates a header read from a region; returns NULL or a description of the problem. */
+const char *vgpu_region_check_header(const struct vgpu_region_header *h);
+
+#endif /* VGPU_SHM_H */

@@ -1,0 +1,52 @@
+/*
+ * check.h - minimal assertions for the C tests: a failed check prints where
+ * and what, counts, and lets the test go on so one run shows every failure.
+ */
+#ifndef VGPU_CHECK_H
+#define VGPU_CHECK_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+static int check_failures;
+
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            check_failures++;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_EQ_U64(a, b)                                                                         \
+    do {                                                                                           \
+        uint64_t a_ = (uint64_t)(a), b_ = (uint64_t)(b);                                           \
+        if (a_ != b_) {                                                                            \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%" PRIu64 " != %" PRIu64 ")\n",        \
+                    __FILE__, __LINE__, #a, #b, a_, b_);                                           \
+            check_failures++;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define CHECK_STR_CONTAINS(hay, needle)                                                            \
+    do {                                                                                           \
+        if (strstr((hay), (needle)) == NULL) {                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: \"%s\" contains \"%s\"\n", __FILE__, __LINE__,   \
+                    (hay), (needle));                                                              \
+            check_failures++;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* Ends a test program: prints a summary, returns its exit status. */
+static inline int check_report(const char *prog)
+{
+    if (check_failures != 0) {
+        fprintf(stderr, "%s: %d check(s) FAILED\n", prog, check_failures);
+        return 1;
+    }
+    printf("%s: all checks passed\n", prog);
+    return 0;
+}
+
+#endif /* VGPU_CHECK_H */

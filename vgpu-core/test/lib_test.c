@@ -1,0 +1,802 @@
+/*
+ * lib_test.c - tests of libvgpu.so against the fake CUDA driver and NVML.
+ *
+ * Run without arguments it is the driver: for each scenario it prepares a
+ * claims root (config + region, as the kubelet plugin would) and runs this
+ * program again with LD_PRELOAD=libvgpu.so and the scenario name, like an
+ * application linked with -lcuda. Scenarios that need several processes
+ * start helpers ("hold", "grab") the same way.
+ *
+ * Env: VGPU_TEST_LIB (libvgpu.so to preload), VGPU_TEST_PRELOAD_PREFIX
+ * (preloaded first, e.g. libasan.so), VGPU_TEST_VALGRIND (skip checks that
+ * cannot hold under valgrind: thread counts and timing).
+ */
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "vgpu_cuda.h"
+#include "vgpu_nvml.h"
+#include "vgpu_region.h"
+
+extern char **environ;
+
+#define MiB (1024ull * 1024ull)
+#define GiB (1024ull * MiB)
+#define PHYS (16 * GiB) /* VGPU_FAKE_GPU_MEMORY in the Makefile */
+
+static char self_exe[4096];
+static char root[256];          /* claims root of the current scenario */
+static char uuids[2][64];       /* fake GPU UUIDs */
+
+/* ---------------------------------------------------------------------- */
+/* Helpers used inside preloaded scenario processes                        */
+/* ---------------------------------------------------------------------- */
+
+static CUcontext ctx_on(int dev)
+{
+    CUcontext ctx = NULL;
+
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    CHECK(cuDevicePrimaryCtxRetain(&ctx, dev) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(ctx) == CUDA_SUCCESS);
+    return ctx;
+}
+
+/* Claim-wide used bytes of uuid in the region at path (read-only, as the monitor does). */
+static uint64_t region_used(const char *path, const char *uuid)
+{
+    struct vgpu_region r;
+    int fd = open(path, O_RDONLY);
+    uint64_t used = UINT64_MAX;
+
+    if (fd < 0 || pread(fd, &r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+        if (fd >= 0)
+            close(fd);
+        return used;
+    }
+    close(fd);
+    for (uint32_t i = 0; i < r.header.device_count && i < VGPU_REGION_MAX_DEVICES; i++) {
+        if (strcmp(r.devices[i].uuid, uuid) == 0)
+            used = r.devices[i].used_bytes;
+    }
+    return used;
+}
+
+static char *claim_region(void)
+{
+    static char path[512];
+
+    snprintf(path, sizeof(path), "%s/claim-a/shm/region", getenv("VGPU_CLAIMS_ROOT"));
+    return path;
+}
+
+static uint64_t used0(void)
+{
+    return region_used(claim_region(), getenv("VGPU_TEST_UUID0"));
+}
+
+static uint64_t mem_free(void)
+{
+    size_t f = 0, t = 0;
+
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
+    return f;
+}
+
+static uint64_t mem_total(void)
+{
+    size_t f = 0, t = 0;
+
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
+    return t;
+}
+
+/* Starts this program with args, its stdin and stdout piped to us. */
+static pid_t spawn_helper(char *const args[], int *to, int *from)
+{
+    int in[2], out[2];
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+
+    /* Close-on-exec: other helpers must not inherit our ends (stdin EOF is their signal). */
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0)
+        return -1;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    if (posix_spawn(&pid, self_exe, &fa, NULL, args, environ) != 0)
+        pid = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    close(in[0]);
+    close(out[1]);
+    *to = in[1];
+    *from = out[0];
+    return pid;
+}
+
+/* Reads one line from fd into buf. */
+static void read_line(int fd, char *buf, size_t len)
+{
+    size_t n = 0;
+
+    while (n + 1 < len && read(fd, buf + n, 1) == 1 && buf[n] != '\n')
+        n++;
+    buf[n] = '\0';
+}
+
+/* ---------------------------------------------------------------------- */
+/* Scenarios (run preloaded)                                               */
+/* ---------------------------------------------------------------------- */
+
+/* Limit 1 GiB on GPU 0, unlimited GPU 1. */
+static void sc_limit(void)
+{
+    CUdeviceptr a = 0, b = 0, c = 0;
+    size_t total = 0;
+
+    ctx_on(0);
+    CHECK_EQ_U64(mem_total(), GiB);
+    CHECK_EQ_U64(mem_free(), GiB);
+    CHECK(cuDeviceTotalMem_v2(&total, 0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(total, GiB);
+    CHECK(cuMemAlloc_v2(&a, 512 * MiB) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 512 * MiB);
+    CHECK_EQ_U64(mem_free(), 512 * MiB);
+    CHECK(cuMemAlloc_v2(&b, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(b, 0); /* out-param untouched on refusal */
+    CHECK_EQ_U64(used0(), 512 * MiB);
+    CHECK(cuMemAlloc_v2(&b, 512 * MiB) == CUDA_SUCCESS);
+    CHECK_EQ_U64(mem_free(), 0);
+    CHECK(cuMemAlloc_v2(&c, 1) == CUDA_ERROR_OUT_OF_MEMORY);
+    /* NULL-safe out-pointers (OptiX passes NULL for free). */
+    CHECK(cuMemGetInfo_v2(NULL, &total) == CUDA_SUCCESS);
+    CHECK_EQ_U64(total, GiB);
+    CHECK(cuMemGetInfo_v2(NULL, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(a) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(b) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuMemAlloc_v2(&a, GiB) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(a) == CUDA_SUCCESS);
+    /* A pointer never tracked goes straight to the driver, which rejects it. */
+    CHECK(cuMemFree_v2((CUdeviceptr)0x1234) != CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    /* GPU 1 has no limit: the physical size shows through. */
+    CHECK(cuDeviceTotalMem_v2(&total, 1) == CUDA_SUCCESS);
+    CHECK_EQ_U64(total, PHYS);
+}
+
+/* Every allocation path counts and is refused over the limit (1 GiB). */
+static void sc_paths(void)
+{
+    CUdeviceptr p = 0, q = 0;
+    size_t pitch = 0;
+    CUmemoryPool pool = NULL;
+    CUmemGenericAllocationHandle h = 0, h2 = 0;
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAllocationProp host_prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                     .location = {.type = CU_MEM_LOCATION_TYPE_HOST, .id = 0}};
+    CUDA_ARRAY_DESCRIPTOR ad = {.Width = 4096, .Height = 4096, .Format = CU_AD_FORMAT_FLOAT,
+                                .NumChannels = 4};
+    CUDA_ARRAY3D_DESCRIPTOR a3 = {.Width = 1024, .Height = 1024, .Depth = 64,
+                                  .Format = CU_AD_FORMAT_UNSIGNED_INT8, .NumChannels = 4};
+    CUDA_ARRAY3D_DESCRIPTOR huge = {.Width = 65536, .Height = 65536, .Depth = 0,
+                                    .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 4};
+    CUarray arr = NULL;
+    CUmipmappedArray mip = NULL;
+    uint64_t u;
+
+    ctx_on(0);
+    CHECK(cuMemAllocPitch_v2(&p, &pitch, 1000, 1000, 4) == CUDA_SUCCESS);
+    CHECK(pitch >= 1000);
+    CHECK_EQ_U64(used0(), (uint64_t)pitch * 1000);
+    CHECK(cuMemAllocPitch_v2(&q, &pitch, 1 << 20, 2048, 4) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+
+    CHECK(cuMemAllocManaged(&p, 300 * MiB, CU_MEM_ATTACH_GLOBAL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 300 * MiB);
+    CHECK(cuMemAllocManaged(&q, 800 * MiB, CU_MEM_ATTACH_GLOBAL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+
+    CHECK(cuMemAllocAsync(&p, 200 * MiB, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync_ptsz(&q, 200 * MiB, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 400 * MiB);
+    CHECK(cuMemAllocAsync(&p, 700 * MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFreeAsync(q, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync_ptsz(p, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+
+    CHECK(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS);
+    CHECK(cuMemAllocFromPoolAsync(&p, 100 * MiB, pool, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemAllocFromPoolAsync_ptsz(&q, 100 * MiB, pool, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 200 * MiB);
+    CHECK(cuMemAllocFromPoolAsync(&p, GiB, pool, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFreeAsync(p, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync(q, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+
+    /* VMM: counted at cuMemCreate, released when the last reference goes. */
+    CHECK(cuMemCreate(&h, 512 * MiB, &prop, 0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 512 * MiB);
+    CHECK(cuMemCreate(&h2, 600 * MiB, &prop, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAddressReserve(&p, 512 * MiB, 0, 0, 0) == CUDA_SUCCESS);
+    CHECK(cuMemMap(p, 512 * MiB, 0, h, 0) == CUDA_SUCCESS);
+    CHECK(cuMemRetainAllocationHandle(&h2, (void *)(uintptr_t)p) == CUDA_SUCCESS);
+    CHECK_EQ_U64(h2, h);
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 512 * MiB); /* still retained */
+    CHECK(cuMemUnmap(p, 512 * MiB) == CUDA_SUCCESS);
+    CHECK(cuMemRelease(h2) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuMemAddressFree(p, 512 * MiB) == CUDA_SUCCESS);
+    /* Host-located VMM memory is not device memory. */
+    if (cuMemCreate(&h, 64 * MiB, &host_prop, 0) == CUDA_SUCCESS) {
+        CHECK_EQ_U64(used0(), 0);
+        CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    }
+
+    /* Arrays: 4096 x 4096 x float4 = 256 MiB at least. */
+    CHECK(cuArrayCreate_v2(&arr, &ad) == CUDA_SUCCESS);
+    u = used0();
+    CHECK(u >= 256 * MiB && u < 300 * MiB);
+    CHECK(cuArrayDestroy(arr) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuArray3DCreate_v2(&arr, &a3) == CUDA_SUCCESS);
+    CHECK(used0() >= 256 * MiB);
+    CHECK(cuArray3DCreate_v2(&arr, &huge) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuArrayDestroy(arr) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuMipmappedArrayCreate(&mip, &a3, 4) == CUDA_SUCCESS);
+    CHECK(used0() >= 256 * MiB);
+    CHECK(cuMipmappedArrayCreate(&mip, &huge, 2) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMipmappedArrayDestroy(mip) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+}
+
+/* Resolves through the cuGetProcAddress we are handed, as the CUDA runtime does. */
+static void check_resolve(PFN_cuGetProcAddress_v2 gpa, const char *sym, int ver,
+                          cuuint64_t flags, const char *want_lib, const char *want_name)
+{
+    void *fn = NULL;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    Dl_info info;
+
+    CHECK(gpa(sym, &fn, ver, flags, &st) == CUDA_SUCCESS);
+    CHECK(st == CU_GET_PROC_ADDRESS_SUCCESS);
+    if (fn == NULL || dladdr(fn, &info) == 0 || info.dli_sname == NULL) {
+        fprintf(stderr, "resolve %s/%d/%llu: no symbol\n", sym, ver, (unsigned long long)flags);
+        check_failures++;
+        return;
+    }
+    if (strstr(info.dli_fname, want_lib) == NULL || strcmp(info.dli_sname, want_name) != 0) {
+        fprintf(stderr, "resolve %s/%d/%llu: got %s in %s, want %s in %s\n", sym, ver,
+                (unsigned long long)flags, info.dli_sname, info.dli_fname, want_name, want_lib);
+        check_failures++;
+    }
+}
+
+static void sc_procaddr(void)
+{
+    static const int versions[] = {11030, 12000, 13000};
+    void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+    void *nv = dlopen("libnvidia-ml.so.1", RTLD_NOW);
+    PFN_cuGetProcAddress_v2 gpa;
+    PFN_cuGetProcAddress gpa1;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SUCCESS;
+    void *fn = (void *)1;
+    Dl_info info;
+
+    CHECK(h != NULL && nv != NULL);
+    *(void **)&gpa = dlsym(h, "cuGetProcAddress_v2");
+    *(void **)&gpa1 = dlsym(h, "cuGetProcAddress");
+    CHECK(gpa != NULL && gpa1 != NULL);
+    CHECK(dladdr((void *)gpa, &info) != 0 && strstr(info.dli_fname, "libvgpu") != NULL);
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    for (size_t v = 0; v < 3; v++) {
+        for (cuuint64_t flags = 0; flags <= 2; flags += 2) {
+            int ver = versions[v];
+            check_resolve(gpa, "cuMemAlloc", ver, flags, "libvgpu", "cuMemAlloc_v2");
+            check_resolve(gpa, "cuMemFree", ver, flags, "libvgpu", "cuMemFree_v2");
+            check_resolve(gpa, "cuMemGetInfo", ver, flags, "libvgpu", "cuMemGetInfo_v2");
+            check_resolve(gpa, "cuMemCreate", ver, flags, "libvgpu", "cuMemCreate");
+            check_resolve(gpa, "cuMemAllocAsync", ver, flags, "libvgpu",
+                          flags ? "cuMemAllocAsync_ptsz" : "cuMemAllocAsync");
+            check_resolve(gpa, "cuMemFreeAsync", ver, flags, "libvgpu",
+                          flags ? "cuMemFreeAsync_ptsz" : "cuMemFreeAsync");
+            /* Not wrapped: the driver's own entry point, exact variant. */
+            check_resolve(gpa, "cuLaunchKernel", ver, flags, "fake",
+                          flags ? "cuLaunchKernel_ptsz" : "cuLaunchKernel");
+            check_resolve(gpa, "cuGetExportTable", ver, flags, "fake", "cuGetExportTable");
+            /* Asked for itself, the resolver must stay ours. */
+            check_resolve(gpa, "cuGetProcAddress", ver, flags, "libvgpu",
+                          ver >= 12000 ? "cuGetProcAddress_v2" : "cuGetProcAddress");
+        }
+    }
+    /* The CUDA 11 signature. */
+    CHECK(gpa1("cuMemAlloc", &fn, 11030, 0) == CUDA_SUCCESS);
+    CHECK(dladdr(fn, &info) != 0 && strcmp(info.dli_sname, "cuMemAlloc_v2") == 0 &&
+          strstr(info.dli_fname, "libvgpu") != NULL);
+    /* Unknown symbol and too-new version: the driver's status comes through. */
+    fn = (void *)1;
+    CHECK(gpa("cuNoSuchFunction", &fn, 12000, 0, &st) != CUDA_SUCCESS);
+    CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+    CHECK(gpa("cuMemAllocAsync", &fn, 11000, 0, &st) != CUDA_SUCCESS);
+    CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    /* dlsym on handles: wrapped names, pass-through names, names outside cu[A-Z]/nvml[A-Z]. */
+    CHECK(dladdr(dlsym(h, "cuMemAlloc_v2"), &info) != 0 && strstr(info.dli_fname, "libvgpu"));
+    CHECK(dladdr(dlsym(h, "cuLaunchKernel"), &info) != 0 && strstr(info.dli_fname, "fake"));
+    CHECK(dladdr(dlsym(nv, "nvmlDeviceGetMemoryInfo_v2"), &info) != 0 &&
+          strstr(info.dli_fname, "libvgpu"));
+    CHECK(dladdr(dlsym(nv, "nvmlDeviceGetCount_v2"), &info) != 0 && strstr(info.dli_fname, "fake"));
+    CHECK(dlsym(h, "cudaMalloc") == NULL);
+    CHECK(dlsym(h, "cuNoSuchFunction") == NULL);
+    CHECK(dlerror() != NULL);
+    /* NVML's handle does not export CUDA names: no wrapper either. */
+    CHECK(dlsym(nv, "cuMemAlloc_v2") == NULL);
+    CHECK(dladdr(dlsym(RTLD_DEFAULT, "cuMemAlloc_v2"), &info) != 0 &&
+          strstr(info.dli_fname, "libvgpu"));
+}
+
+/* Holds argv bytes on GPU 0 until stdin closes. */
+static int sc_hold(const char *bytes)
+{
+    CUdeviceptr p;
+
+    ctx_on(0);
+    if (cuMemAlloc_v2(&p, strtoull(bytes, NULL, 10)) != CUDA_SUCCESS)
+        return 2;
+    printf("held\n");
+    fflush(stdout);
+    while (getchar() != EOF) {
+    }
+    return 0;
+}
+
+/* Allocates 64 MiB chunks until refused, prints how many, holds them until stdin closes. */
+static int sc_grab(void)
+{
+    CUdeviceptr p;
+    int n = 0;
+    CUresult rc;
+
+    ctx_on(0);
+    while ((rc = cuMemAlloc_v2(&p, 64 * MiB)) == CUDA_SUCCESS)
+        n++;
+    printf("%d %d\n", n, rc);
+    fflush(stdout);
+    while (getchar() != EOF) {
+    }
+    return 0;
+}
+
+/* Two processes share the claim's 1 GiB; normal exit and SIGKILL give memory back. */
+static void sc_share(void)
+{
+    char *args[] = {self_exe, "hold", "734003200", NULL}; /* 700 MiB */
+    char line[64];
+    CUdeviceptr a, b;
+    int to, from, st;
+    pid_t pid;
+
+    ctx_on(0);
+    pid = spawn_helper(args, &to, &from);
+    read_line(from, line, sizeof(line));
+    CHECK(strcmp(line, "held") == 0);
+    CHECK_EQ_U64(used0(), 700 * MiB);
+    CHECK(cuMemAlloc_v2(&a, 400 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(mem_free() == 324 * MiB);
+    CHECK(cuMemAlloc_v2(&a, 300 * MiB) == CUDA_SUCCESS);
+    close(to); /* helper exits normally */
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(from);
+    CHECK_EQ_U64(used0(), 300 * MiB);
+    CHECK(cuMemAlloc_v2(&b, 700 * MiB) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(b) == CUDA_SUCCESS);
+
+    /* SIGKILL: no exit handler runs; the next refused allocation reclaims its slot. */
+    pid = spawn_helper(args, &to, &from);
+    read_line(from, line, sizeof(line));
+    CHECK(strcmp(line, "held") == 0);
+    CHECK_EQ_U64(used0(), 1000 * MiB);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st));
+    close(to);
+    close(from);
+    CHECK(cuMemAlloc_v2(&b, 700 * MiB) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 1000 * MiB);
+}
+
+/* 8 processes grab 64 MiB chunks concurrently: together exactly the limit, never more. */
+static void sc_race(void)
+{
+    enum { N = 8 };
+    char *args[] = {self_exe, "grab", NULL};
+    int to[N], from[N], total = 0;
+    pid_t pid[N];
+
+    for (int i = 0; i < N; i++)
+        pid[i] = spawn_helper(args, &to[i], &from[i]);
+    for (int i = 0; i < N; i++) {
+        char line[64];
+        int n = -1, rc = -1;
+
+        read_line(from[i], line, sizeof(line));
+        CHECK(sscanf(line, "%d %d", &n, &rc) == 2 && rc == CUDA_ERROR_OUT_OF_MEMORY);
+        total += n;
+    }
+    CHECK_EQ_U64(total, 16); /* 1 GiB / 64 MiB */
+    CHECK_EQ_U64(used0(), GiB);
+    for (int i = 0; i < N; i++) {
+        int st;
+        close(to[i]);
+        waitpid(pid[i], &st, 0);
+        close(from[i]);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    CHECK_EQ_U64(used0(), 0);
+}
+
+/* An invalid config or env value in enforced mode refuses allocations but keeps memory info working. */
+static void sc_fail_closed(void)
+{
+    CUdeviceptr p = 0;
+    size_t f = 1, t = 0;
+
+    ctx_on(0);
+    CHECK(cuMemAlloc_v2(&p, 1) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
+    CHECK_EQ_U64(f, 0);
+    CHECK(t > 0);
+}
+
+/* The expected limit of GPU 0 comes in VGPU_TEST_EXPECT (bytes, 0 = physical). */
+static void sc_expect_total(void)
+{
+    uint64_t want = strtoull(getenv("VGPU_TEST_EXPECT"), NULL, 10);
+    CUdeviceptr p;
+
+    ctx_on(0);
+    CHECK_EQ_U64(mem_total(), want ? want : PHYS);
+    if (want != 0) {
+        CHECK(cuMemAlloc_v2(&p, want + 1) == CUDA_ERROR_OUT_OF_MEMORY);
+        CHECK(cuMemAlloc_v2(&p, want) == CUDA_SUCCESS);
+    } else {
+        CHECK(cuMemAlloc_v2(&p, 2 * GiB) == CUDA_SUCCESS);
+    }
+}
+
+/* NVML inside the container shows the claim's limit and use. */
+static void sc_nvml(void)
+{
+    nvmlDevice_t dev;
+    nvmlMemory_t m1;
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    CUdeviceptr p;
+
+    ctx_on(0);
+    CHECK(cuMemAlloc_v2(&p, 256 * MiB) == CUDA_SUCCESS);
+    CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetHandleByUUID(getenv("VGPU_TEST_UUID0"), &dev) == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetMemoryInfo(dev, &m1) == NVML_SUCCESS);
+    CHECK_EQ_U64(m1.total, GiB);
+    CHECK_EQ_U64(m1.free + m1.used, GiB);
+    CHECK(m1.used >= 256 * MiB);
+    CHECK(nvmlDeviceGetMemoryInfo_v2(dev, &m2) == NVML_SUCCESS);
+    CHECK_EQ_U64(m2.total, GiB);
+    CHECK_EQ_U64(m2.used, used0());
+    CHECK_EQ_U64(m2.free + m2.used + m2.reserved, GiB);
+    m2.version = 1;
+    CHECK(nvmlDeviceGetMemoryInfo_v2(dev, &m2) == NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+}
+
+/* Context overhead from NVML (fake: VGPU_FAKE_CONTEXT_MEMORY) is charged separately. */
+static void sc_overhead(void)
+{
+    CUdeviceptr p;
+
+    ctx_on(0);
+    CHECK(cuMemAlloc_v2(&p, 100 * MiB) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 100 * MiB);
+    /* cuMemGetInfo refreshes the overhead (64 MiB context). */
+    CHECK_EQ_U64(mem_free(), GiB - 164 * MiB);
+    CHECK_EQ_U64(used0(), 164 * MiB);
+    CHECK(cuMemAlloc_v2(&p, 900 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+}
+
+/* fork: the child's exit does not release the parent's slot or memory. */
+static void sc_fork(void)
+{
+    CUdeviceptr p;
+    pid_t pid;
+    int st;
+
+    ctx_on(0);
+    CHECK(cuMemAlloc_v2(&p, 128 * MiB) == CUDA_SUCCESS);
+    pid = fork();
+    if (pid == 0)
+        exit(0); /* runs exit handlers */
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK_EQ_U64(used0(), 128 * MiB);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+}
+
+/* Preloaded but no CUDA call: no thread, no file, no output (stderr checked by the driver). */
+static void sc_idle(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int tasks = 0;
+
+    while (d != NULL && readdir(d) != NULL)
+        tasks++;
+    if (d != NULL)
+        closedir(d);
+    CHECK_EQ_U64(tasks, 3); /* ".", "..", ourselves */
+    CHECK(access(getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"), F_OK) != 0);
+    /* A non-CUDA dlsym through the hook still works and still creates nothing. */
+    CHECK(dlsym(RTLD_DEFAULT, "malloc") != NULL);
+    CHECK(access(getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"), F_OK) != 0);
+}
+
+/* ---------------------------------------------------------------------- */
+/* Driver                                                                  */
+/* ---------------------------------------------------------------------- */
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+
+    CHECK(f != NULL);
+    if (f != NULL) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+/* Creates <root>/claim-a with config text and a zero region of the contract size. */
+static void make_claim(const char *config)
+{
+    char path[512];
+    int fd;
+
+    snprintf(path, sizeof(path), "rm -rf %s && mkdir -p %s/claim-a/shm", root, root);
+    CHECK(system(path) == 0);
+    snprintf(path, sizeof(path), "%s/claim-a/config", root);
+    write_file(path, config);
+    snprintf(path, sizeof(path), "%s/claim-a/shm/region", root);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0666);
+    CHECK(fd >= 0 && ftruncate(fd, VGPU_REGION_SIZE) == 0);
+    close(fd);
+}
+
+/* Standard config: GPU 0 limited to mem0 bytes, GPU 1 unlimited; extra lines appended. */
+static void make_std_claim(uint64_t mem0, const char *extra)
+{
+    char cfg[2048];
+
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=a\ncompute_policy=strict\npriority=low\nlog_level=%s\n"
+             "enforcement=enabled\ndevice.count=2\n"
+             "device.0.uuid=%s\ndevice.0.memory_limit_bytes=%llu\ndevice.0.sm_limit_percent=0\n"
+             "device.1.uuid=%s\ndevice.1.memory_limit_bytes=0\ndevice.1.sm_limit_percent=0\n%s",
+             getenv("VGPU_TEST_LOG") ? getenv("VGPU_TEST_LOG") : "warning", uuids[0],
+             (unsigned long long)mem0, uuids[1], extra);
+    make_claim(cfg);
+}
+
+/*
+ * Runs this program preloaded with scenario name; env is NULL-terminated
+ * "K=V" additions. Returns the exit status; stderr goes to errfile.
+ */
+static int run_preloaded(const char *name, const char *const env[], const char *errfile)
+{
+    char preload[8192];
+    const char *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
+    pid_t pid;
+    int st;
+
+    snprintf(preload, sizeof(preload), "%s%s%s", prefix ? prefix : "", prefix ? ":" : "",
+             getenv("VGPU_TEST_LIB"));
+    pid = fork();
+    if (pid == 0) {
+        int fd = open(errfile, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0)
+            dup2(fd, 2);
+        setenv("LD_PRELOAD", preload, 1);
+        setenv("VGPU_CLAIMS_ROOT", root, 0);
+        setenv("VGPU_TEST_UUID0", uuids[0], 1);
+        for (int i = 0; env != NULL && env[i] != NULL; i++)
+            putenv((char *)env[i]);
+        if (strcmp(name, "bin-true") == 0)
+            execl("/bin/true", "true", (char *)NULL);
+        else
+            execl(self_exe, self_exe, name, (char *)NULL);
+        _exit(127);
+    }
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static off_t file_size(const char *path)
+{
+    struct stat st;
+
+    return stat(path, &st) == 0 ? st.st_size : -1;
+}
+
+static void expect(const char *name, const char *const env[], int want_rc, bool want_quiet)
+{
+    char errfile[512], cmd[1100];
+    int rc = run_preloaded(name, env, (snprintf(errfile, sizeof(errfile), "%s.%s.err", root, name),
+                                       errfile));
+
+    if (rc != want_rc || (want_quiet && file_size(errfile) != 0)) {
+        fprintf(stderr, "scenario %s: exit %d (want %d)%s; its stderr:\n", name, rc, want_rc,
+                want_quiet ? ", must print nothing" : "");
+        snprintf(cmd, sizeof(cmd), "cat %s >&2", errfile);
+        if (system(cmd) != 0)
+            fprintf(stderr, "(cannot show %s)\n", errfile);
+        check_failures++;
+    } else {
+        printf("ok   %s\n", name);
+    }
+}
+
+static void uuid_of(int dev, char out[64])
+{
+    CUuuid u;
+    char *p = out + 4;
+
+    CHECK(cuDeviceGetUuid_v2(&u, dev) == CUDA_SUCCESS);
+    memcpy(out, "GPU-", 4);
+    for (int i = 0; i < 16; i++) {
+        if (i == 4 || i == 6 || i == 8 || i == 10)
+            *p++ = '-';
+        p += sprintf(p, "%02x", (unsigned char)u.bytes[i]);
+    }
+}
+
+static int run_driver(void)
+{
+    char cache[512], errfile[600];
+
+    /* Not preloaded here: the driver talks to the fake directly. */
+    CHECK(cuInit(0) == CUDA_SUCCESS);
+    uuid_of(0, uuids[0]);
+    uuid_of(1, uuids[1]);
+    snprintf(root, sizeof(root), "/tmp/vgpu-libtest-%d", (int)getpid());
+    snprintf(cache, sizeof(cache), "CUDA_DEVICE_MEMORY_SHARED_CACHE=%s/standalone.region", root);
+
+    make_std_claim(GiB, "");
+    if (getenv("VGPU_TEST_ONLY") != NULL) {
+        expect(getenv("VGPU_TEST_ONLY"), NULL, 0, true);
+        return check_report("lib_test");
+    }
+    expect("limit", NULL, 0, true);
+    expect("paths", NULL, 0, true);
+    expect("procaddr", NULL, 0, true);
+    expect("share", NULL, 0, true);
+    expect("race", NULL, 0, true);
+    expect("nvml", NULL, 0, true);
+    expect("fork", NULL, 0, true);
+    {
+        const char *env[] = {"VGPU_FAKE_CONTEXT_MEMORY=64Mi", NULL};
+        expect("overhead", env, 0, true);
+    }
+    /* Env may lower a configured limit, never raise it. */
+    {
+        const char *lower[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=512m", "VGPU_TEST_EXPECT=536870912",
+                               NULL};
+        const char *raise[] = {"CUDA_DEVICE_MEMORY_LIMIT=4g", "VGPU_TEST_EXPECT=1073741824",
+                               NULL};
+        const char *bad[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=1.5g", NULL};
+        expect("expect_total", lower, 0, true);
+        expect("expect_total", raise, 0, true);
+        expect("fail_closed", bad, 0, false);
+    }
+    /* enforcement=disabled: nothing enforced. */
+    make_std_claim(GiB, "");
+    {
+        char cfg[1024];
+        snprintf(cfg, sizeof(cfg),
+                 "version=1\nclaim=a\nenforcement=disabled\ndevice.count=1\n"
+                 "device.0.uuid=%s\ndevice.0.memory_limit_bytes=1073741824\n"
+                 "device.0.sm_limit_percent=0\n", uuids[0]);
+        make_claim(cfg);
+    }
+    {
+        const char *env[] = {"VGPU_TEST_EXPECT=0", NULL};
+        expect("expect_total", env, 0, true);
+    }
+    /* Invalid configs fail closed on their GPUs: wrong version, duplicate key. */
+    make_std_claim(GiB, "version=1\n");
+    expect("fail_closed", NULL, 0, false);
+    {
+        char cfg[1024];
+        snprintf(cfg, sizeof(cfg), "version=2\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n",
+                 uuids[0]);
+        make_claim(cfg);
+        expect("fail_closed", NULL, 0, false);
+    }
+    /* Corrupt region: process-private accounting still enforces the limit. */
+    make_std_claim(GiB, "");
+    {
+        char path[600];
+        snprintf(path, sizeof(path), "%s/claim-a/shm/region", root);
+        CHECK(truncate(path, 100) == 0);
+        const char *env[] = {"VGPU_TEST_EXPECT=1073741824", NULL};
+        expect("expect_total", env, 0, false);
+    }
+    /* Standalone: HAMi env vars alone, region created on demand. */
+    {
+        char nr[600];
+        snprintf(nr, sizeof(nr), "VGPU_CLAIMS_ROOT=%s/none", root);
+        const char *env[] = {nr, cache, "CUDA_DEVICE_MEMORY_LIMIT_0=1g",
+                             "VGPU_TEST_EXPECT=1073741824", NULL};
+        const char *bad[] = {nr, "CUDA_DEVICE_MEMORY_LIMIT=abc", "VGPU_TEST_EXPECT=0", NULL};
+        expect("expect_total", env, 0, true);
+        CHECK(file_size(cache + strlen("CUDA_DEVICE_MEMORY_SHARED_CACHE=")) == VGPU_REGION_SIZE);
+        expect("expect_total", bad, 0, false);
+        unlink(cache + strlen("CUDA_DEVICE_MEMORY_SHARED_CACHE="));
+        const char *idle[] = {nr, cache, "CUDA_DEVICE_MEMORY_LIMIT_0=1g", NULL};
+        if (getenv("VGPU_TEST_VALGRIND") == NULL)
+            expect("idle", idle, 0, true);
+        expect("bin-true", idle, 0, true);
+        CHECK(access(cache + strlen("CUDA_DEVICE_MEMORY_SHARED_CACHE="), F_OK) != 0);
+    }
+    snprintf(errfile, sizeof(errfile), "rm -rf %s %s.*.err", root, root);
+    if (check_failures == 0 && getenv("VGPU_TEST_KEEP") == NULL && system(errfile) != 0)
+        fprintf(stderr, "cannot clean %s\n", root);
+    return check_report("lib_test");
+}
+
+int main(int argc, char **argv)
+{
+    ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
+
+    if (n <= 0)
+        return 2;
+    self_exe[n] = '\0';
+    if (argc < 2)
+        return run_driver();
+    if (strcmp(argv[1], "hold") == 0 && argc == 3)
+        return sc_hold(argv[2]);
+    if (strcmp(argv[1], "grab") == 0)
+        return sc_grab();
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } scenarios[] = {
+        {"limit", sc_limit},       {"paths", sc_paths},
+        {"procaddr", sc_procaddr}, {"share", sc_share},
+        {"race", sc_race},         {"fail_closed", sc_fail_closed},
+        {"expect_total", sc_expect_total}, {"nvml", sc_nvml},
+        {"overhead", sc_overhead}, {"fork", sc_fork},
+        {"idle", sc_idle},
+    };
+    for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
+        if (strcmp(argv[1], scenarios[i].name) == 0) {
+            scenarios[i].fn();
+            return check_failures != 0;
+        }
+    }
+    fprintf(stderr, "unknown scenario %s\n", argv[1]);
+    return 2;
+}

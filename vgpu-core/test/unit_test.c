@@ -1,0 +1,494 @@
+/*
+ * unit_test.c - tests of the pieces of libvgpu.so that need no driver: the
+ * size parser, the claim config reader, the tracking map and the shared
+ * region (init protocol, CAS reservation under a multi-process race, slot
+ * reclaim after SIGKILL, rejection of corrupt files).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "config.h"
+#include "parse.h"
+#include "procinfo.h"
+#include "ptrmap.h"
+#include "shm.h"
+
+static void test_parse_size(void)
+{
+    static const struct {
+        const char *in;
+        int rc;
+        uint64_t want;
+    } cases[] = {
+        {"0", 0, 0},
+        {"4096", 0, 4096},
+        {"1Gi", 0, 1ull << 30},
+        {"1GiB", 0, 1ull << 30},
+        {"1G", 0, 1ull << 30},
+        {"1g", 0, 1ull << 30},
+        {"4096m", 0, 4096ull << 20},
+        {"3Mi", 0, 3ull << 20},
+        {"5KiB", 0, 5ull << 10},
+        {"5k", 0, 5ull << 10},
+        {"2T", 0, 2ull << 40},
+        {"2g ", 0, 2ull << 30},
+        {"  7\t", 0, 7},
+        {"18446744073709551615", 0, UINT64_MAX},
+        {"010g", -EINVAL, 0},
+        {"0x10g", -EINVAL, 0},
+        {"abc", -EINVAL, 0},
+        {"-1", -EINVAL, 0},
+        {"+1", -EINVAL, 0},
+        {"1.5g", -EINVAL, 0},
+        {"1 g", -EINVAL, 0},
+        {"1gg", -EINVAL, 0},
+        {"1x", -EINVAL, 0},
+        {"", -EINVAL, 0},
+        {"   ", -EINVAL, 0},
+        {"18446744073709551616", -ERANGE, 0},
+        {"16777216T", -ERANGE, 0},
+        {"17179869184G", -ERANGE, 0},
+    };
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint64_t v = 12345;
+        int rc = vgpu_parse_size(cases[i].in, &v);
+
+        if (rc != cases[i].rc || (rc == 0 && v != cases[i].want)) {
+            fprintf(stderr, "parse_size(\"%s\") = %d, %" PRIu64 "; want %d, %" PRIu64 "\n",
+                    cases[i].in, rc, v, cases[i].rc, cases[i].want);
+            check_failures++;
+        }
+        if (rc != 0)
+            CHECK_EQ_U64(v, 12345); /* untouched on error */
+    }
+    CHECK(vgpu_parse_size(NULL, &(uint64_t){0}) == -EINVAL);
+}
+
+static void test_parse_uint(void)
+{
+    uint64_t v;
+
+    CHECK(vgpu_parse_uint("100", 100, &v) == 0 && v == 100);
+    CHECK(vgpu_parse_uint("101", 100, &v) == -ERANGE);
+    CHECK(vgpu_parse_uint("1k", 100000, &v) == -EINVAL);
+    CHECK(vgpu_parse_uint("007", 100, &v) == -EINVAL);
+}
+
+#define UUID0 "GPU-11111111-2222-3333-4444-555555555555"
+#define UUID1 "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
+static const char good_config[] =
+    "version=1\n"
+    "claim=8f0c-uid\n"
+    "compute_policy=workConserving\n"
+    "priority=high\n"
+    "log_level=debug\n"
+    "enforcement=enabled\n"
+    "future_key=whatever\n"
+    "# a comment\n"
+    "\n"
+    "device.count=2\n"
+    "device.0.uuid=" UUID0 "\n"
+    "device.0.memory_limit_bytes=4294967296\n"
+    "device.0.sm_limit_percent=30\n"
+    "device.1.uuid=" UUID1 "\r\n"
+    "device.1.memory_limit_bytes=0\n"
+    "device.1.sm_limit_percent=0\n";
+
+/* Parses good_config with one line replaced (or appended when from is NULL). */
+static int parse_variant(const char *from, const char *to, struct vgpu_claim_config *cfg,
+                         char err[VGPU_ERRMSG_MAX])
+{
+    char text[2048];
+    const char *at = from != NULL ? strstr(good_config, from) : NULL;
+
+    if (from == NULL) {
+        snprintf(text, sizeof(text), "%s%s", good_config, to);
+    } else {
+        size_t pre = (size_t)(at - good_config);
+        snprintf(text, sizeof(text), "%.*s%s%s", (int)pre, good_config, to, at + strlen(from));
+    }
+    return vgpu_config_parse(text, cfg, err);
+}
+
+static void test_config(void)
+{
+    struct vgpu_claim_config cfg;
+    char err[VGPU_ERRMSG_MAX];
+
+    CHECK(vgpu_config_parse(good_config, &cfg, err) == 0);
+    CHECK(strcmp(cfg.claim, "8f0c-uid") == 0);
+    CHECK_EQ_U64(cfg.compute_policy, VGPU_POLICY_WORK_CONSERVING);
+    CHECK(cfg.priority == VGPU_PRIORITY_HIGH);
+    CHECK(cfg.has_log_level && cfg.log_level == VGPU_LOG_DEBUG);
+    CHECK(cfg.enforcement);
+    CHECK_EQ_U64(cfg.device_count, 2);
+    CHECK(strcmp(cfg.devices[0].uuid, UUID0) == 0);
+    CHECK_EQ_U64(cfg.devices[0].memory_limit, 4294967296ull);
+    CHECK_EQ_U64(cfg.devices[0].sm_limit, 30);
+    CHECK(strcmp(cfg.devices[1].uuid, UUID1) == 0);
+    CHECK_EQ_U64(cfg.devices[1].memory_limit, 0);
+
+    CHECK(parse_variant("enforcement=enabled", "enforcement=disabled", &cfg, err) == 0);
+    CHECK(!cfg.enforcement);
+
+    CHECK(parse_variant("version=1", "version=2", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "version");
+    CHECK(parse_variant("version=1\n", "", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "version: missing");
+    CHECK(parse_variant(NULL, "priority=low\n", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "duplicate key priority");
+    CHECK(parse_variant("device.0.sm_limit_percent=30\n", "", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "device.0: missing sm_limit_percent");
+    /* The UUIDs survive an invalid config so that exactly its GPUs fail closed. */
+    CHECK(strcmp(cfg.devices[0].uuid, UUID0) == 0);
+    CHECK(parse_variant("device.0.memory_limit_bytes=4294967296",
+                        "device.0.memory_limit_bytes=4Gi", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "device.0.memory_limit_bytes");
+    CHECK(parse_variant("device.0.sm_limit_percent=30", "device.0.sm_limit_percent=101", &cfg,
+                        err) != 0);
+    CHECK_STR_CONTAINS(err, "sm_limit_percent");
+    CHECK(parse_variant("device.1.uuid=" UUID1, "device.1.uuid=GPU-xyz", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "device.1.uuid");
+    CHECK(parse_variant("device.count=2", "device.count=1", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "not below device.count");
+    CHECK(parse_variant("compute_policy=workConserving", "compute_policy=fast", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "compute_policy");
+    CHECK(parse_variant("device.1.uuid=" UUID1, "device.1.uuid=" UUID0, &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "device.1.uuid: same GPU as device.0");
+    CHECK(parse_variant(NULL, "garbage line\n", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "without '='");
+    CHECK(parse_variant("device.count=2", "device.count=17", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "device.count");
+
+    CHECK(vgpu_uuid_valid(UUID0));
+    CHECK(!vgpu_uuid_valid(UUID0 "0"));
+    CHECK(!vgpu_uuid_valid("MIG-11111111-2222-3333-4444-555555555555"));
+}
+
+static void test_ptrmap(void)
+{
+    struct vgpu_ptrmap m = {0};
+    enum { N = 20000 };
+    uint64_t *keys = malloc(N * sizeof(*keys));
+    uint64_t x = 88172645463325252ull;
+
+    for (int i = 0; i < N; i++) {
+        struct vgpu_ptrmap_entry e;
+        /* xorshift keys, aligned like device pointers to stress the hash */
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        keys[i] = (x | 1) << 9;
+        e = (struct vgpu_ptrmap_entry){.key = keys[i], .size = (uint64_t)i, .device = i % 3};
+        CHECK(vgpu_ptrmap_put(&m, &e) == 0);
+    }
+    CHECK_EQ_U64(m.count, N);
+    for (int i = 0; i < N; i += 2) {
+        struct vgpu_ptrmap_entry out;
+        CHECK(vgpu_ptrmap_remove(&m, keys[i], &out) == 0);
+        CHECK_EQ_U64(out.size, (uint64_t)i);
+    }
+    CHECK_EQ_U64(m.count, N / 2);
+    for (int i = 0; i < N; i++) {
+        struct vgpu_ptrmap_entry *e = vgpu_ptrmap_get(&m, keys[i]);
+        if (i % 2 == 0) {
+            CHECK(e == NULL);
+        } else {
+            CHECK(e != NULL && e->size == (uint64_t)i && e->device == i % 3);
+        }
+    }
+    CHECK(vgpu_ptrmap_remove(&m, keys[0], NULL) == -1);
+    CHECK(vgpu_ptrmap_get(&m, 0) == NULL);
+    vgpu_ptrmap_clear(&m);
+    CHECK(vgpu_ptrmap_get(&m, keys[1]) == NULL);
+    vgpu_ptrmap_destroy(&m);
+    free(keys);
+}
+
+static char tmpdir[] = "/tmp/vgpu-unit-XXXXXX";
+
+static void region_path(char *out, size_t len, const char *name)
+{
+    snprintf(out, len, "%s/%s", tmpdir, name);
+}
+
+/* Creates name as the plugin does: zero-filled, exactly VGPU_REGION_SIZE bytes. */
+static void create_region(const char *path)
+{
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0666);
+
+    CHECK(fd >= 0 && ftruncate(fd, VGPU_REGION_SIZE) == 0);
+    close(fd);
+}
+
+static void test_region_init(void)
+{
+    struct vgpu_shm s, s2;
+    char path[256], err[VGPU_ERRMSG_MAX];
+    struct vgpu_region_header *h;
+
+    region_path(path, sizeof(path), "init");
+    create_region(path);
+    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
+    h = &s.r->header;
+    CHECK(h->magic == VGPU_REGION_MAGIC);
+    CHECK_EQ_U64(h->init_state, VGPU_REGION_READY);
+    CHECK_EQ_U64(h->major, VGPU_REGION_MAJOR);
+    CHECK_EQ_U64(h->region_size, VGPU_REGION_SIZE);
+    CHECK_EQ_U64(h->generation, 1);
+    CHECK(vgpu_region_check_header(h) == NULL);
+    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, 100, 30, VGPU_POLICY_STRICT), 0);
+    CHECK_EQ_U64(vgpu_shm_device(&s, UUID1, 0, 0, VGPU_POLICY_STRICT), 1);
+    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, 100, 30, VGPU_POLICY_STRICT), 0);
+    CHECK_EQ_U64(h->device_count, 2);
+    /* A second attach sees the same region without re-initialising it. */
+    CHECK(vgpu_shm_attach(&s2, path, false, err) == 0);
+    CHECK_EQ_U64(s2.r->header.generation, 1);
+    CHECK_EQ_U64(s2.r->devices[0].memory_limit, 100);
+    vgpu_shm_detach(&s2);
+
+    /* A stale INITIALISING (initialiser died holding the lock) is recovered. */
+    h->init_state = VGPU_REGION_INITIALISING;
+    CHECK(vgpu_shm_attach(&s2, path, false, err) == 0);
+    CHECK_EQ_U64(s2.r->header.generation, 2);
+    CHECK_EQ_U64(s2.r->header.device_count, 0);
+    vgpu_shm_detach(&s2);
+    vgpu_shm_detach(&s);
+
+    /* Missing file without create, and standalone creation. */
+    region_path(path, sizeof(path), "missing");
+    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK_STR_CONTAINS(err, "cannot open");
+    CHECK(vgpu_shm_attach(&s, path, true, err) == 0);
+    {
+        struct stat st;
+        CHECK(stat(path, &st) == 0 && st.st_size == VGPU_REGION_SIZE);
+        CHECK((st.st_mode & 0777) == 0666);
+    }
+    vgpu_shm_detach(&s);
+}
+
+/* Writes bytes at off of path. */
+static void poke(const char *path, off_t off, const void *bytes, size_t n)
+{
+    int fd = open(path, O_RDWR);
+
+    CHECK(fd >= 0 && pwrite(fd, bytes, n, off) == (ssize_t)n);
+    close(fd);
+}
+
+static void test_region_corrupt(void)
+{
+    struct vgpu_shm s;
+    char path[256], err[VGPU_ERRMSG_MAX];
+    uint16_t major = VGPU_REGION_MAJOR + 1;
+    uint64_t junk = 0x1234;
+    uint32_t bad_state = 7;
+    int fd;
+
+    region_path(path, sizeof(path), "corrupt");
+    create_region(path);
+    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
+    vgpu_shm_detach(&s);
+    poke(path, offsetof(struct vgpu_region_header, major), &major, sizeof(major));
+    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK_STR_CONTAINS(err, "major");
+
+    create_region(path);
+    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
+    vgpu_shm_detach(&s);
+    poke(path, 0, &junk, sizeof(junk));
+    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK_STR_CONTAINS(err, "bad magic");
+
+    create_region(path);
+    poke(path, offsetof(struct vgpu_region_header, init_state), &bad_state, sizeof(bad_state));
+    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK_STR_CONTAINS(err, "init_state");
+
+    fd = open(path, O_RDWR | O_TRUNC);
+    CHECK(fd >= 0 && ftruncate(fd, 4096) == 0);
+    close(fd);
+    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK_STR_CONTAINS(err, "truncated");
+}
+
+/* 8 processes race for the last bytes: the sum of grants never exceeds the limit. */
+static void test_region_race(void)
+{
+    enum { PROCS = 8, TRIES = 400, LIMIT = 1000 };
+    struct vgpu_shm s;
+    char path[256], err[VGPU_ERRMSG_MAX];
+    int *granted;
+    int total = 0;
+
+    region_path(path, sizeof(path), "race");
+    create_region(path);
+    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
+    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, LIMIT, 0, 0), 0);
+    granted = mmap(NULL, PROCS * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+    for (int p = 0; p < PROCS; p++) {
+        if (fork() == 0) {
+            struct vgpu_shm c;
+            char e[VGPU_ERRMSG_MAX];
+            int n = 0;
+
+            if (vgpu_shm_attach(&c, path, false, e) != 0)
+                _exit(2);
+            for (int i = 0; i < TRIES; i++)
+                n += vgpu_shm_reserve(&c, 0, 1, LIMIT) == 0;
+            granted[p] = n;
+            _exit(0);
+        }
+    }
+    for (int p = 0; p < PROCS; p++) {
+        int st;
+        wait(&st);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    for (int p = 0; p < PROCS; p++)
+        total += granted[p];
+    CHECK_EQ_U64(total, LIMIT);
+    CHECK_EQ_U64(vgpu_shm_used(&s, 0), LIMIT);
+    CHECK_EQ_U64(s.r->devices[0].peak_bytes, LIMIT);
+    CHECK(vgpu_shm_reserve(&s, 0, 1, LIMIT) != 0);
+    vgpu_shm_unreserve(&s, 0, 10);
+    CHECK(vgpu_shm_reserve(&s, 0, 10, LIMIT) == 0);
+    CHECK(vgpu_shm_reserve(&s, 0, UINT64_MAX, 0) != 0); /* overflow refused even unlimited */
+    munmap(granted, PROCS * sizeof(int));
+    vgpu_shm_detach(&s);
+}
+
+/* A SIGKILLed process's slot and bytes come back at the next reclaim. */
+static void test_region_reclaim(void)
+{
+    struct vgpu_shm s;
+    struct vgpu_procinfo self;
+    char path[256], err[VGPU_ERRMSG_MAX];
+    int st, pipefd[2];
+    pid_t pid;
+    char c;
+
+    region_path(path, sizeof(path), "reclaim");
+    create_region(path);
+    CHECK(vgpu_procinfo_self(&self) == 0);
+    CHECK(self.start_time > 0 && self.pidns != 0);
+    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
+    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, 0, 0, 0), 0);
+    CHECK(vgpu_shm_claim_slot(&s, &self) == 0);
+    CHECK(pipe(pipefd) == 0);
+    pid = fork();
+    if (pid == 0) {
+        struct vgpu_shm cs;
+        struct vgpu_procinfo me;
+        char e[VGPU_ERRMSG_MAX];
+
+        if (vgpu_shm_attach(&cs, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
+            vgpu_shm_claim_slot(&cs, &me) != 0 || vgpu_shm_reserve(&cs, 0, 700, 0) != 0)
+            _exit(2);
+        vgpu_shm_slot_add(&cs, 0, 700);
+        vgpu_shm_slot_set_overhead(&cs, 0, 50);
+        if (write(pipefd[1], "k", 1) != 1)
+            _exit(3);
+        pause();
+        _exit(0);
+    }
+    CHECK(read(pipefd[0], &c, 1) == 1);
+    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 750);
+    /* Alive: nothing reclaimed. */
+    CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 0);
+    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 750);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    CHECK(WIFSIGNALED(st));
+    CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
+    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
+    /*
+     * A slot left by a process of another pid namespace (another container of
+     * the claim): its pid means nothing here, but nobody holds its lock.
+     */
+    {
+        struct vgpu_region_slot *sl = &s.r->slots[VGPU_REGION_MAX_SLOTS - 1];
+
+        CHECK(vgpu_shm_reserve(&s, 0, 300, 0) == 0);
+        sl->pid = 1;
+        sl->pidns = self.pidns + 1;
+        sl->start_time = 1;
+        sl->devices[0].used_bytes = 300;
+        sl->state = VGPU_SLOT_ACTIVE;
+        CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
+        CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
+        CHECK_EQ_U64(sl->state, VGPU_SLOT_FREE);
+    }
+    /* Our own slot survives reclaim; release returns its bytes. */
+    CHECK(vgpu_shm_reserve(&s, 0, 5, 0) == 0);
+    vgpu_shm_slot_add(&s, 0, 5);
+    CHECK_EQ_U64(vgpu_shm_slot_used(&s, 0), 5);
+    vgpu_shm_release_slot(&s);
+    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
+    CHECK(s.slot == -1);
+    close(pipefd[0]);
+    close(pipefd[1]);
+    vgpu_shm_detach(&s);
+}
+
+static void test_procinfo(void)
+{
+    struct vgpu_procinfo self;
+    uint64_t t;
+
+    CHECK(vgpu_procinfo_self(&self) == 0);
+    CHECK(vgpu_proc_owner_alive(&self, self.pid, self.pidns, self.start_time));
+    CHECK(!vgpu_proc_owner_alive(&self, self.pid, self.pidns, self.start_time + 1));
+    /* An owner in another pid namespace cannot be judged from here. */
+    CHECK(vgpu_proc_owner_alive(&self, 999999, self.pidns + 1, 1));
+    CHECK(vgpu_proc_start_time(999999999, &t) == -ENOENT);
+    /* Field 22 counted independently: the 20th token after the last ')'. */
+    {
+        char buf[1024], *tok, *save = NULL;
+        FILE *f = fopen("/proc/self/stat", "r");
+        size_t n = f != NULL ? fread(buf, 1, sizeof(buf) - 1, f) : 0;
+        int i = 0;
+
+        if (f != NULL)
+            fclose(f);
+        buf[n] = '\0';
+        for (tok = strtok_r(strrchr(buf, ')') + 1, " ", &save); tok != NULL && ++i < 20;
+             tok = strtok_r(NULL, " ", &save)) {
+        }
+        CHECK(tok != NULL && strtoull(tok, NULL, 10) == self.start_time);
+    }
+}
+
+int main(void)
+{
+    char cmd[64];
+
+    if (mkdtemp(tmpdir) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_parse_size();
+    test_parse_uint();
+    test_config();
+    test_ptrmap();
+    test_procinfo();
+    test_region_init();
+    test_region_corrupt();
+    test_region_race();
+    test_region_reclaim();
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "cannot remove %s\n", tmpdir);
+    return check_report("unit_test");
+}
