@@ -69,16 +69,32 @@ func loadValues(t *testing.T, files []string, overrides map[string]any) map[stri
 // (NOTES.txt excluded) in file order.
 func render(t *testing.T, files []string, overrides map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
+	return renderIn(t, nil, files, overrides)
+}
+
+// renderIn renders as `helm upgrade` against a cluster whose objects the
+// templates' lookup calls read through cluster; nil renders as an install
+// without a cluster (lookup finds nothing).
+func renderIn(t *testing.T, cluster engine.ClientProvider, files []string, overrides map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
 	ch, err := loader.Load(chartDir)
 	require.NoError(t, err)
 	caps := chartutil.DefaultCapabilities.Copy()
 	caps.KubeVersion = *kubeVersion(t)
-	rv, err := chartutil.ToRenderValues(ch, loadValues(t, files, overrides),
-		chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, IsInstall: true, Revision: 1}, caps)
+	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, IsInstall: true, Revision: 1}
+	if cluster != nil {
+		opts = chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, IsUpgrade: true, Revision: 2}
+	}
+	rv, err := chartutil.ToRenderValues(ch, loadValues(t, files, overrides), opts, caps)
 	if err != nil {
 		return nil, err
 	}
-	out, err := engine.Render(ch, rv)
+	var out map[string]string
+	if cluster != nil {
+		out, err = engine.RenderWithClientProvider(ch, rv, cluster)
+	} else {
+		out, err = engine.Render(ch, rv)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -199,6 +215,7 @@ func TestLint(t *testing.T) {
 		"simulated node": {"examples/simulated-node.yaml"},
 		"monitoring":     {"testdata/monitoring.yaml"},
 		"gpu operator":   {"testdata/gpu-operator.yaml"},
+		"cert-manager":   {"testdata/cert-manager.yaml"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			linter := lint.AllWithKubeVersion(chartDir, loadValues(t, files, nil), namespace, kubeVersion(t))
@@ -211,8 +228,10 @@ func TestLint(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	objs := mustRender(t, nil, nil)
-	assert.Equal(t, []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "DeviceClass", "DeviceClass",
-		"ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, kinds(objs))
+	assert.Equal(t, []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
+		"DaemonSet", "Deployment", "DeviceClass", "DeviceClass", "MutatingWebhookConfiguration",
+		"PodDisruptionBudget", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceAccount",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration"}, kinds(objs))
 
 	ds := daemonSet(t, objs)
 	assert.Equal(t, namespace, ds.Namespace)
@@ -496,7 +515,7 @@ func TestMonitoring(t *testing.T) {
 
 	var sm *unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetKind() == "ServiceMonitor" {
+		if o.GetKind() == "ServiceMonitor" && o.GetName() == pluginName {
 			sm = o
 		}
 	}
@@ -521,8 +540,16 @@ func TestInvalidValues(t *testing.T) {
 		overrides map[string]any
 		want      string
 	}{
-		"controller not available": {nil, map[string]any{"controller": map[string]any{"enabled": true}},
-			"controller.enabled: the dra-controller is not part of this chart version yet"},
+		"controller ports clash": {nil, map[string]any{"controller": map[string]any{"metricsPort": 8443}},
+			"controller.metricsPort: 8443 is also controller.webhook.port"},
+		"typo in a controller value": {nil, map[string]any{"controller": map[string]any{"replica": 3}}, "replica"},
+		"no controller replicas":     {nil, map[string]any{"controller": map[string]any{"replicas": 0}}, "at '/controller/replicas'"},
+		"unknown anti-affinity":      {nil, map[string]any{"controller": map[string]any{"podAntiAffinity": "maybe"}}, "at '/controller/podAntiAffinity'"},
+		"extra arg without dashes":   {nil, map[string]any{"controller": map[string]any{"extraArgs": []any{"quota-grace-period=2m"}}}, "at '/controller/extraArgs/0'"},
+		"issuer without a name": {nil, map[string]any{"controller": map[string]any{"webhook": map[string]any{"certManager": map[string]any{
+			"enabled": true, "issuerRef": map[string]any{"kind": "ClusterIssuer"}}}}}, "/controller/webhook/certManager/issuerRef"},
+		"issuer of unknown kind": {nil, map[string]any{"controller": map[string]any{"webhook": map[string]any{"certManager": map[string]any{
+			"enabled": true, "issuerRef": map[string]any{"name": "ca", "kind": "Vault"}}}}}, "at '/controller/webhook/certManager/issuerRef/kind'"},
 		"host network with surge": {nil, map[string]any{"kubeletPlugin": map[string]any{"hostNetwork": true}},
 			"kubeletPlugin.updateStrategy.rollingUpdate.maxSurge: with kubeletPlugin.hostNetwork"},
 		"unknown edits source": {nil, map[string]any{"gpu": map[string]any{"edits": "guess"}}, "at '/gpu/edits': value must be one of"},

@@ -60,8 +60,8 @@ Checks of value combinations that the schema cannot express; each failure
 names the value to change.
 */}}
 {{- define "vgpu-dra.validate" -}}
-{{- if .Values.controller.enabled -}}
-{{- fail "controller.enabled: the dra-controller is not part of this chart version yet; leave it false" -}}
+{{- if and .Values.controller.enabled (eq (int .Values.controller.webhook.port) (int .Values.controller.metricsPort)) -}}
+{{- fail (printf "controller.metricsPort: %v is also controller.webhook.port; the two servers need different ports" .Values.controller.metricsPort) -}}
 {{- end -}}
 {{- $ru := .Values.kubeletPlugin.updateStrategy.rollingUpdate | default dict -}}
 {{- if and .Values.kubeletPlugin.hostNetwork (eq .Values.kubeletPlugin.updateStrategy.type "RollingUpdate") (ne (toString (default 0 $ru.maxSurge)) "0") -}}
@@ -80,4 +80,47 @@ names the value to change.
 {{/* Probe timeout: the plugin's own /healthz time limit plus a margin. */}}
 {{- define "vgpu-dra.probeTimeout" -}}
 {{- add 5 (regexReplaceAll "s$" .Values.kubeletPlugin.healthzTimeout "" | int) -}}
+{{- end -}}
+
+{{- define "vgpu-dra.controllerName" -}}
+{{- printf "%s-controller" (include "vgpu-dra.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "vgpu-dra.controllerSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "vgpu-dra.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: controller
+{{- end -}}
+
+{{- define "vgpu-dra.controllerServiceAccount" -}}
+{{- default (include "vgpu-dra.controllerName" .) .Values.controller.serviceAccount.name -}}
+{{- end -}}
+
+{{/*
+The Secret holding the webhook's serving certificate: written by the chart
+(self-signed) or by cert-manager. The names differ so that switching between
+the two never makes Helm adopt a Secret another owner manages.
+*/}}
+{{- define "vgpu-dra.controllerTLSSecret" -}}
+{{- if .Values.controller.webhook.certManager.enabled -}}
+{{- printf "%s-cert" (include "vgpu-dra.controllerName" .) -}}
+{{- else -}}
+{{- printf "%s-tls" (include "vgpu-dra.controllerName" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The DNS names the API server uses to reach the webhook Service. */}}
+{{- define "vgpu-dra.controllerDNSNames" -}}
+{{- $svc := include "vgpu-dra.controllerName" . -}}
+{{- list $svc (printf "%s.%s" $svc .Release.Namespace) (printf "%s.%s.svc" $svc .Release.Namespace) | join "," -}}
+{{- end -}}
+
+{{/* Environment that points client-go at apiServer.host instead of the in-cluster Service. */}}
+{{- define "vgpu-dra.apiServerEnv" -}}
+{{- with .Values.apiServer.host -}}
+- name: KUBERNETES_SERVICE_HOST
+  value: {{ . | quote }}
+- name: KUBERNETES_SERVICE_PORT
+  value: {{ $.Values.apiServer.port | quote }}
+{{- end -}}
 {{- end -}}
