@@ -40,6 +40,10 @@ type driver struct {
 	// deviceByUUID maps GPU UUIDs to DRA device names for health reports.
 	deviceByUUID map[string]string
 	health       xidSource
+	// sweep removes leftovers of claims that are no longer prepared (a
+	// crash between unprepare steps of an earlier instance); it runs after
+	// every unprepare call.
+	sweep func(context.Context)
 
 	operations *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
@@ -94,6 +98,9 @@ func (d *driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	}
 	for _, e := range results {
 		d.operations.WithLabelValues("unprepare", resultLabel(e)).Inc()
+	}
+	if d.sweep != nil {
+		d.sweep(ctx)
 	}
 	return results, nil
 }

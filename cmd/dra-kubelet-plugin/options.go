@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 )
 
 // GPU base edit sources (see docs/prepare.md).
@@ -48,6 +50,9 @@ type options struct {
 	httpAddress   string
 	probeTimeout  time.Duration
 	shutdownGrace time.Duration
+
+	monitorInterval     time.Duration
+	claimStatusInterval time.Duration
 }
 
 func newOptions() *options {
@@ -71,6 +76,9 @@ func newOptions() *options {
 		httpAddress:       ":8080",
 		probeTimeout:      5 * time.Second,
 		shutdownGrace:     10 * time.Second,
+
+		monitorInterval:     monitor.DefaultInterval,
+		claimStatusInterval: monitor.DefaultStatusInterval,
 	}
 }
 
@@ -108,6 +116,10 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.httpAddress, "http-address", o.httpAddress, "Address for /metrics (Prometheus) and /healthz (checks the plugin's gRPC sockets). Empty disables it.")
 	fs.DurationVar(&o.probeTimeout, "healthz-timeout", o.probeTimeout, "Time limit for one /healthz check of the gRPC sockets.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", o.shutdownGrace, "Time allowed for in-flight requests after SIGTERM.")
+
+	fs = named.FlagSet("monitor")
+	fs.DurationVar(&o.monitorInterval, "monitor-interval", o.monitorInterval, "Shortest time between two reads of the claims' shared regions and NVML; scrapes in between get the last values. Set it to the Prometheus scrape interval or less.")
+	fs.DurationVar(&o.claimStatusInterval, "claim-status-interval", o.claimStatusInterval, "Longest time a changed usage waits before it is written to the ResourceClaim's status.devices (large changes go sooner, at most every sixth of it). Negative turns status writing off.")
 }
 
 func (o *options) validate() error {
@@ -125,6 +137,12 @@ func (o *options) validate() error {
 	}
 	if o.memoryMin.Sign() < 0 {
 		errs = append(errs, fmt.Errorf("--memory-min: must not be negative, got %s", o.memoryMin.String()))
+	}
+	if o.monitorInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--monitor-interval: must be positive, got %s", o.monitorInterval))
+	}
+	if o.claimStatusInterval == 0 {
+		errs = append(errs, errors.New("--claim-status-interval: must not be zero (negative turns status writing off)"))
 	}
 	for _, dir := range []struct{ flag, value string }{
 		{"state-root", o.stateRoot}, {"cdi-root", o.cdiRoot},

@@ -25,6 +25,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
 )
 
@@ -81,6 +82,35 @@ func run(ctx context.Context, o *options) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d := newDriver(manager, cancel, o.nodeName, byName, registry)
+
+	// Directories of claims no longer prepared are removed once the manager
+	// has recovered, and again after every unprepare; the monitor reads the
+	// prepared claims' regions.
+	d.sweep = func(ctx context.Context) {
+		if _, err := monitor.RemoveStaleClaimDirs(ctx, filepath.Join(o.stateRoot, "claims"), manager, monitor.DefaultStaleDirAge); err != nil {
+			klog.FromContext(ctx).Error(err, "Removing directories of claims that are no longer prepared failed")
+		}
+	}
+	d.sweep(ctx)
+	mon, err := monitor.New(ctx, monitor.Options{
+		DriverName:     driverName,
+		NodeName:       o.nodeName,
+		Claims:         manager,
+		GPUs:           infos,
+		NVML:           nvmlLib,
+		Registry:       registry,
+		KubeClient:     client,
+		Interval:       o.monitorInterval,
+		StatusInterval: o.claimStatusInterval,
+	})
+	if err != nil {
+		return err
+	}
+	go func() {
+		if err := mon.Run(ctx); err != nil {
+			cancel(fmt.Errorf("usage monitor: %w", err))
+		}
+	}()
 	if o.deviceHealth {
 		ignored := gpu.DefaultIgnoredXIDs()
 		for _, xid := range o.ignoredXIDs {

@@ -1,7 +1,10 @@
 // Package region is the Go side of the per-claim shared-region contract
 // defined by vgpu-core/include/vgpu_region.h.
 //
-// The kubelet plugin only creates the file: a zero-filled regular file of
-// exactly Size bytes that libvgpu.so initialises on first attach. The layout
-// itself is read by the monitor, which mirrors the header's offsets.
+// The kubelet plugin creates the file (Create): a zero-filled regular file of
+// exactly Size bytes that libvgpu.so initialises on first attach. The monitor
+// reads it (Reader) from pread snapshots, never through a mapping: the file
+// is writable by the claim's containers, so every field is validated or
+// clamped before use and a region that breaks the layout is reported as
+// corrupt instead of being interpreted.
 package region

@@ -1,0 +1,51 @@
+package monitor
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
+)
+
+// BenchmarkCollect measures one collection over 100 claims with 8 active
+// processes each, as a scrape after the interval pays it.
+func BenchmarkCollect(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("claims=%d", n), func(b *testing.B) { benchmarkCollect(b, n, 8) })
+	}
+}
+
+func benchmarkCollect(b *testing.B, nClaims, nProcs int) {
+	dir := b.TempDir()
+	src := &fakeClaims{}
+	var list []claims.PreparedClaim
+	for i := range nClaims {
+		uid := types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
+		c := preparedClaim(dir, uid, "ns", fmt.Sprintf("claim-%d", i))
+		procs := make([]regiontest.Process, nProcs)
+		for p := range procs {
+			procs[p] = proc(p*3, uint32(100+p), 100*mib, uint64(1000*p), 0)
+		}
+		writeClaimRegion(b, c.RegionPath, uint64(nProcs)*100*mib, uint64(nProcs)*100*mib, 50, procs...)
+		list = append(list, c)
+	}
+	src.set(list...)
+	m, err := New(klog.NewContext(b.Context(), klog.Background()), Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: src, GPUs: testGPUs, Registry: prometheus.NewRegistry(), Interval: time.Nanosecond})
+	require.NoError(b, err)
+	logger := klog.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		snap := m.collect(logger)
+		if len(snap.claims) != nClaims || snap.claims[0].devices[0].processes != nProcs {
+			b.Fatalf("collection read %d claims, %d processes", len(snap.claims), snap.claims[0].devices[0].processes)
+		}
+	}
+}

@@ -1,0 +1,224 @@
+package monitor
+
+import (
+	"errors"
+	"io/fs"
+	"math"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
+)
+
+// Reasons of vgpu_dra_monitor_region_errors_total.
+const (
+	reasonVanished   = "vanished"
+	reasonCorrupt    = "corrupt"
+	reasonUnreadable = "unreadable"
+	reasonNVML       = "nvml"
+)
+
+// snapshot is one collection: the state all metrics and status writes of an
+// interval are derived from.
+type snapshot struct {
+	at     time.Time
+	claims []claimUsage
+	// gpus holds NVML's view by GPU UUID; missing when NVML failed.
+	gpus map[string]gpuSample
+}
+
+type claimUsage struct {
+	claim claims.PreparedClaim
+	pod   string
+	// err is set when the region could not be read; devices are then
+	// empty so that no stale value is exported.
+	err     error
+	devices []deviceUsage
+}
+
+// deviceUsage is the claim's use of claim.GPUs[i], clamped to the GPU.
+type deviceUsage struct {
+	usedBytes  uint64
+	peakBytes  uint64
+	smUtil     uint32 // percent
+	processes  int
+	launches   uint64 // monotonic total
+	throttleNS uint64 // monotonic total
+}
+
+type gpuSample struct {
+	usedBytes   uint64
+	utilization uint32 // percent
+}
+
+// procKey identifies a process across collections, also across pid reuse.
+type procKey struct {
+	slot      int
+	pid       uint32
+	pidns     uint64
+	startTime uint64
+}
+
+type procCounters struct{ launches, throttleNS uint64 }
+
+// counterState turns the per-process counters in a region, which vanish
+// when a process exits, into totals that only grow: a process's last seen
+// values are retired into the total when its slot goes away.
+type counterState struct {
+	retired procCounters
+	live    map[procKey]procCounters
+}
+
+type counterKey struct {
+	claim types.UID
+	uuid  string
+}
+
+// collect reads every prepared claim. It holds no lock; the caller
+// serialises collections.
+func (m *Monitor) collect(logger klog.Logger) *snapshot {
+	start := m.now()
+	prepared := m.opts.Claims.PreparedClaims()
+	snap := &snapshot{at: start, claims: make([]claimUsage, 0, len(prepared))}
+	seenCounters := make(map[counterKey]bool, len(m.counters))
+	seenClaims := make(map[types.UID]bool, len(prepared))
+
+	for _, c := range prepared {
+		seenClaims[c.UID] = true
+		cu := claimUsage{claim: c, pod: m.podNames(c)}
+		reg, err := m.reader.Read(c.RegionPath)
+		if err != nil {
+			cu.err = err
+			m.regionFailed(logger, c, err)
+		} else {
+			m.regionOK(logger, c, reg)
+			cu.devices = m.usage(c, reg, seenCounters)
+		}
+		snap.claims = append(snap.claims, cu)
+	}
+	// Forget claims that are gone, so memory stays bounded by what is prepared.
+	for k := range m.counters {
+		if !seenCounters[k] {
+			delete(m.counters, k)
+		}
+	}
+	for uid := range m.regionErrs {
+		if !seenClaims[uid] {
+			delete(m.regionErrs, uid)
+		}
+	}
+	snap.gpus = m.sampleGPUs(logger)
+	m.collectDuration.Observe(m.now().Sub(start).Seconds())
+	return snap
+}
+
+// usage matches the claim's GPUs with the region's device records by UUID:
+// records for GPUs the claim does not have are ignored, since the region is
+// written by the claim's containers.
+func (m *Monitor) usage(c claims.PreparedClaim, reg *region.Region, seen map[counterKey]bool) []deviceUsage {
+	out := make([]deviceUsage, len(c.GPUs))
+	for i, g := range c.GPUs {
+		rec := -1
+		for j := range reg.Devices {
+			if reg.Devices[j].UUID == g.UUID {
+				rec = j
+				break
+			}
+		}
+		key := counterKey{claim: c.UID, uuid: g.UUID}
+		seen[key] = true
+		st := m.counters[key]
+		if st == nil {
+			st = &counterState{live: map[procKey]procCounters{}}
+			m.counters[key] = st
+		}
+		live := make(map[procKey]procCounters, len(st.live))
+		u := &out[i]
+		if rec >= 0 {
+			total := m.gpuMemory(g.UUID)
+			d := reg.Devices[rec]
+			u.usedBytes = min(d.UsedBytes, total)
+			u.peakBytes = min(d.PeakBytes, total)
+			u.smUtil = d.SMUtilPercent
+			for _, p := range reg.Processes {
+				pd := p.Devices[rec]
+				k := procKey{slot: p.Slot, pid: p.PID, pidns: p.PIDNamespace, startTime: p.StartTime}
+				cur := procCounters{launches: pd.KernelLaunches, throttleNS: pd.ThrottledNS}
+				if prev, ok := st.live[k]; ok && (cur.launches < prev.launches || cur.throttleNS < prev.throttleNS) {
+					// Counters went back: the slot was rewritten; keep what was counted.
+					st.retire(prev)
+				}
+				live[k] = cur
+				// A process of the claim counts for the GPUs it has touched.
+				if pd.UsedBytes > 0 || pd.OverheadBytes > 0 || pd.KernelLaunches > 0 {
+					u.processes++
+				}
+			}
+		}
+		for k, prev := range st.live {
+			if _, ok := live[k]; !ok {
+				st.retire(prev)
+			}
+		}
+		st.live = live
+		u.launches, u.throttleNS = st.retired.launches, st.retired.throttleNS
+		for _, v := range live {
+			u.launches = saturatingAdd(u.launches, v.launches)
+			u.throttleNS = saturatingAdd(u.throttleNS, v.throttleNS)
+		}
+	}
+	return out
+}
+
+func (s *counterState) retire(c procCounters) {
+	s.retired.launches = saturatingAdd(s.retired.launches, c.launches)
+	s.retired.throttleNS = saturatingAdd(s.retired.throttleNS, c.throttleNS)
+}
+
+func saturatingAdd(a, b uint64) uint64 {
+	if a > math.MaxUint64-b {
+		return math.MaxUint64
+	}
+	return a + b
+}
+
+// gpuMemory bounds byte counts read from a region; unknown GPUs are not
+// bounded.
+func (m *Monitor) gpuMemory(uuid string) uint64 {
+	if g, ok := m.gpus[uuid]; ok && g.MemoryBytes > 0 {
+		return g.MemoryBytes
+	}
+	return math.MaxUint64
+}
+
+// regionFailed counts the error and logs it when the claim's region turns
+// bad or fails differently than before; repeats are logged at V(4).
+func (m *Monitor) regionFailed(logger klog.Logger, c claims.PreparedClaim, err error) {
+	reason := reasonUnreadable
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		reason = reasonVanished
+	case errors.Is(err, region.ErrCorrupt):
+		reason = reasonCorrupt
+	}
+	m.regionErrors.WithLabelValues(reason).Inc()
+	if prev, ok := m.regionErrs[c.UID]; ok && prev == err.Error() {
+		logger.V(4).Info("Shared region still unreadable", "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID, "reason", reason, "err", err)
+		return
+	}
+	m.regionErrs[c.UID] = err.Error()
+	logger.Error(err, "Cannot read the shared region of a prepared claim; its usage is not reported", "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID, "reason", reason)
+}
+
+func (m *Monitor) regionOK(logger klog.Logger, c claims.PreparedClaim, reg *region.Region) {
+	if _, bad := m.regionErrs[c.UID]; bad {
+		delete(m.regionErrs, c.UID)
+		logger.Info("Shared region readable again", "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID)
+	}
+	if reg.Unstable > 0 {
+		logger.V(2).Info("Process slots changed during every read; their usage is left out of this collection", "claim", klog.KRef(c.Namespace, c.Name), "slots", reg.Unstable)
+	}
+}

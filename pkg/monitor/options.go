@@ -1,0 +1,83 @@
+package monitor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+)
+
+// Defaults for Options.
+const (
+	DefaultInterval       = 10 * time.Second
+	DefaultStatusInterval = 30 * time.Second
+)
+
+// ClaimSource lists the claims prepared on this node; *claims.Manager is one.
+type ClaimSource interface {
+	PreparedClaims() []claims.PreparedClaim
+}
+
+// Options configures a Monitor.
+type Options struct {
+	// DriverName is the DRA driver name; status.devices entries of this
+	// driver are written.
+	DriverName string
+	// NodeName is the value of the node label.
+	NodeName string
+	// Claims lists the prepared claims.
+	Claims ClaimSource
+	// GPUs are the node's GPUs (total memory, index).
+	GPUs []gpu.Info
+	// NVML, when set, provides each GPU's memory use and utilisation. The
+	// monitor initialises it in Run and shuts it down when Run returns.
+	NVML nvml.Interface
+	// Registry receives the monitor's metrics.
+	Registry prometheus.Registerer
+	// KubeClient, when set, is used to watch ResourceClaims (pod label) and
+	// to write their status. Without it both are off.
+	KubeClient kubernetes.Interface
+	// Interval is the shortest time between two collections; scrapes in
+	// between are served from the last one. Zero means DefaultInterval.
+	Interval time.Duration
+	// StatusInterval is the longest a changed usage waits before it is
+	// written to a claim's status; bigger changes are written sooner. Zero
+	// means DefaultStatusInterval; negative turns status writing off.
+	StatusInterval time.Duration
+}
+
+func (o *Options) validate() error {
+	var errs []error
+	if o.DriverName == "" {
+		errs = append(errs, errors.New("driver name is required"))
+	}
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("node name is required"))
+	}
+	if o.Claims == nil {
+		errs = append(errs, errors.New("claim source is required"))
+	}
+	if o.Registry == nil {
+		errs = append(errs, errors.New("metrics registry is required"))
+	}
+	if o.Interval < 0 {
+		errs = append(errs, fmt.Errorf("interval must not be negative, got %s", o.Interval))
+	}
+	seen := map[string]bool{}
+	for _, g := range o.GPUs {
+		if g.UUID == "" {
+			errs = append(errs, fmt.Errorf("GPU %d has no UUID", g.Index))
+		}
+		if seen[g.UUID] {
+			errs = append(errs, fmt.Errorf("GPU UUID %s is listed twice", g.UUID))
+		}
+		seen[g.UUID] = true
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,128 @@
+package monitor
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+)
+
+func TestClaimStatus(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	a := preparedClaim(dir, uidA, "team-a", "train")
+	writeClaimRegion(t, a.RegionPath, gib, gib, 20, proc(0, 7, gib, 10, 0))
+
+	obj := &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: uidA, Generation: 2},
+		Status: resourceapi.ResourceClaimStatus{ReservedFor: []resourceapi.ResourceClaimConsumerReference{
+			{Resource: "pods", Name: "train-1", UID: "p1"}, {Resource: "pods", Name: "train-0", UID: "p0"},
+		}},
+	}
+	client := fake.NewClientset(obj)
+	reg := prometheus.NewRegistry()
+	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: &fakeClaims{claims: []claims.PreparedClaim{a}},
+		GPUs: testGPUs, Registry: reg, KubeClient: client, Interval: time.Second, StatusInterval: 30 * time.Second})
+	require.NoError(t, err)
+	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	m.now = clk.now
+	ctx, cancel := context.WithCancel(ctx)
+	m.informers.Start(ctx.Done())
+	// Shutdown waits for the informers, which stop with ctx.
+	defer m.informers.Shutdown()
+	defer cancel()
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), m.informers.Resource().V1().ResourceClaims().Informer().HasSynced))
+
+	writes := func() float64 { return testutil.ToFloat64(m.statusWrites.WithLabelValues("success")) }
+	readStatus := func() (resourceapi.AllocatedDeviceStatus, DeviceData) {
+		t.Helper()
+		got, err := client.ResourceV1().ResourceClaims("team-a").Get(ctx, "train", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Len(t, got.Status.Devices, 1)
+		var data DeviceData
+		require.NotNil(t, got.Status.Devices[0].Data)
+		require.NoError(t, json.Unmarshal(got.Status.Devices[0].Data.Raw, &data))
+		return got.Status.Devices[0], data
+	}
+
+	m.writeStatuses(ctx)
+	assert.InDelta(t, 1, writes(), 0)
+	dev, data := readStatus()
+	assert.Equal(t, "vgpu.dra.dev", dev.Driver)
+	assert.Equal(t, "node-a", dev.Pool)
+	assert.Equal(t, "gpu-0", dev.Device)
+	require.NotNil(t, dev.ShareID)
+	assert.Equal(t, "share-1", *dev.ShareID)
+	ready := meta.FindStatusCondition(dev.Conditions, ConditionReady)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionTrue, ready.Status)
+	assert.Equal(t, ReasonPrepared, ready.Reason)
+	assert.EqualValues(t, 2, ready.ObservedGeneration)
+	assert.Equal(t, uuid0, data.UUID)
+	assert.Equal(t, resource.MustParse("4Gi"), data.MemoryLimit)
+	assert.EqualValues(t, 30, data.CoresLimit)
+	require.NotNil(t, data.MemoryUsed)
+	assert.Equal(t, resource.MustParse("1Gi"), *data.MemoryUsed)
+	assert.EqualValues(t, 20, *data.SMUtilization)
+	assert.EqualValues(t, 1, *data.Processes)
+	assert.Equal(t, "train-0,train-1", m.podNames(a), "pod label lists the reserving pods")
+
+	// A small change waits for the status interval.
+	writeClaimRegion(t, a.RegionPath, gib+mib, gib+mib, 22, proc(0, 7, gib+mib, 20, 0))
+	clk.add(10 * time.Second)
+	m.writeStatuses(ctx)
+	assert.InDelta(t, 1, writes(), 0, "a small change is rate-limited")
+	clk.add(20 * time.Second)
+	m.writeStatuses(ctx)
+	assert.InDelta(t, 2, writes(), 0, "written once the status interval passed")
+	_, data = readStatus()
+	assert.EqualValues(t, gib+mib, data.MemoryUsed.Value())
+
+	// A new process is a large change: written after a sixth of the interval.
+	writeClaimRegion(t, a.RegionPath, 2*gib, 2*gib, 22, proc(0, 7, gib, 20, 0), proc(1, 8, gib, 5, 0))
+	clk.add(2 * time.Second)
+	m.writeStatuses(ctx)
+	assert.InDelta(t, 2, writes(), 0, "even large changes keep a minimum spacing")
+	clk.add(4 * time.Second)
+	m.writeStatuses(ctx)
+	assert.InDelta(t, 3, writes(), 0)
+	_, data = readStatus()
+	assert.EqualValues(t, 2, *data.Processes)
+
+	// Nothing changed: no write however long it waits.
+	clk.add(time.Hour)
+	m.writeStatuses(ctx)
+	assert.InDelta(t, 3, writes(), 0)
+
+	// An unreadable region flips Ready at once and drops the usage.
+	require.NoError(t, writeGarbage(a.RegionPath))
+	clk.add(time.Second)
+	m.writeStatuses(ctx)
+	assert.InDelta(t, 4, writes(), 0)
+	dev, data = readStatus()
+	ready = meta.FindStatusCondition(dev.Conditions, ConditionReady)
+	require.NotNil(t, ready)
+	assert.Equal(t, metav1.ConditionFalse, ready.Status)
+	assert.Equal(t, ReasonRegionUnreadable, ready.Reason)
+	assert.Contains(t, ready.Message, a.RegionPath)
+	assert.Nil(t, data.MemoryUsed)
+	assert.EqualValues(t, 30, data.CoresLimit, "limits stay visible")
+}
+
+func writeGarbage(path string) error {
+	return mkdirAllAndWrite(path, []byte("not a region"))
+}

@@ -1,0 +1,94 @@
+package region
+
+// Layout constants and byte offsets mirrored from vgpu_region.h. A test
+// compiles the header and compares every offset below with offsetof(), so
+// the two cannot drift apart unnoticed.
+const (
+	// Magic is VGPU_REGION_MAGIC, "VGPUREG1" as a little-endian uint64.
+	Magic uint64 = 0x3147455255504756
+	// Major is the layout major version this reader understands; a newer
+	// minor only adds fields in reserved space and is accepted.
+	Major = 1
+
+	MaxDevices = 16
+	MaxSlots   = 512
+	UUIDLen    = 48
+
+	HeaderSize     = 256
+	DeviceSize     = 256
+	SlotSize       = 1152
+	SlotDeviceSize = 64
+	DevicesOffset  = 256
+	SlotsOffset    = 8192
+
+	// initPIDNamespace is the inode of the initial pid namespace
+	// (VGPU_INIT_PIDNS_INO): a slot with this pidns holds a host pid.
+	initPIDNamespace uint64 = 0xEFFFFFFC
+)
+
+// Header field offsets (struct vgpu_region_header).
+const (
+	offMagic         = 0
+	offMajor         = 8
+	offMinor         = 10
+	offInitState     = 12
+	offRegionSize    = 16
+	offHeaderSize    = 24
+	offDeviceSize    = 28
+	offSlotSize      = 32
+	offMaxDevices    = 36
+	offMaxSlots      = 40
+	offDeviceCount   = 44
+	offDevicesOffset = 48
+	offSlotsOffset   = 56
+	offGeneration    = 64
+	offInitTimeNS    = 72
+)
+
+// Device record field offsets (struct vgpu_region_device).
+const (
+	offDevUUID          = 0
+	offDevMemoryLimit   = 48
+	offDevSMLimit       = 56
+	offDevState         = 60
+	offDevUsedBytes     = 64
+	offDevPeakBytes     = 72
+	offDevComputePolicy = 160
+	offDevSMUtil        = 164
+)
+
+// Slot field offsets (struct vgpu_region_slot).
+const (
+	offSlotState     = 0
+	offSlotPID       = 4
+	offSlotHostPID   = 8
+	offSlotSeq       = 12
+	offSlotStartTime = 16
+	offSlotPIDNS     = 24
+	offSlotHeartbeat = 32
+	offSlotDevices   = 128
+)
+
+// Per-process device usage offsets (struct vgpu_region_slot_device).
+const (
+	offSDUsedBytes      = 0
+	offSDPeakBytes      = 8
+	offSDOverheadBytes  = 16
+	offSDKernelLaunches = 24
+	offSDThrottledNS    = 32
+	offSDSMUtil         = 40
+)
+
+// header.init_state values.
+const (
+	initUninitialised = 0
+	initInitialising  = 1
+	initReady         = 2
+)
+
+// device.state, slot.state values.
+const (
+	deviceActive = 1
+	slotFree     = 0
+	slotActive   = 1
+)

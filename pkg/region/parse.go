@@ -1,0 +1,306 @@
+package region
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+)
+
+// ErrCorrupt marks a region whose content breaks the layout contract. The
+// wrapping error names the offending field.
+var ErrCorrupt = errors.New("corrupt region")
+
+// State is the initialisation state of a region (header.init_state).
+type State int
+
+const (
+	// StateUninitialised is a zero-filled region no process has attached to.
+	StateUninitialised State = iota
+	// StateInitialising is a region whose first process is writing the
+	// header, or died doing so; its content is not meaningful yet.
+	StateInitialising
+	// StateReady is an initialised region.
+	StateReady
+)
+
+func (s State) String() string {
+	switch s {
+	case StateUninitialised:
+		return "uninitialised"
+	case StateInitialising:
+		return "initialising"
+	case StateReady:
+		return "ready"
+	}
+	return fmt.Sprintf("State(%d)", int(s))
+}
+
+// Region is a validated snapshot of one shared region. Devices and
+// Processes are empty unless State is StateReady.
+type Region struct {
+	State State
+	// Minor is the layout minor version of the writer.
+	Minor uint16
+	// Generation counts (re)initialisations of the region.
+	Generation uint64
+	// InitTime is when the region was last initialised; zero if the
+	// recorded value is out of range.
+	InitTime time.Time
+	// Devices are the claim's GPUs in record order.
+	Devices []Device
+	// Processes are the active process slots in slot order.
+	Processes []Process
+	// Unstable counts active slots that changed during every read attempt;
+	// their usage is missing from Processes.
+	Unstable int
+}
+
+// Device is one GPU record. Byte counts are as published and bounded by
+// nothing but their type: callers clamp them to the GPU's memory.
+type Device struct {
+	UUID string
+	// MemoryLimitBytes and SMLimitPercent are informational copies written
+	// by the library; limits are never taken from the region.
+	MemoryLimitBytes uint64
+	// SMLimitPercent is clamped to 0..100 (0 = unlimited).
+	SMLimitPercent uint32
+	// UsedBytes is the claim-wide reservation counter on this GPU.
+	UsedBytes uint64
+	// PeakBytes is the high-water mark, never below UsedBytes.
+	PeakBytes uint64
+	// SMUtilPercent is the claim-wide SM utilisation, clamped to 0..100.
+	SMUtilPercent uint32
+}
+
+// Process is one active process slot.
+type Process struct {
+	// Slot is the slot index, stable for the life of the process.
+	Slot int
+	// PID is the pid in the process's own pid namespace.
+	PID uint32
+	// HostPID is the pid in the initial pid namespace, 0 if unknown.
+	HostPID uint32
+	// StartTime is field 22 of /proc/<pid>/stat (clock ticks since boot);
+	// with the pid it identifies the process across pid reuse.
+	StartTime uint64
+	// PIDNamespace is the inode of the process's pid namespace.
+	PIDNamespace uint64
+	// Heartbeat is the process's last update; zero if out of range.
+	Heartbeat time.Time
+	// Devices holds the process's usage of each Region.Devices entry, by
+	// the same index.
+	Devices []ProcessDevice
+}
+
+// ProcessDevice is one process's usage of one GPU of the claim.
+type ProcessDevice struct {
+	UsedBytes uint64
+	// PeakBytes is never below UsedBytes.
+	PeakBytes uint64
+	// OverheadBytes is context and module memory beyond tracked bytes.
+	OverheadBytes  uint64
+	KernelLaunches uint64
+	// ThrottledNS is the time launches waited for compute tokens.
+	ThrottledNS uint64
+	// SMUtilPercent is clamped to 0..100.
+	SMUtilPercent uint32
+}
+
+// slotSource returns a consistent copy of slot i, or false when the slot
+// kept changing; raw is slot i as found in the snapshot.
+type slotSource func(i int, raw []byte) (slot []byte, ok bool, err error)
+
+// Parse validates and decodes a complete region snapshot of exactly Size
+// bytes. A slot caught mid-update (odd seqlock) counts as Unstable, since a
+// snapshot cannot be re-read; Reader retries such slots instead.
+func Parse(b []byte) (*Region, error) {
+	return parse(b, func(_ int, raw []byte) ([]byte, bool, error) {
+		return raw, le32(raw, offSlotSeq)%2 == 0, nil
+	})
+}
+
+func parse(b []byte, slots slotSource) (*Region, error) {
+	if len(b) != Size {
+		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrCorrupt, len(b), Size)
+	}
+	r := &Region{}
+	switch st := le32(b, offInitState); st {
+	case initUninitialised:
+		return r, nil
+	case initInitialising:
+		r.State = StateInitialising
+		return r, nil
+	case initReady:
+		r.State = StateReady
+	default:
+		return nil, fmt.Errorf("%w: header.init_state = %d, want 0, 1 or 2", ErrCorrupt, st)
+	}
+	count, err := parseHeader(b, r)
+	if err != nil {
+		return nil, err
+	}
+	r.Devices = make([]Device, count)
+	seen := make(map[string]int, count)
+	for i := range r.Devices {
+		if err := parseDevice(b[DevicesOffset+i*DeviceSize:][:DeviceSize], i, &r.Devices[i]); err != nil {
+			return nil, err
+		}
+		if j, dup := seen[r.Devices[i].UUID]; dup {
+			return nil, fmt.Errorf("%w: devices[%d].uuid %q repeats devices[%d]", ErrCorrupt, i, r.Devices[i].UUID, j)
+		}
+		seen[r.Devices[i].UUID] = i
+	}
+
+	var usage []ProcessDevice
+	for i := range MaxSlots {
+		raw := b[SlotsOffset+i*SlotSize:][:SlotSize]
+		if le32(raw, offSlotState) == slotFree {
+			continue
+		}
+		slot, ok, err := slots(i, raw)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			r.Unstable++
+			continue
+		}
+		switch st := le32(slot, offSlotState); st {
+		case slotFree:
+			// Released while we read it.
+			continue
+		case slotActive:
+		default:
+			return nil, fmt.Errorf("%w: slots[%d].state = %d, want 0 or 1", ErrCorrupt, i, st)
+		}
+		if len(usage) < count {
+			// One backing array per batch of processes keeps allocations low.
+			usage = make([]ProcessDevice, count*8)
+		}
+		p, err := parseSlot(slot, i, usage[:count:count])
+		if err != nil {
+			return nil, err
+		}
+		usage = usage[count:]
+		r.Processes = append(r.Processes, p)
+	}
+	return r, nil
+}
+
+// parseHeader checks every size and offset field against this layout and
+// returns the device count.
+func parseHeader(b []byte, r *Region) (int, error) {
+	if m := le64(b, offMagic); m != Magic {
+		return 0, fmt.Errorf("%w: header.magic = %#x, want %#x", ErrCorrupt, m, Magic)
+	}
+	if v := le16(b, offMajor); v != Major {
+		return 0, fmt.Errorf("%w: header.major = %d, this reader supports %d", ErrCorrupt, v, Major)
+	}
+	r.Minor = le16(b, offMinor)
+	for _, f := range []struct {
+		name string
+		got  uint64
+		want uint64
+	}{
+		{"region_size", le64(b, offRegionSize), Size},
+		{"header_size", uint64(le32(b, offHeaderSize)), HeaderSize},
+		{"device_size", uint64(le32(b, offDeviceSize)), DeviceSize},
+		{"slot_size", uint64(le32(b, offSlotSize)), SlotSize},
+		{"max_devices", uint64(le32(b, offMaxDevices)), MaxDevices},
+		{"max_slots", uint64(le32(b, offMaxSlots)), MaxSlots},
+		{"devices_offset", le64(b, offDevicesOffset), DevicesOffset},
+		{"slots_offset", le64(b, offSlotsOffset), SlotsOffset},
+	} {
+		if f.got != f.want {
+			return 0, fmt.Errorf("%w: header.%s = %d, want %d", ErrCorrupt, f.name, f.got, f.want)
+		}
+	}
+	count := le32(b, offDeviceCount)
+	if count > MaxDevices {
+		return 0, fmt.Errorf("%w: header.device_count = %d, want at most %d", ErrCorrupt, count, MaxDevices)
+	}
+	r.Generation = le64(b, offGeneration)
+	r.InitTime = unixNano(le64(b, offInitTimeNS))
+	return int(count), nil
+}
+
+func parseDevice(b []byte, i int, d *Device) error {
+	uuid, err := cString(b[offDevUUID:][:UUIDLen])
+	if err != nil {
+		return fmt.Errorf("%w: devices[%d].uuid: %w", ErrCorrupt, i, err)
+	}
+	if st := le32(b, offDevState); st != deviceActive {
+		return fmt.Errorf("%w: devices[%d].state = %d, want %d (active) for a published record", ErrCorrupt, i, st, deviceActive)
+	}
+	d.UUID = uuid
+	d.MemoryLimitBytes = le64(b, offDevMemoryLimit)
+	d.SMLimitPercent = min(le32(b, offDevSMLimit), 100)
+	d.UsedBytes = le64(b, offDevUsedBytes)
+	d.PeakBytes = max(le64(b, offDevPeakBytes), d.UsedBytes)
+	d.SMUtilPercent = min(le32(b, offDevSMUtil), 100)
+	return nil
+}
+
+func parseSlot(b []byte, i int, usage []ProcessDevice) (Process, error) {
+	p := Process{
+		Slot:         i,
+		PID:          le32(b, offSlotPID),
+		HostPID:      le32(b, offSlotHostPID),
+		StartTime:    le64(b, offSlotStartTime),
+		PIDNamespace: le64(b, offSlotPIDNS),
+		Heartbeat:    unixNano(le64(b, offSlotHeartbeat)),
+		Devices:      usage,
+	}
+	if p.PID == 0 {
+		return Process{}, fmt.Errorf("%w: slots[%d].pid = 0 in an active slot", ErrCorrupt, i)
+	}
+	if p.HostPID == 0 && p.PIDNamespace == initPIDNamespace {
+		p.HostPID = p.PID
+	}
+	for d := range usage {
+		sd := b[offSlotDevices+d*SlotDeviceSize:][:SlotDeviceSize]
+		used := le64(sd, offSDUsedBytes)
+		usage[d] = ProcessDevice{
+			UsedBytes:      used,
+			PeakBytes:      max(le64(sd, offSDPeakBytes), used),
+			OverheadBytes:  le64(sd, offSDOverheadBytes),
+			KernelLaunches: le64(sd, offSDKernelLaunches),
+			ThrottledNS:    le64(sd, offSDThrottledNS),
+			SMUtilPercent:  min(le32(sd, offSDSMUtil), 100),
+		}
+	}
+	return p, nil
+}
+
+// cString decodes a NUL-terminated GPU UUID: non-empty, letters, digits
+// and dashes only, so it is safe as a metric label and in logs.
+func cString(b []byte) (string, error) {
+	n := 0
+	for n < len(b) && b[n] != 0 {
+		c := b[n]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
+			return "", fmt.Errorf("byte %d is %#x, want a letter, digit or '-'", n, c)
+		}
+		n++
+	}
+	switch {
+	case n == len(b):
+		return "", fmt.Errorf("not NUL-terminated within %d bytes", len(b))
+	case n == 0:
+		return "", errors.New("empty")
+	}
+	return string(b[:n]), nil
+}
+
+func unixNano(ns uint64) time.Time {
+	if ns == 0 || ns > math.MaxInt64 {
+		return time.Time{}
+	}
+	return time.Unix(0, int64(ns))
+}
+
+func le16(b []byte, off int) uint16 { return binary.LittleEndian.Uint16(b[off:]) }
+func le32(b []byte, off int) uint32 { return binary.LittleEndian.Uint32(b[off:]) }
+func le64(b []byte, off int) uint64 { return binary.LittleEndian.Uint64(b[off:]) }

@@ -1,0 +1,179 @@
+package region
+
+import (
+	"encoding/binary"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
+)
+
+func writeRegion(t *testing.T, b []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "region")
+	require.NoError(t, regiontest.WriteFile(path, b))
+	return path
+}
+
+func TestReadFreshRegion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	require.NoError(t, Create(path))
+	got, err := NewReader().Read(path)
+	require.NoError(t, err)
+	assert.Equal(t, &Region{State: StateUninitialised}, got, "a created region has no process yet")
+
+	b := make([]byte, Size)
+	binary.LittleEndian.PutUint32(b[offInitState:], initInitialising)
+	got, err = NewReader().Read(writeRegion(t, b))
+	require.NoError(t, err)
+	assert.Equal(t, StateInitialising, got.State)
+	assert.Empty(t, got.Devices, "a half-written header is not interpreted")
+}
+
+func TestReadRejectsFilesThatAreNoRegion(t *testing.T) {
+	dir := t.TempDir()
+	target := writeRegion(t, fixtureBytes(t))
+	link := filepath.Join(dir, "link")
+	require.NoError(t, os.Symlink(target, link))
+	fifo := filepath.Join(dir, "fifo")
+	require.NoError(t, unix.Mkfifo(fifo, 0o666))
+	short := filepath.Join(dir, "short")
+	require.NoError(t, os.WriteFile(short, fixtureBytes(t)[:Size-1], 0o666))
+
+	for name, path := range map[string]string{"symlink": link, "fifo": fifo, "directory": dir, "short file": short} {
+		t.Run(name, func(t *testing.T) {
+			_, err := NewReader().Read(path)
+			require.ErrorIs(t, err, ErrCorrupt)
+			assert.Contains(t, err.Error(), path)
+		})
+	}
+	_, err := NewReader().Read(filepath.Join(dir, "missing"))
+	require.ErrorIs(t, err, fs.ErrNotExist, "a vanished region is told apart from a corrupt one")
+	assert.NotErrorIs(t, err, ErrCorrupt)
+}
+
+func TestParseRejectsCorruptFields(t *testing.T) {
+	slot3 := SlotsOffset + 3*SlotSize
+	for _, tc := range []struct {
+		name  string
+		off   int
+		value []byte
+		field string
+	}{
+		{"magic", offMagic, []byte{'X'}, "header.magic"},
+		{"major", offMajor, []byte{2}, "header.major"},
+		{"init state", offInitState, []byte{7}, "header.init_state"},
+		{"region size", offRegionSize, []byte{1}, "header.region_size"},
+		{"slot size", offSlotSize, []byte{0}, "header.slot_size"},
+		{"slots offset", offSlotsOffset, []byte{9}, "header.slots_offset"},
+		{"device count", offDeviceCount, []byte{17}, "header.device_count"},
+		{"uuid not terminated", DevicesOffset, []byte(strings.Repeat("A", UUIDLen)), "devices[0].uuid"},
+		{"uuid bad byte", DevicesOffset + 4, []byte{'\n'}, "devices[0].uuid"},
+		{"uuid empty", DevicesOffset + DeviceSize, []byte{0}, "devices[1].uuid"},
+		{"uuid repeated", DevicesOffset + DeviceSize, []byte("GPU-11111111-2222-3333-4444-555555555555"), "devices[1].uuid"},
+		{"device state", DevicesOffset + offDevState, []byte{0}, "devices[0].state"},
+		{"slot state", slot3 + offSlotState, []byte{5}, "slots[3].state"},
+		{"slot pid", slot3 + offSlotPID, []byte{0}, "slots[3].pid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fixtureBytes(t)
+			copy(b[tc.off:], tc.value)
+			_, err := Parse(b)
+			require.ErrorIs(t, err, ErrCorrupt)
+			assert.Contains(t, err.Error(), tc.field)
+		})
+	}
+}
+
+func TestParseClampsValues(t *testing.T) {
+	b := fixtureBytes(t)
+	dev := DevicesOffset
+	binary.LittleEndian.PutUint32(b[dev+offDevSMLimit:], 250)
+	binary.LittleEndian.PutUint32(b[dev+offDevSMUtil:], 1<<31)
+	binary.LittleEndian.PutUint64(b[dev+offDevPeakBytes:], 1) // below used
+	sd := SlotsOffset + offSlotDevices
+	binary.LittleEndian.PutUint32(b[sd+offSDSMUtil:], 101)
+	binary.LittleEndian.PutUint64(b[sd+offSDPeakBytes:], 0)
+	binary.LittleEndian.PutUint64(b[offInitTimeNS:], 1<<63)
+
+	r, err := Parse(b)
+	require.NoError(t, err)
+	d := r.Devices[0]
+	assert.EqualValues(t, 100, d.SMLimitPercent)
+	assert.EqualValues(t, 100, d.SMUtilPercent)
+	assert.Equal(t, d.UsedBytes, d.PeakBytes, "a peak below the current use is raised to it")
+	u := r.Processes[0].Devices[0]
+	assert.EqualValues(t, 100, u.SMUtilPercent)
+	assert.Equal(t, u.UsedBytes, u.PeakBytes)
+	assert.True(t, r.InitTime.IsZero(), "an out-of-range timestamp is dropped")
+}
+
+func TestParseSkipsSlotCaughtMidUpdate(t *testing.T) {
+	b := fixtureBytes(t)
+	binary.LittleEndian.PutUint32(b[SlotsOffset+offSlotSeq:], 7)
+	r, err := Parse(b)
+	require.NoError(t, err)
+	assert.Equal(t, 1, r.Unstable)
+	require.Len(t, r.Processes, 1)
+	assert.Equal(t, 3, r.Processes[0].Slot)
+}
+
+// TestReadSeqlock has a writer update a slot under its seqlock as fast as it
+// can, keeping two counters equal; every accepted read must see them equal.
+func TestReadSeqlock(t *testing.T) {
+	path := writeRegion(t, fixtureBytes(t))
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	m, err := unix.Mmap(int(f.Fd()), 0, Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	require.NoError(t, err)
+	defer func() { _ = unix.Munmap(m) }()
+
+	slot := SlotsOffset
+	seq := (*uint32)(unsafePointer(m, slot+offSlotSeq))
+	launches := (*uint64)(unsafePointer(m, slot+offSlotDevices+offSDKernelLaunches))
+	used := (*uint64)(unsafePointer(m, slot+offSlotDevices+offSDUsedBytes))
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := uint64(1); !stop.Load(); n++ {
+			atomic.AddUint32(seq, 1)
+			atomic.StoreUint64(launches, n)
+			atomic.StoreUint64(used, n)
+			atomic.AddUint32(seq, 1)
+		}
+	}()
+	r := NewReader()
+	consistent := 0
+	for range 2000 {
+		reg, err := r.Read(path)
+		require.NoError(t, err)
+		for _, p := range reg.Processes {
+			if p.Slot == 0 {
+				require.Equal(t, p.Devices[0].KernelLaunches, p.Devices[0].UsedBytes, "torn read accepted")
+				consistent++
+			}
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	assert.Positive(t, consistent, "some reads must succeed despite the writer")
+}
+
+func TestReadMissingIsNotExist(t *testing.T) {
+	_, err := NewReader().Read(filepath.Join(t.TempDir(), "gone"))
+	assert.True(t, errors.Is(err, fs.ErrNotExist))
+}
