@@ -43,7 +43,7 @@
 #define VGPU_REGION_MAGIC 0x3147455255504756ULL
 /* Readers refuse a different major; a newer minor only adds fields in reserved space. */
 #define VGPU_REGION_MAJOR 1
-#define VGPU_REGION_MINOR 0
+#define VGPU_REGION_MINOR 1 /* 1: slot device launch_cost_ns (compute limiter) */
 
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_SLOTS 512
@@ -141,7 +141,10 @@ struct vgpu_region_slot_device {
     uint64_t kernel_launches; /* 24 (issue 4) */
     uint64_t throttled_ns;    /* 32 time launches waited for tokens (issue 4) */
     uint32_t sm_util_percent; /* 40 last sampled SM utilisation (issue 4) */
-    uint8_t reserved[20];     /* 44 */
+    uint8_t reserved[4];      /* 44 */
+    uint64_t launch_cost_ns;  /* 48 estimated GPU ns per launch of this process, set by the
+                                 refiller (minor 1); 0 = not estimated yet */
+    uint8_t reserved2[8];     /* 56 */
 };
 
 /*
@@ -192,6 +195,7 @@ _Static_assert(sizeof(struct vgpu_region_slot_device) == VGPU_REGION_SLOT_DEVICE
 _Static_assert(offsetof(struct vgpu_region_slot_device, overhead_bytes) == 16, "overhead offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, throttled_ns) == 32, "throttled offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, sm_util_percent) == 40, "slot sm util offset");
+_Static_assert(offsetof(struct vgpu_region_slot_device, launch_cost_ns) == 48, "launch cost offset");
 _Static_assert(sizeof(struct vgpu_region_slot) == VGPU_REGION_SLOT_SIZE, "slot size");
 _Static_assert(offsetof(struct vgpu_region_slot, start_time) == 16, "start_time offset");
 _Static_assert(offsetof(struct vgpu_region_slot, pidns) == 24, "pidns offset");

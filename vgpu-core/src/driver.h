@@ -35,7 +35,15 @@
     X(cuMipmappedArrayCreate)                                                                      \
     X(cuMipmappedArrayDestroy)                                                                     \
     X(cuMemGetInfo_v2)                                                                             \
-    X(cuDeviceTotalMem_v2)
+    X(cuDeviceTotalMem_v2)                                                                         \
+    X(cuLaunchKernel)                                                                              \
+    X(cuLaunchKernel_ptsz)                                                                         \
+    X(cuLaunchKernelEx)                                                                            \
+    X(cuLaunchKernelEx_ptsz)                                                                       \
+    X(cuLaunchCooperativeKernel)                                                                   \
+    X(cuLaunchCooperativeKernel_ptsz)                                                              \
+    X(cuGraphLaunch)                                                                               \
+    X(cuGraphLaunch_ptsz)
 
 /* CUDA functions libvgpu.so only calls. */
 #define VGPU_CUDA_USED(X)                                                                          \
@@ -43,7 +51,9 @@
     X(cuDeviceGetUuid)                                                                             \
     X(cuDeviceGetUuid_v2)                                                                          \
     X(cuArrayGetMemoryRequirements)                                                                \
-    X(cuMipmappedArrayGetMemoryRequirements)
+    X(cuMipmappedArrayGetMemoryRequirements)                                                       \
+    X(cuStreamIsCapturing)                                                                         \
+    X(cuStreamIsCapturing_ptsz)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \
@@ -56,7 +66,8 @@
     X(nvmlDeviceGetUUID)                                                                           \
     X(nvmlDeviceGetIndex)                                                                          \
     X(nvmlDeviceGetHandleByUUID)                                                                   \
-    X(nvmlDeviceGetComputeRunningProcesses_v3)
+    X(nvmlDeviceGetComputeRunningProcesses_v3)                                                     \
+    X(nvmlDeviceGetProcessUtilization)
 
 #define VGPU_DECLARE_PFN(name) PFN_##name name;
 

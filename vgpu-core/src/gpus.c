@@ -54,6 +54,25 @@ void vgpu_unlock(void)
     pthread_mutex_unlock(&G.mu);
 }
 
+int vgpu_gpus_snapshot_locked(struct vgpu_gpu **out, int max)
+{
+    int n = G.ngpus < max ? G.ngpus : max;
+
+    for (int i = 0; i < n; i++)
+        out[i] = &G.gpus[i];
+    return n;
+}
+
+int vgpu_gpus_snapshot(struct vgpu_gpu **out, int max)
+{
+    int n;
+
+    pthread_mutex_lock(&G.mu);
+    n = vgpu_gpus_snapshot_locked(out, max);
+    pthread_mutex_unlock(&G.mu);
+    return n;
+}
+
 const struct vgpu_procinfo *vgpu_self(void)
 {
     return &G.self;
@@ -179,6 +198,7 @@ static void release_slots(struct vgpu_shm *s)
 static void at_exit(void)
 {
     pthread_mutex_lock(&G.mu);
+    vgpu_compute_exit();
     for (int i = 0; i < G.nclaims; i++)
         release_slots(&G.claims[i].shm);
     release_slots(&G.standalone);
@@ -204,8 +224,31 @@ static void fork_child(void)
     for (int i = 0; i < G.ngpus; i++)
         G.gpus[i].private_used = 0;
     vgpu_acct_forget_all();
+    vgpu_compute_forked();
     vgpu_procinfo_self(&G.self);
     pthread_mutex_unlock(&G.mu);
+}
+
+/* Whether any launch may need the limiter: a claim or env var sets an SM limit. */
+static bool any_sm_limit(void)
+{
+    extern char **environ;
+
+    for (int i = 0; i < G.nclaims; i++) {
+        const struct vgpu_claim_config *cfg = &G.claims[i].cfg;
+
+        if (!G.claims[i].valid || !cfg->enforcement || cfg->compute_policy == VGPU_POLICY_DISABLED)
+            continue;
+        for (uint32_t k = 0; k < cfg->device_count; k++) {
+            if (cfg->devices[k].sm_limit != 0)
+                return true;
+        }
+    }
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, "CUDA_DEVICE_SM_LIMIT", strlen("CUDA_DEVICE_SM_LIMIT")) == 0)
+            return true;
+    }
+    return false;
 }
 
 static void init(void)
@@ -214,6 +257,7 @@ static void init(void)
     set_log_level();
     if (vgpu_procinfo_self(&G.self) != 0)
         VGPU_WARN("cannot read /proc/self/stat: dead-process reclaim disabled");
+    vgpu_compute_any = any_sm_limit();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
     VGPU_DEBUG("initialised: %d claim(s), %s mode", G.nclaims,
@@ -265,6 +309,32 @@ static int env_memory_limit(int index, uint64_t *out, char *err)
     return 0;
 }
 
+/* Reads CUDA_DEVICE_SM_LIMIT_<index>, else CUDA_DEVICE_SM_LIMIT (percent). 0 = not set. */
+static int env_sm_limit(int index, uint32_t *out, char *err)
+{
+    char name[64];
+    const char *v = NULL;
+    uint64_t pct;
+
+    *out = 0;
+    if (index >= 0) {
+        snprintf(name, sizeof(name), "CUDA_DEVICE_SM_LIMIT_%d", index);
+        v = getenv(name);
+    }
+    if (v == NULL) {
+        snprintf(name, sizeof(name), "CUDA_DEVICE_SM_LIMIT");
+        v = getenv(name);
+    }
+    if (v == NULL)
+        return 0;
+    if (vgpu_parse_uint(v, 100, &pct) != 0) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s=%.32s: not an integer percent in 0..100", name, v);
+        return -1;
+    }
+    *out = (uint32_t)pct;
+    return 0;
+}
+
 static void fail_closed(struct vgpu_gpu *g, const char *why)
 {
     g->fail_closed = true;
@@ -297,16 +367,18 @@ static struct claim *find_claim(const char *uuid, int *k, struct claim **invalid
 static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
 {
     struct claim *invalid, *c;
-    char err[VGPU_ERRMSG_MAX], path[PATH_MAX + 16];
+    char err[VGPU_ERRMSG_MAX], sm_err[VGPU_ERRMSG_MAX], path[PATH_MAX + 16];
     const char *cache;
     uint64_t env_limit;
-    uint32_t sm = 0, policy = VGPU_POLICY_STRICT;
-    int k = 0, env_rc;
+    uint32_t sm = 0, sm_env, policy = VGPU_POLICY_STRICT;
+    enum vgpu_priority priority = VGPU_PRIORITY_LOW;
+    int k = 0, env_rc, sm_rc;
 
     snprintf(g->uuid, sizeof(g->uuid), "%s", uuid);
     g->enforce = true;
     g->rec = -1;
     env_rc = env_memory_limit(env_index, &env_limit, err);
+    sm_rc = env_sm_limit(env_index, &sm_env, sm_err);
     c = find_claim(uuid, &k, &invalid);
     if (c != NULL) {
         if (!c->cfg.enforcement) {
@@ -316,6 +388,10 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
         g->limit = c->cfg.devices[k].memory_limit;
         sm = c->cfg.devices[k].sm_limit;
         policy = c->cfg.compute_policy;
+        priority = c->cfg.priority;
+        /* A bad env value cannot lower the limit; the claim's own limit still holds. */
+        if (sm_rc != 0)
+            VGPU_ERROR("ignoring %s; GPU %s keeps the claim's SM limit %u%%", sm_err, uuid, sm);
         snprintf(path, sizeof(path), "%s/shm/region", c->dir);
         g->shm = attach(&c->shm, &c->shm_state, path, false);
         if (env_rc != 0)
@@ -329,16 +405,22 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
             VGPU_WARN("ignoring %s; GPU %s unlimited", err, uuid[0] ? uuid : "(unknown)");
             env_limit = 0;
         }
+        if (sm_rc != 0) {
+            VGPU_WARN("ignoring %s; GPU %s has no SM limit", sm_err, uuid[0] ? uuid : "(unknown)");
+            sm_env = 0;
+        }
         cache = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
         if (cache != NULL && cache[0] != '\0' && uuid[0] != '\0')
             g->shm = attach(&G.standalone, &G.standalone_state, cache, true);
-        if (env_limit == 0 && g->shm == NULL) {
+        if (env_limit == 0 && sm_env == 0 && g->shm == NULL) {
             g->enforce = false; /* nothing to enforce or publish */
             return;
         }
     }
     if (env_rc == 0 && env_limit != 0 && (g->limit == 0 || env_limit < g->limit))
         g->limit = env_limit;
+    if (sm_rc == 0 && sm_env != 0 && (sm == 0 || sm_env < sm))
+        sm = sm_env;
     if (g->shm != NULL) {
         g->rec = vgpu_shm_device(g->shm, uuid, g->limit, sm, policy);
         if (g->rec < 0 || vgpu_shm_claim_slot(g->shm, &G.self) != 0) {
@@ -347,6 +429,7 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
             g->shm = NULL;
         }
     }
+    vgpu_compute_setup(g, sm, policy, priority);
     VGPU_INFO("GPU %s: memory limit %llu bytes%s", uuid[0] ? uuid : "(unknown)",
               (unsigned long long)g->limit, g->shm != NULL ? ", claim-wide accounting" : "");
 }

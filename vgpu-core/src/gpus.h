@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "compute.h"
 #include "config.h"
 #include "procinfo.h"
 #include "shm.h"
@@ -30,6 +31,7 @@ struct vgpu_gpu {
     struct vgpu_shm *shm;            /* claim-wide accounting, NULL = process-private */
     int rec;                         /* device record index in shm */
     uint64_t private_used;           /* counter used when shm is NULL */
+    struct vgpu_compute compute;     /* SM limiter */
 };
 
 /* Reads configs and env once, registers fork and exit handlers. Safe to call often. */
@@ -40,6 +42,14 @@ struct vgpu_gpu *vgpu_gpu_for_cuda(CUdevice dev);
 
 /* Returns the state of the GPU with uuid (env_index names its CUDA_DEVICE_MEMORY_LIMIT_<i>). */
 struct vgpu_gpu *vgpu_gpu_for_uuid(const char *uuid, int env_index);
+
+/*
+ * Copies pointers to the GPUs set up so far into out (at most max) and
+ * returns their number. Entries never move or disappear. The _locked
+ * variant is for callers that hold vgpu_lock() already.
+ */
+int vgpu_gpus_snapshot(struct vgpu_gpu **out, int max);
+int vgpu_gpus_snapshot_locked(struct vgpu_gpu **out, int max);
 
 /* Identity of this process (refreshed in a fork child). */
 const struct vgpu_procinfo *vgpu_self(void);

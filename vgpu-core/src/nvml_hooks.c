@@ -1,11 +1,14 @@
 /*
- * nvml_hooks.c - NVML wrappers (memory info inside the container) and the
- * context-overhead rule, which needs NVML's per-process memory.
+ * nvml_hooks.c - NVML wrappers (memory info inside the container), the
+ * context-overhead rule, which needs NVML's per-process memory, and the
+ * per-process utilisation samples the compute limiter is driven by.
  */
 #include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "acct.h"
+#include "compute.h"
 #include "driver.h"
 #include "hooks.h"
 #include "gpus.h"
@@ -125,4 +128,49 @@ void vgpu_overhead_refresh(struct vgpu_gpu *g)
         vgpu_shm_slot_set_overhead(g->shm, g->rec, used > tracked ? used - tracked : 0);
     }
     vgpu_unlock();
+}
+
+int vgpu_nvml_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max)
+{
+    nvmlProcessUtilizationSample_t buf[256], *s = buf;
+    unsigned long long newest[256] = {0};
+    unsigned int count = 256;
+    struct timespec ts;
+    unsigned long long since;
+    nvmlDevice_t dev;
+    nvmlReturn_t rc;
+    int n = 0;
+
+    pthread_once(&nvml_init_once, nvml_init);
+    if (nvml_init_rc != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
+        vgpu_nvml.nvmlDeviceGetProcessUtilization == NULL ||
+        vgpu_nvml.nvmlDeviceGetHandleByUUID(uuid, &dev) != NVML_SUCCESS)
+        return -1;
+    /* Samples are stamped in microseconds of CLOCK_REALTIME; older ones describe the past. */
+    clock_gettime(CLOCK_REALTIME, &ts);
+    since = (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000 -
+            VGPU_CTL_WINDOW_NS / 1000;
+    rc = vgpu_nvml.nvmlDeviceGetProcessUtilization(dev, s, &count, since);
+    if (rc == NVML_ERROR_NOT_FOUND)
+        return 0;
+    if (rc != NVML_SUCCESS)
+        return -1;
+    /* The driver may return several samples per process: keep the newest of each. */
+    for (unsigned int i = 0; i < count && i < 256; i++) {
+        int j;
+
+        for (j = 0; j < n && out[j].pid != s[i].pid; j++) {
+        }
+        if (j == n) {
+            if (n == max)
+                continue;
+            n++;
+        } else if (s[i].timeStamp < newest[j]) {
+            continue;
+        }
+        newest[j] = s[i].timeStamp;
+        out[j] = (struct vgpu_sm_sample){.pid = s[i].pid,
+                                         .sm_util = s[i].smUtil > 100 ? 100 : s[i].smUtil};
+    }
+    return n;
 }

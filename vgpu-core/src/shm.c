@@ -415,6 +415,22 @@ void vgpu_shm_slot_add(struct vgpu_shm *s, int rec, int64_t delta)
     slot_end(sl);
 }
 
+void vgpu_shm_slot_set_compute(struct vgpu_shm *s, int rec, uint64_t launches,
+                               uint64_t throttled_ns)
+{
+    struct vgpu_region_slot *sl;
+
+    if (s->slot < 0)
+        return;
+    sl = &s->r->slots[s->slot];
+    if (sl->devices[rec].kernel_launches == launches && sl->devices[rec].throttled_ns == throttled_ns)
+        return;
+    sl = slot_begin(s);
+    __atomic_store_n(&sl->devices[rec].kernel_launches, launches, __ATOMIC_RELAXED);
+    __atomic_store_n(&sl->devices[rec].throttled_ns, throttled_ns, __ATOMIC_RELAXED);
+    slot_end(sl);
+}
+
 uint64_t vgpu_shm_slot_used(const struct vgpu_shm *s, int rec)
 {
     return s->slot < 0 ? 0 : s->r->slots[s->slot].devices[rec].used_bytes;

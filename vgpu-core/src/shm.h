@@ -68,6 +68,13 @@ uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec);
  */
 void vgpu_shm_slot_add(struct vgpu_shm *s, int rec, int64_t delta);
 
+/*
+ * Publishes our slot's compute counters on rec (cumulative launches and
+ * time spent waiting for tokens). The caller serialises calls for one slot.
+ */
+void vgpu_shm_slot_set_compute(struct vgpu_shm *s, int rec, uint64_t launches,
+                               uint64_t throttled_ns);
+
 /* Returns the tracked bytes our slot holds on rec (0 without a slot). */
 uint64_t vgpu_shm_slot_used(const struct vgpu_shm *s, int rec);
 

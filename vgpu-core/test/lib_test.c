@@ -317,9 +317,13 @@ static void sc_procaddr(void)
                           flags ? "cuMemAllocAsync_ptsz" : "cuMemAllocAsync");
             check_resolve(gpa, "cuMemFreeAsync", ver, flags, "libvgpu",
                           flags ? "cuMemFreeAsync_ptsz" : "cuMemFreeAsync");
-            /* Not wrapped: the driver's own entry point, exact variant. */
-            check_resolve(gpa, "cuLaunchKernel", ver, flags, "fake",
+            check_resolve(gpa, "cuLaunchKernel", ver, flags, "libvgpu",
                           flags ? "cuLaunchKernel_ptsz" : "cuLaunchKernel");
+            check_resolve(gpa, "cuGraphLaunch", ver, flags, "libvgpu",
+                          flags ? "cuGraphLaunch_ptsz" : "cuGraphLaunch");
+            /* Not wrapped: the driver's own entry point, exact variant. */
+            check_resolve(gpa, "cuStreamSynchronize", ver, flags, "fake",
+                          flags ? "cuStreamSynchronize_ptsz" : "cuStreamSynchronize");
             check_resolve(gpa, "cuGetExportTable", ver, flags, "fake", "cuGetExportTable");
             /* Asked for itself, the resolver must stay ours. */
             check_resolve(gpa, "cuGetProcAddress", ver, flags, "libvgpu",
@@ -338,7 +342,8 @@ static void sc_procaddr(void)
     CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
     /* dlsym on handles: wrapped names, pass-through names, names outside cu[A-Z]/nvml[A-Z]. */
     CHECK(dladdr(dlsym(h, "cuMemAlloc_v2"), &info) != 0 && strstr(info.dli_fname, "libvgpu"));
-    CHECK(dladdr(dlsym(h, "cuLaunchKernel"), &info) != 0 && strstr(info.dli_fname, "fake"));
+    CHECK(dladdr(dlsym(h, "cuLaunchKernel"), &info) != 0 && strstr(info.dli_fname, "libvgpu"));
+    CHECK(dladdr(dlsym(h, "cuStreamSynchronize"), &info) != 0 && strstr(info.dli_fname, "fake"));
     CHECK(dladdr(dlsym(nv, "nvmlDeviceGetMemoryInfo_v2"), &info) != 0 &&
           strstr(info.dli_fname, "libvgpu"));
     CHECK(dladdr(dlsym(nv, "nvmlDeviceGetCount_v2"), &info) != 0 && strstr(info.dli_fname, "fake"));

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # run.sh - vgpu-core on a real GPU (needs nvcc or cuda.h + nvml.h, PyTorch with CUDA, nvidia-smi).
-# Run from anywhere: bash vgpu-core/test/gpu/run.sh. Takes about 3-5 minutes.
+# Run from anywhere: bash vgpu-core/test/gpu/run.sh. Takes about 5-7 minutes.
 #   1. builds libvgpu.so,
 #   2. checks our CUDA/NVML declarations against the real headers (static asserts),
 #   3. runs PyTorch under libvgpu.so with an 8 GiB claim limit: mem_get_info, then 1 GiB
 #      blocks until torch.OutOfMemoryError, with the default allocator, expandable
 #      segments and the cudaMallocAsync backend,
-#   4. shows nvidia-smi outside and inside (preloaded) while PyTorch holds memory.
+#   4. shows nvidia-smi outside and inside (preloaded) while PyTorch holds memory,
+#   5. compute limiter: 8192^3 bf16 matmul throughput at a 30 % SM limit vs no limit (expect
+#      0.27-0.33 of it), then two processes of claims at 30 % and 70 % side by side.
 set -euo pipefail
 
 core="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -75,6 +77,46 @@ echo "--- container view (preloaded: NVML memory info shows the claim)"
 LD_PRELOAD="$lib" nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv -i 0
 exec 3>&-
 wait "$holder" || status=1
+
+# Compute limiter. One claim root per limit, so each process sees only its own claim.
+compute_claim() { # NAME PERCENT
+    mkdir -p "$work/$1/$1/shm"
+    sed -e "s/^claim=.*/claim=$1/" -e "s/^device.0.sm_limit_percent=.*/device.0.sm_limit_percent=$2/" \
+        -e "s/^device.0.memory_limit_bytes=.*/device.0.memory_limit_bytes=0/" \
+        "$claims/gpu-test/config" >"$work/$1/$1/config"
+    # A fresh zero-filled region of the contract size, as the kubelet plugin creates it.
+    truncate -s "$(stat -c %s "$claims/gpu-test/shm/region")" "$work/$1/$1/shm/region"
+    chmod 0666 "$work/$1/$1/shm/region"
+}
+rate_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iters_per_s"])' "$1"; }
+within() { python3 -c 'import sys; v,lo,hi=map(float,sys.argv[1:]); sys.exit(0 if lo<=v<=hi else 1)' "$@"; }
+compute_claim sm30 30
+compute_claim sm70 70
+
+step "compute: 8192^3 bf16 matmul, no limit vs a 30 % SM limit"
+VGPU_SECONDS=20 VGPU_WARMUP=5 timeout 120 python3 "$core/test/gpu/torch_compute.py" free \
+    >"$work/free.json" || status=1
+VGPU_CLAIMS_ROOT="$work/sm30" VGPU_SECONDS=30 LD_PRELOAD="$lib" timeout 120 \
+    python3 "$core/test/gpu/torch_compute.py" sm30 >"$work/sm30.json" || status=1
+free_rate="$(rate_of "$work/free.json")"
+ratio30="$(python3 -c "print($(rate_of "$work/sm30.json") / $free_rate)")"
+echo "no limit $free_rate it/s; at 30 %: ratio $ratio30 (expect 0.27-0.33)"
+within "$ratio30" 0.27 0.33 || { echo "FAILED: 30 % limit"; status=1; }
+
+step "compute: two processes, claims at 30 % and 70 %, side by side"
+VGPU_CLAIMS_ROOT="$work/sm30" VGPU_SECONDS=40 LD_PRELOAD="$lib" timeout 120 \
+    python3 "$core/test/gpu/torch_compute.py" pair30 >"$work/pair30.json" &
+p30=$!
+VGPU_CLAIMS_ROOT="$work/sm70" VGPU_SECONDS=40 LD_PRELOAD="$lib" timeout 120 \
+    python3 "$core/test/gpu/torch_compute.py" pair70 >"$work/pair70.json" &
+p70=$!
+wait "$p30" || status=1
+wait "$p70" || status=1
+r30="$(python3 -c "print($(rate_of "$work/pair30.json") / $free_rate)")"
+r70="$(python3 -c "print($(rate_of "$work/pair70.json") / $free_rate)")"
+echo "side by side: 30 % claim $r30, 70 % claim $r70 of the unlimited throughput"
+within "$r30" 0.24 0.36 || { echo "FAILED: 30 % claim next to 70 %"; status=1; }
+within "$r70" 0.60 0.80 || { echo "FAILED: 70 % claim next to 30 %"; status=1; }
 echo
 [ "$status" = 0 ] && echo "vgpu-core GPU check: PASSED" || echo "vgpu-core GPU check: FAILED"
 exit "$status"

@@ -1,0 +1,374 @@
+/* compute.c - see compute.h. */
+#include "compute.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "driver.h"
+#include "gpus.h"
+#include "log.h"
+#include "shm.h"
+
+#define MAX_SAMPLES 256
+
+bool vgpu_compute_any;
+
+/* The helper thread: one per process, started lazily, restarted in a fork child. */
+static struct {
+    pthread_mutex_t mu;
+    bool started;
+    bool stopping; /* process exit: no more NVML calls (its destructors may have run) */
+} T = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
+
+    nanosleep(&ts, NULL);
+}
+
+void vgpu_compute_setup(struct vgpu_gpu *g, uint32_t sm_limit, uint32_t policy,
+                        enum vgpu_priority priority)
+{
+    struct vgpu_compute *c = &g->compute;
+
+    c->target = sm_limit / 100.0;
+    c->policy = policy;
+    c->high_priority = priority == VGPU_PRIORITY_HIGH;
+    c->bucket = g->shm != NULL ? &g->shm->r->devices[g->rec] : &c->private_bucket;
+    c->active = g->enforce && !g->fail_closed && sm_limit > 0 && policy != VGPU_POLICY_DISABLED;
+    if (c->active)
+        VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm_limit,
+                  policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
+                  c->high_priority ? ", high priority" : "");
+}
+
+/* Our slot's per-device record on g, or NULL without a region slot. */
+static struct vgpu_region_slot_device *own_slot(const struct vgpu_gpu *g)
+{
+    if (g->shm == NULL || g->shm->slot < 0)
+        return NULL;
+    return &g->shm->r->slots[g->shm->slot].devices[g->rec];
+}
+
+static uint64_t launch_cost(const struct vgpu_gpu *g)
+{
+    const struct vgpu_region_slot_device *sd = own_slot(g);
+    uint64_t c = sd != NULL ? __atomic_load_n(&sd->launch_cost_ns, __ATOMIC_RELAXED)
+                            : __atomic_load_n(&g->compute.private_cost_ns, __ATOMIC_RELAXED);
+
+    return c != 0 ? c : VGPU_CTL_DEFAULT_COST_NS;
+}
+
+/* Launches into a capturing stream only build a graph: its launch is charged instead. */
+static bool capturing(CUstream s, bool ptsz)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    PFN_cuStreamIsCapturing q = ptsz ? vgpu_cu.cuStreamIsCapturing_ptsz : vgpu_cu.cuStreamIsCapturing;
+
+    return q != NULL && q(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static void *helper_main(void *arg);
+
+static void start_helper(void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    sigset_t all, old;
+
+    pthread_mutex_lock(&T.mu);
+    if (!T.started) {
+        /* Signals stay with the application's threads. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, helper_main, NULL) == 0)
+            __atomic_store_n(&T.started, true, __ATOMIC_RELEASE);
+        else
+            VGPU_ERROR("cannot start the compute limiter thread: SM limits are not refilled");
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&T.mu);
+}
+
+void vgpu_compute_admit(CUstream hStream, bool ptsz)
+{
+    struct vgpu_gpu *g;
+    struct vgpu_compute *c;
+    CUdevice dev;
+    uint64_t cost, t0, t1;
+
+    if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return;
+    g = vgpu_gpu_for_cuda(dev);
+    if (g == NULL || !g->compute.active || capturing(hStream, ptsz))
+        return;
+    c = &g->compute;
+    if (!__atomic_load_n(&T.started, __ATOMIC_ACQUIRE))
+        start_helper();
+    cost = launch_cost(g);
+    /*
+     * Plain load and store, not an atomic add: the bucket's is the only atomic
+     * read-modify-write of the fast path. A count lost to two threads of one
+     * process launching at the same instant only nudges the cost estimate,
+     * which the closed loop absorbs.
+     */
+    __atomic_store_n(&c->launches, __atomic_load_n(&c->launches, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+    if (vgpu_bucket_take(c->bucket, cost))
+        return;
+    t0 = mono_ns();
+    do {
+        sleep_ns(vgpu_bucket_wait_ns(c->bucket, cost));
+        t1 = mono_ns();
+        __atomic_fetch_add(&c->throttled_ns, t1 - t0, __ATOMIC_RELAXED);
+        t0 = t1;
+    } while (!vgpu_bucket_take(c->bucket, cost));
+}
+
+/* Copies our counters into our slot for the refiller and the monitor. */
+static void publish(struct vgpu_gpu *g)
+{
+    struct vgpu_compute *c = &g->compute;
+
+    if (g->shm == NULL)
+        return;
+    vgpu_lock();
+    vgpu_shm_slot_set_compute(g->shm, g->rec, __atomic_load_n(&c->launches, __ATOMIC_RELAXED),
+                              __atomic_load_n(&c->throttled_ns, __ATOMIC_RELAXED));
+    vgpu_unlock();
+}
+
+/*
+ * The refiller lease: whoever moves refiller_lease_ns forward from an
+ * expired value by compare-and-swap owns the bucket until it lapses; the
+ * owner renews it by compare-and-swap from the value it wrote, so a process
+ * that stalled past its lease learns that it was replaced.
+ */
+static bool hold_lease(struct vgpu_gpu *g, uint64_t now)
+{
+    struct vgpu_compute *c = &g->compute;
+    struct vgpu_region_device *d = c->bucket;
+    const struct vgpu_procinfo *self = vgpu_self();
+    uint64_t cur;
+
+    if (g->shm == NULL)
+        return true; /* process-private bucket: always ours */
+    if (c->owner) {
+        cur = c->lease_ns;
+        if (__atomic_compare_exchange_n(&d->refiller_lease_ns, &cur, now + VGPU_REFILLER_LEASE_NS,
+                                        false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            c->lease_ns = now + VGPU_REFILLER_LEASE_NS;
+            return true;
+        }
+        VGPU_INFO("GPU %s: refiller lease taken over by pid %u", g->uuid,
+                  __atomic_load_n(&d->refiller_pid, __ATOMIC_RELAXED));
+        c->owner = false;
+        return false;
+    }
+    cur = __atomic_load_n(&d->refiller_lease_ns, __ATOMIC_ACQUIRE);
+    if (now < cur || !__atomic_compare_exchange_n(&d->refiller_lease_ns, &cur,
+                                                  now + VGPU_REFILLER_LEASE_NS, false,
+                                                  __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return false;
+    c->owner = true;
+    c->lease_ns = now + VGPU_REFILLER_LEASE_NS;
+    __atomic_store_n(&d->refiller_pid, (uint32_t)self->pid, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->refiller_start_time, self->start_time, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->refiller_pidns, self->pidns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&d->refiller_generation, 1, __ATOMIC_RELEASE);
+    VGPU_INFO("GPU %s: this process refills the claim's SM bucket", g->uuid);
+    return true;
+}
+
+/* A new refiller continues from the published rate instead of restarting at the target. */
+static int start_controller(struct vgpu_gpu *g, uint64_t now)
+{
+    struct vgpu_compute *c = &g->compute;
+    struct vgpu_region_device *d = c->bucket;
+    uint64_t rate = __atomic_load_n(&d->bucket_refill_rate, __ATOMIC_RELAXED);
+
+    if (c->ctl == NULL) {
+        c->ctl = malloc(sizeof(*c->ctl));
+        if (c->ctl == NULL)
+            return -1;
+    }
+    vgpu_ctl_init(c->ctl, c->target);
+    if (__atomic_load_n(&d->bucket_capacity, __ATOMIC_RELAXED) == 0)
+        vgpu_bucket_init(d, c->target, now);
+    else if (rate > 0 && !vgpu_bucket_is_open(d) && rate <= 2000000000ull)
+        c->ctl->integ = (double)rate / 1e9 - c->target;
+    c->next_tick_ns = now;
+    return 0;
+}
+
+static uint64_t slot_id(const struct vgpu_region_slot *sl)
+{
+    return sl->start_time * 1000003ull ^ ((uint64_t)sl->pid << 32) ^ sl->pidns;
+}
+
+/* Looks up pid among the NVML samples; marks it matched. */
+static double util_of(uint32_t pid, const struct vgpu_sm_sample *s, int n, bool *matched)
+{
+    for (int i = 0; i < n; i++) {
+        if (s[i].pid == pid) {
+            matched[i] = true;
+            return s[i].sm_util / 100.0;
+        }
+    }
+    return 0;
+}
+
+/* One control period of the claim on g (we hold the lease). */
+static void control(struct vgpu_gpu *g, uint64_t now)
+{
+    /* Static: only the helper thread runs this, and 30 KiB would crowd its stack. */
+    static struct vgpu_ctl_obs obs[VGPU_REGION_MAX_SLOTS];
+    static double cost[VGPU_REGION_MAX_SLOTS];
+    struct vgpu_sm_sample samples[MAX_SAMPLES];
+    bool matched[MAX_SAMPLES] = {false};
+    struct vgpu_compute *c = &g->compute;
+    struct vgpu_ctl_tick t = {.now = now, .policy = c->policy, .high_priority = c->high_priority,
+                              .obs = obs, .cost_ns = cost};
+    int ns = __atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE)
+                 ? -1 : vgpu_nvml_sm_samples(g->uuid, samples, MAX_SAMPLES);
+
+    t.util_known = ns >= 0;
+    if (ns < 0)
+        ns = 0;
+    if (g->shm == NULL) {
+        uint32_t pid = vgpu_self()->host_pid;
+
+        obs[0] = (struct vgpu_ctl_obs){.slot = 0, .id = 1,
+            .launches = __atomic_load_n(&c->launches, __ATOMIC_RELAXED),
+            .throttled_ns = __atomic_load_n(&c->throttled_ns, __ATOMIC_RELAXED),
+            .util = util_of(pid, samples, ns, matched)};
+        t.util_known &= pid != 0;
+        t.nobs = 1;
+    } else {
+        struct vgpu_region *r = g->shm->r;
+
+        for (int s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
+            const struct vgpu_region_slot *sl = &r->slots[s];
+            const struct vgpu_region_slot_device *sd = &sl->devices[g->rec];
+            uint32_t host_pid = __atomic_load_n(&sl->host_pid, __ATOMIC_RELAXED);
+
+            if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != VGPU_SLOT_ACTIVE)
+                continue;
+            obs[t.nobs] = (struct vgpu_ctl_obs){.slot = s, .id = slot_id(sl),
+                .launches = __atomic_load_n(&sd->kernel_launches, __ATOMIC_RELAXED),
+                .throttled_ns = __atomic_load_n(&sd->throttled_ns, __ATOMIC_RELAXED),
+                .util = host_pid != 0 ? util_of(host_pid, samples, ns, matched) : 0};
+            /* A launching process NVML cannot name would be counted as idle. */
+            if (host_pid == 0 && obs[t.nobs].launches > 0)
+                t.util_known = false;
+            t.nobs++;
+        }
+    }
+    for (int i = 0; i < ns; i++)
+        t.foreign_busy |= !matched[i] && samples[i].sm_util > 0;
+    vgpu_ctl_tick(c->ctl, c->bucket, &t);
+    for (int i = 0; i < t.nobs; i++) {
+        uint64_t est = (uint64_t)cost[i];
+
+        if (g->shm == NULL) {
+            if (est != 0)
+                __atomic_store_n(&c->private_cost_ns, est, __ATOMIC_RELAXED);
+            continue;
+        }
+        struct vgpu_region_slot_device *sd = &g->shm->r->slots[obs[i].slot].devices[g->rec];
+        if (est != 0)
+            __atomic_store_n(&sd->launch_cost_ns, est, __ATOMIC_RELAXED);
+        __atomic_store_n(&sd->sm_util_percent, (uint32_t)(obs[i].util * 100 + 0.5),
+                         __ATOMIC_RELAXED);
+    }
+    VGPU_DEBUG("GPU %s: claim share %.1f%%%s, rate %.3f, %s", g->uuid, t.util * 100,
+               t.util_known ? "" : " (unknown)", c->ctl->rate, t.limited ? "limiting" : "open");
+}
+
+/* The helper's work on one GPU each period. */
+static void service(struct vgpu_gpu *g, uint64_t now)
+{
+    struct vgpu_compute *c = &g->compute;
+    bool was_owner = c->owner;
+
+    if (__atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE))
+        return;
+    publish(g);
+    if (!hold_lease(g, now))
+        return;
+    if ((!was_owner || c->ctl == NULL) && start_controller(g, now) != 0) {
+        VGPU_ERROR("GPU %s: out of memory for the SM controller", g->uuid);
+        return;
+    }
+    c->owner = true;
+    vgpu_bucket_refill(c->bucket, now);
+    if (now >= c->next_tick_ns) {
+        control(g, now);
+        c->next_tick_ns = now + VGPU_CTL_PERIOD_NS;
+    }
+}
+
+static void *helper_main(void *arg)
+{
+    struct vgpu_gpu *gpus[VGPU_MAX_GPUS];
+
+    (void)arg;
+    for (;;) {
+        int n = vgpu_gpus_snapshot(gpus, VGPU_MAX_GPUS);
+        uint64_t now = mono_ns();
+
+        for (int i = 0; i < n; i++) {
+            if (gpus[i]->compute.active)
+                service(gpus[i], now);
+        }
+        sleep_ns(VGPU_REFILL_PERIOD_NS);
+    }
+    return NULL;
+}
+
+void vgpu_compute_forked(void)
+{
+    struct vgpu_gpu *gpus[VGPU_MAX_GPUS];
+    int n = vgpu_gpus_snapshot_locked(gpus, VGPU_MAX_GPUS);
+
+    pthread_mutex_init(&T.mu, NULL);
+    T.started = false;
+    /* The parent's leases and counters are the parent's. */
+    for (int i = 0; i < n; i++) {
+        gpus[i]->compute.owner = false;
+        gpus[i]->compute.launches = 0;
+        gpus[i]->compute.throttled_ns = 0;
+    }
+}
+
+void vgpu_compute_exit(void)
+{
+    struct vgpu_gpu *gpus[VGPU_MAX_GPUS];
+    int n = vgpu_gpus_snapshot_locked(gpus, VGPU_MAX_GPUS);
+
+    __atomic_store_n(&T.stopping, true, __ATOMIC_RELEASE);
+    for (int i = 0; i < n; i++) {
+        struct vgpu_compute *c = &gpus[i]->compute;
+        uint64_t mine = c->lease_ns;
+
+        /* Expire our lease so that a surviving process refills without a gap. */
+        if (c->owner && gpus[i]->shm != NULL)
+            __atomic_compare_exchange_n(&c->bucket->refiller_lease_ns, &mine, 0, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+    }
+}

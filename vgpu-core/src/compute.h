@@ -1,0 +1,84 @@
+/*
+ * compute.h - the SM time-share limiter inside libvgpu.so.
+ *
+ * Every launch on a GPU under an SM limit is admitted through the claim's
+ * token bucket in the shared region (limiter.h): one atomic operation while
+ * tokens remain, a sleep otherwise. One process of the claim, elected by a
+ * lease in the region, refills the bucket and runs the closed-loop controller
+ * on NVML's per-process utilisation; the others take over when its lease
+ * runs out. The work happens on one helper thread per process, started by
+ * the first launch on a limited GPU (never in an idle process).
+ */
+#ifndef VGPU_COMPUTE_H
+#define VGPU_COMPUTE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "limiter.h"
+#include "vgpu_cuda.h"
+
+/* The refiller's lease: another process takes over when it lapses. */
+#define VGPU_REFILLER_LEASE_NS 500000000ull
+/* Period of the helper thread (refill, lease, publishing counters). */
+#define VGPU_REFILL_PERIOD_NS 5000000ull
+
+/* Compute state of one GPU in this process. */
+struct vgpu_compute {
+    bool active;                   /* launches go through the bucket */
+    double target;                 /* SM limit, fraction of GPU time */
+    uint32_t policy;               /* VGPU_POLICY_* */
+    bool high_priority;
+    struct vgpu_region_device *bucket; /* region record, or private_bucket */
+    struct vgpu_region_device private_bucket;
+    uint64_t private_cost_ns;      /* launch cost when there is no region slot */
+    uint64_t launches;             /* this process's launches (single relaxed store) */
+    uint64_t throttled_ns;         /* this process's time waiting for tokens */
+    /* refiller state (helper thread only) */
+    bool owner;
+    uint64_t lease_ns;             /* the lease value we wrote */
+    uint64_t next_tick_ns;
+    struct vgpu_ctl *ctl;
+};
+
+struct vgpu_gpu;
+
+/* True once any claim (or env var) sets an SM limit: launches must be looked at. */
+extern bool vgpu_compute_any;
+
+/*
+ * Sets up g's limiter: sm_limit percent (0 = none), policy and priority from
+ * the claim. Called once from the GPU setup, after the region is attached.
+ */
+void vgpu_compute_setup(struct vgpu_gpu *g, uint32_t sm_limit, uint32_t policy,
+                        enum vgpu_priority priority);
+
+/*
+ * Admission of one launch into hStream (ptsz: the _ptsz variant). Returns
+ * when the launch may go to the driver. Never delays or synchronizes a
+ * launch into a capturing stream.
+ */
+void vgpu_compute_admit(CUstream hStream, bool ptsz);
+
+/* Fork child: the helper thread did not survive the fork. */
+void vgpu_compute_forked(void);
+
+/* Process exit: hands our refiller leases over at once. */
+void vgpu_compute_exit(void);
+
+/* One NVML per-process utilisation sample. */
+struct vgpu_sm_sample {
+    uint32_t pid;     /* host pid */
+    uint32_t sm_util; /* percent */
+};
+
+/*
+ * Newest NVML smUtil sample per process on the GPU with uuid, from the last
+ * VGPU_CTL_WINDOW_NS (lives with the NVML code, nvml_hooks.c). Returns the
+ * number stored in out (0 when NVML saw no process busy), or -1 when NVML
+ * cannot tell.
+ */
+int vgpu_nvml_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max);
+
+#endif /* VGPU_COMPUTE_H */
