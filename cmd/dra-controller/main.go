@@ -1,7 +1,8 @@
 // Command dra-controller is the cluster side of the vgpu-dra driver: it
 // serves the admission webhooks (validation of vGPU claims, the GPU-memory
 // quota, HAMi-compatible pod translation), exports allocation metrics, and,
-// as the elected leader, garbage-collects what the webhooks create.
+// as the elected leader, allocates gated pods' claims by placement policy
+// and garbage-collects what the webhooks create.
 package main
 
 import (
@@ -33,7 +34,7 @@ func newCommand() *cobra.Command {
 
 	cmd := &cobra.Command{
 		Use:   "dra-controller",
-		Short: "vgpu-dra controller: admission webhooks, HAMi compatibility, GPU quota and allocation metrics",
+		Short: "vgpu-dra controller: admission webhooks, HAMi compatibility, GPU quota, policy allocation and allocation metrics",
 		Long: `dra-controller runs as a Deployment (two or more replicas). Every replica serves
 the admission webhooks over HTTPS:
 
@@ -43,9 +44,15 @@ the admission webhooks over HTTPS:
   ` + "/mutate-pods" + `              Pods written for HAMi (nvidia.com/gpu, gpumem, gpucores...)
                             become pods with DRA claims
 
-and exports allocation metrics on /metrics. One elected replica also deletes
-unused generated ResourceClaimTemplates and quota ledgers of deleted
-namespaces. docs/controller.md describes the webhook configuration and RBAC.
+  ` + "/gate-pods" + `                Pods whose claims use this driver's classes, where policy
+                            allocation is on, get a scheduling gate
+
+and exports allocation metrics on /metrics. One elected replica allocates the
+claims of gated pods by policy (binpack or spread per node and per GPU, PCIe
+root / NUMA locality for multi-GPU claims; docs/allocation.md), releases
+allocations whose pods are gone, and deletes unused generated
+ResourceClaimTemplates and quota ledgers of deleted namespaces.
+docs/controller.md describes the webhook configuration and RBAC.
 
 Every flag can also be set by the environment variable shown next to it; a
 flag given on the command line wins.`,

@@ -9,7 +9,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	cliflag "k8s.io/component-base/cli/flag"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocator"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
 )
 
 // driverName is the DRA driver name and opaque-config API group (DESIGN.md).
@@ -50,6 +52,11 @@ type options struct {
 	templateTouch       time.Duration
 	garbageCollectEvery time.Duration
 
+	policyAllocation  string
+	defaultNodePolicy string
+	defaultGPUPolicy  string
+	fallbackAfter     time.Duration
+
 	httpAddress   string
 	shutdownGrace time.Duration
 }
@@ -81,6 +88,10 @@ func newOptions() *options {
 		templateGrace:       10 * time.Minute,
 		templateTouch:       time.Minute,
 		garbageCollectEvery: time.Minute,
+		policyAllocation:    string(webhook.PolicyAllocationNamespace),
+		defaultNodePolicy:   string(allocator.Binpack),
+		defaultGPUPolicy:    string(allocator.Spread),
+		fallbackAfter:       30 * time.Second,
 		httpAddress:         ":8080",
 		shutdownGrace:       10 * time.Second,
 	}
@@ -126,6 +137,12 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.DurationVar(&o.templateGrace, "hami-template-grace-period", o.templateGrace, "A generated ResourceClaimTemplate is deleted once no pod references it and it has not been used for this long.")
 	fs.DurationVar(&o.templateTouch, "hami-template-touch-interval", o.templateTouch, "The webhook refreshes a template's last-used stamp at most this often; must be well below the grace period.")
 
+	fs = named.FlagSet("policy allocation")
+	fs.StringVar(&o.policyAllocation, "policy-allocation", o.policyAllocation, "Where new pods whose claims use --device-classes are held (scheduling gate "+allocator.SchedulingGate+") for the policy allocator: off, namespace (namespaces labelled "+webhook.PolicyAllocationLabel+"="+webhook.PolicyAllocationEnabled+") or cluster. The leader serves gated pods in every mode, so none waits forever after a switch to off.")
+	fs.StringVar(&o.defaultNodePolicy, "default-node-policy", o.defaultNodePolicy, "Node-level placement: binpack (fullest node that fits) or spread (emptiest). Pods override it with the annotation "+allocator.NodePolicyAnnotation+".")
+	fs.StringVar(&o.defaultGPUPolicy, "default-gpu-policy", o.defaultGPUPolicy, "GPU-level placement on the chosen node: binpack or spread. Pods override it with the annotation "+allocator.GPUPolicyAnnotation+".")
+	fs.DurationVar(&o.fallbackAfter, "policy-fallback-delay", o.fallbackAfter, "How long kube-scheduler may report a pod unschedulable on the node its claims were allocated to before the allocation is released and the scheduler allocates them itself.")
+
 	fs = named.FlagSet("serving")
 	fs.StringVar(&o.httpAddress, "http-address", o.httpAddress, "Address for /metrics (Prometheus), /healthz and /readyz (informer caches synced). Empty disables it.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", o.shutdownGrace, "Time allowed for in-flight requests after SIGTERM.")
@@ -157,6 +174,7 @@ func (o *options) validate() error {
 		{"tls-reload-interval", o.tlsReloadInterval}, {"quota-grace-period", o.quotaGrace},
 		{"hami-template-grace-period", o.templateGrace}, {"hami-template-touch-interval", o.templateTouch},
 		{"garbage-collect-interval", o.garbageCollectEvery}, {"leader-elect-lease-duration", o.leaseDuration},
+		{"policy-fallback-delay", o.fallbackAfter},
 		{"leader-elect-renew-deadline", o.renewDeadline}, {"leader-elect-retry-period", o.retryPeriod},
 	} {
 		if f.value <= 0 {
@@ -171,6 +189,15 @@ func (o *options) validate() error {
 	}
 	if o.maxMemory.Sign() <= 0 {
 		errs = append(errs, fmt.Errorf("--max-memory-per-device: must be positive, got %s", o.maxMemory.String()))
+	}
+	if _, err := webhook.ParsePolicyAllocationMode(o.policyAllocation); err != nil {
+		errs = append(errs, fmt.Errorf("--policy-allocation: %w", err))
+	}
+	if _, err := allocator.ParsePolicy(o.defaultNodePolicy); err != nil {
+		errs = append(errs, fmt.Errorf("--default-node-policy: %w", err))
+	}
+	if _, err := allocator.ParsePolicy(o.defaultGPUPolicy); err != nil {
+		errs = append(errs, fmt.Errorf("--default-gpu-policy: %w", err))
 	}
 	if len(o.deviceClasses) == 0 {
 		errs = append(errs, errors.New("--device-classes: must name at least one DeviceClass"))
@@ -200,4 +227,9 @@ func (v *quantityValue) Set(s string) error {
 	}
 	*v.q = q
 	return nil
+}
+
+// policies returns the validated default placement policies.
+func (o *options) policies() allocator.Policies {
+	return allocator.Policies{Node: allocator.Policy(o.defaultNodePolicy), GPU: allocator.Policy(o.defaultGPUPolicy)}
 }

@@ -33,6 +33,10 @@ func TestValidate(t *testing.T) {
 		{"touch too close to grace", func(o *options) { o.templateTouch = 6 * time.Minute }, "--hami-template-touch-interval (6m0s) must be at most half"},
 		{"renew not below lease", func(o *options) { o.renewDeadline = o.leaseDuration }, "--leader-elect-renew-deadline"},
 		{"no classes", func(o *options) { o.deviceClasses = nil }, "--device-classes"},
+		{"bad allocation mode", func(o *options) { o.policyAllocation = "on" }, `--policy-allocation: "on" is not a policy allocation mode`},
+		{"bad node policy", func(o *options) { o.defaultNodePolicy = "pack" }, `--default-node-policy: "pack" is not a placement policy`},
+		{"bad GPU policy", func(o *options) { o.defaultGPUPolicy = "" }, `--default-gpu-policy: "" is not a placement policy`},
+		{"zero fallback delay", func(o *options) { o.fallbackAfter = 0 }, "--policy-fallback-delay: must be positive"},
 		{"zero memory cap", func(o *options) { require.NoError(t, (&quantityValue{&o.maxMemory}).Set("0")) }, "--max-memory-per-device: must be positive"},
 	}
 	for _, tc := range tests {

@@ -13,19 +13,24 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocator"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocmetrics"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat/templates"
@@ -117,6 +122,14 @@ func run(ctx context.Context, o *options) error {
 		Slices:        slices,
 		Templates:     &templates.Ensurer{Client: client, Templates: templateLister, TouchInterval: o.templateTouch},
 	}).Admit, webhookMetrics))
+	mux.Handle(webhook.GatePodsPath, webhook.Handler("gate-pods", (&webhook.PolicyGate{
+		Mode:       webhook.PolicyAllocationMode(o.policyAllocation),
+		Classes:    matcher,
+		Client:     client,
+		Namespaces: namespaces,
+		Templates:  templateLister,
+		Claims:     claims,
+	}).Admit, webhookMetrics))
 	served, err := webhook.Serve(ctx, webhook.ServerOptions{
 		Address: o.webhookAddress, CertFile: o.tlsCertFile, KeyFile: o.tlsKeyFile,
 		ReloadInterval: o.tlsReloadInterval, ShutdownGrace: o.shutdownGrace,
@@ -130,16 +143,16 @@ func run(ctx context.Context, o *options) error {
 		}
 	}()
 
-	collect := func(ctx context.Context) {
+	lead := func(ctx context.Context) {
 		leaderGauge.Set(1)
-		runGarbageCollectors(ctx, o, client, templateLister, enforcer)
+		runLeader(ctx, o, client, factory, matcher, templateLister, enforcer)
 	}
 	if o.leaderElect {
-		if err := runLeaderElection(ctx, cancel, o, client, collect); err != nil {
+		if err := runLeaderElection(ctx, cancel, o, client, lead); err != nil {
 			return err
 		}
 	} else {
-		go collect(ctx)
+		go lead(ctx)
 	}
 
 	<-ctx.Done()
@@ -149,20 +162,50 @@ func run(ctx context.Context, o *options) error {
 	return nil
 }
 
-// runGarbageCollectors runs on the leader: the pod informer they need is
-// started only here, so followers do not cache every pod of the cluster.
-func runGarbageCollectors(ctx context.Context, o *options, client kubernetes.Interface,
-	templateLister resourcelisters.ResourceClaimTemplateLister, enforcer *quota.Enforcer) {
-	logger := klog.FromContext(ctx).WithName("gc")
-	ctx = klog.NewContext(ctx, logger)
-	podFactory := informers.NewSharedInformerFactory(client, 0)
-	pods := podFactory.Core().V1().Pods().Lister()
-	podFactory.Start(ctx.Done())
-	defer podFactory.Shutdown()
-	if err := waitSynced(ctx, podFactory); err != nil {
-		logger.Error(err, "Garbage collectors not started")
+// runLeader runs what only the leader may do: the policy allocator (the
+// single decider, so that it never books a GPU twice) and the garbage
+// collectors. The pod and node informers they need are started only here,
+// so followers do not cache every pod of the cluster.
+func runLeader(ctx context.Context, o *options, client kubernetes.Interface, factory informers.SharedInformerFactory,
+	matcher *webhook.ClassMatcher, templateLister resourcelisters.ResourceClaimTemplateLister, enforcer *quota.Enforcer) {
+	logger := klog.FromContext(ctx)
+	leaderFactory := informers.NewSharedInformerFactory(client, 0)
+	defer leaderFactory.Shutdown()
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	defer broadcaster.Shutdown()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	allocation, err := allocator.NewController(allocator.ControllerOptions{
+		Client: client,
+		Pods:   leaderFactory.Core().V1().Pods(),
+		Nodes:  leaderFactory.Core().V1().Nodes(),
+		Claims: factory.Resource().V1().ResourceClaims(),
+		Slices: factory.Resource().V1().ResourceSlices(),
+		Allocator: allocator.Config{
+			DriverName: driverName,
+			Classes:    allocator.ClassLister(factory.Resource().V1().DeviceClasses().Lister()),
+			IsOurs:     matcher.IsOurs,
+		},
+		Defaults:      o.policies(),
+		FallbackAfter: o.fallbackAfter,
+		Recorder:      broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vgpu-dra-controller"}),
+	})
+	if err != nil {
+		logger.Error(err, "Policy allocator and garbage collectors not started")
 		return
 	}
+	pods := leaderFactory.Core().V1().Pods().Lister()
+	leaderFactory.Start(ctx.Done())
+	if err := waitSynced(ctx, leaderFactory); err != nil {
+		logger.Error(err, "Policy allocator and garbage collectors not started")
+		return
+	}
+	if err := allocation.Enqueue(); err != nil {
+		logger.Error(err, "Queueing gated pods and allocated claims")
+	}
+	go allocation.Run(ctx)
+
+	logger = logger.WithName("gc")
+	ctx = klog.NewContext(ctx, logger)
 	collector := &templates.Collector{Client: client, Templates: templateLister, Pods: pods, Grace: o.templateGrace}
 	wait.UntilWithContext(ctx, func(ctx context.Context) {
 		if n, err := collector.CollectOnce(ctx); err != nil {

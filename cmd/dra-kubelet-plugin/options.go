@@ -53,6 +53,7 @@ type options struct {
 
 	monitorInterval     time.Duration
 	claimStatusInterval time.Duration
+	hostPIDInterval     time.Duration
 }
 
 func newOptions() *options {
@@ -79,6 +80,7 @@ func newOptions() *options {
 
 		monitorInterval:     monitor.DefaultInterval,
 		claimStatusInterval: monitor.DefaultStatusInterval,
+		hostPIDInterval:     monitor.DefaultHostPIDInterval,
 	}
 }
 
@@ -119,6 +121,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 
 	fs = named.FlagSet("monitor")
 	fs.DurationVar(&o.monitorInterval, "monitor-interval", o.monitorInterval, "Shortest time between two reads of the claims' shared regions and NVML; scrapes in between get the last values. Set it to the Prometheus scrape interval or less.")
+	fs.DurationVar(&o.hostPIDInterval, "host-pid-interval", o.hostPIDInterval, "How often each claim's host pid map (claims/<uid>/host/pids: the host pids of the processes in its shared region) is brought up to date. libvgpu.so in a container needs it to match NVML's per-process data for the compute limiter and the context overhead rule; a new process waits up to this long plus a second. The plugin must run in the host pid namespace (hostPID).")
 	fs.DurationVar(&o.claimStatusInterval, "claim-status-interval", o.claimStatusInterval, "Longest time a changed usage waits before it is written to the ResourceClaim's status.devices (large changes go sooner, at most every sixth of it). Negative turns status writing off.")
 }
 
@@ -140,6 +143,9 @@ func (o *options) validate() error {
 	}
 	if o.monitorInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--monitor-interval: must be positive, got %s", o.monitorInterval))
+	}
+	if o.hostPIDInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--host-pid-interval: must be positive, got %s", o.hostPIDInterval))
 	}
 	if o.claimStatusInterval == 0 {
 		errs = append(errs, errors.New("--claim-status-interval: must not be zero (negative turns status writing off)"))

@@ -23,9 +23,10 @@ func TestValidateNamesTheBadFlag(t *testing.T) {
 	o := newOptions()
 	o.gpuEdits = "guess"
 	o.stateRoot = ""
+	o.hostPIDInterval = 0
 	err := o.validate()
 	require.Error(t, err)
-	for _, want := range []string{"--node-name", "--gpu-edits", `"guess"`, "--state-root"} {
+	for _, want := range []string{"--node-name", "--gpu-edits", `"guess"`, "--state-root", "--host-pid-interval"} {
 		assert.Contains(t, err.Error(), want)
 	}
 

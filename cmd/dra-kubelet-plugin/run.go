@@ -111,6 +111,11 @@ func run(ctx context.Context, o *options) error {
 			cancel(fmt.Errorf("usage monitor: %w", err))
 		}
 	}()
+	pidMapper, err := monitor.NewPIDMapper(manager, o.hostPIDInterval)
+	if err != nil {
+		return err
+	}
+	go pidMapper.Run(ctx)
 	if o.deviceHealth {
 		ignored := gpu.DefaultIgnoredXIDs()
 		for _, xid := range o.ignoredXIDs {

@@ -238,6 +238,7 @@ func TestDefaults(t *testing.T) {
 	spec := ds.Spec.Template.Spec
 	assert.Equal(t, pluginName, spec.ServiceAccountName)
 	assert.False(t, spec.HostNetwork)
+	assert.True(t, spec.HostPID, "the host pid map needs the host's /proc")
 	assert.Equal(t, "system-node-critical", spec.PriorityClassName)
 	require.NotNil(t, spec.TerminationGracePeriodSeconds)
 	assert.EqualValues(t, 30, *spec.TerminationGracePeriodSeconds, "shutdown grace 10s + 20s")

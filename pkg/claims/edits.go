@@ -79,8 +79,8 @@ func limitEdits(c *PreparedClaim, gpuIndex int) cdispec.ContainerEdits {
 }
 
 // claimEdits are the driver's claim-wide edits: the region variable, the
-// device order, libvgpu.so, the claim's files and (unless enforcement is
-// disabled) ld.so.preload.
+// device order, libvgpu.so, the claim's files (config, shm and host
+// directories) and (unless enforcement is disabled) ld.so.preload.
 func (m *Manager) claimEdits(c *PreparedClaim) cdispec.ContainerEdits {
 	edits := cdispec.ContainerEdits{
 		Env: []string{
@@ -91,6 +91,10 @@ func (m *Manager) claimEdits(c *PreparedClaim) cdispec.ContainerEdits {
 			{HostPath: m.opts.LibVGPUPath, ContainerPath: ContainerLibVGPUPath, Options: readOnlyBind},
 			{HostPath: m.layout.configPath(c.UID), ContainerPath: containerClaimDir(c.UID) + "/" + configFileName, Options: readOnlyBind},
 			{HostPath: m.layout.shmDir(c.UID), ContainerPath: containerClaimDir(c.UID) + "/" + shmDirName, Options: readWriteBind},
+			// The directory, not the file in it: the plugin replaces its
+			// files by rename, and a file bind mount would keep showing the
+			// inode it was made with.
+			{HostPath: m.layout.hostDir(c.UID), ContainerPath: containerClaimDir(c.UID) + "/" + hostDirName, Options: readOnlyBind},
 		},
 	}
 	if c.Settings.Enforcement != api.EnforcementDisabled {

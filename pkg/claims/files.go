@@ -29,12 +29,14 @@ const (
 	configFileName     = "config"
 	shmDirName         = "shm"
 	regionFileName     = "region"
+	hostDirName        = "host"
 	preloadFileName    = "ld.so.preload"
 	checkpointFileName = "checkpoint.json"
 
 	claimDirMode       = 0o755
 	configFileMode     = 0o644
 	shmDirMode         = 0o777 // containers run as any user and need the directory writable
+	hostDirMode        = 0o755 // written by the plugin only, read by any container user
 	preloadFileMode    = 0o644
 	checkpointFileMode = 0o600
 
@@ -55,6 +57,7 @@ func (l layout) configPath(uid types.UID) string {
 }
 func (l layout) shmDir(uid types.UID) string     { return filepath.Join(l.claimDir(uid), shmDirName) }
 func (l layout) regionPath(uid types.UID) string { return filepath.Join(l.shmDir(uid), regionFileName) }
+func (l layout) hostDir(uid types.UID) string    { return filepath.Join(l.claimDir(uid), hostDirName) }
 func (l layout) preloadPath() string             { return filepath.Join(l.stateRoot, preloadFileName) }
 func (l layout) checkpointPath() string          { return filepath.Join(l.stateRoot, checkpointFileName) }
 func containerClaimDir(uid types.UID) string     { return ContainerClaimsRoot + "/" + string(uid) }
@@ -120,6 +123,20 @@ func (l layout) createRegion(uid types.UID) error {
 	}
 	if err := region.Create(l.regionPath(uid)); err != nil {
 		return fmt.Errorf("create shared region: %w", err)
+	}
+	return nil
+}
+
+// createHostDir makes the directory of host-written state (the host pid
+// map, pkg/monitor) that containers see read-only; existing content is kept.
+func (l layout) createHostDir(uid types.UID) error {
+	dir := l.hostDir(uid)
+	if err := os.Mkdir(dir, hostDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("create host state directory: %w", err)
+	}
+	// Mkdir's mode is reduced by the umask.
+	if err := os.Chmod(dir, hostDirMode); err != nil {
+		return fmt.Errorf("set mode of host state directory: %w", err)
 	}
 	return nil
 }

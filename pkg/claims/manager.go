@@ -261,6 +261,9 @@ func (m *Manager) ensure(ctx context.Context, c *PreparedClaim, writeSpec bool) 
 	if err := m.layout.createRegion(c.UID); err != nil {
 		return err
 	}
+	if err := m.layout.createHostDir(c.UID); err != nil {
+		return err
+	}
 	if err := m.step(stepRegion, c.UID); err != nil {
 		return err
 	}
@@ -306,6 +309,7 @@ func (m *Manager) PreparedClaims() []PreparedClaim {
 		if rec.State == statePrepareCompleted {
 			c := rec.deepCopy()
 			c.RegionPath = m.layout.regionPath(c.UID)
+			c.HostDir = m.layout.hostDir(c.UID)
 			out = append(out, c)
 		}
 	}

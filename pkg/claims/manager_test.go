@@ -127,6 +127,10 @@ device.1.sm_limit_percent=30
 	info, err = os.Stat(filepath.Join(claimDir, "shm", "region"))
 	require.NoError(t, err)
 	assert.EqualValues(t, region.Size, info.Size())
+	info, err = os.Stat(filepath.Join(claimDir, "host"))
+	require.NoError(t, err)
+	assert.True(t, info.IsDir())
+	assert.Equal(t, os.FileMode(0o755), info.Mode().Perm(), "only the plugin writes the host directory")
 
 	preload, err := os.ReadFile(filepath.Join(env.stateRoot, "ld.so.preload"))
 	require.NoError(t, err)
@@ -151,6 +155,7 @@ device.1.sm_limit_percent=30
 		"/etc/ld.so.preload":                           {HostPath: filepath.Join(env.stateRoot, "ld.so.preload"), Options: readOnlyBind},
 		"/usr/local/vgpu/claims/" + claimA + "/config": {HostPath: filepath.Join(claimDir, "config"), Options: readOnlyBind},
 		"/usr/local/vgpu/claims/" + claimA + "/shm":    {HostPath: filepath.Join(claimDir, "shm"), Options: readWriteBind},
+		"/usr/local/vgpu/claims/" + claimA + "/host":   {HostPath: filepath.Join(claimDir, "host"), Options: readOnlyBind},
 	} {
 		got := mountAt(common.Mounts, path)
 		require.NotNil(t, got, "mount %s", path)
@@ -175,6 +180,7 @@ device.1.sm_limit_percent=30
 	assert.Equal(t, types.UID(claimA), claims[0].UID)
 	assert.Equal(t, "train", claims[0].Name)
 	assert.Equal(t, filepath.Join(claimDir, "shm", "region"), claims[0].RegionPath)
+	assert.Equal(t, filepath.Join(claimDir, "host"), claims[0].HostDir)
 	assert.Equal(t, []GPULimit{
 		{UUID: uuid1, MemoryLimitBytes: uint64(8 * gib), SMLimitPercent: 0},
 		{UUID: uuid0, MemoryLimitBytes: uint64(4 * gib), SMLimitPercent: 30},
@@ -404,6 +410,7 @@ func TestInjectIntoContainer(t *testing.T) {
 	assert.ElementsMatch(t, []string{
 		"/usr/local/vgpu/libvgpu.so", "/etc/ld.so.preload",
 		"/usr/local/vgpu/claims/" + claimA + "/config", "/usr/local/vgpu/claims/" + claimA + "/shm",
+		"/usr/local/vgpu/claims/" + claimA + "/host",
 	}, destinations)
 	require.NotNil(t, container.Hooks)
 	assert.Len(t, container.Hooks.CreateContainer, 1, "hooks run once per container, not once per GPU")

@@ -41,6 +41,11 @@ func (m *Manager) PrepareResourceClaims(ctx context.Context, claims []*resourcea
 		rec, known := m.cp.Claims[c.UID]
 		switch {
 		case !known:
+			if err := m.checkCapacity(c, m.preparedUse(fresh)); err != nil {
+				results[c.UID] = failed(c.UID, err)
+				claimLogger.Error(err, "Refused claim that overbooks a GPU")
+				continue
+			}
 			fresh = append(fresh, c)
 		case rec.State == statePrepareStarted:
 			// Left by a failed rollback: finish it, then prepare anew.

@@ -9,5 +9,7 @@
 // stale. The same snapshot feeds a rate-limited writer of
 // ResourceClaim.status.devices, so `kubectl describe resourceclaim` shows
 // limits and live use. RemoveStaleClaimDirs keeps the claims directory free
-// of directories whose claims are no longer prepared.
+// of directories whose claims are no longer prepared. PIDMapper writes each
+// claim's host pid map (host/pids), with which libvgpu.so inside a pid
+// namespace matches NVML's per-process data, which names host pids.
 package monitor

@@ -6,6 +6,7 @@
 #endif
 #include "fake_state.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -39,8 +40,93 @@ static void slot_clear(fake_state_file *f, int i)
         atomic_store(&s->dev[d].head, 0);
         atomic_store(&s->dev[d].seq, 0);
     }
+    atomic_store(&f->ident[i].host_pid, 0);
+    atomic_store(&f->ident[i].pidns, 0);
     atomic_store(&s->pid, 0);
     atomic_store(&s->active, 0);
+}
+
+/* The initial pid namespace's inode (PROC_PID_INIT_INO, fixed since Linux 3.8). */
+#define FAKE_INIT_PIDNS_INO 0xEFFFFFFCULL
+
+/* Inode of the pid namespace of /proc/<pid> ("self" for the caller), 0 if unreadable. */
+static uint64_t pidns_of(const char *pid)
+{
+    char path[64];
+    struct stat sb;
+    snprintf(path, sizeof(path), "/proc/%s/ns/pid", pid);
+    return stat(path, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
+}
+
+/* The innermost pid of /proc/<pid>/status's NSpid line (pid in its own namespace), 0 if none. */
+static unsigned long innermost_nspid(const char *pid)
+{
+    char path[64], buf[4096];
+    snprintf(path, sizeof(path), "/proc/%s/status", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *line = strstr(buf, "\nNSpid:");
+    if (line == NULL)
+        return 0;
+    char *end = strchr(line + 1, '\n');
+    if (end != NULL)
+        *end = '\0';
+    unsigned long last = 0;
+    for (char *p = line + strlen("\nNSpid:"); *p != '\0';) {
+        char *next;
+        unsigned long v = strtoul(p, &next, 10);
+        if (next == p)
+            break;
+        last = v;
+        p = next;
+    }
+    return last;
+}
+
+/* The caller's pid for the process that is pid in namespace ns, from /proc; 0 if not visible. */
+static unsigned int find_in_proc(uint64_t ns, unsigned int pid)
+{
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    unsigned int found = 0;
+    if (d == NULL)
+        return 0;
+    while (found == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] < '1' || e->d_name[0] > '9')
+            continue;
+        if (pidns_of(e->d_name) == ns && innermost_nspid(e->d_name) == pid)
+            found = (unsigned int)strtoul(e->d_name, NULL, 10);
+    }
+    closedir(d);
+    return found;
+}
+
+/*
+ * The pid NVML reports for slot i, as the kernel driver would: the host pid.
+ * own_ns is the caller's pid namespace.
+ */
+static unsigned int reported_pid(fake_state_file *f, int i, uint64_t own_ns)
+{
+    unsigned int pid = atomic_load(&f->slots[i].pid);
+    unsigned int host = atomic_load(&f->ident[i].host_pid);
+    uint64_t ns = atomic_load(&f->ident[i].pidns);
+    if (host != 0)
+        return host;
+    if (ns == 0 || own_ns == 0)
+        return pid; /* written before namespaces were recorded, or no /proc */
+    unsigned int mine = ns == own_ns ? pid : find_in_proc(ns, pid);
+    if (mine == 0)
+        return pid; /* the caller is in a child namespace: it cannot name the process */
+    /* Seen from the host namespace the pid is the host pid for every later caller too. */
+    if (own_ns == FAKE_INIT_PIDNS_INO)
+        atomic_store(&f->ident[i].host_pid, mine);
+    return mine;
 }
 
 static int ensure_dir(const char *dir, char *err, size_t errlen)
@@ -86,6 +172,8 @@ static int claim_slot(fake_state *st, char *err, size_t errlen)
         /* The lock is ours: any previous owner is dead. */
         if (atomic_load(&st->file->slots[i].active))
             slot_clear(st->file, i);
+        atomic_store(&st->file->ident[i].host_pid, 0);
+        atomic_store(&st->file->ident[i].pidns, pidns_of("self"));
         atomic_store(&st->file->slots[i].pid, (uint32_t)getpid());
         atomic_store(&st->file->slots[i].active, 1);
         st->slot = i;
@@ -310,6 +398,7 @@ unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now)
 int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, int max)
 {
     int count = 0;
+    uint64_t own_ns = pidns_of("self");
     fake_state_reclaim(st);
     for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
         fake_slot *s = &st->file->slots[i];
@@ -319,7 +408,7 @@ int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, 
         if (used == 0 && atomic_load(&s->dev[dev].contexts) == 0)
             continue;
         if (count < max) {
-            out[count].pid = atomic_load(&s->pid);
+            out[count].pid = reported_pid(st->file, i, own_ns);
             out[count].used = used;
             out[count].sm_util = busy_percent(st, dev, i, now);
         }

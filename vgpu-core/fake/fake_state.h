@@ -51,12 +51,26 @@ typedef struct fake_slot {
     fake_slot_dev dev[FAKE_MAX_GPUS];
 } fake_slot;
 
+/*
+ * Pid namespace of a slot's owner, and its host pid once some process in the
+ * host pid namespace has resolved it (the real driver knows every
+ * process's host pid). Kept after the slots instead of in them so that a
+ * state file written before these fields existed stays valid: it grows
+ * zero-filled, and 0 means unknown.
+ */
+typedef struct fake_slot_identity {
+    _Atomic uint64_t pidns;    /* inode of the owner's /proc/self/ns/pid, 0 = unknown */
+    _Atomic uint32_t host_pid; /* 0 = not resolved yet */
+    uint32_t reserved;
+} fake_slot_identity;
+
 typedef struct fake_state_file {
     _Atomic uint64_t magic;
     _Atomic uint32_t version;
     uint32_t reserved;
     _Atomic uint64_t dev_used[FAKE_MAX_GPUS]; /* bytes in use by all processes */
     fake_slot slots[FAKE_MAX_SLOTS];
+    fake_slot_identity ident[FAKE_MAX_SLOTS];
 } fake_state_file;
 
 typedef struct fake_state {
@@ -67,7 +81,7 @@ typedef struct fake_state {
 
 /* One process as seen by NVML. */
 typedef struct fake_proc {
-    unsigned int pid;
+    unsigned int pid; /* host pid where the caller can resolve it, else the owner's own pid */
     uint64_t used;
     unsigned int sm_util; /* percent of the window with a kernel running */
 } fake_proc;
@@ -104,6 +118,12 @@ uint64_t fake_state_used(fake_state *st, int dev);
 /*
  * Lists live processes holding a context or memory on dev into out (up to
  * max entries). Returns the number of such processes (may exceed max).
+ * Pids are reported as the real driver does, in the host pid namespace: a
+ * process in another pid namespace is found in the caller's /proc by its
+ * namespace inode and its innermost NSpid (and the result is remembered in
+ * the state file when the caller is in the host namespace); when the
+ * caller cannot see it (the caller is itself in a child namespace), the
+ * owner's own pid is reported.
  */
 int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, int max);
 

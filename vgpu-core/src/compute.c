@@ -251,7 +251,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     if (ns < 0)
         ns = 0;
     if (g->shm == NULL) {
-        uint32_t pid = vgpu_self()->host_pid;
+        uint32_t pid = vgpu_self_host_pid(g);
 
         obs[0] = (struct vgpu_ctl_obs){.slot = 0, .id = 1,
             .launches = __atomic_load_n(&c->launches, __ATOMIC_RELAXED),
@@ -262,6 +262,8 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     } else {
         struct vgpu_region *r = g->shm->r;
 
+        /* Learn (and publish) our own host pid first, so our slot is matched by name. */
+        vgpu_self_host_pid(g);
         for (int s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
             const struct vgpu_region_slot *sl = &r->slots[s];
             const struct vgpu_region_slot_device *sd = &sl->devices[g->rec];
@@ -269,6 +271,12 @@ static void control(struct vgpu_gpu *g, uint64_t now)
 
             if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != VGPU_SLOT_ACTIVE)
                 continue;
+            /* Another process of the claim that does not know its host pid: ask the map. */
+            if (host_pid == 0 && g->hostpids != NULL)
+                host_pid = vgpu_hostpids_lookup(g->hostpids,
+                                                __atomic_load_n(&sl->pidns, __ATOMIC_RELAXED),
+                                                __atomic_load_n(&sl->pid, __ATOMIC_RELAXED),
+                                                __atomic_load_n(&sl->start_time, __ATOMIC_RELAXED));
             obs[t.nobs] = (struct vgpu_ctl_obs){.slot = s, .id = slot_id(sl),
                 .launches = __atomic_load_n(&sd->kernel_launches, __ATOMIC_RELAXED),
                 .throttled_ns = __atomic_load_n(&sd->throttled_ns, __ATOMIC_RELAXED),

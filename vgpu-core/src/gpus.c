@@ -22,6 +22,7 @@ struct claim {
     char err[VGPU_ERRMSG_MAX];
     int shm_state; /* 0 not tried, 1 attached, -1 failed */
     struct vgpu_shm shm;
+    struct vgpu_hostpids hostpids;
 };
 
 /*
@@ -78,6 +79,32 @@ const struct vgpu_procinfo *vgpu_self(void)
     return &G.self;
 }
 
+uint32_t vgpu_self_host_pid(struct vgpu_gpu *g)
+{
+    uint32_t host = __atomic_load_n(&G.self.host_pid, __ATOMIC_RELAXED);
+
+    if (host != 0 || g == NULL || g->hostpids == NULL)
+        return host;
+    host = vgpu_hostpids_lookup(g->hostpids, G.self.pidns, (uint32_t)G.self.pid,
+                                G.self.start_time);
+    if (host == 0)
+        return 0;
+    pthread_mutex_lock(&G.mu);
+    if (G.self.host_pid == 0) {
+        __atomic_store_n(&G.self.host_pid, host, __ATOMIC_RELAXED);
+        /* The monitor and other processes' refillers match NVML samples by the slot's host pid. */
+        for (int i = 0; i < G.nclaims; i++) {
+            if (G.claims[i].shm.r != NULL)
+                vgpu_shm_slot_set_host_pid(&G.claims[i].shm, host);
+        }
+        if (G.standalone.r != NULL)
+            vgpu_shm_slot_set_host_pid(&G.standalone, host);
+        VGPU_INFO("host pid %u, from %s", host, g->hostpids->path);
+    }
+    pthread_mutex_unlock(&G.mu);
+    return host;
+}
+
 /* Reads path into a malloc'ed NUL-terminated buffer. Returns NULL with errno set. */
 static char *read_file(const char *path)
 {
@@ -123,6 +150,7 @@ static void load_claim(const char *root, const char *name)
         return;
     G.enforced = true;
     G.nclaims++;
+    vgpu_hostpids_init(&c->hostpids, c->dir);
     text = read_file(path);
     if (text == NULL) {
         snprintf(c->err, sizeof(c->err), "%s: cannot read: %s", path, strerror(errno));
@@ -218,8 +246,10 @@ static void fork_parent(void)
 /* The child is a new process: the parent's slots, allocations and identity are not its own. */
 static void fork_child(void)
 {
-    for (int i = 0; i < G.nclaims; i++)
+    for (int i = 0; i < G.nclaims; i++) {
         G.claims[i].shm.slot = -1;
+        vgpu_hostpids_forked(&G.claims[i].hostpids);
+    }
     G.standalone.slot = -1;
     for (int i = 0; i < G.ngpus; i++)
         G.gpus[i].private_used = 0;
@@ -394,6 +424,7 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
             VGPU_ERROR("ignoring %s; GPU %s keeps the claim's SM limit %u%%", sm_err, uuid, sm);
         snprintf(path, sizeof(path), "%s/shm/region", c->dir);
         g->shm = attach(&c->shm, &c->shm_state, path, false);
+        g->hostpids = &c->hostpids;
         if (env_rc != 0)
             fail_closed(g, err);
     } else if (invalid != NULL) {

@@ -14,6 +14,7 @@
 
 #include "compute.h"
 #include "config.h"
+#include "hostpids.h"
 #include "procinfo.h"
 #include "shm.h"
 #include "vgpu_cuda.h"
@@ -29,6 +30,7 @@ struct vgpu_gpu {
     bool fail_closed;                /* true: refuse every allocation */
     uint64_t limit;                  /* bytes, 0 = unlimited */
     struct vgpu_shm *shm;            /* claim-wide accounting, NULL = process-private */
+    struct vgpu_hostpids *hostpids;  /* the claim's host pid map, NULL standalone */
     int rec;                         /* device record index in shm */
     uint64_t private_used;           /* counter used when shm is NULL */
     struct vgpu_compute compute;     /* SM limiter */
@@ -53,6 +55,14 @@ int vgpu_gpus_snapshot_locked(struct vgpu_gpu **out, int max);
 
 /* Identity of this process (refreshed in a fork child). */
 const struct vgpu_procinfo *vgpu_self(void);
+
+/*
+ * Returns this process's host pid, 0 while unknown. Inside a pid namespace
+ * it is looked up in g's claim host pid map (re-read at most every
+ * VGPU_HOSTPIDS_RECHECK_NS); once found it is kept and published in our
+ * slot of every region we use. Takes vgpu_lock(): call it without.
+ */
+uint32_t vgpu_self_host_pid(struct vgpu_gpu *g);
 
 /*
  * The process accounting mutex: it serialises the tracking maps and the

@@ -99,18 +99,18 @@ static void nvml_init(void)
  * Overhead rule: NVML's used memory for our host pid on g minus the bytes we
  * track there, floored at 0. It is charged to the claim like an allocation
  * (without a limit check: it is already in use) and published separately in
- * the slot. Unknowable (no NVML, no process entry, host pid unknown inside a
- * pid namespace, process-private accounting) means 0.
+ * the slot. Unknowable (no NVML, no process entry, host pid neither in /proc
+ * nor in the claim's host pid map, process-private accounting) means 0.
  */
 void vgpu_overhead_refresh(struct vgpu_gpu *g)
 {
     nvmlProcessInfo_t procs[64];
     unsigned int count = 64;
     nvmlDevice_t dev;
-    uint32_t host_pid = vgpu_self()->host_pid;
+    uint32_t host_pid;
     unsigned long long used = 0;
 
-    if (g == NULL || !g->enforce || g->shm == NULL || host_pid == 0)
+    if (g == NULL || !g->enforce || g->shm == NULL || (host_pid = vgpu_self_host_pid(g)) == 0)
         return;
     pthread_once(&nvml_init_once, nvml_init);
     if (nvml_init_rc != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||

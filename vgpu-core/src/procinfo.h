@@ -11,7 +11,7 @@
 
 struct vgpu_procinfo {
     pid_t pid;
-    uint32_t host_pid;   /* 0 when not knowable from inside a pid namespace */
+    uint32_t host_pid;   /* 0 when /proc cannot tell (pid namespace): see hostpids.h */
     uint64_t start_time; /* /proc/<pid>/stat field 22 */
     uint64_t pidns;      /* inode of /proc/self/ns/pid, 0 if unreadable */
 };

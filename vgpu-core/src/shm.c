@@ -431,6 +431,17 @@ void vgpu_shm_slot_set_compute(struct vgpu_shm *s, int rec, uint64_t launches,
     slot_end(sl);
 }
 
+void vgpu_shm_slot_set_host_pid(struct vgpu_shm *s, uint32_t host_pid)
+{
+    struct vgpu_region_slot *sl;
+
+    if (s->slot < 0)
+        return;
+    sl = slot_begin(s);
+    __atomic_store_n(&sl->host_pid, host_pid, __ATOMIC_RELAXED);
+    slot_end(sl);
+}
+
 uint64_t vgpu_shm_slot_used(const struct vgpu_shm *s, int rec)
 {
     return s->slot < 0 ? 0 : s->r->slots[s->slot].devices[rec].used_bytes;

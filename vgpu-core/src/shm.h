@@ -75,6 +75,9 @@ void vgpu_shm_slot_add(struct vgpu_shm *s, int rec, int64_t delta);
 void vgpu_shm_slot_set_compute(struct vgpu_shm *s, int rec, uint64_t launches,
                                uint64_t throttled_ns);
 
+/* Publishes our host pid in our slot. The caller serialises calls for one slot. */
+void vgpu_shm_slot_set_host_pid(struct vgpu_shm *s, uint32_t host_pid);
+
 /* Returns the tracked bytes our slot holds on rec (0 without a slot). */
 uint64_t vgpu_shm_slot_used(const struct vgpu_shm *s, int rec);
 

@@ -5,7 +5,8 @@
  * claims root (config + region, as the kubelet plugin would) and runs this
  * program again with LD_PRELOAD=libvgpu.so and the scenario name, like an
  * application linked with -lcuda. Scenarios that need several processes
- * start helpers ("hold", "grab") the same way.
+ * start helpers ("hold", "grab") the same way; "hostpid" runs in its own pid
+ * and mount namespaces (as root; skipped otherwise).
  *
  * Env: VGPU_TEST_LIB (libvgpu.so to preload), VGPU_TEST_PRELOAD_PREFIX
  * (preloaded first, e.g. libasan.so), VGPU_TEST_VALGRIND (skip checks that
@@ -15,11 +16,14 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <spawn.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -524,6 +528,82 @@ static void sc_overhead(void)
     CHECK(cuMemAlloc_v2(&p, 900 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
 }
 
+/* Device record 0 of the claim's region (read-only, as the monitor does). */
+static bool region_device0(struct vgpu_region_device *out, uint32_t *slot_host_pid)
+{
+    struct vgpu_region r;
+    int fd = open(claim_region(), O_RDONLY);
+    bool ok = fd >= 0 && pread(fd, &r, sizeof(r), 0) == (ssize_t)sizeof(r);
+
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        return false;
+    *out = r.devices[0];
+    *slot_host_pid = 0;
+    for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
+        if (r.slots[i].state == VGPU_SLOT_ACTIVE && r.slots[i].pid == (uint32_t)getpid())
+            *slot_host_pid = r.slots[i].host_pid;
+    }
+    return true;
+}
+
+/* Launches 10 ms kernels (two in flight, then sync) for ms milliseconds. */
+static void busy_for(CUfunction f, long ms)
+{
+    struct timespec t0, t;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    do {
+        CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS);
+        CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS);
+        CHECK(cuStreamSynchronize(NULL) == CUDA_SUCCESS);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+    } while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms);
+}
+
+/*
+ * Run as pid 1 of a new pid namespace with its own /proc (a container):
+ * neither /proc nor NSpid tell the host pid, so the overhead rule and the
+ * limiter's measurement are blind until the driver writes the claim's host
+ * pid map; then both work, and the slot publishes the host pid.
+ */
+static void sc_hostpid(void)
+{
+    struct vgpu_region_device d;
+    uint32_t host_pid = 0;
+    CUdeviceptr p;
+    CUmodule mod;
+    CUfunction f;
+    char line[64];
+    bool learnt = false;
+
+    ctx_on(0);
+    CHECK(cuModuleLoadData(&mod, "lib_test") == CUDA_SUCCESS);
+    CHECK(cuModuleGetFunction(&f, mod, "busy_10000us") == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&p, 100 * MiB) == CUDA_SUCCESS);
+    busy_for(f, 1200);
+    /* Blind: no overhead charged, no share measured. */
+    CHECK_EQ_U64(mem_free(), GiB - 100 * MiB);
+    CHECK(region_device0(&d, &host_pid));
+    CHECK_EQ_U64(d.sm_util_percent, 0);
+    CHECK_EQ_U64(host_pid, 0);
+    printf("ready\n");
+    fflush(stdout);
+    read_line(0, line, sizeof(line));
+    CHECK(strcmp(line, "go") == 0);
+    /* The map is re-read within a second; the refiller measures within its window. */
+    for (int i = 0; i < 40 && !learnt; i++) {
+        busy_for(f, 100);
+        learnt = mem_free() == GiB - 164 * MiB && region_device0(&d, &host_pid) &&
+                 d.sm_util_percent > 0 && host_pid != 0;
+    }
+    CHECK(learnt);
+    CHECK_EQ_U64(used0(), 164 * MiB);
+    printf("host %u\n", host_pid);
+    fflush(stdout);
+}
+
 /* fork: the child's exit does not release the parent's slot or memory. */
 static void sc_fork(void)
 {
@@ -664,6 +744,150 @@ static void expect(const char *name, const char *const env[], int want_rc, bool 
     }
 }
 
+/* Innermost pid (in its own namespace) and start time of host pid pid, from the host's /proc. */
+static bool proc_identity(pid_t pid, uint64_t *pidns, unsigned long *nspid, unsigned long long *start)
+{
+    char path[64], buf[4096];
+    struct stat st;
+    FILE *f;
+    char *p;
+
+    snprintf(path, sizeof(path), "/proc/%d/ns/pid", (int)pid);
+    if (stat(path, &st) != 0)
+        return false;
+    *pidns = (uint64_t)st.st_ino;
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+    *nspid = 0;
+    if ((f = fopen(path, "r")) == NULL)
+        return false;
+    while (fgets(buf, sizeof(buf), f) != NULL) {
+        if (strncmp(buf, "NSpid:", 6) == 0) {
+            for (p = buf + 6; *p != '\0' && *p != '\n';) {
+                char *next;
+                unsigned long v = strtoul(p, &next, 10);
+                if (next == p)
+                    break;
+                *nspid = v;
+                p = next;
+            }
+        }
+    }
+    fclose(f);
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return false;
+    p = fgets(buf, sizeof(buf), f) != NULL ? strrchr(buf, ')') : NULL;
+    fclose(f);
+    /* Field 22 is the 20th after the ')' that ends field 2. */
+    for (int field = 2; p != NULL && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    if (p == NULL)
+        return false;
+    *start = strtoull(p + 1, NULL, 10);
+    return *nspid != 0;
+}
+
+/*
+ * The hostpid scenario in a new pid and mount namespace with its own /proc.
+ * The driver plays the kubelet plugin: it resolves the scenario's host pid
+ * through the host's /proc, writes the claim's host pid map, and (as the
+ * monitor's NVML calls do) lets the fake NVML on the host learn the pid.
+ */
+static void expect_hostpid(void)
+{
+    char preload[8192], map[256], path[600], tmp[620], line[64];
+    const char *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
+    int to[2], from[2], report[2], st, child = 0;
+    uint64_t pidns = 0;
+    unsigned long nspid = 0;
+    unsigned long long start = 0;
+    nvmlDevice_t dev;
+    nvmlProcessInfo_t procs[64];
+    unsigned int count = 64;
+    pid_t mid;
+    FILE *f;
+
+    snprintf(preload, sizeof(preload), "%s%s%s", prefix ? prefix : "", prefix ? ":" : "",
+             getenv("VGPU_TEST_LIB"));
+    if (pipe2(to, O_CLOEXEC) != 0 || pipe2(from, O_CLOEXEC) != 0 || pipe2(report, O_CLOEXEC) != 0) {
+        CHECK(0);
+        return;
+    }
+    fflush(stdout); /* the child must not inherit our buffered output */
+    mid = fork();
+    if (mid == 0) {
+        pid_t c = -1;
+        int rc = 0;
+
+        if (unshare(CLONE_NEWPID | CLONE_NEWNS) == 0)
+            c = fork();
+        if (c == 0) {
+            /* Our own /proc, as a container runtime mounts it, kept out of the host's mounts. */
+            if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+                _exit(126);
+            dup2(to[0], 0);
+            dup2(from[1], 1);
+            setenv("LD_PRELOAD", preload, 1);
+            setenv("VGPU_CLAIMS_ROOT", root, 1);
+            setenv("VGPU_TEST_UUID0", uuids[0], 1);
+            setenv("VGPU_FAKE_CONTEXT_MEMORY", "64Mi", 1);
+            execl(self_exe, self_exe, "hostpid", (char *)NULL);
+            _exit(127);
+        }
+        rc = c > 0 ? (int)c : -errno;
+        if (write(report[1], &rc, sizeof(rc)) != (ssize_t)sizeof(rc) || c < 0)
+            _exit(0);
+        waitpid(c, &st, 0);
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    }
+    close(to[0]);
+    close(from[1]);
+    close(report[1]);
+    CHECK(read(report[0], &child, sizeof(child)) == (ssize_t)sizeof(child));
+    close(report[0]);
+    if (child <= 0) {
+        printf("skip hostpid (unshare(CLONE_NEWPID | CLONE_NEWNS): %s)\n", strerror(-child));
+        close(to[1]);
+        close(from[0]);
+        waitpid(mid, &st, 0);
+        return;
+    }
+    read_line(from[0], line, sizeof(line));
+    CHECK(strcmp(line, "ready") == 0);
+    CHECK(proc_identity(child, &pidns, &nspid, &start));
+    CHECK(nspid == 1); /* pid 1 of its namespace: the host pid is elsewhere */
+    snprintf(path, sizeof(path), "%s/claim-a/host", root);
+    CHECK(mkdir(path, 0755) == 0 || errno == EEXIST);
+    snprintf(path, sizeof(path), "%s/claim-a/host/pids", root);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    snprintf(map, sizeof(map), "version=1\n%llu %lu %llu %d\n", (unsigned long long)pidns, nspid,
+             start, child);
+    if ((f = fopen(tmp, "w")) != NULL) {
+        fputs(map, f);
+        fclose(f);
+    }
+    CHECK(rename(tmp, path) == 0);
+    /* On a node the driver reports host pids; the fake learns them from a host-side NVML query. */
+    CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetHandleByUUID(uuids[0], &dev) == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, procs) == NVML_SUCCESS);
+    CHECK(count >= 1 && procs[0].pid == (unsigned int)child);
+    CHECK(write(to[1], "go\n", 3) == 3);
+    read_line(from[0], line, sizeof(line));
+    snprintf(map, sizeof(map), "host %d", child);
+    CHECK(strcmp(line, map) == 0);
+    close(to[1]);
+    close(from[0]);
+    waitpid(mid, &st, 0);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "scenario hostpid: exit status %d\n", st);
+        check_failures++;
+    } else {
+        printf("ok   hostpid\n");
+    }
+}
+
 static void uuid_of(int dev, char out[64])
 {
     CUuuid u;
@@ -704,6 +928,16 @@ static int run_driver(void)
     {
         const char *env[] = {"VGPU_FAKE_CONTEXT_MEMORY=64Mi", NULL};
         expect("overhead", env, 0, true);
+    }
+    /* A process in its own pid namespace learns its host pid from the claim's map. */
+    {
+        char cfg[1024];
+        snprintf(cfg, sizeof(cfg),
+                 "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
+                 "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n",
+                 uuids[0]);
+        make_claim(cfg);
+        expect_hostpid();
     }
     /* Env may lower a configured limit, never raise it. */
     {
@@ -794,6 +1028,7 @@ int main(int argc, char **argv)
         {"race", sc_race},         {"fail_closed", sc_fail_closed},
         {"expect_total", sc_expect_total}, {"nvml", sc_nvml},
         {"overhead", sc_overhead}, {"fork", sc_fork},
+        {"hostpid", sc_hostpid},
         {"idle", sc_idle},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {

@@ -1,6 +1,7 @@
 /*
  * unit_test.c - tests of the pieces of libvgpu.so that need no driver: the
- * size parser, the claim config reader, the tracking map and the shared
+ * size parser, the claim config reader, the host pid map reader, the
+ * tracking map and the shared
  * region (init protocol, CAS reservation under a multi-process race, slot
  * reclaim after SIGKILL, rejection of corrupt files).
  */
@@ -15,6 +16,7 @@
 
 #include "check.h"
 #include "config.h"
+#include "hostpids.h"
 #include "parse.h"
 #include "procinfo.h"
 #include "ptrmap.h"
@@ -470,6 +472,91 @@ static void test_procinfo(void)
     }
 }
 
+/* The host pid map: strict format, every bad line rejects the whole file. */
+static void test_hostpids_parse(void)
+{
+    struct vgpu_hostpid_entry e[4];
+    char err[VGPU_ERRMSG_MAX];
+    static const char *const bad[] = {
+        "",                                   /* no header */
+        "version=2\n",                        /* other version */
+        "version=1\n1 2 3\n",                 /* missing field */
+        "version=1\n1 2 3 4 5\n",             /* extra field */
+        "version=1\n1 2 3 4",                 /* no final newline */
+        "version=1\n1  2 3 4\n",              /* double space */
+        "version=1\n 1 2 3 4\n",              /* leading space */
+        "version=1\n1 2 3 4\r\n",            /* CR */
+        "version=1\n01 2 3 4\n",              /* leading zero */
+        "version=1\n-1 2 3 4\n",              /* sign */
+        "version=1\n0 2 3 4\n",               /* namespace 0 */
+        "version=1\n1 0 3 4\n",               /* pid 0 */
+        "version=1\n1 2 3 0\n",               /* host pid 0 */
+        "version=1\n1 4194305 3 4\n",         /* pid beyond PID_MAX_LIMIT */
+        "version=1\n1 2 18446744073709551616 4\n", /* start time overflows */
+        "version=1\n1 2 3 4\n\n",             /* empty line */
+        "version=1\n1 2 3 4\n5 6 7 8\n9 10 11 12\n13 14 15 16\n17 18 19 20\n", /* > max */
+    };
+    const char *good = "version=1\n4026532000 1 123456 4242\n4026532001 7 0 4194304\n";
+
+    CHECK(vgpu_hostpids_parse(good, strlen(good), e, 4, err) == 2);
+    CHECK_EQ_U64(e[0].pidns, 4026532000ull);
+    CHECK_EQ_U64(e[0].pid, 1);
+    CHECK_EQ_U64(e[0].start_time, 123456);
+    CHECK_EQ_U64(e[0].host_pid, 4242);
+    CHECK_EQ_U64(e[1].start_time, 0);
+    CHECK_EQ_U64(e[1].host_pid, 4194304);
+    CHECK(vgpu_hostpids_parse("version=1\n", 10, e, 4, err) == 0);
+    /* Only len bytes count: text after them is never read. */
+    CHECK(vgpu_hostpids_parse(good, 10, e, 4, err) == 0);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        if (vgpu_hostpids_parse(bad[i], strlen(bad[i]), e, 4, err) != -1 || err[0] == '\0') {
+            fprintf(stderr, "hostpids: accepted or no reason for bad input %zu\n", i);
+            check_failures++;
+        }
+    }
+    CHECK(strstr(err, "line 6") != NULL); /* the fifth process line exceeds max */
+}
+
+/* The map is found, re-read only when replaced, and at most once per recheck period. */
+static void test_hostpids_lookup(void)
+{
+    struct vgpu_hostpids h;
+    char dir[300], path[400], tmp[420];
+    FILE *f;
+
+    snprintf(dir, sizeof(dir), "%s/hp", tmpdir);
+    snprintf(path, sizeof(path), "%s/host", dir);
+    CHECK(mkdir(dir, 0755) == 0 && mkdir(path, 0755) == 0);
+    vgpu_hostpids_init(&h, dir);
+    CHECK_EQ_U64(vgpu_hostpids_lookup(&h, 5, 1, 99), 0); /* no file */
+    snprintf(path, sizeof(path), "%s/host/pids", dir);
+    snprintf(tmp, sizeof(tmp), "%s.new", path);
+    f = fopen(tmp, "w");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        fputs("version=1\n5 1 99 777\n", f);
+        fclose(f);
+    }
+    CHECK(rename(tmp, path) == 0);
+    /* Looked at less than a second ago: not read yet. */
+    CHECK_EQ_U64(vgpu_hostpids_lookup(&h, 5, 1, 99), 0);
+    h.next_check_ns = 0;
+    CHECK_EQ_U64(vgpu_hostpids_lookup(&h, 5, 1, 99), 777);
+    CHECK_EQ_U64(vgpu_hostpids_lookup(&h, 5, 1, 100), 0); /* another start time: pid reused */
+    CHECK_EQ_U64(vgpu_hostpids_lookup(&h, 6, 1, 99), 0);  /* another namespace */
+    /* A malformed replacement empties the map rather than keeping stale entries. */
+    f = fopen(tmp, "w");
+    if (f != NULL) {
+        fputs("version=1\n5 1 99 seven\n", f);
+        fclose(f);
+    }
+    CHECK(rename(tmp, path) == 0);
+    h.next_check_ns = 0;
+    CHECK_EQ_U64(vgpu_hostpids_lookup(&h, 5, 1, 99), 0);
+    free(h.table);
+}
+
 int main(void)
 {
     char cmd[64];
@@ -483,6 +570,8 @@ int main(void)
     test_config();
     test_ptrmap();
     test_procinfo();
+    test_hostpids_parse();
+    test_hostpids_lookup();
     test_region_init();
     test_region_corrupt();
     test_region_race();

@@ -6,6 +6,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -562,6 +563,57 @@ static void test_cross_process(const char *probe)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2);
 }
 
+/*
+ * NVML reports host pids: cuda-probe running as pid 1 of a new pid namespace
+ * is listed under the pid this (host namespace) process knows it by.
+ */
+static void test_pid_namespace(const char *probe)
+{
+    int out[2], report[2], status;
+    char line[512];
+    if (pipe(out) != 0 || pipe(report) != 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t mid = fork();
+    if (mid == 0) {
+        /* unshare(CLONE_NEWPID) moves only the children: the probe becomes pid 1. */
+        int ok = unshare(CLONE_NEWPID) == 0;
+        pid_t probe_pid = ok ? fork() : -1;
+        if (probe_pid == 0) {
+            dup2(out[1], 1);
+            execl(probe, probe, "alloc", "1Gi", "hold", "60", (char *)NULL);
+            _exit(127);
+        }
+        int v = ok ? (int)probe_pid : -errno;
+        if (write(report[1], &v, sizeof(v)) != (ssize_t)sizeof(v))
+            _exit(1);
+        if (probe_pid > 0)
+            waitpid(probe_pid, NULL, 0);
+        _exit(0);
+    }
+    close(out[1]);
+    close(report[1]);
+    int host_pid = 0;
+    FILE *probe_out = fdopen(out[0], "r");
+    CHECK(read(report[0], &host_pid, sizeof(host_pid)) == (ssize_t)sizeof(host_pid));
+    close(report[0]);
+    if (host_pid <= 0) {
+        printf("fake_test: skipping the pid namespace test: unshare(CLONE_NEWPID): %s\n",
+               strerror(-host_pid));
+    } else {
+        CHECK(fgets(line, sizeof(line), probe_out) != NULL);
+        CHECK(strstr(line, "\"action\":\"alloc\"") != NULL);
+        /* Recorded as pid 1 of its namespace; reported as the host knows it. */
+        CHECK_EQ(nvml_process_used((unsigned int)host_pid), (long long)GiB);
+        CHECK_EQ(nvml_process_used(1), -1);
+        kill(host_pid, SIGKILL);
+    }
+    fclose(probe_out);
+    waitpid(mid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void remove_state(void)
 {
     char path[256];
@@ -610,6 +662,7 @@ int main(void)
     test_launch_and_capture();
     test_xid_events();
     test_cross_process(probe);
+    test_pid_namespace(probe);
     CHECK_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
     CHECK_EQ(nvml_process_used((unsigned int)getpid()), -1);
     CHECK_EQ(nvmlShutdown(), NVML_SUCCESS);

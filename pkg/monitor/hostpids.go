@@ -1,0 +1,389 @@
+package monitor
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
+)
+
+// Host pid map of a claim (contract with libvgpu.so, vgpu-core/src/hostpids.h).
+const (
+	// HostPIDFileName is the map's name in the claim's host directory
+	// (claims.PreparedClaim.HostDir).
+	HostPIDFileName = "pids"
+	// DefaultHostPIDInterval is how often the maps are brought up to date.
+	DefaultHostPIDInterval = time.Second
+
+	hostPIDFormatVersion = 1
+	hostPIDFileMode      = 0o644
+	// hostPIDRetry is how long a process that could not be found in /proc
+	// (its slot outlived it, or it is not on this host's /proc) waits
+	// before it is looked for again, so that such slots do not cost a
+	// /proc scan every interval.
+	hostPIDRetry = 10 * time.Second
+)
+
+// procID identifies a process of a region slot in its own pid namespace.
+type procID struct {
+	pidNS     uint64
+	pid       uint32
+	startTime uint64
+}
+
+// PIDMapper writes, for every prepared claim, the host pids of the
+// processes in the claim's shared region to <HostDir>/pids, so that
+// libvgpu.so inside a container (own pid namespace and /proc) can match
+// NVML's per-process data, which names host pids. It must run in the
+// host pid namespace.
+//
+// A slot (pid namespace inode, pid, start time) is resolved to the host
+// process whose /proc/<pid>/ns/pid has that inode and whose innermost
+// NSpid is that pid, and accepted only if that process's start time
+// (/proc/<pid>/stat field 22) matches, so a reused pid is never reported.
+// The file is replaced atomically and only when its content changes.
+type PIDMapper struct {
+	claims   ClaimSource
+	interval time.Duration
+	procRoot string
+	now      func() time.Time
+	reader   *region.Reader
+
+	// written is the content of each claim's map as last written or found.
+	written map[types.UID][]byte
+	// resolved caches host pids found earlier; each is verified again on use.
+	resolved map[procID]uint32
+	// missed holds when each unresolvable process may be looked for again.
+	missed map[procID]time.Time
+	// errs is the last error logged per claim, so a lasting problem is
+	// logged once.
+	errs map[types.UID]string
+}
+
+// NewPIDMapper returns a PIDMapper over the claims of source that updates
+// the maps every interval (zero means DefaultHostPIDInterval).
+func NewPIDMapper(source ClaimSource, interval time.Duration) (*PIDMapper, error) {
+	if source == nil {
+		return nil, errors.New("host pid mapper: claim source is required")
+	}
+	if interval < 0 {
+		return nil, fmt.Errorf("host pid mapper: interval must not be negative, got %s", interval)
+	}
+	if interval == 0 {
+		interval = DefaultHostPIDInterval
+	}
+	return &PIDMapper{
+		claims:   source,
+		interval: interval,
+		procRoot: "/proc",
+		now:      time.Now,
+		reader:   region.NewReader(),
+		written:  map[types.UID][]byte{},
+		resolved: map[procID]uint32{},
+		missed:   map[procID]time.Time{},
+		errs:     map[types.UID]string{},
+	}, nil
+}
+
+// Run updates the maps every interval until ctx ends.
+func (p *PIDMapper) Run(ctx context.Context) {
+	klog.FromContext(ctx).V(2).Info("Writing host pid maps", "interval", p.interval)
+	ticker := time.NewTicker(p.interval)
+	defer ticker.Stop()
+	for {
+		p.sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ticker.C:
+		}
+	}
+}
+
+// sync brings every prepared claim's map up to date once.
+func (p *PIDMapper) sync(ctx context.Context) {
+	logger := klog.FromContext(ctx)
+	prepared := p.claims.PreparedClaims()
+	live := make(map[types.UID]bool, len(prepared))
+	// Every region first: a /proc scan then reads the status of only the
+	// processes in the namespaces of some claim.
+	type claimProcs struct {
+		uid     types.UID
+		hostDir string
+		ids     []procID
+	}
+	var work []claimProcs
+	seen := map[procID]bool{}
+	namespaces := map[uint64]bool{}
+	for _, c := range prepared {
+		live[c.UID] = true
+		if c.HostDir == "" || c.RegionPath == "" {
+			continue
+		}
+		reg, err := p.reader.Read(c.RegionPath)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // being unprepared, or not restored yet
+		}
+		if err != nil {
+			p.logOnce(logger, c.UID, err, "Cannot read the claim's region for its host pid map")
+			continue
+		}
+		w := claimProcs{uid: c.UID, hostDir: c.HostDir}
+		for _, proc := range reg.Processes {
+			id := procID{pidNS: proc.PIDNamespace, pid: proc.PID, startTime: proc.StartTime}
+			if id.pidNS != 0 {
+				w.ids = append(w.ids, id)
+				seen[id] = true
+				namespaces[id.pidNS] = true
+			}
+		}
+		work = append(work, w)
+	}
+	var index *procIndex
+	for _, c := range work {
+		var lines []string
+		for _, id := range c.ids {
+			host := p.resolve(id, namespaces, &index)
+			if host != 0 {
+				lines = append(lines, fmt.Sprintf("%d %d %d %d", id.pidNS, id.pid, id.startTime, host))
+			}
+		}
+		if err := p.write(c.uid, c.hostDir, renderHostPIDs(lines)); err != nil {
+			p.logOnce(logger, c.uid, err, "Cannot write the claim's host pid map")
+			continue
+		}
+		delete(p.errs, c.uid)
+	}
+	for uid := range p.written {
+		if !live[uid] {
+			delete(p.written, uid)
+			delete(p.errs, uid)
+		}
+	}
+	for id := range p.resolved {
+		if !seen[id] {
+			delete(p.resolved, id)
+		}
+	}
+	for id := range p.missed {
+		if !seen[id] {
+			delete(p.missed, id)
+		}
+	}
+}
+
+func (p *PIDMapper) logOnce(logger klog.Logger, uid types.UID, err error, msg string) {
+	if p.errs[uid] == err.Error() {
+		return
+	}
+	p.errs[uid] = err.Error()
+	logger.Error(err, msg, "claim", uid)
+}
+
+// resolve returns the host pid of id, 0 if it cannot be found. The /proc
+// index of the processes in namespaces is built at most once per sync, and
+// only when a process is new.
+func (p *PIDMapper) resolve(id procID, namespaces map[uint64]bool, index **procIndex) uint32 {
+	if host, ok := p.resolved[id]; ok {
+		if p.matches(host, id) {
+			return host
+		}
+		delete(p.resolved, id)
+	}
+	if retry, ok := p.missed[id]; ok && p.now().Before(retry) {
+		return 0
+	}
+	if *index == nil {
+		*index = p.scan(namespaces)
+	}
+	for _, host := range (*index).candidates[nsPID{id.pidNS, id.pid}] {
+		if p.startTime(host) == id.startTime {
+			p.resolved[id] = host
+			delete(p.missed, id)
+			return host
+		}
+	}
+	p.missed[id] = p.now().Add(hostPIDRetry)
+	return 0
+}
+
+// matches reports whether host pid host still is the process id.
+func (p *PIDMapper) matches(host uint32, id procID) bool {
+	dir := filepath.Join(p.procRoot, strconv.FormatUint(uint64(host), 10))
+	ns, ok := pidNamespace(dir)
+	return ok && ns == id.pidNS && innermostPID(dir) == id.pid && p.startTime(host) == id.startTime
+}
+
+// startTime returns field 22 of /proc/<pid>/stat, 0 if unreadable.
+func (p *PIDMapper) startTime(pid uint32) uint64 {
+	b, err := os.ReadFile(filepath.Join(p.procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
+	if err != nil {
+		return 0
+	}
+	// Field 2 (comm) may hold spaces and parentheses: fields resume after the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	const startField = 22 - 3 // fields[0] is field 3
+	if len(fields) <= startField {
+		return 0
+	}
+	v, err := strconv.ParseUint(fields[startField], 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
+}
+
+type nsPID struct {
+	ns  uint64
+	pid uint32
+}
+
+// procIndex maps (pid namespace, innermost pid) to host pids. Normally
+// one candidate; several only while /proc changes under the scan.
+type procIndex struct {
+	candidates map[nsPID][]uint32
+}
+
+// scan reads every process's pid namespace under the proc root, and the
+// innermost pid of those in namespaces.
+func (p *PIDMapper) scan(namespaces map[uint64]bool) *procIndex {
+	idx := &procIndex{candidates: map[nsPID][]uint32{}}
+	entries, err := os.ReadDir(p.procRoot)
+	if err != nil {
+		return idx
+	}
+	for _, e := range entries {
+		host, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil || host == 0 {
+			continue
+		}
+		dir := filepath.Join(p.procRoot, e.Name())
+		ns, ok := pidNamespace(dir)
+		if !ok || !namespaces[ns] {
+			continue // exited, not ours to inspect, or of no claim
+		}
+		if pid := innermostPID(dir); pid != 0 {
+			k := nsPID{ns, pid}
+			idx.candidates[k] = append(idx.candidates[k], uint32(host))
+		}
+	}
+	return idx
+}
+
+// pidNamespace returns the inode of the process's pid namespace from the
+// link text of <dir>/ns/pid ("pid:[4026531836]").
+func pidNamespace(dir string) (uint64, bool) {
+	link, err := os.Readlink(filepath.Join(dir, "ns", "pid"))
+	if err != nil {
+		return 0, false
+	}
+	inner, ok := strings.CutPrefix(link, "pid:[")
+	if !ok {
+		return 0, false
+	}
+	inner, ok = strings.CutSuffix(inner, "]")
+	if !ok {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(inner, 10, 64)
+	return v, err == nil && v != 0
+}
+
+// innermostPID returns the last pid of <dir>/status's NSpid line: the
+// process's pid in its own namespace. 0 if unreadable.
+func innermostPID(dir string) uint32 {
+	b, err := os.ReadFile(filepath.Join(dir, "status"))
+	if err != nil {
+		return 0
+	}
+	for line := range strings.Lines(string(b)) {
+		rest, ok := strings.CutPrefix(line, "NSpid:")
+		if !ok {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) == 0 {
+			return 0
+		}
+		v, err := strconv.ParseUint(f[len(f)-1], 10, 32)
+		if err != nil {
+			return 0
+		}
+		return uint32(v)
+	}
+	return 0
+}
+
+// renderHostPIDs returns the map file for lines in a stable order.
+func renderHostPIDs(lines []string) []byte {
+	slices.SortFunc(lines, cmp.Compare[string])
+	var b strings.Builder
+	b.WriteString("version=" + strconv.Itoa(hostPIDFormatVersion) + "\n")
+	for _, l := range lines {
+		b.WriteString(l)
+		b.WriteByte('\n')
+	}
+	return []byte(b.String())
+}
+
+// write replaces the claim's map with content unless it has it already.
+// A missing host directory (claim prepared by an older plugin, or being
+// unprepared) is not an error: there is no one to read the map.
+func (p *PIDMapper) write(uid types.UID, dir string, content []byte) error {
+	if have, ok := p.written[uid]; ok && bytes.Equal(have, content) {
+		return nil
+	}
+	path := filepath.Join(dir, HostPIDFileName)
+	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, content) {
+		p.written[uid] = content
+		return nil
+	}
+	tmp, err := os.CreateTemp(dir, HostPIDFileName+".tmp-*")
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("create temporary file for %s: %w", path, err)
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			_ = os.Remove(tmp.Name())
+		}
+	}()
+	// No fsync: the map describes running processes and is rebuilt within
+	// an interval; after a crash or reboot an old one only misses entries.
+	_, err = tmp.Write(content)
+	if err == nil {
+		err = tmp.Chmod(hostPIDFileMode)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", tmp.Name(), err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("rename %s to %s: %w", tmp.Name(), path, err)
+	}
+	committed = true
+	p.written[uid] = content
+	return nil
+}

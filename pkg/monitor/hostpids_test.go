@@ -1,0 +1,245 @@
+package monitor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
+)
+
+// fakeProc is a /proc with processes in made-up pid namespaces.
+type fakeProc struct {
+	t    *testing.T
+	root string
+}
+
+// add makes /proc/<host> for the process that is pid in namespace ns.
+func (f fakeProc) add(host uint32, ns uint64, pid uint32, start uint64) {
+	f.t.Helper()
+	dir := filepath.Join(f.root, strconv.FormatUint(uint64(host), 10))
+	require.NoError(f.t, os.MkdirAll(filepath.Join(dir, "ns"), 0o755))
+	require.NoError(f.t, os.Symlink(fmt.Sprintf("pid:[%d]", ns), filepath.Join(dir, "ns", "pid")))
+	nspid := strconv.FormatUint(uint64(host), 10)
+	if host != pid {
+		nspid += "\t" + strconv.FormatUint(uint64(pid), 10)
+	}
+	require.NoError(f.t, os.WriteFile(filepath.Join(dir, "status"),
+		[]byte("Name:\tapp\nTgid:\t"+strconv.FormatUint(uint64(host), 10)+"\nNSpid:\t"+nspid+"\nNSsid:\t1\n"), 0o644))
+	f.setStart(host, start)
+}
+
+// setStart rewrites the start time (field 22) of /proc/<host>/stat; the
+// command name holds ") " to check that fields are counted from the last ')'.
+func (f fakeProc) setStart(host uint32, start uint64) {
+	f.t.Helper()
+	stat := fmt.Sprintf("%d (a) b) S %s%d 0 0\n", host, strings.Repeat("0 ", 18), start)
+	require.NoError(f.t, os.WriteFile(filepath.Join(f.root, strconv.FormatUint(uint64(host), 10), "stat"), []byte(stat), 0o644))
+}
+
+func (f fakeProc) remove(host uint32) {
+	require.NoError(f.t, os.RemoveAll(filepath.Join(f.root, strconv.FormatUint(uint64(host), 10))))
+}
+
+// hostPIDClaim is a prepared claim under dir with its host directory made.
+func hostPIDClaim(t *testing.T, dir string, uid types.UID) claims.PreparedClaim {
+	c := preparedClaim(dir, uid, "default", "train")
+	c.HostDir = filepath.Join(dir, string(uid), "host")
+	require.NoError(t, os.MkdirAll(c.HostDir, 0o755))
+	return c
+}
+
+func slotOf(slot int, ns uint64, pid uint32, start uint64) regiontest.Process {
+	return regiontest.Process{Slot: slot, PID: pid, StartTime: start, PIDNamespace: ns, Seq: 2,
+		Devices: []regiontest.ProcessDevice{{UsedBytes: mib, PeakBytes: mib}}}
+}
+
+func readMap(t *testing.T, c claims.PreparedClaim) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(c.HostDir, HostPIDFileName))
+	require.NoError(t, err)
+	return string(b)
+}
+
+func inode(t *testing.T, path string) uint64 {
+	t.Helper()
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	return info.Sys().(*syscall.Stat_t).Ino
+}
+
+func TestPIDMapperFakeProc(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	proc := fakeProc{t: t, root: t.TempDir()}
+	const nsA, nsB, nsGone = 4026532500, 4026532600, 4026532700
+	proc.add(1000, nsA, 1, 5555)
+	proc.add(1001, nsB, 1, 6666)
+	proc.add(1002, nsA, 7, 7777)
+	proc.add(1003, nsA, 8, 8888) // not in the claim's region
+	require.NoError(t, os.Symlink("1000", filepath.Join(proc.root, "self")))
+
+	c := hostPIDClaim(t, dir, uidA)
+	writeClaimRegion(t, c.RegionPath, 3*mib, 3*mib, 0,
+		slotOf(0, nsA, 1, 5555),
+		slotOf(3, nsB, 1, 6666),
+		slotOf(4, nsA, 7, 1),     // pid 7 of nsA was reused: another start time
+		slotOf(9, nsGone, 3, 42), // not on this host's /proc
+		slotOf(11, 0, 5, 9999))   // pid namespace unknown
+	source := &fakeClaims{}
+	source.set(c)
+	clk := &clock{t: time.Unix(1000, 0)}
+	m, err := NewPIDMapper(source, 0)
+	require.NoError(t, err)
+	m.procRoot = proc.root
+	m.now = clk.now
+
+	m.sync(ctx)
+	path := filepath.Join(c.HostDir, HostPIDFileName)
+	assert.Equal(t, "version=1\n4026532500 1 5555 1000\n4026532600 1 6666 1001\n", readMap(t, c))
+	info, err := os.Stat(path)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o644), info.Mode().Perm())
+	before := inode(t, path)
+
+	// Unchanged: the file is left alone (a rename would make a new inode).
+	m.sync(ctx)
+	assert.Equal(t, before, inode(t, path))
+
+	// The host pid of nsA's pid 1 is reused by another process: dropped.
+	proc.setStart(1000, 5556)
+	m.sync(ctx)
+	assert.Equal(t, "version=1\n4026532600 1 6666 1001\n", readMap(t, c))
+	assert.NotEqual(t, before, inode(t, path))
+
+	// A process not found is looked for again only after hostPIDRetry.
+	proc.setStart(1002, 1)
+	m.sync(ctx)
+	assert.Equal(t, "version=1\n4026532600 1 6666 1001\n", readMap(t, c))
+	clk.add(hostPIDRetry)
+	m.sync(ctx)
+	assert.Equal(t, "version=1\n4026532500 7 1 1002\n4026532600 1 6666 1001\n", readMap(t, c))
+
+	// The process exits: its line goes with it.
+	proc.remove(1001)
+	m.sync(ctx)
+	assert.Equal(t, "version=1\n4026532500 7 1 1002\n", readMap(t, c))
+	entries, err := os.ReadDir(c.HostDir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1, "no temporary files are left behind")
+}
+
+func TestPIDMapperSkipsWhatItCannotWrite(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	proc := fakeProc{t: t, root: t.TempDir()}
+	proc.add(1000, 4026532500, 1, 5555)
+
+	withoutHostDir := preparedClaim(dir, uidA, "default", "a")
+	withoutHostDir.HostDir = filepath.Join(dir, string(uidA), "host")
+	writeClaimRegion(t, withoutHostDir.RegionPath, mib, mib, 0, slotOf(0, 4026532500, 1, 5555))
+	noRegion := hostPIDClaim(t, dir, uidB)
+	source := &fakeClaims{}
+	source.set(withoutHostDir, noRegion)
+	m, err := NewPIDMapper(source, time.Second)
+	require.NoError(t, err)
+	m.procRoot = proc.root
+
+	m.sync(ctx)
+	_, err = os.Stat(withoutHostDir.HostDir)
+	assert.True(t, errors.Is(err, os.ErrNotExist), "the mapper never creates a claim's directories")
+	_, err = os.Stat(filepath.Join(noRegion.HostDir, HostPIDFileName))
+	assert.True(t, errors.Is(err, os.ErrNotExist), "no map without a region")
+
+	// A corrupt region leaves the last map in place and is reported once.
+	require.NoError(t, mkdirAll(filepath.Dir(noRegion.RegionPath)))
+	require.NoError(t, os.WriteFile(noRegion.RegionPath, []byte("junk"), 0o666))
+	m.sync(ctx)
+	m.sync(ctx)
+	assert.Len(t, m.errs, 1)
+	assert.Contains(t, m.errs[uidB], "corrupt region")
+}
+
+func TestNewPIDMapperValidates(t *testing.T) {
+	_, err := NewPIDMapper(nil, time.Second)
+	assert.ErrorContains(t, err, "claim source")
+	_, err = NewPIDMapper(&fakeClaims{}, -time.Second)
+	assert.ErrorContains(t, err, "interval must not be negative")
+}
+
+// A real process, pid 1 of a new pid namespace, is mapped to the pid this
+// (host namespace) process knows it by.
+func TestPIDMapperRealProcess(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	if err := cmd.Start(); err != nil {
+		t.Skipf("cannot start a process in a new pid namespace (needs CAP_SYS_ADMIN): %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	host := uint32(cmd.Process.Pid)
+	procDir := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid))
+	ns, ok := pidNamespace(procDir)
+	require.True(t, ok)
+	require.Equal(t, uint32(1), innermostPID(procDir), "the child is pid 1 of its namespace")
+
+	m, err := NewPIDMapper(&fakeClaims{}, 0)
+	require.NoError(t, err)
+	start := m.startTime(host)
+	require.NotZero(t, start)
+	dir := t.TempDir()
+	c := hostPIDClaim(t, dir, uidA)
+	writeClaimRegion(t, c.RegionPath, mib, mib, 0, slotOf(0, ns, 1, start), slotOf(1, ns, 1, start+1))
+	m.claims = &fakeClaims{claims: []claims.PreparedClaim{c}}
+
+	m.sync(context.Background())
+	assert.Equal(t, fmt.Sprintf("version=1\n%d 1 %d %d\n", ns, start, host), readMap(t, c))
+}
+
+func TestPIDMapperRunStops(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := NewPIDMapper(&fakeClaims{}, time.Millisecond)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		m.Run(ctx)
+		close(done)
+	}()
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+}
+
+// BenchmarkPIDMapperScan measures one scan of this machine's /proc, the
+// cost of a sync that meets a new process, with every process in a
+// claim's namespace (the worst case: a container of the host namespace).
+func BenchmarkPIDMapperScan(b *testing.B) {
+	m, err := NewPIDMapper(&fakeClaims{}, 0)
+	require.NoError(b, err)
+	entries, err := os.ReadDir("/proc")
+	require.NoError(b, err)
+	ns, ok := pidNamespace("/proc/self")
+	require.True(b, ok)
+	for b.Loop() {
+		m.scan(map[uint64]bool{ns: true})
+	}
+	b.ReportMetric(float64(len(entries)), "proc-entries")
+}
