@@ -134,19 +134,27 @@ func TestReadSeqlock(t *testing.T) {
 	path := writeRegion(t, fixtureBytes(t))
 	f, err := os.OpenFile(path, os.O_RDWR, 0)
 	require.NoError(t, err)
-	defer func() { _ = f.Close() }()
+	t.Cleanup(func() { _ = f.Close() })
 	m, err := unix.Mmap(int(f.Fd()), 0, Size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	require.NoError(t, err)
-	defer func() { _ = unix.Munmap(m) }()
+	t.Cleanup(func() { _ = unix.Munmap(m) })
 
 	slot := SlotsOffset
 	seq := (*uint32)(unsafePointer(m, slot+offSlotSeq))
 	launches := (*uint64)(unsafePointer(m, slot+offSlotDevices+offSDKernelLaunches))
 	used := (*uint64)(unsafePointer(m, slot+offSlotDevices+offSDUsedBytes))
 
+	// The fixture's counters differ; make them agree before the first read
+	// so that any disagreement seen later can only be a torn snapshot.
+	atomic.StoreUint64(launches, 0)
+	atomic.StoreUint64(used, 0)
+
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	wg.Add(1)
+	// Cleanups run last-in first-out: the writer stops before the mapping
+	// goes away, whichever way the test ends.
+	t.Cleanup(func() { stop.Store(true); wg.Wait() })
 	go func() {
 		defer wg.Done()
 		for n := uint64(1); !stop.Load(); n++ {
@@ -160,16 +168,18 @@ func TestReadSeqlock(t *testing.T) {
 	consistent := 0
 	for range 2000 {
 		reg, err := r.Read(path)
-		require.NoError(t, err)
+		if !assert.NoError(t, err) {
+			return
+		}
 		for _, p := range reg.Processes {
 			if p.Slot == 0 {
-				require.Equal(t, p.Devices[0].KernelLaunches, p.Devices[0].UsedBytes, "torn read accepted")
+				if !assert.Equal(t, p.Devices[0].KernelLaunches, p.Devices[0].UsedBytes, "torn read accepted") {
+					return
+				}
 				consistent++
 			}
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
 	assert.Positive(t, consistent, "some reads must succeed despite the writer")
 }
 

@@ -1,0 +1,91 @@
+package allocator
+
+import (
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+)
+
+// demand is a lower bound of what a pod's claims need on one node. It only
+// prunes nodes that certainly cannot fit and sizes the topology search; the
+// structured allocator decides.
+type demand struct {
+	// memory and cores: some GPU of the node must have at least this much
+	// left (the largest of the requests' smallest alternatives).
+	memory, cores int64
+	// devices is the least number of this driver's devices needed.
+	devices int
+	// bounded is false when a request may be served by another driver or
+	// needs an unknown number of devices; then nothing is pruned.
+	bounded bool
+}
+
+// demandOf reads the requests of claims; isOurs tells this driver's classes.
+func demandOf(claims []*resourceapi.ResourceClaim, isOurs func(class string) bool) demand {
+	d := demand{bounded: true}
+	for _, claim := range claims {
+		for i := range claim.Spec.Devices.Requests {
+			req := &claim.Spec.Devices.Requests[i]
+			alts := alternatives(req)
+			first := true
+			var mem, cores int64
+			var count int
+			for _, a := range alts {
+				if !isOurs(a.class) || a.all {
+					d.bounded = false
+				}
+				if a.all {
+					// "All" of our GPUs: at least two is what matters for
+					// the topology search.
+					a.count = 2
+				}
+				if first {
+					mem, cores, count, first = a.memory, a.cores, a.count, false
+					continue
+				}
+				mem, cores, count = min(mem, a.memory), min(cores, a.cores), min(count, a.count)
+			}
+			d.memory, d.cores = max(d.memory, mem), max(d.cores, cores)
+			d.devices += count
+		}
+	}
+	return d
+}
+
+type alternative struct {
+	class         string
+	all           bool
+	count         int
+	memory, cores int64
+}
+
+func alternatives(req *resourceapi.DeviceRequest) []alternative {
+	if req.Exactly != nil {
+		return []alternative{newAlternative(req.Exactly.DeviceClassName, req.Exactly.AllocationMode, req.Exactly.Count, req.Exactly.Capacity)}
+	}
+	out := make([]alternative, 0, len(req.FirstAvailable))
+	for _, s := range req.FirstAvailable {
+		out = append(out, newAlternative(s.DeviceClassName, s.AllocationMode, s.Count, s.Capacity))
+	}
+	return out
+}
+
+func newAlternative(class string, mode resourceapi.DeviceAllocationMode, count int64, capacity *resourceapi.CapacityRequirements) alternative {
+	a := alternative{class: class, all: mode == resourceapi.DeviceAllocationModeAll, count: int(max(count, 1))}
+	if capacity != nil {
+		a.memory = requested(capacity, devices.CapacityMemory)
+		a.cores = requested(capacity, devices.CapacityCores)
+	}
+	return a
+}
+
+// requested reads a capacity request by its short or driver-qualified name.
+func requested(c *resourceapi.CapacityRequirements, name resourceapi.QualifiedName) int64 {
+	if q, ok := c.Requests[name]; ok {
+		return q.Value()
+	}
+	if q, ok := c.Requests[resourceapi.QualifiedName(devices.DriverName+"/")+name]; ok {
+		return q.Value()
+	}
+	return 0
+}
