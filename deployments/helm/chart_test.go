@@ -562,12 +562,24 @@ func TestInvalidValues(t *testing.T) {
 			`gpu.nvmlLibrary: "../lib/libnvidia-ml.so.1" must be a path relative to gpu.driverRoot`},
 		"minutes grace period":    {nil, map[string]any{"kubeletPlugin": map[string]any{"shutdownGracePeriod": "1m"}}, "at '/kubeletPlugin/shutdownGracePeriod'"},
 		"api server without port": {nil, map[string]any{"apiServer": map[string]any{"host": "10.0.0.1", "port": 0}}, "at '/apiServer/port'"},
+		"unknown policy allocation mode": {nil, policyAllocation(map[string]any{"mode": "everywhere"}),
+			"at '/controller/policyAllocation/mode': value must be one of"},
+		"policy allocation on as a boolean": {nil, policyAllocation(map[string]any{"mode": true}), "at '/controller/policyAllocation/mode'"},
+		"unknown node policy":               {nil, policyAllocation(map[string]any{"defaultNodePolicy": "pack"}), "at '/controller/policyAllocation/defaultNodePolicy'"},
+		"unknown GPU policy":                {nil, policyAllocation(map[string]any{"defaultGPUPolicy": "Spread"}), "at '/controller/policyAllocation/defaultGPUPolicy'"},
+		"fallback delay without unit":       {nil, policyAllocation(map[string]any{"fallbackDelay": "30"}), "at '/controller/policyAllocation/fallbackDelay'"},
+		"zero fallback delay":               {nil, policyAllocation(map[string]any{"fallbackDelay": "0s"}), "at '/controller/policyAllocation/fallbackDelay'"},
+		"typo in policy allocation":         {nil, policyAllocation(map[string]any{"defaultNodePolicies": "spread"}), "defaultNodePolicies"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := render(t, tc.files, tc.overrides)
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+func policyAllocation(values map[string]any) map[string]any {
+	return map[string]any{"controller": map[string]any{"policyAllocation": values}}
 }
 
 // policyCase is one ResourceSlice write checked against the admission policy.

@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
@@ -46,8 +47,22 @@ func webhookConfigs(t *testing.T, objs []*unstructured.Unstructured) (*admission
 	require.Len(t, v.Webhooks, 1)
 	m := &admissionv1.MutatingWebhookConfiguration{}
 	find(t, objs, "MutatingWebhookConfiguration", controllerName, m)
-	require.Len(t, m.Webhooks, 1)
+	require.NotEmpty(t, m.Webhooks)
+	require.LessOrEqual(t, len(m.Webhooks), 2, "the HAMi entry and at most the gate")
+	assert.Equal(t, "hami-pods.vgpu.dra.dev", m.Webhooks[0].Name, "the HAMi webhook first, so that the gate sees translated pods")
 	return v, m
+}
+
+// gateWebhook is the policy allocator's entry of the mutating
+// configuration, nil when the chart renders none.
+func gateWebhook(t *testing.T, m *admissionv1.MutatingWebhookConfiguration) *admissionv1.MutatingWebhook {
+	t.Helper()
+	if len(m.Webhooks) < 2 {
+		return nil
+	}
+	gate := &m.Webhooks[1]
+	assert.Equal(t, "gate-pods.vgpu.dra.dev", gate.Name)
+	return gate
 }
 
 func tlsSecret(t *testing.T, objs []*unstructured.Unstructured) *corev1.Secret {
@@ -156,6 +171,10 @@ func TestControllerDeployment(t *testing.T) {
 		"--shutdown-grace-period=10s",
 		"--leader-elect-lease-name=" + controllerName,
 		"--admin-namespaces=kube-system",
+		"--policy-allocation=namespace",
+		"--default-node-policy=binpack",
+		"--default-gpu-policy=spread",
+		"--policy-fallback-delay=30s",
 	}, c.Args)
 	assert.Equal(t, map[string]string{"POD_NAMESPACE": "fieldRef:metadata.namespace", "POD_NAME": "fieldRef:metadata.name"}, controllerEnv(c))
 	assert.EqualValues(t, 8443, containerPort(t, c, "https"))
@@ -235,9 +254,20 @@ func TestControllerWebhooks(t *testing.T) {
 	assert.Equal(t, map[string]string{"vgpu.dra.dev/hami-compat": "enabled"}, m.NamespaceSelector.MatchLabels)
 	assert.Empty(t, m.NamespaceSelector.MatchExpressions)
 
+	gate := gateWebhook(t, mutating)
+	require.NotNil(t, gate, "policy allocation is on by default")
+	assert.Equal(t, []string{"v1"}, gate.AdmissionReviewVersions)
+	assert.Equal(t, admissionv1.SideEffectClassNone, *gate.SideEffects)
+	assert.Equal(t, admissionv1.Ignore, *gate.FailurePolicy, "a pod without the gate is still scheduled, first-fit")
+	assert.Equal(t, admissionv1.IfNeededReinvocationPolicy, *gate.ReinvocationPolicy, "translated HAMi pods must be gated too")
+	assert.EqualValues(t, 10, *gate.TimeoutSeconds)
+	assert.Equal(t, m.Rules, gate.Rules, "pod creates, as the HAMi entry")
+	assert.Nil(t, gate.ObjectSelector)
+
 	for path, cc := range map[string]admissionv1.WebhookClientConfig{
 		"/validate-resourceclaims": v.ClientConfig,
 		"/mutate-pods":             m.ClientConfig,
+		"/gate-pods":               gate.ClientConfig,
 	} {
 		require.NotNil(t, cc.Service, path)
 		assert.Nil(t, cc.URL, path)
@@ -273,6 +303,13 @@ func TestControllerRBAC(t *testing.T) {
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceslices", "resourceclaims", "deviceclasses"}, Verbs: readOnly},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaimtemplates"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: readOnly},
+		// The policy allocator, as docs/allocation.md lists it.
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: readOnly},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"update"}},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"update"}},
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/binding"}, Verbs: []string{"update"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}, role.Rules)
 
 	nsRole := &rbacv1.Role{}
@@ -296,6 +333,76 @@ func TestControllerRBAC(t *testing.T) {
 	sa := &corev1.ServiceAccount{}
 	find(t, objs, "ServiceAccount", controllerName, sa)
 	assert.Equal(t, controllerDeployment(t, objs).Spec.Template.Spec.ServiceAccountName, sa.Name)
+}
+
+// flagValues maps each --flag=value argument to its value.
+func flagValues(args []string) map[string]string {
+	flags := map[string]string{}
+	for _, a := range args {
+		name, value, _ := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		flags[name] = value
+	}
+	return flags
+}
+
+// TestControllerPolicyAllocation: the mode decides whether pods are gated
+// and in which namespaces; the policies reach the controller's flags; the
+// allocator's RBAC stays in every mode, because the leader serves pods gated
+// before a switch to off.
+func TestControllerPolicyAllocation(t *testing.T) {
+	defaultRules := func() []rbacv1.PolicyRule {
+		role := &rbacv1.ClusterRole{}
+		find(t, mustRender(t, nil, nil), "ClusterRole", controllerName, role)
+		return role.Rules
+	}()
+	notOwnNamespace := []metav1.LabelSelectorRequirement{{
+		Key: "kubernetes.io/metadata.name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{namespace},
+	}}
+	for name, tc := range map[string]struct {
+		files     []string
+		overrides map[string]any
+		mode      string
+		selector  *metav1.LabelSelector // nil: no gate entry
+	}{
+		"default": {nil, nil, "namespace", &metav1.LabelSelector{
+			MatchLabels: map[string]string{"vgpu.dra.dev/policy-allocation": "enabled"}, MatchExpressions: notOwnNamespace}},
+		"cluster":         {nil, map[string]any{"mode": "cluster"}, "cluster", &metav1.LabelSelector{MatchExpressions: notOwnNamespace}},
+		"off":             {nil, map[string]any{"mode": "off"}, "off", nil},
+		"off in YAML 1.1": {[]string{"testdata/policy-off.yaml"}, nil, "off", nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var overrides map[string]any
+			if tc.overrides != nil {
+				overrides = map[string]any{"controller": map[string]any{"policyAllocation": tc.overrides}}
+			}
+			objs := mustRender(t, tc.files, overrides)
+			_, mutating := webhookConfigs(t, objs)
+			gate := gateWebhook(t, mutating)
+			if tc.selector == nil {
+				assert.Nil(t, gate, "no pod is gated with policy allocation off")
+			} else {
+				require.NotNil(t, gate)
+				assert.Equal(t, tc.selector, gate.NamespaceSelector)
+				require.NotNil(t, gate.ClientConfig.Service)
+				assert.Equal(t, "/gate-pods", *gate.ClientConfig.Service.Path)
+			}
+			args := flagValues(controllerDeployment(t, objs).Spec.Template.Spec.Containers[0].Args)
+			assert.Equal(t, tc.mode, args["policy-allocation"])
+
+			role := &rbacv1.ClusterRole{}
+			find(t, objs, "ClusterRole", controllerName, role)
+			assert.Equal(t, defaultRules, role.Rules)
+		})
+	}
+
+	objs := mustRender(t, nil, map[string]any{"controller": map[string]any{"policyAllocation": map[string]any{
+		"defaultNodePolicy": "spread", "defaultGPUPolicy": "binpack", "fallbackDelay": "1m30s",
+	}}})
+	args := flagValues(controllerDeployment(t, objs).Spec.Template.Spec.Containers[0].Args)
+	assert.Equal(t, "namespace", args["policy-allocation"])
+	assert.Equal(t, "spread", args["default-node-policy"])
+	assert.Equal(t, "binpack", args["default-gpu-policy"])
+	assert.Equal(t, "1m30s", args["policy-fallback-delay"])
 }
 
 func TestControllerDisabled(t *testing.T) {
@@ -332,7 +439,10 @@ func TestControllerCertManager(t *testing.T) {
 		assert.Equal(t, namespace+"/"+controllerName, meta["cert-manager.io/inject-ca-from"], kind)
 	}
 	assert.Empty(t, validating.Webhooks[0].ClientConfig.CABundle, "cainjector fills it")
-	assert.Empty(t, mutating.Webhooks[0].ClientConfig.CABundle, "cainjector fills it")
+	require.Len(t, mutating.Webhooks, 2, "policy allocation in the whole cluster")
+	for _, w := range mutating.Webhooks {
+		assert.Empty(t, w.ClientConfig.CABundle, "%s: cainjector fills it", w.Name)
+	}
 
 	// All namespaces, except the controller's own (its pods could not be
 	// created while it is down) and kube-system.
@@ -356,7 +466,7 @@ func TestControllerCertManager(t *testing.T) {
 
 	role := &rbacv1.ClusterRole{}
 	find(t, objs, "ClusterRole", controllerName, role)
-	assert.Equal(t, rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
+	assert.Equal(t, rbacv1.PolicyRule{APIGroups: []string{"events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 		role.Rules[len(role.Rules)-1])
 }
 
@@ -444,7 +554,11 @@ func renderedSecret(t *testing.T, objs []*unstructured.Unstructured) *unstructur
 func caBundles(t *testing.T, objs []*unstructured.Unstructured) [][]byte {
 	t.Helper()
 	v, m := webhookConfigs(t, objs)
-	return [][]byte{v.Webhooks[0].ClientConfig.CABundle, m.Webhooks[0].ClientConfig.CABundle}
+	bundles := [][]byte{v.Webhooks[0].ClientConfig.CABundle}
+	for _, w := range m.Webhooks {
+		bundles = append(bundles, w.ClientConfig.CABundle)
+	}
+	return bundles
 }
 
 // TestControllerUpgradeKeepsCA: an upgrade reads the Secret back (lookup)

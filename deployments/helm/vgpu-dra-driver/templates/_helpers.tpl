@@ -124,3 +124,12 @@ the two never makes Helm adopt a Secret another owner manages.
   value: {{ $.Values.apiServer.port | quote }}
 {{- end -}}
 {{- end -}}
+
+{{/*
+controller.policyAllocation.mode as the controller's flag takes it. YAML 1.1
+reads an unquoted `mode: off` in a values file as false; that means "off".
+*/}}
+{{- define "vgpu-dra.policyAllocationMode" -}}
+{{- $mode := .Values.controller.policyAllocation.mode -}}
+{{- if eq (toString $mode) "false" -}}off{{- else -}}{{ $mode }}{{- end -}}
+{{- end -}}
