@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# cluster.sh: a single-node Kubernetes cluster on this machine for the e2e
+# specs and the demo: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, containerd and the kubelet as host processes, DRA and CDI on,
+# images imported from local files. Needs root. See docs/e2e.md.
+#
+#   cluster.sh build           install packages, build (or reuse) the binaries
+#   cluster.sh up [--fresh]    build, then start; reuses a healthy running cluster
+#                              unless --fresh; a half-started one is torn down first
+#   cluster.sh down            stop everything it started, unmount, remove its state
+#   cluster.sh status          exit 0 when the cluster is up and the node Ready
+#   cluster.sh env             print the variables the specs and kubectl need
+#   cluster.sh logs [N]        print the last N lines (default 60) of every component log
+set -euo pipefail
+
+# shellcheck source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+# shellcheck source=lib/build.sh
+source "$E2E_ROOT/lib/build.sh"
+# shellcheck source=lib/images.sh
+source "$E2E_ROOT/lib/images.sh"
+# shellcheck source=lib/pki.sh
+source "$E2E_ROOT/lib/pki.sh"
+# shellcheck source=lib/node.sh
+source "$E2E_ROOT/lib/node.sh"
+
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+
+cmd_status() {
+  local c
+  for c in "${COMPONENTS[@]}"; do pid_of "$c" >/dev/null || return 1; done
+  kc wait --for=condition=Ready "node/$E2E_NODE_NAME" --timeout=5s >/dev/null 2>&1
+}
+
+# _leftovers succeeds when an earlier run left processes, mounts or state.
+_leftovers() {
+  [ -d "$E2E_RUN_DIR" ] && return 0
+  awk -v d="$E2E_RUN_DIR/" 'index($2, d) == 1 {found=1} END {exit !found}' /proc/self/mounts
+}
+
+cmd_down() {
+  require_root
+  log "stopping the cluster in $E2E_RUN_DIR"
+  # The driver runs on top of the cluster; stop it first if it is installed.
+  if [ -x "$E2E_ROOT/driver.sh" ]; then "$E2E_ROOT/driver.sh" uninstall --keep-cluster-objects || true; fi
+  stop_cluster
+  # Keep the last run's component logs for a post-mortem; the state goes.
+  if [ -d "$E2E_LOGS" ]; then
+    rm -rf "$E2E_CACHE_DIR/last-run-logs"
+    cp -r "$E2E_LOGS" "$E2E_CACHE_DIR/last-run-logs"
+  fi
+  rm -rf "$E2E_RUN_DIR"
+  log "cluster stopped"
+}
+
+cmd_up() {
+  require_root
+  local fresh=false
+  [ "${1:-}" = "--fresh" ] && fresh=true
+  if ! $fresh && cmd_status; then
+    log "reusing the running cluster (node $E2E_NODE_NAME Ready)"
+    return 0
+  fi
+  if _leftovers; then
+    log "cleaning up an earlier cluster first"
+    cmd_down
+  fi
+  local t0=$SECONDS ip
+  build_all
+  log "binaries ready after $((SECONDS - t0))s"
+  ip=$(node_ip)
+  mkdir -p "$E2E_RUN_DIR"
+  build_images
+  make_pki "$ip"
+  write_configs "$ip"
+  # A failed or interrupted start must not leave half a cluster behind.
+  trap 'log "interrupted"; cmd_down; exit 130' INT TERM
+  if ! start_cluster "$ip"; then
+    log "cluster start failed; component logs follow"
+    cmd_logs 30
+    cmd_down
+    exit 1
+  fi
+  trap - INT TERM
+  cmd_env >"$E2E_RUN_DIR/env"
+  log "cluster up after $((SECONDS - t0))s: node $E2E_NODE_NAME ($ip); source $E2E_RUN_DIR/env to use it"
+}
+
+cmd_env() {
+  cat <<ENV
+export KUBECONFIG=$E2E_KUBECONFIG
+export E2E_RUN_DIR=$E2E_RUN_DIR
+export E2E_CACHE_DIR=$E2E_CACHE_DIR
+export E2E_NODE_NAME=$E2E_NODE_NAME
+export E2E_CDI_DIR=$E2E_CDI_DIR
+export E2E_PLUGIN_HTTP=$E2E_PLUGIN_HTTP
+export E2E_WORKLOAD_IMAGE=$E2E_WORKLOAD_IMAGE
+export E2E_BUSYBOX_IMAGE=$E2E_BUSYBOX_IMAGE
+export PATH=$E2E_BIN:\$PATH
+ENV
+}
+
+cmd_logs() {
+  local n=${1:-60} f
+  for f in "$E2E_LOGS"/*.log; do
+    [ -f "$f" ] || continue
+    printf '\n===== %s (last %s lines) =====\n' "$(basename "$f")" "$n"
+    tail -n "$n" "$f"
+  done
+}
+
+case "${1:-}" in
+  build) require_root; build_all ;;
+  up) shift; cmd_up "$@" ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  logs) shift; cmd_logs "$@" ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
+esac

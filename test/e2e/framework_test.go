@@ -1,0 +1,443 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+const (
+	driverName  = "vgpu.dra.dev"
+	deviceClass = "vgpu.dra.dev"
+	// Bounds of every wait: each names what it waits for when it expires.
+	podStartTimeout      = 2 * time.Minute
+	deleteTimeout        = 2 * time.Minute
+	unschedulableTimeout = time.Minute
+	containerClaims      = "/usr/local/vgpu/claims"
+)
+
+// env is the cluster under test, from the variables `cluster.sh env` prints.
+type env struct {
+	client     kubernetes.Interface
+	kubeconfig string
+	kubectl    string
+	runDir     string
+	cdiDir     string
+	stateRoot  string
+	node       string
+	workload   string
+	plain      string
+	driverSh   string
+	pluginHTTP string
+}
+
+var cluster *env
+
+func TestMain(m *testing.M) {
+	e, err := loadEnv()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n(run test/e2e/cluster.sh up and test/e2e/driver.sh install, then source the printed env file)\n", err)
+		os.Exit(2)
+	}
+	cluster = e
+	os.Exit(m.Run())
+}
+
+func loadEnv() (*env, error) {
+	runDir := getenv("E2E_RUN_DIR", "/var/lib/vgpu-dra-e2e")
+	cacheDir := getenv("E2E_CACHE_DIR", "/var/cache/vgpu-dra-e2e")
+	kubeconfig := getenv("KUBECONFIG", filepath.Join(runDir, "pki", "admin.kubeconfig"))
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	node := os.Getenv("E2E_NODE_NAME")
+	if node == "" {
+		return nil, errors.New("E2E_NODE_NAME is not set")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		return nil, fmt.Errorf("working directory: %w", err)
+	}
+	return &env{
+		client:     client,
+		kubeconfig: kubeconfig,
+		kubectl:    filepath.Join(cacheDir, "bin", "kubectl"),
+		runDir:     runDir,
+		cdiDir:     getenv("E2E_CDI_DIR", filepath.Join(runDir, "cdi")),
+		stateRoot:  filepath.Join(runDir, "driver", "state"),
+		node:       node,
+		workload:   getenv("E2E_WORKLOAD_IMAGE", "docker.io/vgpu-dra-e2e/cuda-probe:1"),
+		plain:      getenv("E2E_BUSYBOX_IMAGE", "docker.io/vgpu-dra-e2e/busybox:1"),
+		driverSh:   filepath.Join(wd, "driver.sh"),
+		pluginHTTP: getenv("E2E_PLUGIN_HTTP", "127.0.0.1:18080"),
+	}, nil
+}
+
+func getenv(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// framework is one spec's view of the cluster: its own namespace, deleted
+// at the end, and on failure a dump of what explains it.
+type framework struct {
+	t   *testing.T
+	ctx context.Context
+	ns  string
+	c   kubernetes.Interface
+}
+
+func newFramework(t *testing.T) *framework {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	f := &framework{t: t, ctx: ctx, c: cluster.client,
+		ns: "e2e-" + strings.ToLower(rand.String(6))}
+	_, err := f.c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}}, metav1.CreateOptions{})
+	require.NoError(t, err, "create namespace %s", f.ns)
+	// Pods are refused until the namespace's default ServiceAccount exists.
+	f.poll("ServiceAccount default in "+f.ns, time.Minute, func() (bool, error) {
+		_, err := f.c.CoreV1().ServiceAccounts(f.ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, ignoreNotFound(err)
+	})
+	t.Cleanup(func() {
+		if t.Failed() {
+			f.dumpDiagnostics()
+		}
+		f.deleteNamespace()
+		cancel()
+	})
+	return f
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// poll waits for cond, at most timeout, failing the spec with what it waited for.
+func (f *framework) poll(what string, timeout time.Duration, cond func() (bool, error)) {
+	f.t.Helper()
+	err := wait.PollUntilContextTimeout(f.ctx, 250*time.Millisecond, timeout, true,
+		func(context.Context) (bool, error) { return cond() })
+	require.NoError(f.t, err, "waiting at most %s for %s", timeout, what)
+}
+
+func (f *framework) deleteNamespace() {
+	ctx, cancel := context.WithTimeout(context.Background(), deleteTimeout)
+	defer cancel()
+	zero := int64(0)
+	_ = f.c.CoreV1().Pods(f.ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	_ = f.c.CoreV1().Namespaces().Delete(ctx, f.ns, metav1.DeleteOptions{})
+	// Claims must be unprepared before the next spec counts capacity.
+	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, deleteTimeout, true, func(ctx context.Context) (bool, error) {
+		_, err := f.c.CoreV1().Namespaces().Get(ctx, f.ns, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// dumpDiagnostics prints what explains a failure: the namespace's events
+// and objects, and the tails of the plugin's and the kubelet's logs.
+func (f *framework) dumpDiagnostics() {
+	f.t.Logf("===== diagnostics for namespace %s =====", f.ns)
+	for _, args := range [][]string{
+		{"get", "events", "-n", f.ns, "--sort-by=.lastTimestamp"},
+		{"describe", "pods", "-n", f.ns},
+		{"get", "resourceclaims", "-n", f.ns, "-o", "yaml"},
+		{"get", "resourceslices", "-o", "wide"},
+	} {
+		out, err := kubectl(f.ctx, args...)
+		f.t.Logf("$ kubectl %s (err=%v)\n%s", strings.Join(args, " "), err, out)
+	}
+	for _, name := range []string{"dra-kubelet-plugin", "kubelet", "containerd", "kube-scheduler"} {
+		f.t.Logf("===== %s.log (tail) =====\n%s", name, tailFile(filepath.Join(cluster.runDir, "logs", name+".log"), 60))
+	}
+}
+
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// kubectl runs the cluster's kubectl; used where client-go would need
+// streaming (exec) or where the human-readable output is what is checked.
+func kubectl(ctx context.Context, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, cluster.kubectl, append([]string{"--kubeconfig=" + cluster.kubeconfig}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	if err != nil {
+		return out.String() + errOut.String(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String(), nil
+}
+
+// execIn runs a command in a container and returns its stdout; err is
+// non-nil when the command exits non-zero.
+func (f *framework) execIn(pod, container string, cmd ...string) (string, error) {
+	args := append([]string{"exec", "-n", f.ns, pod, "-c", container, "--"}, cmd...)
+	return kubectl(f.ctx, args...)
+}
+
+// driver runs one action of driver.sh (kill, start, restart, reboot).
+func (f *framework) driver(action string) {
+	f.t.Helper()
+	cmd := exec.CommandContext(f.ctx, cluster.driverSh, action)
+	out, err := cmd.CombinedOutput()
+	require.NoError(f.t, err, "driver.sh %s:\n%s", action, out)
+}
+
+// claimRequest describes one request of a claim in the specs.
+type claimRequest struct {
+	memory string // e.g. "4Gi"; empty: the driver's default (whole GPU)
+	cores  string // e.g. "30"; empty: the driver's default (0)
+	// cel selects particular devices, e.g. by index; empty: any.
+	cel    string
+	config *runtime.RawExtension // opaque VGPUConfig parameters
+}
+
+func (r claimRequest) spec() resourceapi.ResourceClaimSpec {
+	exact := &resourceapi.ExactDeviceRequest{DeviceClassName: deviceClass}
+	reqs := map[resourceapi.QualifiedName]resource.Quantity{}
+	if r.memory != "" {
+		reqs["memory"] = resource.MustParse(r.memory)
+	}
+	if r.cores != "" {
+		reqs["cores"] = resource.MustParse(r.cores)
+	}
+	if len(reqs) > 0 {
+		exact.Capacity = &resourceapi.CapacityRequirements{Requests: reqs}
+	}
+	if r.cel != "" {
+		exact.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: r.cel}}}
+	}
+	spec := resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+		Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: exact}},
+	}}
+	if r.config != nil {
+		spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{
+			Requests: []string{"gpu"},
+			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+				Driver: driverName, Parameters: *r.config}},
+		}}
+	}
+	return spec
+}
+
+func (f *framework) createClaimTemplate(name string, r claimRequest) {
+	f.t.Helper()
+	_, err := f.c.ResourceV1().ResourceClaimTemplates(f.ns).Create(f.ctx, &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       resourceapi.ResourceClaimTemplateSpec{Spec: r.spec()},
+	}, metav1.CreateOptions{})
+	require.NoError(f.t, err, "create ResourceClaimTemplate %s", name)
+}
+
+func (f *framework) createClaim(name string, r claimRequest) error {
+	_, err := f.c.ResourceV1().ResourceClaims(f.ns).Create(f.ctx, &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       r.spec(),
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// podClaim is one entry of pod.spec.resourceClaims: from a template or an
+// existing claim.
+type podClaim struct {
+	name, template, claim string
+}
+
+// podSpec is a pod of sleeping containers; each container uses all the
+// pod's claims.
+type podSpec struct {
+	name       string
+	image      string
+	claims     []podClaim
+	containers int
+}
+
+func (f *framework) createPod(p podSpec) *corev1.Pod {
+	f.t.Helper()
+	if p.image == "" {
+		p.image = cluster.workload
+	}
+	if p.containers == 0 {
+		p.containers = 1
+	}
+	zero := int64(0)
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: p.name},
+		Spec: corev1.PodSpec{
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: &zero,
+			// Pods need no network: DNS points at the pod's own loopback, and the bridge has no route out.
+			DNSPolicy: corev1.DNSNone,
+			DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}},
+		},
+	}
+	var refs []corev1.ResourceClaim
+	for _, c := range p.claims {
+		pc := corev1.PodResourceClaim{Name: c.name}
+		if c.template != "" {
+			pc.ResourceClaimTemplateName = &c.template
+		} else {
+			pc.ResourceClaimName = &c.claim
+		}
+		pod.Spec.ResourceClaims = append(pod.Spec.ResourceClaims, pc)
+		refs = append(refs, corev1.ResourceClaim{Name: c.name})
+	}
+	for i := range p.containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{
+			Name:            fmt.Sprintf("c%d", i),
+			Image:           p.image,
+			ImagePullPolicy: corev1.PullNever,
+			Command:         []string{"/bin/sleep", "3600"},
+			Resources:       corev1.ResourceRequirements{Claims: refs},
+		})
+	}
+	created, err := f.c.CoreV1().Pods(f.ns).Create(f.ctx, pod, metav1.CreateOptions{})
+	require.NoError(f.t, err, "create pod %s", p.name)
+	return created
+}
+
+func (f *framework) waitRunning(name string) *corev1.Pod {
+	f.t.Helper()
+	var pod *corev1.Pod
+	f.poll("pod "+name+" Running", podStartTimeout, func() (bool, error) {
+		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		pod = p
+		return p.Status.Phase == corev1.PodRunning && allReady(p), nil
+	})
+	return pod
+}
+
+func allReady(p *corev1.Pod) bool {
+	for _, s := range p.Status.ContainerStatuses {
+		if !s.Ready {
+			return false
+		}
+	}
+	return len(p.Status.ContainerStatuses) > 0
+}
+
+func (f *framework) deletePodAndWait(name string) {
+	f.t.Helper()
+	zero := int64(0)
+	err := f.c.CoreV1().Pods(f.ns).Delete(f.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+	require.NoError(f.t, ignoreNotFound(err), "delete pod %s", name)
+	f.poll("pod "+name+" gone", deleteTimeout, func() (bool, error) {
+		_, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), ignoreNotFound(err)
+	})
+}
+
+// claimOf returns the ResourceClaim behind a pod's claim entry.
+func (f *framework) claimOf(pod *corev1.Pod, entry string) *resourceapi.ResourceClaim {
+	f.t.Helper()
+	var name string
+	f.poll("claim "+entry+" of pod "+pod.Name+" created", time.Minute, func() (bool, error) {
+		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, s := range p.Status.ResourceClaimStatuses {
+			if s.Name == entry && s.ResourceClaimName != nil {
+				name = *s.ResourceClaimName
+				return true, nil
+			}
+		}
+		for _, c := range p.Spec.ResourceClaims {
+			if c.Name == entry && c.ResourceClaimName != nil {
+				name = *c.ResourceClaimName
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	claim, err := f.c.ResourceV1().ResourceClaims(f.ns).Get(f.ctx, name, metav1.GetOptions{})
+	require.NoError(f.t, err, "get claim %s", name)
+	return claim
+}
+
+// allocatedDevice returns the single device result of an allocated claim.
+func allocatedDevice(t *testing.T, c *resourceapi.ResourceClaim) resourceapi.DeviceRequestAllocationResult {
+	t.Helper()
+	require.NotNil(t, c.Status.Allocation, "claim %s is not allocated", c.Name)
+	require.Len(t, c.Status.Allocation.Devices.Results, 1, "claim %s results", c.Name)
+	return c.Status.Allocation.Devices.Results[0]
+}
+
+// claimFiles lists the host-side traces of a prepared claim: its directory
+// under the state root and its CDI specs.
+func claimFiles(uid string) []string {
+	var found []string
+	if _, err := os.Stat(filepath.Join(cluster.stateRoot, "claims", uid)); err == nil {
+		found = append(found, filepath.Join(cluster.stateRoot, "claims", uid))
+	}
+	specs, _ := filepath.Glob(filepath.Join(cluster.cdiDir, "*"+uid+"*"))
+	found = append(found, specs...)
+	sort.Strings(found)
+	return found
+}
+
+// parseEnv turns `env` output into a map.
+func parseEnv(out string) map[string]string {
+	m := map[string]string{}
+	for _, line := range strings.Split(out, "\n") {
+		if k, v, ok := strings.Cut(line, "="); ok {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// parseConfig reads the driver's key=value per-claim config.
+func parseConfig(out string) map[string]string { return parseEnv(out) }
+
+func rawJSON(t *testing.T, v any) *runtime.RawExtension {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err, "encode opaque parameters")
+	return &runtime.RawExtension{Raw: data}
+}

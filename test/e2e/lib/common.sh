@@ -1,0 +1,142 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # the settings are used by the scripts that source this file
+# Shared settings and helpers of the local-cluster harness. Sourced by
+# cluster.sh, driver.sh and demo/run.sh; defines no behaviour on its own.
+#
+# Every path is overridable by env so that CI, the demo and a developer's
+# machine can keep their own caches and state side by side.
+
+E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+REPO_ROOT=$(cd "$E2E_ROOT/../.." && pwd)
+
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+
+# Build cache: survives `cluster.sh down`, so a second `up` takes about a minute.
+E2E_CACHE_DIR=${E2E_CACHE_DIR:-/var/cache/vgpu-dra-e2e}
+# Cluster state: created by `up`, removed by `down`.
+E2E_RUN_DIR=${E2E_RUN_DIR:-/var/lib/vgpu-dra-e2e}
+
+E2E_BIN=$E2E_CACHE_DIR/bin
+E2E_PKI=$E2E_RUN_DIR/pki
+E2E_LOGS=$E2E_RUN_DIR/logs
+E2E_PIDS=$E2E_RUN_DIR/pids
+E2E_CDI_DIR=${E2E_CDI_DIR:-$E2E_RUN_DIR/cdi}
+E2E_KUBELET_DIR=$E2E_RUN_DIR/kubelet
+E2E_CONTAINERD_SOCK=$E2E_RUN_DIR/containerd/containerd.sock
+E2E_KUBECONFIG=$E2E_PKI/admin.kubeconfig
+# The bridge exists only so the node reports Ready: no default route, no masquerade.
+E2E_BRIDGE=${E2E_BRIDGE:-vgpudra0}
+E2E_POD_CIDR=${E2E_POD_CIDR:-10.244.0.0/24}
+
+E2E_NODE_NAME=${E2E_NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
+# The kubelet plugin's /metrics and /healthz.
+E2E_PLUGIN_HTTP=${E2E_PLUGIN_HTTP:-127.0.0.1:18080}
+
+# Images are built from files on this machine; pods use imagePullPolicy: Never.
+E2E_PAUSE_IMAGE=docker.io/vgpu-dra-e2e/pause:1
+E2E_BUSYBOX_IMAGE=docker.io/vgpu-dra-e2e/busybox:1
+E2E_WORKLOAD_IMAGE=docker.io/vgpu-dra-e2e/cuda-probe:1
+
+# DynamicResourceAllocation is GA and locked on in 1.37; these are the DRA
+# features the driver and the specs use (consumable capacity, device status).
+E2E_FEATURE_GATES=${E2E_FEATURE_GATES:-DRAConsumableCapacity=true,DRAPartitionableDevices=true,DRADeviceBindingConditions=true,DRAResourceClaimDeviceStatus=true}
+
+export PATH=$E2E_BIN:$PATH
+
+# node_ip prints this machine's own first global IPv4 address. The kubelet
+# refuses a loopback node IP, and traffic must never leave this machine, so
+# the address is always one of ours.
+node_ip() {
+  if [ -n "${E2E_NODE_IP:-}" ]; then echo "$E2E_NODE_IP"; return; fi
+  local ip
+  ip=$(ip -4 -o addr show scope global 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')
+  if [ -z "$ip" ]; then
+    echo "no global IPv4 address on this machine; set E2E_NODE_IP" >&2
+    return 1
+  fi
+  echo "$ip"
+}
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+kc() { "$E2E_BIN/kubectl" --kubeconfig="$E2E_KUBECONFIG" "$@"; }
+ctr_k8s() { "$E2E_BIN/ctr" --address "$E2E_CONTAINERD_SOCK" --namespace k8s.io "$@"; }
+
+# wait_for WHAT SECONDS CMD...: runs CMD until it succeeds, at most SECONDS
+# seconds. On timeout it names what it waited for and returns 1, so the caller
+# can print the logs that explain it.
+wait_for() {
+  local what=$1 secs=$2; shift 2
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "timed out after ${secs}s waiting for $what"
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# wait_started NAME WHAT SECONDS CMD...: like wait_for, but gives up at once
+# when the process started as NAME has exited, instead of waiting out the bound.
+wait_started() {
+  local name=$1 what=$2 secs=$3; shift 3
+  local deadline=$((SECONDS + secs))
+  until "$@" >/dev/null 2>&1; do
+    if ! pid_of "$name" >/dev/null; then
+      log "$name exited while waiting for $what; the end of $E2E_LOGS/$name.log:"
+      tail -n 20 "$E2E_LOGS/$name.log" >&2
+      return 1
+    fi
+    if [ "$SECONDS" -ge "$deadline" ]; then
+      log "timed out after ${secs}s waiting for $what; the end of $E2E_LOGS/$name.log:"
+      tail -n 20 "$E2E_LOGS/$name.log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+}
+
+# start_bg NAME CMD...: runs CMD in the background with its output in
+# $E2E_LOGS/NAME.log and its pid in $E2E_PIDS/NAME.pid. Only processes started
+# this way are ever stopped by the harness.
+start_bg() {
+  local name=$1; shift
+  mkdir -p "$E2E_LOGS" "$E2E_PIDS"
+  setsid "$@" >>"$E2E_LOGS/$name.log" 2>&1 </dev/null &
+  echo $! >"$E2E_PIDS/$name.pid"
+}
+
+# pid_of NAME prints the pid recorded for NAME if that process still runs the
+# binary we started (guards against pid reuse after a crash).
+pid_of() {
+  local name=$1 pid exe
+  pid=$(cat "$E2E_PIDS/$name.pid" 2>/dev/null) || return 1
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
+  exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
+  case "$exe" in
+    "$E2E_BIN"/*|"$REPO_ROOT"/*|"$E2E_RUN_DIR"/*) echo "$pid" ;;
+    *) return 1 ;;
+  esac
+}
+
+# stop_bg NAME [SECONDS]: SIGTERM, bounded wait, then SIGKILL.
+stop_bg() {
+  local name=$1 secs=${2:-15} pid
+  if pid=$(pid_of "$name"); then
+    kill "$pid" 2>/dev/null || true
+    local deadline=$((SECONDS + secs))
+    while kill -0 "$pid" 2>/dev/null && [ "$SECONDS" -lt "$deadline" ]; do sleep 0.2; done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name (pid $pid) ignored SIGTERM for ${secs}s; killing it"
+      kill -9 "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$E2E_PIDS/$name.pid"
+}
+
+require_root() {
+  [ "$(id -u)" -eq 0 ] || die "the local cluster needs root (it runs the kubelet, containerd and runc)"
+}

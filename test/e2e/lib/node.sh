@@ -1,0 +1,232 @@
+# shellcheck shell=bash
+# Configuration, start and stop of the cluster's processes: etcd, the control
+# plane, containerd and the kubelet, all as host processes of this machine.
+
+write_configs() {
+  local ip=$1 runc
+  runc=$(command -v runc) || die "runc is not installed"
+  mkdir -p "$E2E_RUN_DIR/containerd" "$E2E_RUN_DIR/cni/net.d" "$E2E_KUBELET_DIR" "$E2E_CDI_DIR"
+  cat >"$E2E_RUN_DIR/containerd/config.toml" <<TOML
+version = 3
+root = '$E2E_RUN_DIR/containerd/root'
+state = '$E2E_RUN_DIR/containerd/state'
+[grpc]
+  address = '$E2E_CONTAINERD_SOCK'
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = 'overlayfs'
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = '$E2E_PAUSE_IMAGE'
+[plugins.'io.containerd.cri.v1.runtime']
+  # The driver writes its per-claim specs here; containerd 2.x always has CDI on.
+  cdi_spec_dirs = ['$E2E_CDI_DIR']
+  # Machines without CAP_SYS_RESOURCE cannot lower oom_score_adj; clamp instead of failing.
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = 'runc'
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = 'io.containerd.runc.v2'
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = '$runc'
+        Root = '$E2E_RUN_DIR/runc'
+        SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ['/usr/lib/cni', '/opt/cni/bin']
+    conf_dir = '$E2E_RUN_DIR/cni/net.d'
+TOML
+  # A bridge without gateway, default route or masquerade: pods get an address
+  # (the node needs a working CNI to be Ready) but no way off this machine.
+  cat >"$E2E_RUN_DIR/cni/net.d/10-vgpu-dra-e2e.conflist" <<JSON
+{"cniVersion": "1.0.0", "name": "vgpu-dra-e2e", "plugins": [
+  {"type": "bridge", "bridge": "$E2E_BRIDGE", "isGateway": false, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$E2E_POD_CIDR"}]],
+            "dataDir": "$E2E_RUN_DIR/cni/ipam"}}]}
+JSON
+  local gates
+  gates=$(echo "$E2E_FEATURE_GATES" | sed 's/=/: /g; s/,/, /g')
+  cat >"$E2E_KUBELET_DIR/config.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+# Serve only on the node's own address (the API server reaches it there for exec and logs).
+address: $ip
+# Some machines of this kind still run cgroup v1, refused by default since 1.35.
+failCgroupV1: false
+cgroupDriver: cgroupfs
+containerRuntimeEndpoint: unix://$E2E_CONTAINERD_SOCK
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $E2E_PKI/ca.crt}
+authorization: {mode: Webhook}
+tlsCertFile: $E2E_PKI/kubelet-serving.crt
+tlsPrivateKeyFile: $E2E_PKI/kubelet-serving.key
+failSwapOn: false
+resolvConf: ""
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+imageGCHighThresholdPercent: 100
+podLogsDir: $E2E_RUN_DIR/pod-logs
+featureGates: {$gates}
+YAML
+}
+
+# _ports_free fails, naming the port, when something not ours already listens
+# on a port the cluster needs: then another cluster runs here and we must not
+# touch it.
+_ports_free() {
+  local p
+  for p in 2379 2380 6443 10250 10257 10259; do
+    if ss -ltnH "sport = :$p" 2>/dev/null | grep -q .; then
+      die "port $p is in use by another process; is another cluster running on this machine?"
+    fi
+  done
+}
+
+start_cluster() {
+  local ip=$1
+  _ports_free
+  # Shim sockets go to /run/containerd/s whatever the config says; remember
+  # what was there so that stop removes only ours.
+  mkdir -p "$E2E_RUN_DIR"
+  ls -1 /run/containerd/s 2>/dev/null >"$E2E_RUN_DIR/shim-sockets.before" || true
+  _record_host_paths
+
+  start_bg etcd "$E2E_BIN/etcd" --name vgpu-dra-e2e --data-dir "$E2E_RUN_DIR/etcd" --unsafe-no-fsync \
+    --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
+    --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
+    --initial-cluster vgpu-dra-e2e=http://127.0.0.1:2380
+  wait_started etcd "etcd health" 60 curl -sf http://127.0.0.1:2379/health || return 1
+
+  start_bg kube-apiserver "$E2E_BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
+    --bind-address=127.0.0.1 --advertise-address="$ip" --secure-port=6443 \
+    --client-ca-file="$E2E_PKI/ca.crt" \
+    --tls-cert-file="$E2E_PKI/apiserver.crt" --tls-private-key-file="$E2E_PKI/apiserver.key" \
+    --kubelet-client-certificate="$E2E_PKI/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$E2E_PKI/apiserver-kubelet-client.key" \
+    --service-account-key-file="$E2E_PKI/sa.pub" --service-account-signing-key-file="$E2E_PKI/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
+    --enable-admission-plugins=NodeRestriction --allow-privileged=true \
+    --kubelet-preferred-address-types=InternalIP \
+    --feature-gates="$E2E_FEATURE_GATES"
+  wait_started kube-apiserver "kube-apiserver /readyz" 120 kc get --raw=/readyz || return 1
+
+  start_bg kube-controller-manager "$E2E_BIN/kube-controller-manager" \
+    --bind-address=127.0.0.1 \
+    --kubeconfig="$E2E_PKI/controller-manager.kubeconfig" \
+    --authentication-kubeconfig="$E2E_PKI/controller-manager.kubeconfig" \
+    --authorization-kubeconfig="$E2E_PKI/controller-manager.kubeconfig" \
+    --service-account-private-key-file="$E2E_PKI/sa.key" --root-ca-file="$E2E_PKI/ca.crt" \
+    --cluster-signing-cert-file="$E2E_PKI/ca.crt" --cluster-signing-key-file="$E2E_PKI/ca.key" \
+    --use-service-account-credentials=true --leader-elect=false --feature-gates="$E2E_FEATURE_GATES"
+  start_bg kube-scheduler "$E2E_BIN/kube-scheduler" --bind-address=127.0.0.1 \
+    --kubeconfig="$E2E_PKI/scheduler.kubeconfig" \
+    --authentication-kubeconfig="$E2E_PKI/scheduler.kubeconfig" \
+    --authorization-kubeconfig="$E2E_PKI/scheduler.kubeconfig" \
+    --leader-elect=false --feature-gates="$E2E_FEATURE_GATES"
+
+  start_bg containerd "$E2E_BIN/containerd" --config "$E2E_RUN_DIR/containerd/config.toml"
+  wait_started containerd "containerd" 60 ctr_k8s version || return 1
+  import_images
+
+  start_bg kubelet "$E2E_BIN/kubelet" --config="$E2E_KUBELET_DIR/config.yaml" \
+    --kubeconfig="$E2E_PKI/kubelet.kubeconfig" --root-dir="$E2E_KUBELET_DIR" \
+    --hostname-override="$E2E_NODE_NAME" --node-ip="$ip" --v=2
+  wait_started kubelet "node $E2E_NODE_NAME Ready" 120 kc wait --for=condition=Ready "node/$E2E_NODE_NAME" --timeout=2s || return 1
+  # Pods created before the controller has made it are refused.
+  wait_for "ServiceAccount default/default" 120 kc get serviceaccount default || return 1
+}
+
+# _kill_our_shims kills containerd shims that run our binary; their pods'
+# processes die with them.
+_kill_our_shims() {
+  local pid exe
+  for pid in $(pgrep -f containerd-shim-runc-v2 2>/dev/null); do
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+    [ "$exe" = "$E2E_BIN/containerd-shim-runc-v2" ] && kill -9 "$pid" 2>/dev/null
+  done
+  return 0
+}
+
+stop_cluster() {
+  stop_bg kubelet 20
+  if pid_of containerd >/dev/null; then
+    local c
+    for c in $(ctr_k8s tasks ls -q 2>/dev/null); do ctr_k8s tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true; done
+    sleep 1
+    for c in $(ctr_k8s tasks ls -q 2>/dev/null); do ctr_k8s tasks rm -f "$c" >/dev/null 2>&1 || true; done
+    # CNI caches results per sandbox outside any configurable directory.
+    for c in $(ctr_k8s containers ls -q 2>/dev/null); do rm -f "/var/lib/cni/results/cni-loopback-$c-lo"; done
+  fi
+  stop_bg containerd 20
+  _kill_our_shims
+  stop_bg kube-scheduler
+  stop_bg kube-controller-manager
+  stop_bg kube-apiserver
+  stop_bg etcd
+  _unmount_under "$E2E_RUN_DIR"
+  _remove_our_shim_sockets
+  ip link del "$E2E_BRIDGE" 2>/dev/null || true
+  _remove_pod_cgroups
+  _remove_host_paths
+}
+
+# Paths outside $E2E_RUN_DIR that the kubelet and the CNI plugins use
+# whatever their configuration says.
+_HOST_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni)
+# containerd creates the default CNI configuration directory even when told
+# to use another; it is removed only while empty, as someone may fill it.
+_HOST_EMPTY_DIRS=(/etc/cni/net.d /etc/cni)
+
+_record_host_paths() {
+  local p
+  for p in "${_HOST_PATHS[@]}" "${_HOST_EMPTY_DIRS[@]}"; do
+    [ -e "$p" ] && echo "$p"
+  done >"$E2E_RUN_DIR/host-paths.before"
+  return 0
+}
+
+# _remove_host_paths removes the fixed paths this cluster created, and from
+# those that were there before only its own entries.
+_remove_host_paths() {
+  local before=$E2E_RUN_DIR/host-paths.before p l
+  [ -f "$before" ] || return 0
+  for p in "${_HOST_PATHS[@]}"; do
+    grep -qxF "$p" "$before" || rm -rf "$p"
+  done
+  for p in "${_HOST_EMPTY_DIRS[@]}"; do
+    grep -qxF "$p" "$before" || rmdir "$p" 2>/dev/null || true
+  done
+  for l in /var/log/containers/*.log; do
+    [ -L "$l" ] || continue
+    case "$(readlink "$l")" in "$E2E_RUN_DIR"/*) rm -f "$l" ;; esac
+  done
+  rm -f /var/lib/cni/results/vgpu-dra-e2e-*
+}
+
+# _unmount_under DIR: lazily unmounts every mount below DIR, deepest first.
+_unmount_under() {
+  local dir=$1
+  awk -v d="$dir/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || log "could not unmount $m"; done
+}
+
+_remove_our_shim_sockets() {
+  local before=$E2E_RUN_DIR/shim-sockets.before s
+  [ -f "$before" ] || return 0
+  for s in /run/containerd/s/*; do
+    [ -e "$s" ] || continue
+    grep -qxF "$(basename "$s")" "$before" || rm -f "$s"
+  done
+}
+
+# _remove_pod_cgroups removes the (empty, after the kill) cgroups our kubelet
+# made; kubepods is the kubelet's own cgroup root.
+_remove_pod_cgroups() {
+  local d
+  for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+    [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+  done
+  return 0
+}

@@ -1,0 +1,131 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+
+	"github.com/stretchr/testify/require"
+)
+
+// probeReport is one line of cuda-probe's JSON output (one per action).
+// Error is the CUresult name when the action failed.
+type probeReport struct {
+	Action string `json:"action"`
+	UUID   string `json:"uuid"`
+	Total  int64  `json:"total"`
+	Free   int64  `json:"free"`
+	Error  string `json:"error"`
+}
+
+// result is the CUresult name of a report.
+func (r probeReport) result() string {
+	if r.Error == "" {
+		return "CUDA_SUCCESS"
+	}
+	return r.Error
+}
+
+// probe runs cuda-probe with the given arguments in a container and returns
+// its reports. cuda-probe exits non-zero when an action fails; that is a
+// result here, not an error, as long as it reported in JSON.
+func (f *framework) probe(pod, container string, args ...string) []probeReport {
+	f.t.Helper()
+	cmd := exec.CommandContext(f.ctx, cluster.kubectl, append([]string{"--kubeconfig=" + cluster.kubeconfig,
+		"exec", "-n", f.ns, pod, "-c", container, "--", "cuda-probe"}, args...)...)
+	out, runErr := cmd.Output()
+	reports, err := parseReports(string(out))
+	require.NoError(f.t, err, "%s/%s: cuda-probe %s (exit: %v)", pod, container, strings.Join(args, " "), runErr)
+	return reports
+}
+
+func parseReports(out string) ([]probeReport, error) {
+	var reports []probeReport
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var r probeReport
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			return nil, fmt.Errorf("decode cuda-probe report %q: %w", line, err)
+		}
+		reports = append(reports, r)
+	}
+	if len(reports) == 0 {
+		return nil, fmt.Errorf("cuda-probe printed no report: %q", out)
+	}
+	return reports, nil
+}
+
+// ordinal finds the CUDA device ordinal of a GPU UUID in a container.
+func (f *framework) ordinal(pod, container, uuid string) string {
+	f.t.Helper()
+	// 16 is the most GPUs the fake driver simulates.
+	for i := range 16 {
+		r := f.probe(pod, container, "--device", strconv.Itoa(i), "info")[0]
+		require.Empty(f.t, r.Error, "%s/%s: GPU %s not found among CUDA devices 0..%d", pod, container, uuid, i)
+		if r.UUID == uuid {
+			return strconv.Itoa(i)
+		}
+	}
+	require.FailNow(f.t, "GPU not found", "%s/%s: %s", pod, container, uuid)
+	return ""
+}
+
+// probeMemInfo reports cuMemGetInfo on one GPU.
+func (f *framework) probeMemInfo(pod, container, uuid string) probeReport {
+	f.t.Helper()
+	r := f.probe(pod, container, "--device", f.ordinal(pod, container, uuid), "mem-info")
+	require.Empty(f.t, r[len(r)-1].Error, "%s/%s: mem-info", pod, container)
+	return r[len(r)-1]
+}
+
+// probeAlloc allocates size bytes once and returns the CUresult name.
+func (f *framework) probeAlloc(pod, container, uuid string, size int64) string {
+	f.t.Helper()
+	r := f.probe(pod, container, "--device", f.ordinal(pod, container, uuid), "alloc", strconv.FormatInt(size, 10))
+	return r[len(r)-1].result()
+}
+
+// holder is a cuda-probe process keeping an allocation alive in a container.
+type holder struct {
+	cmd    *exec.Cmd
+	cancel context.CancelFunc
+}
+
+func (h holder) stop() {
+	h.cancel()
+	_ = h.cmd.Wait()
+}
+
+// probeHold starts cuda-probe holding size bytes until stopped, and returns
+// once the allocation is made.
+func (f *framework) probeHold(pod, container, uuid string, size int64) holder {
+	f.t.Helper()
+	dev := f.ordinal(pod, container, uuid)
+	ctx, cancel := context.WithCancel(f.ctx)
+	cmd := exec.CommandContext(ctx, cluster.kubectl, "--kubeconfig="+cluster.kubeconfig,
+		"exec", "-n", f.ns, pod, "-c", container, "--",
+		"cuda-probe", "--device", dev, "alloc", strconv.FormatInt(size, 10), "hold", "120")
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(f.t, err)
+	require.NoError(f.t, cmd.Start(), "start cuda-probe in %s/%s", pod, container)
+	h := holder{cmd: cmd, cancel: cancel}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		h.stop()
+		require.NoError(f.t, err, "%s/%s: read cuda-probe's allocation report", pod, container)
+	}
+	reports, err := parseReports(line)
+	if err != nil || reports[0].result() != "CUDA_SUCCESS" {
+		h.stop()
+		require.FailNow(f.t, "cuda-probe could not allocate", "%s/%s: %q (%v)", pod, container, line, err)
+	}
+	return h
+}
