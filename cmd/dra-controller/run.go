@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -23,8 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -34,6 +30,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocmetrics"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat/templates"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/quota"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
@@ -46,7 +43,9 @@ func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "version", version.Version, "namespace", o.podNamespace, "webhookAddress", o.webhookAddress)
 
-	client, err := newKubeClient(o)
+	client, err := daemon.NewKubeClient(daemon.KubeClientOptions{
+		Kubeconfig: o.kubeconfig, QPS: o.kubeAPIQPS, Burst: o.kubeAPIBurst, Component: "dra-controller",
+	})
 	if err != nil {
 		return err
 	}
@@ -92,7 +91,7 @@ func run(ctx context.Context, o *options) error {
 	defer templateFactory.Shutdown()
 	var ready atomic.Bool
 	if o.httpAddress != "" {
-		stop, err := serveHTTP(ctx, o.httpAddress, registry, &ready)
+		stop, err := daemon.ServeHTTP(ctx, o.httpAddress, httpHandler(registry, &ready))
 		if err != nil {
 			return err
 		}
@@ -284,30 +283,9 @@ func waitSynced(ctx context.Context, factories ...informers.SharedInformerFactor
 	return nil
 }
 
-func newKubeClient(o *options) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig %q): %w", o.kubeconfig, err)
-	}
-	cfg.QPS = o.kubeAPIQPS
-	cfg.Burst = o.kubeAPIBurst
-	cfg.UserAgent = "vgpu-dra-controller/" + version.Version
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return client, nil
-}
-
-// serveHTTP serves /metrics, /healthz and /readyz until ctx ends.
-func serveHTTP(ctx context.Context, addr string, registry *prometheus.Registry, ready *atomic.Bool) (func(time.Duration), error) {
-	logger := klog.FromContext(ctx)
+// httpHandler serves /metrics, /healthz and /readyz (ready once the
+// informer caches have synced).
+func httpHandler(registry *prometheus.Registry, ready *atomic.Bool) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
@@ -318,22 +296,5 @@ func serveHTTP(ctx context.Context, addr string, registry *prometheus.Registry, 
 		}
 		_, _ = w.Write([]byte("ok"))
 	})
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http-address %q: %w", addr, err)
-	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx }}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "HTTP server failed", "address", addr)
-		}
-	}()
-	logger.Info("Serving /metrics, /healthz and /readyz", "address", ln.Addr().String())
-	return func(grace time.Duration) {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-		defer cancel()
-		if err := srv.Shutdown(shutdownCtx); err != nil {
-			logger.Error(err, "HTTP server shutdown")
-		}
-	}, nil
+	return mux
 }

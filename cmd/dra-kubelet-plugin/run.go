@@ -4,25 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"path/filepath"
-	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
@@ -72,7 +68,9 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("claim manager: %w", err)
 	}
 
-	client, err := newKubeClient(o)
+	client, err := daemon.NewKubeClient(daemon.KubeClientOptions{
+		Kubeconfig: o.kubeconfig, QPS: o.kubeAPIQPS, Burst: o.kubeAPIBurst, Component: "dra-kubelet-plugin",
+	})
 	if err != nil {
 		return err
 	}
@@ -153,7 +151,10 @@ func run(ctx context.Context, o *options) error {
 			draSocket:       filepath.Join(o.pluginDataDir, draSocketName(o.podUID)),
 			timeout:         o.probeTimeout,
 		}
-		stopHTTP, err := serveHTTP(ctx, o.httpAddress, registry, probe)
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
+		mux.Handle("/healthz", healthzHandler(probe))
+		stopHTTP, err := daemon.ServeHTTP(ctx, o.httpAddress, mux)
 		if err != nil {
 			return err
 		}
@@ -204,56 +205,4 @@ func newGPUEditsSource(ctx context.Context, o *options, lib nvml.Interface) (cdi
 		}
 		return src, nil
 	}
-}
-
-func newKubeClient(o *options) (kubernetes.Interface, error) {
-	var cfg *rest.Config
-	var err error
-	if o.kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", o.kubeconfig)
-	} else {
-		cfg, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client configuration (--kubeconfig %q): %w", o.kubeconfig, err)
-	}
-	cfg.QPS = o.kubeAPIQPS
-	cfg.Burst = o.kubeAPIBurst
-	cfg.UserAgent = "vgpu-dra-kubelet-plugin/" + version.Version
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return client, nil
-}
-
-// serveHTTP serves /metrics and /healthz until ctx ends. The returned
-// function shuts the server down within the grace period.
-func serveHTTP(ctx context.Context, addr string, registry *prometheus.Registry, probe socketProbe) (func(time.Duration), error) {
-	logger := klog.FromContext(ctx)
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
-	mux.Handle("/healthz", healthzHandler(probe))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--http-address %q: %w", addr, err)
-	}
-	srv := &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return ctx },
-	}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Error(err, "HTTP server failed", "address", addr)
-		}
-	}()
-	logger.Info("Serving /metrics and /healthz", "address", ln.Addr().String())
-	return func(grace time.Duration) {
-		shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
-		defer cancel()
-		if err := srv.Shutdown(shutdownCtx); err != nil {
-			logger.Error(err, "HTTP server shutdown")
-		}
-	}, nil
 }

@@ -1,0 +1,89 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	cliflag "k8s.io/component-base/cli/flag"
+	logsapi "k8s.io/component-base/logs/api/v1"
+)
+
+// execute runs cmd once; logging configuration may be applied only once per
+// process, so each test execution starts from a reset one.
+func execute(t *testing.T, c Command) error {
+	t.Helper()
+	require.NoError(t, logsapi.ResetForTest(nil))
+	cmd := NewCobra(c)
+	cmd.SetArgs(nil)
+	return cmd.Execute()
+}
+
+func testCommand(run func(ctx context.Context, node string) error, validate func() error) Command {
+	var node string
+	return Command{
+		Name:  "test-daemon",
+		Short: "test",
+		Long:  "A daemon under test.",
+		AddFlags: func(named *cliflag.NamedFlagSets) {
+			named.FlagSet("main").StringVar(&node, "node-name", "", "Node name.")
+		},
+		UnprefixedEnv: []string{"node-name"},
+		Validate:      validate,
+		Run:           func(ctx context.Context) error { return run(ctx, node) },
+	}
+}
+
+func TestCommandAppliesEnvThenValidatesThenRuns(t *testing.T) {
+	t.Setenv("NODE_NAME", "node-a")
+	var seen string
+	c := testCommand(func(_ context.Context, node string) error {
+		seen = node
+		return context.Canceled // a clean stop
+	}, func() error { return nil })
+	require.NoError(t, execute(t, c))
+	assert.Equal(t, "node-a", seen)
+	cmd := NewCobra(c)
+	assert.Contains(t, cmd.Flags().Lookup("node-name").Usage, "[$NODE_NAME]")
+	assert.NotNil(t, cmd.Flags().Lookup("v"), "the logging flags are registered")
+}
+
+func TestCommandStopsOnValidationAndRunErrors(t *testing.T) {
+	ran := false
+	c := testCommand(func(context.Context, string) error { ran = true; return nil }, func() error { return errors.New("--node-name is required") })
+	assert.ErrorContains(t, execute(t, c), "--node-name is required")
+	assert.False(t, ran, "Run must not start after a validation error")
+
+	c = testCommand(func(context.Context, string) error { return errors.New("boom") }, func() error { return nil })
+	assert.ErrorContains(t, execute(t, c), "boom")
+}
+
+func TestServeHTTPServesUntilShutdown(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+
+	stop, err := ServeHTTP(context.Background(), addr, mux)
+	require.NoError(t, err)
+	resp, err := http.Get("http://" + addr + "/healthz")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	assert.Equal(t, "ok", string(body))
+
+	stop(time.Second)
+	_, err = http.Get("http://" + addr + "/healthz")
+	assert.Error(t, err, "nothing serves after shutdown")
+
+	_, err = ServeHTTP(context.Background(), "not-an-address", mux)
+	assert.ErrorContains(t, err, "--http-address")
+}
