@@ -7,7 +7,6 @@ package main
 
 import (
 	"context"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -15,9 +14,7 @@ import (
 )
 
 func main() {
-	if err := newCommand().Execute(); err != nil {
-		os.Exit(1)
-	}
+	daemon.Execute(newCommand())
 }
 
 func newCommand() *cobra.Command {

@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"os"
 
 	"github.com/spf13/cobra"
 
@@ -17,9 +16,7 @@ import (
 const driverName = "vgpu.dra.dev"
 
 func main() {
-	if err := newCommand().Execute(); err != nil {
-		os.Exit(1)
-	}
+	daemon.Execute(newCommand())
 }
 
 func newCommand() *cobra.Command {

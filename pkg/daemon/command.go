@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
 	"syscall"
 
@@ -67,7 +68,7 @@ flag given on the command line wins.`,
 			ctx = klog.NewContext(ctx, logger)
 			if err := c.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 				logger.Error(err, "Stopped")
-				return err
+				return loggedError{err}
 			}
 			logger.Info("Stopped")
 			return nil
@@ -84,4 +85,23 @@ flag given on the command line wins.`,
 	flags.Mirror(fs, EnvPrefix, c.UnprefixedEnv...)
 	cliflag.SetUsageAndHelpFunc(cmd, named, 100)
 	return cmd
+}
+
+// loggedError marks an error the daemon's logger has reported already.
+type loggedError struct{ error }
+
+func (e loggedError) Unwrap() error { return e.error }
+
+// Execute runs cmd and exits the process with status 1 if it fails. Errors
+// from flags or their validation are printed to stderr; errors of a running
+// daemon were logged already.
+func Execute(cmd *cobra.Command) {
+	err := cmd.Execute()
+	if err == nil {
+		return
+	}
+	if !errors.As(err, new(loggedError)) {
+		fmt.Fprintf(os.Stderr, "%s: %v\nRun '%s --help' for the flags.\n", cmd.Name(), err, cmd.Name())
+	}
+	os.Exit(1)
 }

@@ -57,11 +57,15 @@ func TestCommandAppliesEnvThenValidatesThenRuns(t *testing.T) {
 func TestCommandStopsOnValidationAndRunErrors(t *testing.T) {
 	ran := false
 	c := testCommand(func(context.Context, string) error { ran = true; return nil }, func() error { return errors.New("--node-name is required") })
-	assert.ErrorContains(t, execute(t, c), "--node-name is required")
+	err := execute(t, c)
+	assert.ErrorContains(t, err, "--node-name is required")
+	assert.False(t, errors.As(err, new(loggedError)), "a validation error is for Execute to print")
 	assert.False(t, ran, "Run must not start after a validation error")
 
 	c = testCommand(func(context.Context, string) error { return errors.New("boom") }, func() error { return nil })
-	assert.ErrorContains(t, execute(t, c), "boom")
+	err = execute(t, c)
+	assert.ErrorContains(t, err, "boom")
+	assert.True(t, errors.As(err, new(loggedError)), "a failed run was logged already")
 }
 
 func TestServeHTTPServesUntilShutdown(t *testing.T) {
