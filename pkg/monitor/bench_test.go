@@ -14,8 +14,9 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
 )
 
-// BenchmarkCollect measures one collection over 100 claims with 8 active
-// processes each, as a scrape after the interval pays it.
+// BenchmarkCollect measures one collection over 100 and 1000 claims with 8
+// active processes each, as a scrape after the interval pays it. The
+// processes hold slots 0..7, as libvgpu.so claims the lowest free slots.
 func BenchmarkCollect(b *testing.B) {
 	for _, n := range []int{100, 1000} {
 		b.Run(fmt.Sprintf("claims=%d", n), func(b *testing.B) { benchmarkCollect(b, n, 8) })
@@ -31,7 +32,7 @@ func benchmarkCollect(b *testing.B, nClaims, nProcs int) {
 		c := preparedClaim(dir, uid, "ns", fmt.Sprintf("claim-%d", i))
 		procs := make([]regiontest.Process, nProcs)
 		for p := range procs {
-			procs[p] = proc(p*3, uint32(100+p), 100*mib, uint64(1000*p), 0)
+			procs[p] = proc(p, uint32(100+p), 100*mib, uint64(1000*p), 0)
 		}
 		writeClaimRegion(b, c.RegionPath, uint64(nProcs)*100*mib, uint64(nProcs)*100*mib, 50, procs...)
 		list = append(list, c)

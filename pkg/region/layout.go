@@ -43,7 +43,12 @@ const (
 	offSlotsOffset   = 56
 	offGeneration    = 64
 	offInitTimeNS    = 72
+	offSlotsInUse    = 80
 )
+
+// MinorSlotsInUse is the first layout minor whose writers maintain
+// header.slots_in_use; readers of older regions scan every slot.
+const MinorSlotsInUse = 2
 
 // Device record field offsets (struct vgpu_region_device).
 const (

@@ -60,6 +60,7 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"vgpu_region_header.slots_offset":         offSlotsOffset,
 		"vgpu_region_header.generation":           offGeneration,
 		"vgpu_region_header.init_time_ns":         offInitTimeNS,
+		"vgpu_region_header.slots_in_use":         offSlotsInUse,
 		"vgpu_region_device.uuid":                 offDevUUID,
 		"vgpu_region_device.memory_limit":         offDevMemoryLimit,
 		"vgpu_region_device.sm_limit_percent":     offDevSMLimit,

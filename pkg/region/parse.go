@@ -154,7 +154,7 @@ func parse(b []byte, slots slotSource) (*Region, error) {
 	}
 
 	var usage []ProcessDevice
-	for i := range MaxSlots {
+	for i := range slotLimit(b) {
 		raw := b[SlotsOffset+i*SlotSize:][:SlotSize]
 		if le32(raw, offSlotState) == slotFree {
 			continue
@@ -187,6 +187,17 @@ func parse(b []byte, slots slotSource) (*Region, error) {
 		r.Processes = append(r.Processes, p)
 	}
 	return r, nil
+}
+
+// slotLimit is how many slots, from the first, can be in use: all of them
+// in regions older than MinorSlotsInUse, else header.slots_in_use clamped
+// to the layout. Writers claim the lowest free slot, so the active slots of
+// a claim with a few processes are all near the start.
+func slotLimit(b []byte) int {
+	if le16(b, offMinor) < MinorSlotsInUse {
+		return MaxSlots
+	}
+	return int(min(le32(b, offSlotsInUse), MaxSlots))
 }
 
 // parseHeader checks every size and offset field against this layout and

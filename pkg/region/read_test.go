@@ -187,3 +187,42 @@ func TestReadMissingIsNotExist(t *testing.T) {
 	_, err := NewReader().Read(filepath.Join(t.TempDir(), "gone"))
 	assert.True(t, errors.Is(err, fs.ErrNotExist))
 }
+
+// TestSlotsInUseBoundsTheSlotsRead checks the minor-2 contract: readers look
+// only at slots below header.slots_in_use (clamped to the layout), while
+// older regions are scanned in full.
+func TestSlotsInUseBoundsTheSlotsRead(t *testing.T) {
+	slotsOf := func(r *Region) []int {
+		var out []int
+		for _, p := range r.Processes {
+			out = append(out, p.Slot)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name       string
+		minor      uint16
+		slotsInUse uint32
+		want       []int
+	}{
+		{"minor 0 scans every slot", 0, 1, []int{0, 3}},
+		{"minor 2 covering both", MinorSlotsInUse, 4, []int{0, 3}},
+		{"minor 2 below the second", MinorSlotsInUse, 1, []int{0}},
+		{"minor 2 out of range is clamped", MinorSlotsInUse, 1 << 30, []int{0, 3}},
+		{"minor 2 with none", MinorSlotsInUse, 0, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := fixtureBytes(t)
+			binary.LittleEndian.PutUint16(b[offMinor:], tc.minor)
+			binary.LittleEndian.PutUint32(b[offSlotsInUse:], tc.slotsInUse)
+
+			parsed, err := Parse(b)
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, slotsOf(parsed), "Parse")
+
+			read, err := NewReader().Read(writeRegion(t, b))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, slotsOf(read), "Read")
+		})
+	}
+}

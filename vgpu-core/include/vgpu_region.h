@@ -43,7 +43,8 @@
 #define VGPU_REGION_MAGIC 0x3147455255504756ULL
 /* Readers refuse a different major; a newer minor only adds fields in reserved space. */
 #define VGPU_REGION_MAJOR 1
-#define VGPU_REGION_MINOR 1 /* 1: slot device launch_cost_ns (compute limiter) */
+/* 1: slot device launch_cost_ns (compute limiter); 2: header slots_in_use */
+#define VGPU_REGION_MINOR 2
 
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_SLOTS 512
@@ -97,7 +98,9 @@ struct vgpu_region_header {
     uint64_t slots_offset;    /*  56 VGPU_REGION_SLOTS_OFFSET */
     uint64_t generation;      /*  64 incremented by every (re)initialisation */
     uint64_t init_time_ns;    /*  72 CLOCK_REALTIME of the last initialisation */
-    uint8_t reserved[176];    /*  80 zero */
+    uint32_t slots_in_use;    /*  80 1 + highest slot index ever claimed (minor 2): readers
+                                     need not look past it */
+    uint8_t reserved[172];    /*  84 zero */
 };
 
 /*
@@ -180,6 +183,7 @@ _Static_assert(offsetof(struct vgpu_region_header, device_count) == 44, "device_
 _Static_assert(offsetof(struct vgpu_region_header, devices_offset) == 48, "devices_offset offset");
 _Static_assert(offsetof(struct vgpu_region_header, generation) == 64, "generation offset");
 _Static_assert(offsetof(struct vgpu_region_header, init_time_ns) == 72, "init_time_ns offset");
+_Static_assert(offsetof(struct vgpu_region_header, slots_in_use) == 80, "slots_in_use offset");
 _Static_assert(sizeof(struct vgpu_region_device) == VGPU_REGION_DEVICE_SIZE, "device size");
 _Static_assert(offsetof(struct vgpu_region_device, memory_limit) == 48, "memory_limit offset");
 _Static_assert(offsetof(struct vgpu_region_device, state) == 60, "device state offset");

@@ -338,6 +338,13 @@ int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self)
         __atomic_store_n(&sl->state, VGPU_SLOT_ACTIVE, __ATOMIC_RELEASE);
         found = i;
     }
+    if (found >= 0) {
+        /* Slots are claimed lowest first, so the monitor reads only up to here. */
+        uint32_t in_use = __atomic_load_n(&s->r->header.slots_in_use, __ATOMIC_RELAXED);
+
+        if (in_use < (uint32_t)found + 1 || in_use > VGPU_REGION_MAX_SLOTS)
+            __atomic_store_n(&s->r->header.slots_in_use, (uint32_t)found + 1, __ATOMIC_RELEASE);
+    }
     unlock_region(s);
     if (found < 0)
         return -1;

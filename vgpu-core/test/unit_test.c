@@ -407,6 +407,8 @@ static void test_region_reclaim(void)
     }
     CHECK(read(pipefd[0], &c, 1) == 1);
     CHECK_EQ_U64(vgpu_shm_used(&s, 0), 750);
+    /* Slots are claimed lowest first and the header bounds them for readers. */
+    CHECK_EQ_U64(s.r->header.slots_in_use, 2);
     /* Alive: nothing reclaimed. */
     CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 0);
     CHECK_EQ_U64(vgpu_shm_used(&s, 0), 750);

@@ -154,6 +154,8 @@ static int add_slot(struct vgpu_region *r, char *arg, uint64_t pidns)
     if (sl == NULL)
         return -1;
     sl->state = VGPU_SLOT_ACTIVE;
+    if (r->header.slots_in_use < (uint32_t)(sl - r->slots) + 1)
+        r->header.slots_in_use = (uint32_t)(sl - r->slots) + 1;
     sl->pid = (uint32_t)pid;
     sl->host_pid = (uint32_t)pid;
     sl->start_time = start;

@@ -67,7 +67,7 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], magic)
 	le.PutUint16(b[8:], 1)
-	le.PutUint16(b[10:], 0)
+	le.PutUint16(b[10:], 2)
 	le.PutUint32(b[12:], 2)
 	le.PutUint64(b[16:], regionSize)
 	le.PutUint32(b[24:], 256)
@@ -97,6 +97,9 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 	for _, p := range procs {
 		if p.Slot < 0 || p.Slot >= 512 {
 			return nil, fmt.Errorf("slot %d out of range", p.Slot)
+		}
+		if inUse := uint32(p.Slot + 1); inUse > le.Uint32(b[80:]) {
+			le.PutUint32(b[80:], inUse) // header.slots_in_use (minor 2)
 		}
 		if len(p.Devices) > maxDevices {
 			return nil, fmt.Errorf("slot %d: %d devices, at most %d fit", p.Slot, len(p.Devices), maxDevices)

@@ -52,6 +52,7 @@ static void print_offsets(void)
     OFF(vgpu_region_header, slots_offset);
     OFF(vgpu_region_header, generation);
     OFF(vgpu_region_header, init_time_ns);
+    OFF(vgpu_region_header, slots_in_use);
     OFF(vgpu_region_device, uuid);
     OFF(vgpu_region_device, memory_limit);
     OFF(vgpu_region_device, sm_limit_percent);
@@ -114,7 +115,7 @@ static int write_fixture(const char *path)
     h = &r->header;
     h->magic = VGPU_REGION_MAGIC;
     h->major = VGPU_REGION_MAJOR;
-    h->minor = 0; /* a minor-0 region: later minors only add fields in reserved space */
+    h->minor = 2; /* minor 2: header.slots_in_use bounds the slots readers look at */
     h->init_state = VGPU_REGION_READY;
     h->region_size = VGPU_REGION_SIZE;
     h->header_size = VGPU_REGION_HEADER_SIZE;
@@ -127,6 +128,7 @@ static int write_fixture(const char *path)
     h->slots_offset = VGPU_REGION_SLOTS_OFFSET;
     h->generation = 3;
     h->init_time_ns = 1700000000123456789ull;
+    h->slots_in_use = 4; /* slots 0 and 3 are active */
     set_device(&r->devices[0], "GPU-11111111-2222-3333-4444-555555555555", 4ull << 30, 30,
                1610612736ull, 2ull << 30, VGPU_POLICY_STRICT, 25);
     set_device(&r->devices[1], "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", 8ull << 30, 0,
