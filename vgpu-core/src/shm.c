@@ -342,7 +342,10 @@ int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self)
         /* Slots are claimed lowest first, so the monitor reads only up to here. */
         uint32_t in_use = __atomic_load_n(&s->r->header.slots_in_use, __ATOMIC_RELAXED);
 
-        if (in_use < (uint32_t)found + 1 || in_use > VGPU_REGION_MAX_SLOTS)
+        /* An out-of-range value (written by someone else) must not hide slots. */
+        if (in_use > VGPU_REGION_MAX_SLOTS)
+            __atomic_store_n(&s->r->header.slots_in_use, VGPU_REGION_MAX_SLOTS, __ATOMIC_RELEASE);
+        else if (in_use < (uint32_t)found + 1)
             __atomic_store_n(&s->r->header.slots_in_use, (uint32_t)found + 1, __ATOMIC_RELEASE);
     }
     unlock_region(s);
