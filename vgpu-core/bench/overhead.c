@@ -5,7 +5,8 @@
  *
  * usage: overhead LIBVGPU.so FAKE_LIBCUDA.so.1
  * Prints ns per call for both, the difference and the ratio. Targets:
- * <= 15 ns added per cuLaunchKernel, <= 150 ns per cuMemAlloc+cuMemFree.
+ * <= 15 ns added per cuLaunchKernel, <= 150 ns per cuMemAlloc+cuMemFree; the
+ * stream-ordered pair (pool accounting) is printed without a target.
  * Each figure is the best of several interleaved rounds (shared CPUs).
  */
 #include <dlfcn.h>
@@ -28,6 +29,8 @@ struct api {
     PFN_cuLaunchKernel launch;
     PFN_cuMemAlloc_v2 alloc;
     PFN_cuMemFree_v2 free_;
+    PFN_cuMemAllocAsync alloc_async;
+    PFN_cuMemFreeAsync free_async;
 };
 
 static double now_ns(void)
@@ -56,6 +59,20 @@ static double time_alloc(const struct api *a)
 
     for (int i = 0; i < PAIRS; i++) {
         if (a->alloc(&p, 1 << 20) != CUDA_SUCCESS || a->free_(p) != CUDA_SUCCESS)
+            return -1;
+    }
+    return (now_ns() - t0) / PAIRS;
+}
+
+/* Stream-ordered pairs on the default pool: the pool serves them from the memory it keeps. */
+static double time_alloc_async(const struct api *a)
+{
+    double t0 = now_ns();
+    CUdeviceptr p;
+
+    for (int i = 0; i < PAIRS; i++) {
+        if (a->alloc_async(&p, 1 << 20, NULL) != CUDA_SUCCESS ||
+            a->free_async(p, NULL) != CUDA_SUCCESS)
             return -1;
     }
     return (now_ns() - t0) / PAIRS;
@@ -124,7 +141,7 @@ int main(int argc, char **argv)
     CUfunction fn;
     CUuuid u;
     void *cuda, *vgpu;
-    double best[4] = {1e18, 1e18, 1e18, 1e18};
+    double best[5] = {1e18, 1e18, 1e18, 1e18, 1e18}, async_direct = 1e18;
 
     if (argc != 3) {
         fprintf(stderr, "usage: overhead LIBVGPU.so FAKE_LIBCUDA.so.1\n");
@@ -144,6 +161,8 @@ int main(int argc, char **argv)
     RESOLVE(cuda, "cuLaunchKernel", direct.launch);
     RESOLVE(cuda, "cuMemAlloc_v2", direct.alloc);
     RESOLVE(cuda, "cuMemFree_v2", direct.free_);
+    RESOLVE(cuda, "cuMemAllocAsync", direct.alloc_async);
+    RESOLVE(cuda, "cuMemFreeAsync", direct.free_async);
     if (init(0) != CUDA_SUCCESS || get_uuid(&u, 0) != CUDA_SUCCESS ||
         retain(&ctx, 0) != CUDA_SUCCESS || set_current(ctx) != CUDA_SUCCESS ||
         load(&mod, "bench") != CUDA_SUCCESS || get_fn(&fn, mod, "bench_0us") != CUDA_SUCCESS) {
@@ -168,14 +187,24 @@ int main(int argc, char **argv)
     RESOLVE(vgpu, "cuGetProcAddress_v2", gpa);
     RESOLVE(vgpu, "cuMemAlloc_v2", via.alloc);
     RESOLVE(vgpu, "cuMemFree_v2", via.free_);
+    RESOLVE(vgpu, "cuMemAllocAsync", via.alloc_async);
+    RESOLVE(vgpu, "cuMemFreeAsync", via.free_async);
     if (gpa("cuLaunchKernel", (void **)&via.launch, 12000, 0, NULL) != CUDA_SUCCESS) {
         fprintf(stderr, "overhead: cuGetProcAddress(cuLaunchKernel) failed\n");
         return 1;
     }
     for (int r = 0; r < ROUNDS; r++) {
-        double v[4] = {time_launch(&direct, fn), time_launch(&via, fn), time_alloc(&direct),
-                       time_alloc(&via)};
-        for (int i = 0; i < 4; i++) {
+        double v[5] = {time_launch(&direct, fn), time_launch(&via, fn), time_alloc(&direct),
+                       time_alloc(&via), time_alloc_async(&via)};
+        double d = time_alloc_async(&direct);
+
+        if (d < 0) {
+            fprintf(stderr, "overhead: a call failed in round %d\n", r);
+            return 1;
+        }
+        if (d < async_direct)
+            async_direct = d;
+        for (int i = 0; i < 5; i++) {
             if (v[i] < 0) {
                 fprintf(stderr, "overhead: a call failed in round %d\n", r);
                 return 1;
@@ -186,6 +215,10 @@ int main(int argc, char **argv)
     }
     report("cuLaunchKernel", best[0], best[1], 15);
     report("cuMemAlloc+cuMemFree", best[2], best[3], 150);
+    /* No target: each pool allocation queries the pool twice before and once after. */
+    printf("%-22s direct %7.1f ns   libvgpu %7.1f ns   added %6.1f ns   ratio %.2f\n",
+           "cuMemAllocAsync+Free", async_direct, best[4], best[4] - async_direct,
+           best[4] / async_direct);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "overhead: cannot remove %s\n", dir);

@@ -77,7 +77,7 @@ CUresult vgpu_charge_begin(CUdevice dev, uint64_t size, struct vgpu_charge *c)
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
     }
-    if (reserve(g, size, g->limit) != 0) {
+    if (size != 0 && reserve(g, size, g->limit) != 0) {
         /* Bytes of killed processes may still be charged: reclaim them and try once more. */
         if (g->shm == NULL || vgpu_shm_reclaim(g->shm, vgpu_self()) == 0 ||
             reserve(g, size, g->limit) != 0) {
@@ -103,6 +103,44 @@ CUresult vgpu_charge_resize(struct vgpu_charge *c, uint64_t size)
     }
     c->size = size;
     return CUDA_SUCCESS;
+}
+
+void vgpu_charge_keep(struct vgpu_charge *c)
+{
+    if (c->gpu == NULL || c->gpu->shm == NULL)
+        return;
+    vgpu_lock();
+    vgpu_shm_slot_add(c->gpu->shm, c->gpu->rec, (int64_t)c->size);
+    vgpu_unlock();
+}
+
+void vgpu_bytes_add(CUdevice dev, uint64_t size)
+{
+    struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+
+    if (g == NULL || !g->enforce || size == 0)
+        return;
+    /* Limit 0: the memory is already in use, so it counts whatever the limit. */
+    reserve(g, size, 0);
+    if (g->shm != NULL) {
+        vgpu_lock();
+        vgpu_shm_slot_add(g->shm, g->rec, (int64_t)size);
+        vgpu_unlock();
+    }
+}
+
+void vgpu_bytes_sub(CUdevice dev, uint64_t size)
+{
+    struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+
+    if (g == NULL || !g->enforce || size == 0)
+        return;
+    unreserve(g, size);
+    if (g->shm != NULL) {
+        vgpu_lock();
+        vgpu_shm_slot_add(g->shm, g->rec, -(int64_t)size);
+        vgpu_unlock();
+    }
 }
 
 void vgpu_charge_abort(struct vgpu_charge *c)

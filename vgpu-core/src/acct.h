@@ -35,7 +35,9 @@ struct vgpu_charge {
 /*
  * Reserves size bytes on CUDA device dev for an allocation about to be made.
  * Returns CUDA_SUCCESS (c->gpu is NULL when the device is not enforced) or
- * CUDA_ERROR_OUT_OF_MEMORY when the limit would be exceeded.
+ * CUDA_ERROR_OUT_OF_MEMORY when the limit would be exceeded. Zero bytes
+ * always fit (a pool serving from memory it already holds), unless the GPU
+ * fails closed.
  */
 CUresult vgpu_charge_begin(CUdevice dev, uint64_t size, struct vgpu_charge *c);
 
@@ -45,6 +47,18 @@ CUresult vgpu_charge_begin(CUdevice dev, uint64_t size, struct vgpu_charge *c);
  * reservation is then unchanged and the caller must undo the allocation).
  */
 CUresult vgpu_charge_resize(struct vgpu_charge *c, uint64_t size);
+
+/*
+ * Pools: keeps the reservation as part of this process's charge without
+ * tracking a handle (the caller accounts for it, see pools.h).
+ */
+void vgpu_charge_keep(struct vgpu_charge *c);
+
+/* Pools: charges size bytes already in use on CUDA device dev, whatever the limit. */
+void vgpu_bytes_add(CUdevice dev, uint64_t size);
+
+/* Pools: returns size bytes charged with vgpu_charge_keep or vgpu_bytes_add. */
+void vgpu_bytes_sub(CUdevice dev, uint64_t size);
 
 /* Driver call failed: gives the reservation back. */
 void vgpu_charge_abort(struct vgpu_charge *c);

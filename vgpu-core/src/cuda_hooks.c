@@ -11,6 +11,7 @@
 #include "hooks.h"
 #include "gpus.h"
 #include "log.h"
+#include "pools.h"
 
 /* Loads the driver and our limits; a driver without the function reports NOT_INITIALIZED. */
 #define ENTER(name)                                                                                \
@@ -56,27 +57,102 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
     ALLOC_BODY(cuMemAllocManaged, dptr, bytesize, dptr, bytesize, flags);
 }
 
-/* Async allocations are charged to the current context's device, as the stream's usually is. */
+/*
+ * Stream-ordered allocations: the claim is charged what their pool reserves
+ * (pools.h), to the current context's device, as the stream's usually is.
+ */
+#define POOL_ALLOC_BODY(name, dptr, size, explicit_pool, pool, stream, ptsz, ...)                  \
+    do {                                                                                           \
+        struct vgpu_pool_op op;                                                                    \
+        CUdeviceptr saved;                                                                         \
+        CUdevice dev;                                                                              \
+        CUresult rc;                                                                               \
+        ENTER(name);                                                                               \
+        if (dptr == NULL || size == 0 || !current_device(&dev))                                    \
+            return vgpu_cu.name(__VA_ARGS__);                                                      \
+        /* A NULL pool given explicitly is invalid: the driver refuses it, nothing to charge. */  \
+        if (explicit_pool && pool == NULL)                                                         \
+            return vgpu_cu.name(__VA_ARGS__);                                                      \
+        rc = vgpu_pool_alloc_begin(dev, pool, size, &op);                                          \
+        if (rc != CUDA_SUCCESS)                                                                    \
+            return rc;                                                                             \
+        saved = *dptr;                                                                             \
+        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
+        return vgpu_pool_alloc_end(&op, rc, dptr, saved, stream, ptsz);                            \
+    } while (0)
+
 CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    ALLOC_BODY(cuMemAllocAsync, dptr, bytesize, dptr, bytesize, hStream);
+    POOL_ALLOC_BODY(cuMemAllocAsync, dptr, bytesize, false, NULL, hStream, false, dptr, bytesize,
+                    hStream);
 }
 
 CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream hStream)
 {
-    ALLOC_BODY(cuMemAllocAsync_ptsz, dptr, bytesize, dptr, bytesize, hStream);
+    POOL_ALLOC_BODY(cuMemAllocAsync_ptsz, dptr, bytesize, false, NULL, hStream, true, dptr,
+                    bytesize, hStream);
 }
 
 CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                  CUstream hStream)
 {
-    ALLOC_BODY(cuMemAllocFromPoolAsync, dptr, bytesize, dptr, bytesize, pool, hStream);
+    POOL_ALLOC_BODY(cuMemAllocFromPoolAsync, dptr, bytesize, true, pool, hStream, false, dptr,
+                    bytesize, pool, hStream);
 }
 
 CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                                       CUstream hStream)
 {
-    ALLOC_BODY(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, dptr, bytesize, pool, hStream);
+    POOL_ALLOC_BODY(cuMemAllocFromPoolAsync_ptsz, dptr, bytesize, true, pool, hStream, true, dptr,
+                    bytesize, pool, hStream);
+}
+
+CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolTrimTo);
+    rc = vgpu_cu.cuMemPoolTrimTo(pool, minBytesToKeep);
+    if (rc == CUDA_SUCCESS)
+        vgpu_pool_observe(pool);
+    return rc;
+}
+
+CUresult cuMemPoolDestroy(CUmemoryPool pool)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolDestroy);
+    rc = vgpu_cu.cuMemPoolDestroy(pool);
+    if (rc == CUDA_SUCCESS)
+        vgpu_pool_destroyed(pool);
+    return rc;
+}
+
+/* Synchronizing lets pools release memory down to their release threshold. */
+#define SYNC_BODY(name, ...)                                                                       \
+    do {                                                                                           \
+        CUresult rc;                                                                               \
+        ENTER(name);                                                                               \
+        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
+        if (rc == CUDA_SUCCESS)                                                                    \
+            vgpu_pools_observe_all();                                                              \
+        return rc;                                                                                 \
+    } while (0)
+
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+    SYNC_BODY(cuStreamSynchronize, hStream);
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    SYNC_BODY(cuStreamSynchronize_ptsz, hStream);
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    SYNC_BODY(cuCtxSynchronize);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -123,19 +199,38 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
         return rc;                                                                                 \
     } while (0)
 
+/* Frees of device pointers: tracked allocations first, then pool allocations. */
+#define FREE_PTR_BODY(name, dptr, ...)                                                             \
+    do {                                                                                           \
+        struct vgpu_ptrmap_entry e;                                                                \
+        struct vgpu_pool_free pf;                                                                  \
+        bool tracked, pooled = false;                                                              \
+        CUresult rc;                                                                               \
+        ENTER(name);                                                                               \
+        tracked = vgpu_uncharge(VGPU_KIND_PTR, dptr, &e);                                          \
+        if (!tracked)                                                                              \
+            pooled = vgpu_pool_free_begin(dptr, &pf);                                              \
+        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
+        if (rc != CUDA_SUCCESS && tracked)                                                         \
+            vgpu_uncharge_undo(VGPU_KIND_PTR, &e);                                                 \
+        if (pooled)                                                                                \
+            vgpu_pool_free_end(&pf, rc);                                                           \
+        return rc;                                                                                 \
+    } while (0)
+
 CUresult cuMemFree_v2(CUdeviceptr dptr)
 {
-    FREE_BODY(cuMemFree_v2, VGPU_KIND_PTR, dptr, dptr);
+    FREE_PTR_BODY(cuMemFree_v2, dptr, dptr);
 }
 
 CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 {
-    FREE_BODY(cuMemFreeAsync, VGPU_KIND_PTR, dptr, dptr, hStream);
+    FREE_PTR_BODY(cuMemFreeAsync, dptr, dptr, hStream);
 }
 
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
-    FREE_BODY(cuMemFreeAsync_ptsz, VGPU_KIND_PTR, dptr, dptr, hStream);
+    FREE_PTR_BODY(cuMemFreeAsync_ptsz, dptr, dptr, hStream);
 }
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,

@@ -26,6 +26,11 @@
     X(cuMemAllocFromPoolAsync_ptsz)                                                                \
     X(cuMemFreeAsync)                                                                              \
     X(cuMemFreeAsync_ptsz)                                                                         \
+    X(cuMemPoolTrimTo)                                                                             \
+    X(cuMemPoolDestroy)                                                                            \
+    X(cuStreamSynchronize)                                                                         \
+    X(cuStreamSynchronize_ptsz)                                                                    \
+    X(cuCtxSynchronize)                                                                            \
     X(cuMemCreate)                                                                                 \
     X(cuMemRelease)                                                                                \
     X(cuMemRetainAllocationHandle)                                                                 \
@@ -53,7 +58,9 @@
     X(cuArrayGetMemoryRequirements)                                                                \
     X(cuMipmappedArrayGetMemoryRequirements)                                                       \
     X(cuStreamIsCapturing)                                                                         \
-    X(cuStreamIsCapturing_ptsz)
+    X(cuStreamIsCapturing_ptsz)                                                                    \
+    X(cuDeviceGetMemPool)                                                                          \
+    X(cuMemPoolGetAttribute)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \

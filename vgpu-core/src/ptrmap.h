@@ -17,6 +17,7 @@ struct vgpu_ptrmap_entry {
     uint64_t size;     /* bytes charged */
     int32_t device;    /* CUDA ordinal charged */
     uint32_t refcount; /* VMM handles: cuMemCreate + retains */
+    uint64_t pool;     /* pool allocations: the CUmemoryPool they came from */
 };
 
 struct vgpu_ptrmap {

@@ -222,6 +222,9 @@ static void sc_paths(void)
     CHECK(cuMemAllocAsync(&p, 700 * MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuMemFreeAsync(q, NULL) == CUDA_SUCCESS);
     CHECK(cuMemFreeAsync_ptsz(p, NULL) == CUDA_SUCCESS);
+    /* The default pool (release threshold 0) keeps its memory until a synchronize. */
+    CHECK_EQ_U64(used0(), 400 * MiB);
+    CHECK(cuStreamSynchronize(NULL) == CUDA_SUCCESS);
     CHECK_EQ_U64(used0(), 0);
 
     CHECK(cuDeviceGetDefaultMemPool(&pool, 0) == CUDA_SUCCESS);
@@ -231,6 +234,7 @@ static void sc_paths(void)
     CHECK(cuMemAllocFromPoolAsync(&p, GiB, pool, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(cuMemFreeAsync(p, NULL) == CUDA_SUCCESS);
     CHECK(cuMemFreeAsync(q, NULL) == CUDA_SUCCESS);
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
     CHECK_EQ_U64(used0(), 0);
 
     /* VMM: counted at cuMemCreate, released when the last reference goes. */
@@ -325,9 +329,14 @@ static void sc_procaddr(void)
                           flags ? "cuLaunchKernel_ptsz" : "cuLaunchKernel");
             check_resolve(gpa, "cuGraphLaunch", ver, flags, "libvgpu",
                           flags ? "cuGraphLaunch_ptsz" : "cuGraphLaunch");
-            /* Not wrapped: the driver's own entry point, exact variant. */
-            check_resolve(gpa, "cuStreamSynchronize", ver, flags, "fake",
+            check_resolve(gpa, "cuStreamSynchronize", ver, flags, "libvgpu",
                           flags ? "cuStreamSynchronize_ptsz" : "cuStreamSynchronize");
+            check_resolve(gpa, "cuCtxSynchronize", ver, flags, "libvgpu", "cuCtxSynchronize");
+            check_resolve(gpa, "cuMemPoolTrimTo", ver, flags, "libvgpu", "cuMemPoolTrimTo");
+            check_resolve(gpa, "cuMemPoolDestroy", ver, flags, "libvgpu", "cuMemPoolDestroy");
+            /* Not wrapped: the driver's own entry point, exact variant. */
+            check_resolve(gpa, "cuStreamIsCapturing", ver, flags, "fake",
+                          flags ? "cuStreamIsCapturing_ptsz" : "cuStreamIsCapturing");
             check_resolve(gpa, "cuGetExportTable", ver, flags, "fake", "cuGetExportTable");
             /* Asked for itself, the resolver must stay ours. */
             check_resolve(gpa, "cuGetProcAddress", ver, flags, "libvgpu",
@@ -347,7 +356,10 @@ static void sc_procaddr(void)
     /* dlsym on handles: wrapped names, pass-through names, names outside cu[A-Z]/nvml[A-Z]. */
     CHECK(dladdr(dlsym(h, "cuMemAlloc_v2"), &info) != 0 && strstr(info.dli_fname, "libvgpu"));
     CHECK(dladdr(dlsym(h, "cuLaunchKernel"), &info) != 0 && strstr(info.dli_fname, "libvgpu"));
-    CHECK(dladdr(dlsym(h, "cuStreamSynchronize"), &info) != 0 && strstr(info.dli_fname, "fake"));
+    CHECK(dladdr(dlsym(h, "cuStreamSynchronize"), &info) != 0 &&
+          strstr(info.dli_fname, "libvgpu"));
+    CHECK(dladdr(dlsym(h, "cuMemPoolTrimTo"), &info) != 0 && strstr(info.dli_fname, "libvgpu"));
+    CHECK(dladdr(dlsym(h, "cuStreamIsCapturing"), &info) != 0 && strstr(info.dli_fname, "fake"));
     CHECK(dladdr(dlsym(nv, "nvmlDeviceGetMemoryInfo_v2"), &info) != 0 &&
           strstr(info.dli_fname, "libvgpu"));
     CHECK(dladdr(dlsym(nv, "nvmlDeviceGetCount_v2"), &info) != 0 && strstr(info.dli_fname, "fake"));
@@ -390,6 +402,163 @@ static int sc_grab(void)
     while (getchar() != EOF) {
     }
     return 0;
+}
+
+/* A pool on GPU 0 whose release threshold keeps everything it reserves. */
+static CUmemoryPool keeping_pool(void)
+{
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    cuuint64_t keep = UINT64_MAX;
+    CUmemoryPool pool = NULL;
+
+    CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+    CHECK(cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) == CUDA_SUCCESS);
+    return pool;
+}
+
+/* Pools are charged what they reserve, freed or not, until trim, destroy or sync (1 GiB). */
+static void sc_pools(void)
+{
+    CUdeviceptr p = 0, q = 0, lin = 0;
+    CUmemoryPool pool, def = NULL;
+
+    ctx_on(0);
+    pool = keeping_pool();
+    CHECK(cuMemAllocFromPoolAsync(&p, 600 * MiB, pool, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    CHECK(cuMemFreeAsync(p, NULL) == CUDA_SUCCESS);
+    CHECK(cuStreamSynchronize(NULL) == CUDA_SUCCESS);
+    /* Freed but still reserved by the pool: still charged, elsewhere refused. */
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    CHECK_EQ_U64(mem_free(), 424 * MiB);
+    q = 0;
+    CHECK(cuMemAlloc_v2(&q, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(q, 0);
+    CHECK(cuMemAllocAsync(&q, 600 * MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(q, 0);
+    CHECK(cuMemAlloc_v2(&lin, 400 * MiB) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 1000 * MiB);
+    /* Served from what the pool already holds: no growth, no refusal at 1000 of 1024 MiB. */
+    CHECK(cuMemAllocFromPoolAsync(&p, 500 * MiB, pool, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 1000 * MiB);
+    /* Growth past the limit is refused and leaves the charge as it was. */
+    CHECK(cuMemAllocFromPoolAsync(&q, 200 * MiB, pool, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(q, 0);
+    CHECK_EQ_U64(used0(), 1000 * MiB);
+    CHECK(cuMemFreeAsync(p, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 1000 * MiB);
+    /* Trim returns the pool's memory. */
+    CHECK(cuMemPoolTrimTo(pool, 0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 400 * MiB);
+    CHECK(cuMemFree_v2(lin) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    /* Growth is charged in the pool's 2 MiB units, not by the bytes asked for. */
+    CHECK(cuMemAllocFromPoolAsync(&p, 1, pool, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 2 * MiB);
+    CHECK(cuMemAllocFromPoolAsync(&q, 1, pool, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 2 * MiB);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(q) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 2 * MiB);
+    /* Destroy returns it. */
+    CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    /* Destroyed with an allocation outstanding: charged until that allocation is freed. */
+    pool = keeping_pool();
+    CHECK(cuMemAllocFromPoolAsync(&p, 100 * MiB, pool, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 100 * MiB);
+    CHECK(cuMemFreeAsync(p, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    /* The default pool is one pool, whichever way it is reached. */
+    CHECK(cuDeviceGetDefaultMemPool(&def, 0) == CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync(&p, 100 * MiB, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemAllocFromPoolAsync(&q, 100 * MiB, def, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 200 * MiB);
+    CHECK(cuMemFreeAsync(p, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync(q, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 200 * MiB);
+    /* Raising the threshold changes nothing by itself; the next sync keeps the memory. */
+    {
+        cuuint64_t keep = 150 * MiB;
+        CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) ==
+              CUDA_SUCCESS);
+        CHECK_EQ_U64(used0(), 200 * MiB);
+        CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+        CHECK_EQ_U64(used0(), 150 * MiB);
+        keep = 0;
+        CHECK(cuMemPoolSetAttribute(def, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep) ==
+              CUDA_SUCCESS);
+    }
+    CHECK(cuStreamSynchronize_ptsz(NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    /* Invalid pools and sizes reach the driver and charge nothing. */
+    CHECK(cuMemAllocFromPoolAsync(&p, MiB, NULL, NULL) != CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync(&p, 0, NULL) != CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+}
+
+/*
+ * Allocates 64 MiB chunks from a keeping pool until refused, prints how many,
+ * frees them (the pool keeps the memory), prints "freed", waits for stdin to close.
+ */
+static int sc_pgrab(void)
+{
+    CUdeviceptr p[64];
+    CUmemoryPool pool;
+    int n = 0;
+    CUresult rc = CUDA_SUCCESS;
+
+    ctx_on(0);
+    pool = keeping_pool();
+    while (n < 64 && (rc = cuMemAllocFromPoolAsync(&p[n], 64 * MiB, pool, NULL)) == CUDA_SUCCESS)
+        n++;
+    printf("%d %d\n", n, rc);
+    fflush(stdout);
+    for (int i = 0; i < n; i++)
+        CHECK(cuMemFreeAsync(p[i], NULL) == CUDA_SUCCESS);
+    CHECK(cuCtxSynchronize() == CUDA_SUCCESS);
+    printf("freed\n");
+    fflush(stdout);
+    while (getchar() != EOF) {
+    }
+    return check_failures != 0;
+}
+
+/* 8 processes grow their own pools concurrently: together exactly the limit, kept after frees. */
+static void sc_pool_race(void)
+{
+    enum { N = 8 };
+    char *args[] = {self_exe, "pgrab", NULL};
+    int to[N], from[N], total = 0;
+    pid_t pid[N];
+
+    for (int i = 0; i < N; i++)
+        pid[i] = spawn_helper(args, &to[i], &from[i]);
+    for (int i = 0; i < N; i++) {
+        char line[64];
+        int n = -1, rc = -1;
+
+        read_line(from[i], line, sizeof(line));
+        CHECK(sscanf(line, "%d %d", &n, &rc) == 2 && rc == CUDA_ERROR_OUT_OF_MEMORY);
+        total += n;
+        read_line(from[i], line, sizeof(line));
+        CHECK(strcmp(line, "freed") == 0);
+    }
+    CHECK_EQ_U64(total, 16); /* 1 GiB / 64 MiB */
+    CHECK_EQ_U64(used0(), GiB);
+    /* Everything is freed but reserved by the pools: nothing left for this process. */
+    ctx_on(0);
+    CHECK(cuMemAllocAsync(&(CUdeviceptr){0}, 64 * MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    for (int i = 0; i < N; i++) {
+        int st;
+        close(to[i]);
+        waitpid(pid[i], &st, 0);
+        close(from[i]);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    CHECK_EQ_U64(used0(), 0);
 }
 
 /* Two processes share the claim's 1 GiB; normal exit and SIGKILL give memory back. */
@@ -923,6 +1092,8 @@ static int run_driver(void)
     expect("procaddr", NULL, 0, true);
     expect("share", NULL, 0, true);
     expect("race", NULL, 0, true);
+    expect("pools", NULL, 0, true);
+    expect("pool_race", NULL, 0, true);
     expect("nvml", NULL, 0, true);
     expect("fork", NULL, 0, true);
     {
@@ -1019,6 +1190,8 @@ int main(int argc, char **argv)
         return sc_hold(argv[2]);
     if (strcmp(argv[1], "grab") == 0)
         return sc_grab();
+    if (strcmp(argv[1], "pgrab") == 0)
+        return sc_pgrab();
     static const struct {
         const char *name;
         void (*fn)(void);
@@ -1028,7 +1201,8 @@ int main(int argc, char **argv)
         {"race", sc_race},         {"fail_closed", sc_fail_closed},
         {"expect_total", sc_expect_total}, {"nvml", sc_nvml},
         {"overhead", sc_overhead}, {"fork", sc_fork},
-        {"hostpid", sc_hostpid},
+        {"hostpid", sc_hostpid},   {"pools", sc_pools},
+        {"pool_race", sc_pool_race},
         {"idle", sc_idle},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {

@@ -1,0 +1,320 @@
+/* pools.c - see pools.h. */
+#include "pools.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "driver.h"
+#include "gpus.h"
+#include "log.h"
+#include "ptrmap.h"
+
+/*
+ * Pools grow in whole pages of the VMM granularity (2 MiB on current GPUs),
+ * so an allocation reserves its shortfall rounded up to it before the call.
+ */
+#define POOL_GRANULE (2ULL << 20)
+
+struct pool_rec {
+    uint64_t pool;
+    CUdevice device;
+    uint64_t charged;   /* last observed reserved bytes, charged to the claim */
+    uint64_t live;      /* tracked allocations from the pool not yet freed */
+    bool destroyed;     /* destroyed: unqueryable, released with its last allocation */
+};
+
+/*
+ * Process-wide; mu is held across a pool allocation's driver call, so the
+ * reserved value seen after it includes only that allocation's growth
+ * (frees and synchronizes observe under mu too). Lock order: mu, then
+ * vgpu_lock (taken inside acct).
+ */
+static struct {
+    pthread_once_t once;
+    pthread_mutex_t mu;
+    struct pool_rec *recs;
+    size_t n, cap;          /* n is also read without mu: zero means no pool seen */
+    struct vgpu_ptrmap ptrs; /* pool allocation -> pool */
+} P = {.once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+static void fork_prepare(void)
+{
+    pthread_mutex_lock(&P.mu);
+}
+
+static void fork_parent(void)
+{
+    pthread_mutex_unlock(&P.mu);
+}
+
+/* The child has no CUDA context and none of the parent's allocations. */
+static void fork_child(void)
+{
+    __atomic_store_n(&P.n, 0, __ATOMIC_RELAXED);
+    vgpu_ptrmap_clear(&P.ptrs);
+    pthread_mutex_unlock(&P.mu);
+}
+
+static void init(void)
+{
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
+
+static CUresult query(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *out)
+{
+    cuuint64_t v = 0;
+    CUresult rc;
+
+    if (vgpu_cu.cuMemPoolGetAttribute == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    rc = vgpu_cu.cuMemPoolGetAttribute(pool, attr, &v);
+    if (rc == CUDA_SUCCESS)
+        *out = v;
+    return rc;
+}
+
+/* The live record of pool, or NULL (mu held). */
+static struct pool_rec *find(uint64_t pool)
+{
+    for (size_t i = 0; i < P.n; i++) {
+        if (P.recs[i].pool == pool && !P.recs[i].destroyed)
+            return &P.recs[i];
+    }
+    return NULL;
+}
+
+/* A destroyed pool's record still waiting for its allocations, or the live one (mu held). */
+static struct pool_rec *find_for_free(uint64_t pool)
+{
+    for (size_t i = 0; i < P.n; i++) {
+        if (P.recs[i].pool == pool && P.recs[i].destroyed)
+            return &P.recs[i];
+    }
+    return find(pool);
+}
+
+static struct pool_rec *add(uint64_t pool, CUdevice dev)
+{
+    if (P.n == P.cap) {
+        size_t cap = P.cap == 0 ? 8 : P.cap * 2;
+        struct pool_rec *r = realloc(P.recs, cap * sizeof(*r));
+
+        if (r == NULL)
+            return NULL;
+        P.recs = r;
+        P.cap = cap;
+    }
+    P.recs[P.n] = (struct pool_rec){.pool = pool, .device = dev};
+    __atomic_store_n(&P.n, P.n + 1, __ATOMIC_RELAXED);
+    return &P.recs[P.n - 1];
+}
+
+static void drop(struct pool_rec *r)
+{
+    *r = P.recs[P.n - 1];
+    __atomic_store_n(&P.n, P.n - 1, __ATOMIC_RELAXED);
+}
+
+/* Charges or returns the difference between reserved and what r has charged (mu held). */
+static void settle(struct pool_rec *r, uint64_t reserved)
+{
+    if (reserved > r->charged)
+        vgpu_bytes_add(r->device, reserved - r->charged);
+    else
+        vgpu_bytes_sub(r->device, r->charged - reserved);
+    r->charged = reserved;
+}
+
+/* Re-reads r's reserved bytes; a destroyed pool is settled to 0 once empty (mu held). */
+static void observe(struct pool_rec *r)
+{
+    uint64_t reserved;
+
+    if (r->destroyed) {
+        if (r->live == 0) {
+            settle(r, 0);
+            drop(r);
+        }
+        return;
+    }
+    if (query((CUmemoryPool)(uintptr_t)r->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+              &reserved) == CUDA_SUCCESS)
+        settle(r, reserved);
+}
+
+CUresult vgpu_pool_alloc_begin(CUdevice dev, CUmemoryPool pool, size_t size,
+                               struct vgpu_pool_op *op)
+{
+    struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+    struct pool_rec *r;
+    uint64_t reserved = 0, used = 0, spare, need;
+    CUresult rc;
+
+    op->active = false;
+    if (g == NULL || !g->enforce)
+        return CUDA_SUCCESS;
+    if (pool == NULL) {
+        if (vgpu_cu.cuDeviceGetMemPool == NULL)
+            return CUDA_ERROR_NOT_SUPPORTED;
+        rc = vgpu_cu.cuDeviceGetMemPool(&pool, dev);
+        if (rc != CUDA_SUCCESS)
+            return rc;
+    }
+    pthread_once(&P.once, init);
+    pthread_mutex_lock(&P.mu);
+    /* A pool we cannot observe could grow unseen: refuse with the driver's reason. */
+    rc = query(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved);
+    if (rc == CUDA_SUCCESS)
+        rc = query(pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used);
+    if (rc != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&P.mu);
+        return rc;
+    }
+    r = find((uintptr_t)pool);
+    if (r == NULL && (r = add((uintptr_t)pool, dev)) == NULL) {
+        pthread_mutex_unlock(&P.mu);
+        VGPU_WARN("out of memory tracking a memory pool; refusing the allocation");
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    /* Releases the driver made on its own (e.g. at an event synchronize) count from now. */
+    settle(r, reserved);
+    spare = reserved > used ? reserved - used : 0;
+    need = 0;
+    if (size > spare) {
+        need = size - spare;
+        need = need > UINT64_MAX - POOL_GRANULE ? UINT64_MAX
+                                                : (need + POOL_GRANULE - 1) & ~(POOL_GRANULE - 1);
+    }
+    /* A pool is charged to one device all its life: the one of its first allocation. */
+    rc = vgpu_charge_begin(r->device, need, &op->c);
+    if (rc != CUDA_SUCCESS) {
+        pthread_mutex_unlock(&P.mu);
+        return rc;
+    }
+    op->active = true;
+    op->pool = pool;
+    op->device = r->device;
+    op->before = reserved;
+    return CUDA_SUCCESS;
+}
+
+/* The pool grew past the limit: frees the allocation and trims the pool back (mu held). */
+static void undo(struct vgpu_pool_op *op, struct pool_rec *r, CUdeviceptr ptr, CUstream stream,
+                 bool ptsz)
+{
+    PFN_cuMemFreeAsync free_fn = ptsz ? vgpu_cu.cuMemFreeAsync_ptsz : vgpu_cu.cuMemFreeAsync;
+
+    if (free_fn == NULL || free_fn(ptr, stream) != CUDA_SUCCESS)
+        VGPU_WARN("cannot free a pool allocation over the limit; it stays charged");
+    if (vgpu_cu.cuMemPoolTrimTo != NULL)
+        vgpu_cu.cuMemPoolTrimTo(op->pool, op->before);
+    vgpu_charge_abort(&op->c);
+    /* What the driver could not release yet is in use: it stays charged until it is. */
+    observe(r);
+}
+
+CUresult vgpu_pool_alloc_end(struct vgpu_pool_op *op, CUresult rc, CUdeviceptr *dptr,
+                             CUdeviceptr saved, CUstream stream, bool ptsz)
+{
+    struct vgpu_ptrmap_entry e;
+    struct pool_rec *r;
+    uint64_t after;
+
+    if (!op->active)
+        return rc;
+    r = find((uintptr_t)op->pool);
+    if (rc != CUDA_SUCCESS) {
+        vgpu_charge_abort(&op->c);
+        pthread_mutex_unlock(&P.mu);
+        return rc;
+    }
+    /* Unobservable now: assume it grew by all we reserved (never undercharge). */
+    if (query(op->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &after) != CUDA_SUCCESS)
+        after = op->before + op->c.size;
+    if (vgpu_charge_resize(&op->c, after > op->before ? after - op->before : 0) != CUDA_SUCCESS) {
+        undo(op, r, *dptr, stream, ptsz);
+        pthread_mutex_unlock(&P.mu);
+        VGPU_INFO("GPU %d: pool grew by %llu bytes, over the limit; allocation refused",
+                  (int)op->device, (unsigned long long)(after - op->before));
+        *dptr = saved;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    vgpu_charge_keep(&op->c);
+    r->charged = op->before + op->c.size;
+    settle(r, after);
+    e = (struct vgpu_ptrmap_entry){.key = *dptr, .device = op->device, .refcount = 1,
+                                   .pool = (uintptr_t)op->pool};
+    if (vgpu_ptrmap_put(&P.ptrs, &e) == 0)
+        r->live++;
+    else
+        VGPU_WARN("out of memory tracking a pool allocation; its free is seen at the next sync");
+    pthread_mutex_unlock(&P.mu);
+    return CUDA_SUCCESS;
+}
+
+bool vgpu_pool_free_begin(CUdeviceptr ptr, struct vgpu_pool_free *f)
+{
+    bool found;
+
+    if (__atomic_load_n(&P.n, __ATOMIC_RELAXED) == 0)
+        return false;
+    pthread_mutex_lock(&P.mu);
+    found = vgpu_ptrmap_remove(&P.ptrs, ptr, &f->e) == 0;
+    pthread_mutex_unlock(&P.mu);
+    return found;
+}
+
+void vgpu_pool_free_end(const struct vgpu_pool_free *f, CUresult rc)
+{
+    struct pool_rec *r;
+
+    pthread_mutex_lock(&P.mu);
+    r = find_for_free(f->e.pool);
+    if (rc != CUDA_SUCCESS) {
+        if (vgpu_ptrmap_put(&P.ptrs, &f->e) != 0 && r != NULL)
+            r->live--;
+    } else if (r != NULL) {
+        r->live--;
+        observe(r);
+    }
+    pthread_mutex_unlock(&P.mu);
+}
+
+void vgpu_pool_observe(CUmemoryPool pool)
+{
+    struct pool_rec *r;
+
+    if (__atomic_load_n(&P.n, __ATOMIC_RELAXED) == 0)
+        return;
+    pthread_mutex_lock(&P.mu);
+    r = find((uintptr_t)pool);
+    if (r != NULL)
+        observe(r);
+    pthread_mutex_unlock(&P.mu);
+}
+
+void vgpu_pool_destroyed(CUmemoryPool pool)
+{
+    struct pool_rec *r;
+
+    if (__atomic_load_n(&P.n, __ATOMIC_RELAXED) == 0)
+        return;
+    pthread_mutex_lock(&P.mu);
+    r = find((uintptr_t)pool);
+    if (r != NULL) {
+        r->destroyed = true;
+        observe(r);
+    }
+    pthread_mutex_unlock(&P.mu);
+}
+
+void vgpu_pools_observe_all(void)
+{
+    if (__atomic_load_n(&P.n, __ATOMIC_RELAXED) == 0)
+        return;
+    pthread_mutex_lock(&P.mu);
+    /* Backwards: observe may drop the record it looks at (swapped with the last). */
+    for (size_t i = P.n; i > 0; i--)
+        observe(&P.recs[i - 1]);
+    pthread_mutex_unlock(&P.mu);
+}
