@@ -33,7 +33,7 @@ deploy() {
   for p in "${DEMO_PODS[@]}"; do
     if ! kc -n "$NS" wait --for=condition=Ready "pod/$p" --timeout=120s >/dev/null; then
       kc -n "$NS" describe pod "$p" >&2
-      tail -n 30 "$E2E_LOGS/dra-kubelet-plugin.log" >&2
+      "$E2E_ROOT/driver.sh" logs 30 >&2 || true
       die "pod $p did not become Ready within 120s"
     fi
   done

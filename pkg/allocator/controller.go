@@ -453,7 +453,13 @@ func (c *Controller) writeAllocation(ctx context.Context, claim *resourceapi.Res
 		}
 		claim = updated
 	}
-	claim.Status.Allocation = alloc
+	claim.Status.Allocation = alloc.DeepCopy()
+	// With device binding conditions enabled, kube-scheduler stamps an
+	// allocation without a timestamp when it reserves the claim; the
+	// allocation is immutable, so that update would fail forever.
+	if claim.Status.Allocation.AllocationTimestamp == nil {
+		claim.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: c.now()}
+	}
 	if _, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update status.allocation: %w", err)
 	}

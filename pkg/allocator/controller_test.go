@@ -167,6 +167,10 @@ func TestControllerAllocatesByPolicy(t *testing.T) {
 
 			assert.Equal(t, tc.want, f.allocated("small"))
 			assert.Contains(t, f.claim("small").Finalizers, Finalizer)
+			stamp := f.claim("small").Status.Allocation.AllocationTimestamp
+			if assert.NotNil(t, stamp, "allocationTimestamp, which kube-scheduler could not add later") {
+				assert.WithinDuration(t, time.Now(), stamp.Time, time.Minute)
+			}
 			assert.False(t, hasGate(f.pod("app")), "gate removed")
 			assert.Contains(t, eventWith(f.events(), ReasonAllocated), tc.want[0])
 		})

@@ -1,8 +1,10 @@
 // Package e2e holds the end-to-end specs of vgpu-dra: they run against a real
 // single-node Kubernetes cluster (test/e2e/cluster.sh) with the driver
-// installed on simulated GPUs (test/e2e/driver.sh), and check what a user
-// would see: ResourceSlices, pods sharing GPUs under hard limits, claim
-// lifecycle and recovery from plugin crashes and node reboots.
+// installed by its Helm chart on simulated GPUs (test/e2e/driver.sh), and
+// check what a user would see: ResourceSlices, pods sharing GPUs under hard
+// limits, claim lifecycle, recovery from plugin crashes and node reboots,
+// upgrades, and the controller's HAMi translation, quotas and policy
+// allocation.
 //
 // The specs are behind the "e2e" build tag so that unit-test runs never
 // need a cluster. `make e2e` brings the cluster up, runs them and tears it

@@ -1,21 +1,31 @@
 #!/usr/bin/env bash
-# driver.sh: installs the vgpu-dra driver on the local e2e cluster as a host
-# process on a simulated GPU node (the Helm chart will replace this), and
-# drives the failure scenarios the specs need. See docs/e2e.md.
+# driver.sh: installs the vgpu-dra driver on the local e2e cluster on a
+# simulated GPU node, and drives the failure scenarios the specs need. See
+# docs/e2e.md.
 #
-#   driver.sh install      fake driver root + vendor CDI spec, DeviceClass, start the plugin,
-#                          wait for its ResourceSlice
+# By default the driver is installed the production way, with the Helm chart
+# (deployments/helm/vgpu-dra-driver): the kubelet plugin DaemonSet and the
+# dra-controller. E2E_DRIVER_MODE=host runs only the kubelet plugin as a host
+# process instead (no controller: quicker to debug the plugin).
+#
+#   driver.sh install      fake driver root + vendor CDI spec; chart: image build
+#                          and import, helm install; host: DeviceClasses and the
+#                          plugin process; wait for its ResourceSlice
 #   driver.sh uninstall [--keep-cluster-objects]
-#                          stop the plugin, remove its files (and the DeviceClass)
-#   driver.sh restart      SIGTERM the plugin and start a new instance
-#   driver.sh kill         SIGKILL the plugin (no cleanup), leaving it stopped
-#   driver.sh start        start the plugin (after kill) and wait until it serves
+#                          remove the driver (and the DeviceClasses) and its files
+#   driver.sh restart      SIGTERM the plugin and wait for a new instance
+#   driver.sh kill         SIGKILL the plugin (no cleanup); host: it stays
+#                          stopped; chart: the kubelet restarts its container
+#   driver.sh start        wait until a new plugin instance serves (host: start it)
 #   driver.sh reboot       simulated node reboot: SIGKILL the plugin, wipe the
-#                          runtime's CDI directory (tmpfs on a real node), start
-#                          the plugin
+#                          runtime's CDI directory (tmpfs on a real node), wait
+#                          for a new plugin instance
+#   driver.sh upgrade TAG  chart: build and import image TAG, helm upgrade to it
+#   driver.sh controller N chart: scale the dra-controller to N replicas and wait
+#   driver.sh logs [N]     the last N lines of the plugin's log
 #   driver.sh status       exit 0 when the plugin runs and its ResourceSlice is published
 #
-# Needs `make build` (bin/dra-kubelet-plugin, vgpu-core/build) and a running cluster.
+# Needs `make build` (bin/, vgpu-core/build) and a running cluster.
 set -euo pipefail
 
 # shellcheck source=lib/common.sh
@@ -23,6 +33,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 DRIVER_NAME=vgpu.dra.dev
 E2E_DRIVER_DIR=$E2E_RUN_DIR/driver
+# install records the mode, so that later commands and the specs follow it.
+E2E_DRIVER_MODE=${E2E_DRIVER_MODE:-$(cat "$E2E_DRIVER_DIR/mode" 2>/dev/null || echo chart)}
+case "$E2E_DRIVER_MODE" in chart|host) ;; *) die "E2E_DRIVER_MODE=$E2E_DRIVER_MODE: want chart or host" ;; esac
 # The simulated node's /etc/cdi: where the NVIDIA toolkit would keep the
 # vendor spec. Unlike the runtime's CDI directory it survives a reboot.
 E2E_VENDOR_CDI_DIR=$E2E_DRIVER_DIR/etc-cdi
@@ -32,6 +45,16 @@ E2E_PLUGIN_VERBOSITY=${E2E_PLUGIN_VERBOSITY:-4}
 CORE_BUILD=$REPO_ROOT/vgpu-core/build
 PLUGIN=$E2E_DRIVER_DIR/bin/dra-kubelet-plugin
 
+CHART=$REPO_ROOT/deployments/helm/vgpu-dra-driver
+RELEASE=vgpu-dra
+RELEASE_NS=vgpu-dra
+E2E_IMAGE_TAG=${E2E_IMAGE_TAG:-e2e1}
+PLUGIN_SELECTOR=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=kubelet-plugin
+CONTROLLER_SELECTOR=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=controller
+# The kubelet log line count before a plugin instance went away, so that
+# `start` waits for the registration of the next one.
+KUBELET_MARK=$E2E_DRIVER_DIR/kubelet-log-mark
+
 _check_built() {
   local f
   for f in "$REPO_ROOT/bin/dra-kubelet-plugin" "$CORE_BUILD/libvgpu.so" \
@@ -39,19 +62,27 @@ _check_built() {
     "$REPO_ROOT/vgpu-core/fake/mkdriverroot.sh"; do
     [ -e "$f" ] || die "missing $f: run 'make build' first"
   done
+  if [ "$E2E_DRIVER_MODE" = chart ]; then
+    [ -e "$REPO_ROOT/bin/dra-controller" ] || die "missing $REPO_ROOT/bin/dra-controller: run 'make build' first"
+    [ -x "$E2E_BIN/helm" ] || die "missing $E2E_BIN/helm: run test/e2e/cluster.sh build"
+  fi
 }
 
-# _lay_out copies everything the plugin and its containers use out of the
-# source tree, so a rebuild while the cluster runs changes nothing under it.
+# _lay_out writes the host files the chart does not: the fake driver root,
+# the fake GPU configuration and state, the vendor CDI tool. Host mode also
+# copies the plugin and libvgpu.so out of the source tree, so a rebuild while
+# the cluster runs changes nothing under it.
 _lay_out() {
   rm -rf "$E2E_DRIVER_DIR"
-  mkdir -p "$E2E_DRIVER_DIR/bin" "$E2E_DRIVER_DIR/vgpu" "$E2E_DRIVER_DIR/state" \
-    "$E2E_DRIVER_DIR/fake-state" "$E2E_KUBELET_DIR/plugins_registry" \
-    "$E2E_KUBELET_DIR/plugins/$DRIVER_NAME"
+  mkdir -p "$E2E_DRIVER_DIR/bin" "$E2E_DRIVER_DIR/state" "$E2E_DRIVER_DIR/fake-state" \
+    "$E2E_KUBELET_DIR/plugins_registry" "$E2E_KUBELET_DIR/plugins/$DRIVER_NAME"
   # Containers of any user write their usage there.
   chmod 0777 "$E2E_DRIVER_DIR/fake-state"
-  cp "$REPO_ROOT/bin/dra-kubelet-plugin" "$PLUGIN"
-  cp "$CORE_BUILD/libvgpu.so" "$E2E_DRIVER_DIR/vgpu/libvgpu.so"
+  if [ "$E2E_DRIVER_MODE" = host ]; then
+    mkdir -p "$E2E_DRIVER_DIR/vgpu"
+    cp "$REPO_ROOT/bin/dra-kubelet-plugin" "$PLUGIN"
+    cp "$CORE_BUILD/libvgpu.so" "$E2E_DRIVER_DIR/vgpu/libvgpu.so"
+  fi
   cat >"$E2E_DRIVER_DIR/fake-config" <<CFG
 gpu_count=$E2E_FAKE_GPU_COUNT
 gpu_memory=$E2E_FAKE_GPU_MEMORY
@@ -89,6 +120,10 @@ _slice_published() {
     -o jsonpath='{range .items[*]}{.spec.devices[*].name}{"\n"}{end}' | grep -q gpu-
 }
 
+_no_slice() {
+  ! kc get resourceslices --field-selector "spec.driver=$DRIVER_NAME" -o name | grep -q .
+}
+
 _healthy() {
   # The plugin's /healthz checks both of its gRPC sockets.
   curl -sf "http://$E2E_PLUGIN_HTTP/healthz"
@@ -100,19 +135,23 @@ _healthy() {
 # off for a minute, so a plugin that merely serves is not enough, and neither
 # is the previous instance's ResourceSlice. A bare reconnect of the kubelet's
 # old connection to the new socket comes before the re-registration and does
-# not count. The messages are the kubelet's own (v1.37).
+# not count. The messages are the kubelet's own (v1.37); the chart's plugin
+# names its registration socket after its pod UID.
 _registered_since() {
   tail -n +"$(($1 + 1))" "$E2E_LOGS/kubelet.log" | awk -v d="$DRIVER_NAME" '
-    /"OperationExecutor.RegisterPlugin started"/ && index($0, d "-reg.sock") { registered = 1; next }
+    /"OperationExecutor.RegisterPlugin started"/ && index($0, d) && /-reg\.sock/ { registered = 1; next }
     registered && /"Connection changed"/ && index($0, "driverName=\"" d "\"") && /connected=true/ { ok = 1 }
     END { exit !ok }'
 }
 
-cmd_start() {
+_mark_kubelet_log() { wc -l <"$E2E_LOGS/kubelet.log" >"$KUBELET_MARK"; }
+
+# --- host mode: the plugin as a host process ---
+
+host_start() {
   _fake_env
   pid_of dra-kubelet-plugin >/dev/null && die "the plugin already runs"
-  local mark
-  mark=$(wc -l <"$E2E_LOGS/kubelet.log")
+  _mark_kubelet_log
   start_bg dra-kubelet-plugin "$PLUGIN" \
     --node-name="$E2E_NODE_NAME" --kubeconfig="$E2E_KUBECONFIG" \
     --state-root="$E2E_DRIVER_DIR/state" --cdi-root="$E2E_CDI_DIR" \
@@ -123,55 +162,235 @@ cmd_start() {
     --gpu-edits=cdi-spec --vendor-cdi-kind=nvidia.com/gpu --vendor-cdi-dirs="$E2E_VENDOR_CDI_DIR" \
     --http-address="$E2E_PLUGIN_HTTP" --v="$E2E_PLUGIN_VERBOSITY"
   wait_started dra-kubelet-plugin "the plugin's /healthz" 60 _healthy
-  wait_started dra-kubelet-plugin "the kubelet to register the plugin" 60 _registered_since "$mark"
+  wait_started dra-kubelet-plugin "the kubelet to register the plugin" 60 _registered_since "$(cat "$KUBELET_MARK" 2>/dev/null || echo 0)"
   wait_started dra-kubelet-plugin "the plugin's ResourceSlice" 60 _slice_published
 }
 
-cmd_install() {
-  require_root
-  "$E2E_ROOT/cluster.sh" status || die "the cluster is not up: run test/e2e/cluster.sh up"
-  _check_built
-  stop_bg dra-kubelet-plugin
-  _lay_out
-  write_vendor_spec
+host_install() {
   local classes=("$REPO_ROOT"/deviceclasses/*.yaml)
   [ -e "${classes[0]}" ] || die "no DeviceClass manifests in $REPO_ROOT/deviceclasses"
   kc apply -f "$REPO_ROOT/deviceclasses/" >/dev/null
-  cmd_start
-  log "driver $DRIVER_NAME installed: $(kc get resourceslices --field-selector spec.driver=$DRIVER_NAME -o name | tr '\n' ' ')"
+  host_start
 }
 
-cmd_uninstall() {
-  local keep=false
-  [ "${1:-}" = "--keep-cluster-objects" ] && keep=true
+host_uninstall() {
   stop_bg dra-kubelet-plugin
-  if ! $keep && "$E2E_ROOT/cluster.sh" status; then
+  if [ "$1" = false ] && "$E2E_ROOT/cluster.sh" status; then
     kc delete -f "$REPO_ROOT/deviceclasses/" --ignore-not-found >/dev/null || true
   fi
-  rm -rf "$E2E_DRIVER_DIR"
 }
 
-cmd_kill() {
+host_kill() {
   local pid
   pid=$(pid_of dra-kubelet-plugin) || die "the plugin does not run"
+  _mark_kubelet_log
   kill -9 "$pid"
   while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
   rm -f "$E2E_PIDS/dra-kubelet-plugin.pid"
 }
 
+# --- chart mode: the Helm chart's DaemonSet and controller ---
+
+helm_() { "$E2E_BIN/helm" --kubeconfig "$E2E_KUBECONFIG" "$@"; }
+
+# build_image TAG builds the driver image from bin/ and vgpu-core/build and
+# imports it into the cluster's containerd.
+build_image() {
+  local tag=$1 tar=$E2E_RUN_DIR/images/driver-$1.tar
+  mkdir -p "$(dirname "$tar")"
+  local out=$E2E_LOGS/driver-image.log
+  if ! { (cd "$REPO_ROOT" && VERSION=$tag OUTPUT=$tar nice -n 10 deployments/build-image.sh) &&
+    ctr_k8s images import "$tar"; } >>"$out" 2>&1; then
+    tail -n 20 "$out" >&2
+    return 1
+  fi
+  rm -f "$tar"
+}
+
+# _values writes the chart's example values for a simulated node with this
+# run's paths.
+_values() {
+  sed "s#/var/lib/vgpu-dra-e2e#$E2E_RUN_DIR#g" "$REPO_ROOT/deployments/helm/examples/simulated-node.yaml" \
+    >"$E2E_DRIVER_DIR/values.yaml"
+  echo "$E2E_DRIVER_DIR/values.yaml"
+}
+
+# plugin_pod prints the name of the node's plugin pod that is not being deleted.
+plugin_pod() {
+  kc get pods -n "$RELEASE_NS" -l "$PLUGIN_SELECTOR" --field-selector "spec.nodeName=$E2E_NODE_NAME" \
+    -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' |
+    awk 'NF == 1 { print $1; exit }'
+}
+
+# _plugin_container_id prints the containerd ID of the running plugin container.
+_plugin_container_id() {
+  local pod
+  pod=$(plugin_pod)
+  [ -n "$pod" ] || return 1
+  kc get pod -n "$RELEASE_NS" "$pod" \
+    -o jsonpath='{range .status.containerStatuses[?(@.name=="plugin")]}{.containerID}{end}' | sed 's#^.*://##'
+}
+
+_plugin_ready() {
+  local pod
+  pod=$(plugin_pod)
+  [ -n "$pod" ] && [ "$(kc get pod -n "$RELEASE_NS" "$pod" -o jsonpath='{.status.containerStatuses[?(@.name=="plugin")].ready}')" = true ]
+}
+
+_controller_ready() {
+  local want=$1 ready
+  ready=$(kc get deploy -n "$RELEASE_NS" -l "$CONTROLLER_SELECTOR" -o jsonpath='{.items[0].status.readyReplicas}')
+  [ "${ready:-0}" -eq "$want" ] &&
+    [ "$(kc get pods -n "$RELEASE_NS" -l "$CONTROLLER_SELECTOR" -o name | wc -l)" -eq "$want" ]
+}
+
+# chart_wait_plugin waits for a serving plugin instance that the kubelet
+# registered after the mark.
+chart_wait_plugin() {
+  wait_for "the plugin pod Ready" 120 _plugin_ready || { chart_logs 40 >&2; return 1; }
+  wait_for "the kubelet to register the plugin" 60 _registered_since "$(cat "$KUBELET_MARK" 2>/dev/null || echo 0)" || { chart_logs 40 >&2; return 1; }
+  wait_for "the plugin's ResourceSlice" 60 _slice_published || { chart_logs 40 >&2; return 1; }
+}
+
+chart_logs() {
+  local pod
+  pod=$(plugin_pod)
+  [ -n "$pod" ] && kc logs -n "$RELEASE_NS" "$pod" -c plugin --tail="${1:-60}" 2>&1
+}
+
+chart_install() {
+  build_image "$E2E_IMAGE_TAG"
+  _mark_kubelet_log
+  local values
+  values=$(_values)
+  helm_ install "$RELEASE" "$CHART" -n "$RELEASE_NS" --create-namespace -f "$values" \
+    --set image.tag="$E2E_IMAGE_TAG" --set apiServer.host=127.0.0.1 --set apiServer.port=6443 \
+    --set "gpu.vendorCDIDirs={$E2E_VENDOR_CDI_DIR}" \
+    --wait --timeout 3m >>"$E2E_LOGS/helm.log" 2>&1 || {
+    tail -n 20 "$E2E_LOGS/helm.log" >&2
+    kc get pods -n "$RELEASE_NS" -o wide >&2 || true
+    kc describe pods -n "$RELEASE_NS" 2>&1 | tail -n 60 >&2 || true
+    return 1
+  }
+  chart_wait_plugin
+  wait_for "the dra-controller Ready" 120 _controller_ready 1
+}
+
+chart_uninstall() {
+  kc get ns "$RELEASE_NS" >/dev/null 2>&1 || return 0
+  # Claims must be unprepared while the plugin still runs.
+  local ns
+  for ns in $(kc get resourceclaims -A -o jsonpath='{range .items[*]}{.metadata.namespace}{"\n"}{end}' | sort -u); do
+    kc delete pods -n "$ns" --all --wait=true --timeout=60s >/dev/null || true
+  done
+  helm_ uninstall "$RELEASE" -n "$RELEASE_NS" --wait --timeout 2m >>"$E2E_LOGS/helm.log" 2>&1 ||
+    tail -n 20 "$E2E_LOGS/helm.log" >&2
+  wait_for "the driver's ResourceSlices removed" 60 _no_slice || true
+  kc delete ns "$RELEASE_NS" --wait=true --timeout=60s >/dev/null || true
+}
+
+_task_gone() { ! ctr_k8s tasks ls | awk -v id="$1" '$1 == id && $3 == "RUNNING" { found = 1 } END { exit !found }'; }
+
+# chart_kill SIGKILLs the plugin container's process through containerd,
+# as a crash would; the kubelet restarts the container.
+chart_kill() {
+  local id
+  id=$(_plugin_container_id) || die "no plugin pod on $E2E_NODE_NAME"
+  [ -n "$id" ] || die "the plugin container does not run"
+  _mark_kubelet_log
+  ctr_k8s tasks kill --signal SIGKILL "$id" >/dev/null
+  wait_for "the killed plugin container to exit" 30 _task_gone "$id"
+}
+
+chart_upgrade() {
+  local tag=$1
+  [ -n "$tag" ] || die "upgrade needs an image tag"
+  build_image "$tag"
+  _mark_kubelet_log
+  helm_ upgrade "$RELEASE" "$CHART" -n "$RELEASE_NS" --reset-then-reuse-values \
+    --set image.tag="$tag" --wait --timeout 3m >>"$E2E_LOGS/helm.log" 2>&1 || {
+    tail -n 20 "$E2E_LOGS/helm.log" >&2
+    return 1
+  }
+  chart_wait_plugin
+  wait_for "the dra-controller Ready" 120 _controller_ready 1
+}
+
+chart_controller() {
+  local n=$1
+  kc scale deploy -n "$RELEASE_NS" -l "$CONTROLLER_SELECTOR" --replicas="$n" >/dev/null
+  wait_for "$n dra-controller replicas Ready" 120 _controller_ready "$n"
+}
+
+# --- commands ---
+
+cmd_install() {
+  require_root
+  "$E2E_ROOT/cluster.sh" status || die "the cluster is not up: run test/e2e/cluster.sh up"
+  _check_built
+  cmd_uninstall --keep-cluster-objects
+  _lay_out
+  echo "$E2E_DRIVER_MODE" >"$E2E_DRIVER_DIR/mode"
+  write_vendor_spec
+  "${E2E_DRIVER_MODE}_install"
+  log "driver $DRIVER_NAME installed ($E2E_DRIVER_MODE): $(kc get resourceslices --field-selector spec.driver=$DRIVER_NAME -o name | tr '\n' ' ')"
+}
+
+cmd_uninstall() {
+  local keep=false
+  [ "${1:-}" = "--keep-cluster-objects" ] && keep=true
+  if [ "$E2E_DRIVER_MODE" = chart ]; then
+    "$E2E_ROOT/cluster.sh" status && chart_uninstall
+  else
+    host_uninstall "$keep"
+  fi
+  rm -rf "$E2E_DRIVER_DIR"
+}
+
+cmd_start() {
+  if [ "$E2E_DRIVER_MODE" = chart ]; then chart_wait_plugin; else host_start; fi
+}
+
+cmd_kill() { "${E2E_DRIVER_MODE}_kill"; }
+
+cmd_restart() {
+  if [ "$E2E_DRIVER_MODE" = chart ]; then
+    _mark_kubelet_log
+    kc delete pod -n "$RELEASE_NS" "$(plugin_pod)" --wait=true >/dev/null
+    chart_wait_plugin
+  else
+    stop_bg dra-kubelet-plugin
+    host_start
+  fi
+}
+
 cmd_reboot() {
-  pid_of dra-kubelet-plugin >/dev/null && cmd_kill
+  # The runtime's CDI directory goes first: the kubelet restarts a killed
+  # plugin container at once, and the new instance must find it empty.
   find "$E2E_CDI_DIR" -mindepth 1 -delete
+  if [ "$E2E_DRIVER_MODE" = chart ]; then
+    chart_kill
+  else
+    pid_of dra-kubelet-plugin >/dev/null && host_kill
+  fi
   cmd_start
 }
+
+_chart_only() { [ "$E2E_DRIVER_MODE" = chart ] || die "$1 needs E2E_DRIVER_MODE=chart"; }
 
 case "${1:-}" in
   install) cmd_install ;;
   uninstall) shift; cmd_uninstall "$@" ;;
-  restart) stop_bg dra-kubelet-plugin; cmd_start ;;
+  restart) cmd_restart ;;
   kill) cmd_kill ;;
   start) cmd_start ;;
   reboot) cmd_reboot ;;
-  status) pid_of dra-kubelet-plugin >/dev/null && _slice_published ;;
+  upgrade) _chart_only upgrade; chart_upgrade "${2:-}" ;;
+  controller) _chart_only controller; chart_controller "${2:?controller needs a replica count}" ;;
+  logs)
+    if [ "$E2E_DRIVER_MODE" = chart ]; then chart_logs "${2:-60}"; else tail -n "${2:-60}" "$E2E_LOGS/dra-kubelet-plugin.log"; fi ;;
+  status)
+    if [ "$E2E_DRIVER_MODE" = chart ]; then _plugin_ready && _slice_published
+    else pid_of dra-kubelet-plugin >/dev/null && _slice_published; fi ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

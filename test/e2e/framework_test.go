@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -52,6 +53,9 @@ type env struct {
 	plain      string
 	driverSh   string
 	pluginHTTP string
+	// driverMode is how driver.sh installed the driver: "chart" (the Helm
+	// chart with the dra-controller) or "host" (only the plugin, as a host process).
+	driverMode string
 }
 
 var cluster *env
@@ -98,7 +102,26 @@ func loadEnv() (*env, error) {
 		plain:      getenv("E2E_BUSYBOX_IMAGE", "docker.io/vgpu-dra-e2e/busybox:1"),
 		driverSh:   filepath.Join(wd, "driver.sh"),
 		pluginHTTP: getenv("E2E_PLUGIN_HTTP", "127.0.0.1:18080"),
+		driverMode: driverMode(runDir),
 	}, nil
+}
+
+// driverMode reads the mode driver.sh install recorded; chart by default.
+func driverMode(runDir string) string {
+	data, err := os.ReadFile(filepath.Join(runDir, "driver", "mode"))
+	if err != nil {
+		return "chart"
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// needsChart skips a spec of the Helm-installed driver (controller, upgrade)
+// when driver.sh installed only the plugin.
+func needsChart(t *testing.T) {
+	t.Helper()
+	if cluster.driverMode != "chart" {
+		t.Skipf("needs the Helm-installed driver; driver.sh installed %q (E2E_DRIVER_MODE)", cluster.driverMode)
+	}
 }
 
 func getenv(key, def string) string {
@@ -180,7 +203,9 @@ func (f *framework) dumpDiagnostics() {
 		out, err := kubectl(f.ctx, args...)
 		f.t.Logf("$ kubectl %s (err=%v)\n%s", strings.Join(args, " "), err, out)
 	}
-	for _, name := range []string{"dra-kubelet-plugin", "kubelet", "containerd", "kube-scheduler"} {
+	plugin, err := exec.CommandContext(f.ctx, cluster.driverSh, "logs", "60").CombinedOutput()
+	f.t.Logf("===== kubelet plugin log (tail, err=%v) =====\n%s", err, plugin)
+	for _, name := range []string{"kubelet", "containerd", "kube-scheduler"} {
 		f.t.Logf("===== %s.log (tail) =====\n%s", name, tailFile(filepath.Join(cluster.runDir, "logs", name+".log"), 60))
 	}
 }
@@ -217,12 +242,13 @@ func (f *framework) execIn(pod, container string, cmd ...string) (string, error)
 	return kubectl(f.ctx, args...)
 }
 
-// driver runs one action of driver.sh (kill, start, restart, reboot).
-func (f *framework) driver(action string) {
+// driver runs one action of driver.sh (kill, start, restart, reboot,
+// upgrade TAG, controller N).
+func (f *framework) driver(args ...string) {
 	f.t.Helper()
-	cmd := exec.CommandContext(f.ctx, cluster.driverSh, action)
+	cmd := exec.CommandContext(f.ctx, cluster.driverSh, args...)
 	out, err := cmd.CombinedOutput()
-	require.NoError(f.t, err, "driver.sh %s:\n%s", action, out)
+	require.NoError(f.t, err, "driver.sh %s:\n%s", strings.Join(args, " "), out)
 }
 
 // claimRequest describes one request of a claim in the specs.
@@ -279,6 +305,24 @@ func (f *framework) createClaim(name string, r claimRequest) error {
 	return err
 }
 
+// dryRunClaim is createClaim without persisting (nor charging a quota).
+func (f *framework) dryRunClaim(name string, r claimRequest) error {
+	_, err := f.c.ResourceV1().ResourceClaims(f.ns).Create(f.ctx, &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       r.spec(),
+	}, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	return err
+}
+
+// setNamespaceMeta merges labels and annotations into the spec's namespace.
+func (f *framework) setNamespaceMeta(labels, annotations map[string]string) {
+	f.t.Helper()
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": labels, "annotations": annotations}})
+	require.NoError(f.t, err)
+	_, err = f.c.CoreV1().Namespaces().Patch(f.ctx, f.ns, types.MergePatchType, patch, metav1.PatchOptions{})
+	require.NoError(f.t, err, "label namespace %s", f.ns)
+}
+
 // podClaim is one entry of pod.spec.resourceClaims: from a template or an
 // existing claim.
 type podClaim struct {
@@ -288,14 +332,36 @@ type podClaim struct {
 // podSpec is a pod of sleeping containers; each container uses all the
 // pod's claims.
 type podSpec struct {
-	name       string
-	image      string
-	claims     []podClaim
-	containers int
+	name        string
+	image       string
+	claims      []podClaim
+	containers  int
+	annotations map[string]string
+	// limits of every container, e.g. HAMi's extended resources.
+	limits corev1.ResourceList
+	// gates are scheduling gates the pod is created with.
+	gates []string
 }
 
 func (f *framework) createPod(p podSpec) *corev1.Pod {
 	f.t.Helper()
+	created, err := f.c.CoreV1().Pods(f.ns).Create(f.ctx, p.pod(), metav1.CreateOptions{})
+	require.NoError(f.t, err, "create pod %s", p.name)
+	return created
+}
+
+// admitted polls dry-run creations of a pod until the admitted object
+// satisfies ok: the API server and the webhooks see namespace labels and
+// annotations a moment after they were set.
+func (f *framework) admitted(p podSpec, what string, ok func(*corev1.Pod) bool) {
+	f.t.Helper()
+	f.poll("a dry-run pod "+what, time.Minute, func() (bool, error) {
+		got, err := f.c.CoreV1().Pods(f.ns).Create(f.ctx, p.pod(), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err == nil && ok(got), nil
+	})
+}
+
+func (p podSpec) pod() *corev1.Pod {
 	if p.image == "" {
 		p.image = cluster.workload
 	}
@@ -304,7 +370,7 @@ func (f *framework) createPod(p podSpec) *corev1.Pod {
 	}
 	zero := int64(0)
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: p.name},
+		ObjectMeta: metav1.ObjectMeta{Name: p.name, Annotations: p.annotations},
 		Spec: corev1.PodSpec{
 			RestartPolicy:                 corev1.RestartPolicyAlways,
 			TerminationGracePeriodSeconds: &zero,
@@ -312,6 +378,9 @@ func (f *framework) createPod(p podSpec) *corev1.Pod {
 			DNSPolicy: corev1.DNSNone,
 			DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}},
 		},
+	}
+	for _, g := range p.gates {
+		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
 	}
 	var refs []corev1.ResourceClaim
 	for _, c := range p.claims {
@@ -330,12 +399,10 @@ func (f *framework) createPod(p podSpec) *corev1.Pod {
 			Image:           p.image,
 			ImagePullPolicy: corev1.PullNever,
 			Command:         []string{"/bin/sleep", "3600"},
-			Resources:       corev1.ResourceRequirements{Claims: refs},
+			Resources:       corev1.ResourceRequirements{Claims: refs, Limits: p.limits},
 		})
 	}
-	created, err := f.c.CoreV1().Pods(f.ns).Create(f.ctx, pod, metav1.CreateOptions{})
-	require.NoError(f.t, err, "create pod %s", p.name)
-	return created
+	return pod
 }
 
 func (f *framework) waitRunning(name string) *corev1.Pod {

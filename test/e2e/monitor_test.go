@@ -62,9 +62,7 @@ func sampleValue(page, metric string, want ...string) (float64, bool) {
 }
 
 func TestMonitorReportsUsageInMetricsAndClaimStatus(t *testing.T) {
-	if !strings.Contains(scrape(t), "vgpu_dra_gpu_memory_total_bytes") {
-		t.Skip("the plugin does not serve the monitor's metrics yet (no vgpu_dra_gpu_memory_total_bytes)")
-	}
+	require.Contains(t, scrape(t), "vgpu_dra_gpu_memory_total_bytes", "the plugin serves the monitor's metrics")
 	f := newFramework(t)
 	f.createClaimTemplate("watched", claimRequest{memory: "4Gi", cores: "20"})
 	f.createPod(podSpec{name: "watched", claims: []podClaim{{name: "gpu", template: "watched"}}})
@@ -114,6 +112,7 @@ func TestMonitorReportsUsageInMetricsAndClaimStatus(t *testing.T) {
 	})
 	described, err := kubectl(f.ctx, "describe", "resourceclaim", "-n", f.ns, claim.Name)
 	require.NoError(t, err)
+	t.Logf("$ kubectl describe resourceclaim -n %s %s\n%s", f.ns, claim.Name, described)
 	// kubectl describe spells the data's JSON keys out as words.
 	want := resource.NewQuantity(held, resource.BinarySI).String()
 	assert.Regexp(t, `Memory Used:\s+`+regexp.QuoteMeta(want), described, "kubectl describe resourceclaim shows the use")

@@ -89,6 +89,17 @@ build_containerd() {
   touch "$stamp"
 }
 
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+
+# build_helm builds the helm client that installs the driver's chart.
+build_helm() {
+  local stamp=$E2E_BIN/.helm-$HELM_VERSION
+  [ -f "$stamp" ] && return 0
+  log "building helm $HELM_VERSION (first run only: ~2-4 minutes)"
+  GOBIN=$E2E_BIN _go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  touch "$stamp"
+}
+
 # build_pause builds the sandbox image's only binary from test/e2e/pause.
 build_pause() {
   mkdir -p "$E2E_BIN"
@@ -100,5 +111,6 @@ build_all() {
   install_deps
   build_kubernetes
   build_containerd
+  build_helm
   build_pause
 }

@@ -108,6 +108,7 @@ start_cluster() {
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.96.0.0/16 --authorization-mode=Node,RBAC \
     --enable-admission-plugins=NodeRestriction --allow-privileged=true \
+    --enable-aggregator-routing=true \
     --kubelet-preferred-address-types=InternalIP \
     --feature-gates="$E2E_FEATURE_GATES"
   wait_started kube-apiserver "kube-apiserver /readyz" 120 kc get --raw=/readyz || return 1
