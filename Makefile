@@ -71,14 +71,6 @@ chart-test: ## helm lint and template tests of the chart (also part of make test
 demo: build ## the main job: simulated GPUs shared by workloads under hard limits (root; first run ~12 min)
 	./demo/run.sh
 
-.PHONY: image
-image: build ## driver image as a docker-save tar without a container engine (_output/images/vgpu-dra-driver.tar)
-	VERSION=$(VERSION) deployments/build-image.sh
-
-.PHONY: chart-test
-chart-test: ## helm lint and template tests of the chart (also part of make test)
-	$(GO) test -count=1 ./deployments/...
-
 .PHONY: demo-down
 demo-down: ## remove the demo and stop its local cluster
 	./demo/run.sh down
