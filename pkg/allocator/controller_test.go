@@ -392,3 +392,25 @@ func TestControllerEnqueueAfterRestart(t *testing.T) {
 	assert.NotContains(t, f.claim("leftover").Finalizers, Finalizer, "no pod uses it: released")
 	assert.NotNil(t, f.claim("c").Status.Allocation)
 }
+
+// TestUngateWithStaleCopyIsNotAnError: a second pass that works from a
+// cached pod whose gate an earlier pass removed must not report an error.
+func TestUngateWithStaleCopyIsNotAnError(t *testing.T) {
+	claim := gpuClaim("small", 1, "4Gi", "10")
+	pod := testPod("app", claim)
+	f := newFixture(t, Policies{Node: Binpack, GPU: Binpack}, append(cluster(t), claim, pod)...)
+	stale := f.pod("app")
+	require.True(t, hasGate(stale))
+
+	require.NoError(t, f.ctrl.ungate(f.ctx, stale))
+	assert.False(t, hasGate(f.pod("app")))
+	assert.NoError(t, f.ctrl.ungate(f.ctx, stale), "the gate is gone already")
+
+	// A different gate at the same index is not ours to remove: the test
+	// op fails and the pod still carries a gate of ours elsewhere.
+	other := f.pod("app")
+	other.Spec.SchedulingGates = append([]corev1.PodSchedulingGate{{Name: "example.com/other"}}, corev1.PodSchedulingGate{Name: SchedulingGate})
+	_, err := f.client.CoreV1().Pods("default").Update(f.ctx, other, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.Error(t, f.ctrl.ungate(f.ctx, stale), "a failed removal of a gate that is still there is an error")
+}
