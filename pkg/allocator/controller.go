@@ -290,7 +290,7 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string, retrie
 		logger.V(4).Info("Waiting for the pod's claims to be created")
 		return missingClaimRetry, nil
 	}
-	var todo []*resourceapi.ResourceClaim
+	var unallocated []*resourceapi.ResourceClaim
 	ours := false
 	for _, claim := range claims {
 		if claim.DeletionTimestamp != nil {
@@ -299,10 +299,10 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string, retrie
 		}
 		ours = ours || c.usesOurClasses(claim)
 		if claim.Status.Allocation == nil {
-			todo = append(todo, claim)
+			unallocated = append(unallocated, claim)
 		}
 	}
-	if len(todo) == 0 || !ours {
+	if len(unallocated) == 0 || !ours {
 		// Nothing to decide: every claim is allocated (perhaps by an
 		// earlier run that stopped before removing the gate), or no claim
 		// asks for this driver's GPUs.
@@ -326,7 +326,7 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string, retrie
 		c.alloc.SetSlices(all)
 	}
 
-	decision, err := c.alloc.Allocate(ctx, Request{Pod: pod, Claims: todo, Nodes: nodes, Policies: policies})
+	decision, err := c.alloc.Allocate(ctx, Request{Pod: pod, Claims: unallocated, Nodes: nodes, Policies: policies})
 	var unfit *UnschedulableError
 	switch {
 	case errors.As(err, &unfit):
@@ -352,11 +352,11 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string, retrie
 		return 0, err
 	}
 
-	for i, claim := range todo {
+	for i, claim := range unallocated {
 		if err := c.writeAllocation(ctx, claim, decision.Allocations[i]); err != nil {
 			// Later claims were not written: free what was assumed for them.
 			// Written ones stay; the retry builds on them.
-			for _, rest := range todo[i:] {
+			for _, rest := range unallocated[i:] {
 				c.alloc.Forget(rest.UID)
 			}
 			return 0, fmt.Errorf("write allocation of claim %s: %w", klog.KObj(claim), err)

@@ -19,7 +19,7 @@ import (
 const mockDriverVersion = "550.54.15"
 
 // newMockNVML returns go-nvml's DGX A100 mock, completed with the one query
-// nvcdi makes that the mock leaves unimplemented.
+// nvcdi makes that the mock does not answer.
 func newMockNVML() *dgxa100.Server {
 	srv := dgxa100.New()
 	for _, d := range srv.Devices {
