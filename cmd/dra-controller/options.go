@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocator"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
 )
 
@@ -18,9 +19,7 @@ import (
 const driverName = "vgpu.dra.dev"
 
 type options struct {
-	kubeconfig   string
-	kubeAPIQPS   float32
-	kubeAPIBurst int
+	kube         daemon.KubeClientOptions
 	podName      string
 	podNamespace string
 
@@ -63,8 +62,7 @@ type options struct {
 
 func newOptions() *options {
 	return &options{
-		kubeAPIQPS:          20,
-		kubeAPIBurst:        40,
+		kube:                daemon.KubeClientOptions{QPS: 20, Burst: 40, Component: "dra-controller"},
 		leaderElect:         true,
 		leaseName:           "vgpu-dra-controller",
 		leaseDuration:       15 * time.Second,
@@ -99,9 +97,7 @@ func newOptions() *options {
 
 func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs := named.FlagSet("kubernetes")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty uses the in-cluster service account.")
-	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "Queries per second to the API server.")
-	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "Burst of queries to the API server.")
+	o.kube.AddFlags(fs)
 	fs.StringVar(&o.podName, "pod-name", o.podName, "Name of the controller's pod (downward API); identifies this replica in leader election. Empty uses the host name.")
 	fs.StringVar(&o.podNamespace, "pod-namespace", o.podNamespace, "Namespace of the controller (downward API, required). Holds the leader-election Lease and the GPU quota ledgers.")
 

@@ -43,9 +43,7 @@ func run(ctx context.Context, o *options) error {
 	logger := klog.FromContext(ctx)
 	logger.Info("Starting", "version", version.Version, "namespace", o.podNamespace, "webhookAddress", o.webhookAddress)
 
-	client, err := daemon.NewKubeClient(daemon.KubeClientOptions{
-		Kubeconfig: o.kubeconfig, QPS: o.kubeAPIQPS, Burst: o.kubeAPIBurst, Component: "dra-controller",
-	})
+	client, err := daemon.NewKubeClient(o.kube)
 	if err != nil {
 		return err
 	}

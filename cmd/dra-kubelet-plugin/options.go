@@ -9,6 +9,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 )
 
@@ -19,11 +20,9 @@ const (
 )
 
 type options struct {
-	nodeName     string
-	kubeconfig   string
-	kubeAPIQPS   float32
-	kubeAPIBurst int
-	podUID       string
+	nodeName string
+	kube     daemon.KubeClientOptions
+	podUID   string
 
 	stateRoot     string
 	cdiRoot       string
@@ -58,8 +57,7 @@ type options struct {
 
 func newOptions() *options {
 	return &options{
-		kubeAPIQPS:        5,
-		kubeAPIBurst:      10,
+		kube:              daemon.KubeClientOptions{QPS: 5, Burst: 10, Component: "dra-kubelet-plugin"},
 		stateRoot:         "/var/lib/vgpu-dra",
 		cdiRoot:           "/var/run/cdi",
 		registrarDir:      kubeletplugin.KubeletRegistryDir,
@@ -87,9 +85,7 @@ func newOptions() *options {
 func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs := named.FlagSet("kubernetes")
 	fs.StringVar(&o.nodeName, "node-name", o.nodeName, "Name of the node this plugin runs on (required; usually from the downward API). It names the ResourceSlice pool.")
-	fs.StringVar(&o.kubeconfig, "kubeconfig", o.kubeconfig, "Path to a kubeconfig. Empty uses the in-cluster service account.")
-	fs.Float32Var(&o.kubeAPIQPS, "kube-api-qps", o.kubeAPIQPS, "Queries per second to the API server.")
-	fs.IntVar(&o.kubeAPIBurst, "kube-api-burst", o.kubeAPIBurst, "Burst of queries to the API server.")
+	o.kube.AddFlags(fs)
 	fs.StringVar(&o.podUID, "pod-uid", o.podUID, "UID of the plugin's own pod (downward API). When set, two plugin pods can run side by side during a rolling update (kubelet >= 1.33); when empty, rolling updates with surge are off.")
 
 	fs = named.FlagSet("paths")

@@ -68,9 +68,7 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("claim manager: %w", err)
 	}
 
-	client, err := daemon.NewKubeClient(daemon.KubeClientOptions{
-		Kubeconfig: o.kubeconfig, QPS: o.kubeAPIQPS, Burst: o.kubeAPIBurst, Component: "dra-kubelet-plugin",
-	})
+	client, err := daemon.NewKubeClient(o.kube)
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package daemon
 import (
 	"fmt"
 
+	"github.com/spf13/pflag"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,6 +19,14 @@ type KubeClientOptions struct {
 	Burst      int
 	// Component names the client in the API server's audit log and metrics.
 	Component string
+}
+
+// AddFlags registers --kubeconfig, --kube-api-qps and --kube-api-burst with
+// the current values as defaults.
+func (o *KubeClientOptions) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", o.Kubeconfig, "Path to a kubeconfig. Empty uses the in-cluster service account.")
+	fs.Float32Var(&o.QPS, "kube-api-qps", o.QPS, "Queries per second to the API server.")
+	fs.IntVar(&o.Burst, "kube-api-burst", o.Burst, "Burst of queries to the API server.")
 }
 
 // NewKubeClient connects to the API server.
