@@ -83,7 +83,7 @@ func run(ctx context.Context, o *options) error {
 	// has recovered, and again after every unprepare; the monitor reads the
 	// prepared claims' regions.
 	d.sweep = func(ctx context.Context) {
-		if _, err := monitor.RemoveStaleClaimDirs(ctx, filepath.Join(o.stateRoot, "claims"), manager, monitor.DefaultStaleDirAge); err != nil {
+		if _, err := monitor.RemoveStaleClaimDirs(ctx, manager.ClaimsDir(), manager, monitor.DefaultStaleDirAge); err != nil {
 			klog.FromContext(ctx).Error(err, "Removing directories of claims that are no longer prepared failed")
 		}
 	}

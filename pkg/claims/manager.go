@@ -295,6 +295,10 @@ func (m *Manager) step(s step, uid types.UID) error {
 	return m.afterStep(s, uid)
 }
 
+// ClaimsDir is the host directory that holds one directory per prepared
+// claim (StateRoot/claims).
+func (m *Manager) ClaimsDir() string { return m.layout.claimsDir() }
+
 // PreparedClaims returns the completed claims, sorted by namespace and name.
 // If the checkpoint cannot be read, the state of the last call is returned.
 func (m *Manager) PreparedClaims() []PreparedClaim {

@@ -380,16 +380,27 @@ static CUresult pool_alloc(fake_pool *p, CUdeviceptr *dptr, size_t bytesize)
     return CUDA_SUCCESS;
 }
 
+/*
+ * Checks every allocation starts with: the driver is ready, there is an
+ * out-pointer and a non-zero size, and a context is current; its device is
+ * returned in *dev.
+ */
+static CUresult alloc_begin(const void *out, uint64_t size, int *dev)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (out == NULL || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return fake_current_device(dev);
+}
+
 static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
                             CUstream hStream, int ptsz, int from_pool)
 {
-    CUresult r = fake_ready();
     int dev;
+    CUresult r = alloc_begin(dptr, bytesize, &dev);
     if (r != CUDA_SUCCESS)
-        return r;
-    if (dptr == NULL || bytesize == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_fake.mu);
     fake_pool *p = from_pool ? valid_pool(pool) : g_fake.current_pool[dev];
@@ -431,13 +442,9 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 
 static CUresult alloc_linear(CUdeviceptr *dptr, uint64_t size)
 {
-    CUresult r = fake_ready();
     int dev;
+    CUresult r = alloc_begin(dptr, size, &dev);
     if (r != CUDA_SUCCESS)
-        return r;
-    if (dptr == NULL || size == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_fake.mu);
     if (fake_charge(dev, size) != 0) {
@@ -903,13 +910,9 @@ static uint64_t level_bytes(uint64_t w, uint64_t h, uint64_t d, CUarray_format f
 
 static CUresult array_new(uint64_t size, void **out)
 {
-    CUresult r = fake_ready();
     int dev;
+    CUresult r = alloc_begin(out, size, &dev);
     if (r != CUDA_SUCCESS)
-        return r;
-    if (out == NULL || size == 0)
-        return CUDA_ERROR_INVALID_VALUE;
-    if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_fake.mu);
     if (fake_charge(dev, size) != 0) {
