@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "claimns.h"
 #include "vgpu_cuda.h"
 #include "vgpu_region.h"
 
@@ -178,6 +179,11 @@ int main(int argc, char **argv)
         return 1;
     }
     setenv("VGPU_CLAIMS_ROOT", dir, 1);
+    if (vgpu_test_enter_claims_ns(dir) != 0) {
+        fprintf(stderr, "overhead: cannot mount the claim read-only in a private mount namespace "
+                "(run as root)\n");
+        return 1;
+    }
     /* The application's view: its resolver and allocators come from libvgpu.so. */
     vgpu = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (vgpu == NULL) {

@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "acct.h"
 #include "driver.h"
+#include "injected.h"
 #include "log.h"
 #include "parse.h"
 
@@ -105,56 +107,61 @@ uint32_t vgpu_self_host_pid(struct vgpu_gpu *g)
     return host;
 }
 
-/* Reads path into a malloc'ed NUL-terminated buffer. Returns NULL with errno set. */
-static char *read_file(const char *path)
+/* Reads an open config into a malloc'ed NUL-terminated buffer and closes fd. NULL with errno set. */
+static char *read_config(int fd)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    char *buf;
+    char *buf = malloc(VGPU_CONFIG_MAX_BYTES + 1);
     ssize_t n;
     size_t len = 0;
 
-    if (fd < 0)
-        return NULL;
-    buf = malloc(VGPU_CONFIG_MAX_BYTES + 1);
-    if (buf == NULL) {
-        close(fd);
-        return NULL;
-    }
-    while (len < VGPU_CONFIG_MAX_BYTES &&
+    while (buf != NULL && len < VGPU_CONFIG_MAX_BYTES &&
            (n = read(fd, buf + len, VGPU_CONFIG_MAX_BYTES - len)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
         if (n < 0) {
-            if (errno == EINTR)
-                continue;
+            int e = errno;
             free(buf);
-            close(fd);
-            return NULL;
+            buf = NULL;
+            errno = e;
+            break;
         }
         len += (size_t)n;
     }
+    if (buf != NULL)
+        buf[len] = '\0';
     close(fd);
-    buf[len] = '\0';
     return buf;
 }
 
-static void load_claim(const char *root, const char *name)
+/* A config we cannot attribute to GPUs makes every GPU fail closed. */
+static void fail_all(const char *why)
+{
+    G.enforced = true;
+    if (!G.unreadable_claim) {
+        G.unreadable_claim = true;
+        snprintf(G.unreadable_err, sizeof(G.unreadable_err), "%s", why);
+    }
+}
+
+/* Loads one injected config (injected.h); any failure fails its GPUs, or all GPUs, closed. */
+static void load_claim(const char *root, const struct vgpu_injected_config *ic)
 {
     struct claim *c = &G.claims[G.nclaims];
-    char path[PATH_MAX + 16];
-    char *text;
+    char *text = NULL;
     bool any_uuid = false;
+    int fd;
 
-    if (snprintf(c->dir, sizeof(c->dir), "%s/%s", root, name) >= (int)sizeof(c->dir))
+    if (snprintf(c->dir, sizeof(c->dir), "%s/%s", root, ic->name) >= (int)sizeof(c->dir)) {
+        fail_all("claims root path too long");
         return;
-    snprintf(path, sizeof(path), "%s/config", c->dir);
-    if (access(path, F_OK) != 0)
-        return;
+    }
     G.enforced = true;
     G.nclaims++;
     vgpu_hostpids_init(&c->hostpids, c->dir);
-    text = read_file(path);
-    if (text == NULL) {
-        snprintf(c->err, sizeof(c->err), "%s: cannot read: %s", path, strerror(errno));
-    } else {
+    fd = vgpu_injected_open(root, ic, c->err);
+    if (fd >= 0 && (text = read_config(fd)) == NULL)
+        snprintf(c->err, sizeof(c->err), "%s/config: cannot read: %s", c->dir, strerror(errno));
+    if (text != NULL) {
         c->valid = vgpu_config_parse(text, &c->cfg, c->err) == 0;
         free(text);
     }
@@ -165,36 +172,66 @@ static void load_claim(const char *root, const char *name)
     }
     for (int k = 0; k < VGPU_REGION_MAX_DEVICES; k++)
         any_uuid |= c->cfg.devices[k].uuid[0] != '\0';
-    VGPU_ERROR("invalid claim config %s: %s; refusing allocations on its GPUs", path, c->err);
-    if (!any_uuid) {
-        G.unreadable_claim = true;
-        snprintf(G.unreadable_err, sizeof(G.unreadable_err), "%s", c->err);
+    VGPU_ERROR("invalid claim config %s/config: %s; refusing allocations on its GPUs", c->dir,
+               c->err);
+    if (!any_uuid)
+        fail_all(c->err);
+}
+
+/* Whether <root>/<name>/config exists at all (a mount point or not). */
+static bool has_config_file(const char *root, const char *name)
+{
+    char path[PATH_MAX + 16];
+    struct stat st;
+
+    snprintf(path, sizeof(path), "%s/%s/config", root, name);
+    return lstat(path, &st) == 0;
+}
+
+/*
+ * Configs that are not injected mounts are ignored, with one warning each;
+ * without a mount table none can be told apart, so their presence fails
+ * closed.
+ */
+static void scan_others(const struct vgpu_injected_set *set)
+{
+    struct dirent **names;
+    int n = scandir(set->root, &names, NULL, alphasort);
+
+    for (int i = 0; i < n; i++) {
+        const char *name = names[i]->d_name;
+
+        if (name[0] != '.' && !vgpu_injected_has(set, name) && has_config_file(set->root, name)) {
+            if (!set->mountinfo_ok)
+                fail_all("cannot read " VGPU_MOUNTINFO_PATH " to tell injected claim configs");
+            else
+                VGPU_WARN("ignoring %s/%s/config: not a read-only config mount of the kubelet "
+                          "plugin", set->root, name);
+        }
+        free(names[i]);
     }
+    if (n >= 0)
+        free(names);
 }
 
 static void load_claims(void)
 {
-    const char *root = getenv("VGPU_CLAIMS_ROOT");
-    struct dirent **names;
-    int n;
+    struct vgpu_injected_set *set = calloc(1, sizeof(*set));
 
-    if (root == NULL || root[0] == '\0')
-        root = VGPU_DEFAULT_CLAIMS_ROOT;
-    n = scandir(root, &names, NULL, alphasort);
-    if (n < 0)
-        return; /* no claims root: standalone */
-    G.claims = calloc(VGPU_MAX_CLAIMS, sizeof(*G.claims));
-    for (int i = 0; i < n; i++) {
-        if (G.claims != NULL && names[i]->d_name[0] != '.' && G.nclaims < VGPU_MAX_CLAIMS)
-            load_claim(root, names[i]->d_name);
-        free(names[i]);
+    G.claims = calloc(VGPU_INJECTED_MAX, sizeof(*G.claims));
+    if (set == NULL || G.claims == NULL) {
+        fail_all("out of memory reading claims");
+        free(set);
+        return;
     }
-    free(names);
-    if (G.claims == NULL) {
-        G.enforced = true;
-        G.unreadable_claim = true;
-        snprintf(G.unreadable_err, sizeof(G.unreadable_err), "out of memory reading claims");
-    }
+    vgpu_injected_find(VGPU_MOUNTINFO_PATH, VGPU_CANONICAL_CLAIMS_ROOT, getenv("VGPU_CLAIMS_ROOT"),
+                       set);
+    for (int i = 0; i < set->count && i < VGPU_INJECTED_MAX; i++)
+        load_claim(set->root, &set->configs[i]);
+    if (set->count > VGPU_INJECTED_MAX)
+        fail_all("more injected claim configs than the library can hold");
+    scan_others(set);
+    free(set);
 }
 
 static void set_log_level(void)

@@ -1,10 +1,10 @@
 /*
  * gpus.h - what libvgpu.so enforces on each GPU of this process.
  *
- * Limits come from the read-only claim configs under the claims root
- * (VGPU_CLAIMS_ROOT, default /usr/local/vgpu/claims), keyed by GPU UUID;
- * the HAMi-style env vars may only lower them. Without any config file the
- * library runs standalone on the env vars alone.
+ * Limits come only from the claim configs the kubelet plugin injected
+ * (injected.h), keyed by GPU UUID; the HAMi-style env vars may only lower
+ * them. Without any injected config the library runs standalone on the env
+ * vars alone.
  */
 #ifndef VGPU_GPUS_H
 #define VGPU_GPUS_H
@@ -19,8 +19,6 @@
 #include "shm.h"
 #include "vgpu_cuda.h"
 
-#define VGPU_DEFAULT_CLAIMS_ROOT "/usr/local/vgpu/claims"
-#define VGPU_MAX_CLAIMS 32
 #define VGPU_MAX_GPUS 64
 
 /* Enforcement state of one physical GPU (by UUID), fixed once set up. */

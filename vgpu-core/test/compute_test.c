@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "claimns.h"
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
 #include "vgpu_region.h"
@@ -159,6 +160,8 @@ static pid_t spawn(const char *self, const char *mode, int ord, int out_fd)
         return pid;
     snprintf(ordstr, sizeof(ordstr), "%d", ord);
     setenv("LD_PRELOAD", getenv("VGPU_TEST_LIB"), 1);
+    if (vgpu_test_enter_claims_ns(getenv("VGPU_CLAIMS_ROOT")) != 0)
+        _exit(125);
     if (out_fd >= 0)
         dup2(out_fd, 1);
     execl(self, self, mode, ordstr, (char *)NULL);
@@ -227,6 +230,11 @@ int main(int argc, char **argv)
     if (argc == 3)
         return strcmp(argv[1], "capture") == 0 ? child_capture(atoi(argv[2]))
                                                 : child_busy(atoi(argv[2]));
+    if (vgpu_test_claims_ns_supported() != 0) {
+        printf("skip compute_test: claims must be read-only mounts in a private mount namespace, "
+               "which needs root\n");
+        return 0;
+    }
     if (getenv("VGPU_TEST_LIB") == NULL || mkdtemp(root) == NULL || nvmlInit_v2() != NVML_SUCCESS) {
         fprintf(stderr, "compute_test: needs VGPU_TEST_LIB and the fake NVML\n");
         return 2;

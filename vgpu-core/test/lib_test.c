@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "claimns.h"
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
 #include "vgpu_region.h"
@@ -878,6 +879,8 @@ static int run_preloaded(const char *name, const char *const env[], const char *
         setenv("VGPU_TEST_UUID0", uuids[0], 1);
         for (int i = 0; env != NULL && env[i] != NULL; i++)
             putenv((char *)env[i]);
+        if (vgpu_test_enter_claims_ns(getenv("VGPU_CLAIMS_ROOT")) != 0)
+            _exit(125);
         if (strcmp(name, "bin-true") == 0)
             execl("/bin/true", "true", (char *)NULL);
         else
@@ -993,7 +996,8 @@ static void expect_hostpid(void)
         if (c == 0) {
             /* Our own /proc, as a container runtime mounts it, kept out of the host's mounts. */
             if (mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0 ||
-                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0)
+                mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) != 0 ||
+                vgpu_test_bind_claims(root) != 0)
                 _exit(126);
             dup2(to[0], 0);
             dup2(from[1], 1);
@@ -1074,7 +1078,13 @@ static void uuid_of(int dev, char out[64])
 static int run_driver(void)
 {
     char cache[512], errfile[600];
+    int ns = vgpu_test_claims_ns_supported();
 
+    if (ns != 0) {
+        printf("skip lib_test: claims must be read-only mounts in a private mount namespace, "
+               "which needs root (unshare(CLONE_NEWNS): %s)\n", strerror(-ns));
+        return 0;
+    }
     /* Not preloaded here: the driver talks to the fake directly. */
     CHECK(cuInit(0) == CUDA_SUCCESS);
     uuid_of(0, uuids[0]);

@@ -1,0 +1,34 @@
+/*
+ * claimns.h - a test's claims, mounted as the kubelet plugin injects them.
+ *
+ * libvgpu.so takes limits only from claim configs that are read-only,
+ * root-owned mount points (src/injected.h). A test that writes claims under
+ * a claims root of its own therefore runs its preloaded processes in a
+ * private mount namespace in which every <root>/<claim>/config is
+ * bind-mounted read-only onto itself, so the library's production path runs
+ * unchanged. Needs root (CAP_SYS_ADMIN) to create the namespace.
+ */
+#ifndef VGPU_TEST_CLAIMNS_H
+#define VGPU_TEST_CLAIMNS_H
+
+/*
+ * Bind-mounts every regular <root>/<claim>/config read-only onto itself in
+ * the current mount namespace (mode 0644, as the plugin writes it). A
+ * missing root mounts nothing. Returns 0 or -errno.
+ */
+int vgpu_test_bind_claims(const char *root);
+
+/*
+ * Moves the calling process into a new private mount namespace, then
+ * vgpu_test_bind_claims(root). Call it in a child: it is not undone.
+ * Returns 0 or -errno.
+ */
+int vgpu_test_enter_claims_ns(const char *root);
+
+/*
+ * Whether this process could enter such a namespace (tried in a child).
+ * Returns 0 or -errno, e.g. -EPERM when not root.
+ */
+int vgpu_test_claims_ns_supported(void);
+
+#endif /* VGPU_TEST_CLAIMNS_H */
