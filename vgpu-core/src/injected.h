@@ -47,7 +47,7 @@ struct vgpu_injected_set {
  * Parses mountinfo text and stores the config mount points directly under
  * root (an absolute path without trailing '/') into out (at most max, sorted
  * by name, the topmost mount of a path when several are stacked). Returns how
- * many distinct paths it found, which may exceed max.
+ * many it found: more than max when they did not all fit (then not exact).
  */
 int vgpu_mountinfo_configs(const char *text, const char *root, struct vgpu_injected_config *out,
                            int max);
