@@ -2,12 +2,14 @@
  * driver.h - the real CUDA driver and NVML entry points, resolved lazily.
  *
  * libvgpu.so has no link-time dependency on either library: the first
- * wrapper called for a library opens it (it is already loaded when an
- * application reaches our wrapper) and resolves every name below from its
- * handle, which never sees our own exports.
+ * wrapper called for a library finds the copy the process loaded (it is
+ * loaded when an application reaches our wrapper) and resolves every name
+ * below from its handle, which never sees our own exports.
  */
 #ifndef VGPU_DRIVER_H
 #define VGPU_DRIVER_H
+
+#include <stdbool.h>
 
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
@@ -105,10 +107,23 @@ extern void *(*vgpu_real_dlsym)(void *handle, const char *name);
 /* Resolves vgpu_real_dlsym once (dlvsym, no private glibc symbols). */
 void vgpu_dlsym_bootstrap(void);
 
-/* Resolves vgpu_cu once. Returns 0, or -1 if libcuda.so.1 cannot be opened. */
+/*
+ * Resolves vgpu_cu from the libcuda the process has loaded (by soname or
+ * any path), else by opening libcuda.so.1 from the library path (tried
+ * once). Returns 0, or -1 while no copy can be found; a failure is never
+ * cached, so a driver the application loads later is found then.
+ */
 int vgpu_cuda_load(void);
 
-/* Resolves vgpu_nvml once. Returns 0, or -1 if libnvidia-ml.so.1 cannot be opened. */
+/* Like vgpu_cuda_load for libnvidia-ml.so.1 and vgpu_nvml. */
 int vgpu_nvml_load(void);
+
+/*
+ * Like vgpu_cuda_load / vgpu_nvml_load, but only finds a copy the process
+ * has loaded itself: a dlsym(RTLD_DEFAULT, "cu...") probe must not load
+ * the driver on the application's behalf.
+ */
+bool vgpu_cuda_present(void);
+bool vgpu_nvml_present(void);
 
 #endif /* VGPU_DRIVER_H */

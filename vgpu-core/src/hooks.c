@@ -86,10 +86,13 @@ void *vgpu_hook_substitute(const char *symbol, void *fn, int version, cuuint64_t
     return h->wrapper;
 }
 
-/* Whether the loaded driver library exports the function h wraps. */
+/*
+ * Whether a driver library the process has loaded exports the function h
+ * wraps. Never loads one: without libvgpu.so the lookup would fail too.
+ */
 static bool driver_has(const struct hook *h)
 {
-    if ((h->nvml ? vgpu_nvml_load() : vgpu_cuda_load()) != 0)
+    if (!(h->nvml ? vgpu_nvml_present() : vgpu_cuda_present()))
         return false;
     return *h->real != NULL;
 }

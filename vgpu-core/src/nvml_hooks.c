@@ -86,13 +86,23 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     return rc;
 }
 
-static pthread_once_t nvml_init_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t nvml_init_mu = PTHREAD_MUTEX_INITIALIZER;
+static int nvml_init_done; /* atomic; nvml_init_rc is final once set */
 static nvmlReturn_t nvml_init_rc = NVML_ERROR_UNINITIALIZED;
 
-static void nvml_init(void)
+/* Initialises NVML once it can be loaded; until then it is looked for again on each call. */
+static nvmlReturn_t nvml_init(void)
 {
-    if (vgpu_nvml_load() == 0 && vgpu_nvml.nvmlInit_v2 != NULL)
-        nvml_init_rc = vgpu_nvml.nvmlInit_v2();
+    if (__atomic_load_n(&nvml_init_done, __ATOMIC_ACQUIRE))
+        return nvml_init_rc;
+    pthread_mutex_lock(&nvml_init_mu);
+    if (!nvml_init_done && vgpu_nvml_load() == 0) {
+        if (vgpu_nvml.nvmlInit_v2 != NULL)
+            nvml_init_rc = vgpu_nvml.nvmlInit_v2();
+        __atomic_store_n(&nvml_init_done, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&nvml_init_mu);
+    return nvml_init_rc;
 }
 
 /*
@@ -112,8 +122,7 @@ void vgpu_overhead_refresh(struct vgpu_gpu *g)
 
     if (g == NULL || !g->enforce || g->shm == NULL || (host_pid = vgpu_self_host_pid(g)) == 0)
         return;
-    pthread_once(&nvml_init_once, nvml_init);
-    if (nvml_init_rc != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
+    if (nvml_init() != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
         vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == NULL ||
         vgpu_nvml.nvmlDeviceGetHandleByUUID(g->uuid, &dev) != NVML_SUCCESS ||
         vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, procs) != NVML_SUCCESS)
@@ -141,8 +150,7 @@ int vgpu_nvml_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max)
     nvmlReturn_t rc;
     int n = 0;
 
-    pthread_once(&nvml_init_once, nvml_init);
-    if (nvml_init_rc != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
+    if (nvml_init() != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
         vgpu_nvml.nvmlDeviceGetProcessUtilization == NULL ||
         vgpu_nvml.nvmlDeviceGetHandleByUUID(uuid, &dev) != NVML_SUCCESS)
         return -1;
