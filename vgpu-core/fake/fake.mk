@@ -23,9 +23,12 @@ FAKE_CFLAGS := $(CFLAGS_BASE) -I$(FAKE_DIR) -fno-ipa-icf
 FAKE_COMMON := $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c
 FAKE_HDRS := $(wildcard $(FAKE_DIR)/*.h) include/vgpu_cuda.h include/vgpu_nvml.h
 FAKE_CUDA_SRCS := $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake_cuda_mem.c \
-	$(FAKE_DIR)/fake_cuda_procaddr.c $(FAKE_COMMON)
+	$(FAKE_DIR)/fake_cuda_host.c $(FAKE_DIR)/fake_cuda_procaddr.c $(FAKE_COMMON)
 FAKE_NVML_SRCS := $(FAKE_DIR)/fake_nvml.c $(FAKE_COMMON)
-FAKE_LDFLAGS := -shared -Wl,-z,noexecstack -lpthread
+# -Bsymbolic: like the real driver, the fakes' own references (the
+# cuGetProcAddress table, internal calls) bind to their own definitions,
+# never to a preloaded library's functions of the same name.
+FAKE_LDFLAGS := -shared -Wl,-Bsymbolic -Wl,-z,noexecstack -lpthread
 
 .PHONY: fakes cuda-probe fake-test
 

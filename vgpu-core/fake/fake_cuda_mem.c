@@ -129,6 +129,21 @@ static uint64_t take_va(uint64_t size, uint64_t align)
     return base;
 }
 
+/* Legacy 32-bit allocations get addresses below 4 GiB; 0 when that range is used up. */
+#define VA_LOW_BASE 0x10000000ULL
+#define VA_LOW_END 0x100000000ULL
+static uint64_t next_va_low = VA_LOW_BASE;
+
+static uint64_t take_va_low(uint64_t size)
+{
+    uint64_t base = round_up(next_va_low, LINEAR_ALIGN);
+
+    if (size > VA_LOW_END - base || round_up(size, LINEAR_ALIGN) > VA_LOW_END - base)
+        return 0;
+    next_va_low = base + round_up(size, LINEAR_ALIGN);
+    return base;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Pools                                                                    */
 /* ------------------------------------------------------------------------ */
@@ -440,7 +455,8 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
 /* Linear memory                                                            */
 /* ------------------------------------------------------------------------ */
 
-static CUresult alloc_linear(CUdeviceptr *dptr, uint64_t size)
+/* low: a legacy allocation, addressed below 4 GiB. */
+static CUresult alloc_linear_at(CUdeviceptr *dptr, uint64_t size, int low)
 {
     int dev;
     CUresult r = alloc_begin(dptr, size, &dev);
@@ -450,8 +466,8 @@ static CUresult alloc_linear(CUdeviceptr *dptr, uint64_t size)
     if (fake_charge(dev, size) != 0) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-        uint64_t va = take_va(size, LINEAR_ALIGN);
-        if (rec_new(va, size, size, dev, REC_LINEAR) == NULL) {
+        uint64_t va = low ? take_va_low(size) : take_va(size, LINEAR_ALIGN);
+        if (va == 0 || rec_new(va, size, size, dev, REC_LINEAR) == NULL) {
             fake_uncharge(dev, size);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
@@ -460,6 +476,11 @@ static CUresult alloc_linear(CUdeviceptr *dptr, uint64_t size)
     }
     pthread_mutex_unlock(&g_fake.mu);
     return r;
+}
+
+static CUresult alloc_linear(CUdeviceptr *dptr, uint64_t size)
+{
+    return alloc_linear_at(dptr, size, 0);
 }
 
 CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
@@ -527,6 +548,20 @@ static CUresult free_any(CUdeviceptr dptr, CUstream hStream, int ptsz, int async
 }
 
 CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    return free_any(dptr, NULL, 0, 0);
+}
+
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    CUdeviceptr p = 0;
+    CUresult r = alloc_linear_at(dptr != NULL ? &p : NULL, bytesize, 1);
+    if (r == CUDA_SUCCESS)
+        *dptr = (CUdeviceptr_v1)p;
+    return r;
+}
+
+CUresult cuMemFree(CUdeviceptr_v1 dptr)
 {
     return free_any(dptr, NULL, 0, 0);
 }

@@ -33,6 +33,8 @@ typedef uint64_t cuuint64_t;
 
 typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
+/* Device pointers of the legacy (CUDA < 3.2) entry points: 32 bits. */
+typedef unsigned int CUdeviceptr_v1;
 typedef unsigned long long CUmemGenericAllocationHandle;
 
 typedef struct CUctx_st *CUcontext;
@@ -126,6 +128,8 @@ typedef enum cudaError_enum {
     CUDA_ERROR_PRIMARY_CONTEXT_ACTIVE = 708,
     CUDA_ERROR_CONTEXT_IS_DESTROYED = 709,
     CUDA_ERROR_ASSERT = 710,
+    CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
+    CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
     CUDA_ERROR_ILLEGAL_INSTRUCTION = 715,
     CUDA_ERROR_MISALIGNED_ADDRESS = 716,
     CUDA_ERROR_INVALID_ADDRESS_SPACE = 717,
@@ -427,6 +431,15 @@ VGPU_CU_API(cuCtxSynchronize, (void));
 /* Linear device memory. */
 VGPU_CU_API(cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytesize));
 VGPU_CU_API(cuMemFree_v2, (CUdeviceptr dptr));
+/* Legacy entry points (CUDA < 3.2) the driver still exports: 32-bit addresses and sizes. */
+VGPU_CU_API(cuMemAlloc, (CUdeviceptr_v1 *dptr, unsigned int bytesize));
+VGPU_CU_API(cuMemFree, (CUdeviceptr_v1 dptr));
+/* Pinned host memory: host RAM, never device memory. */
+VGPU_CU_API(cuMemAllocHost_v2, (void **pp, size_t bytesize));
+VGPU_CU_API(cuMemHostAlloc, (void **pp, size_t bytesize, unsigned int Flags));
+VGPU_CU_API(cuMemFreeHost, (void *p));
+VGPU_CU_API(cuMemHostRegister_v2, (void *p, size_t bytesize, unsigned int Flags));
+VGPU_CU_API(cuMemHostUnregister, (void *p));
 VGPU_CU_API(cuMemAllocPitch_v2, (CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
                                  size_t Height, unsigned int ElementSizeBytes));
 VGPU_CU_API(cuMemAllocManaged, (CUdeviceptr *dptr, size_t bytesize, unsigned int flags));

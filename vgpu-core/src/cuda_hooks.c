@@ -508,3 +508,56 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
         *pfn = vgpu_hook_substitute(symbol, *pfn, cudaVersion, flags);
     return rc;
 }
+
+/*
+ * Legacy entry points (CUDA < 3.2) that the driver still exports, with
+ * 32-bit addresses and sizes: old binaries call them by these names. They
+ * are accounted exactly as their _v2 forms; the reports are the _v2 ones,
+ * saturated to 32 bits as the driver's own legacy calls saturate.
+ */
+static unsigned int saturate_u32(size_t v)
+{
+    return v > UINT32_MAX ? UINT32_MAX : (unsigned int)v;
+}
+
+CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
+{
+    ALLOC_BODY(cuMemAlloc, dptr, bytesize, dptr, bytesize);
+}
+
+CUresult cuMemFree(CUdeviceptr_v1 dptr)
+{
+    FREE_PTR_BODY(cuMemFree, (CUdeviceptr)dptr, dptr);
+}
+
+CUresult cuMemGetInfo(unsigned int *free_out, unsigned int *total_out)
+{
+    size_t f = 0, t = 0;
+    CUresult rc;
+
+    ENTER(cuMemGetInfo);
+    if (vgpu_cu.cuMemGetInfo_v2 == NULL)
+        return vgpu_cu.cuMemGetInfo(free_out, total_out);
+    rc = cuMemGetInfo_v2(&f, &t);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    if (free_out != NULL)
+        *free_out = saturate_u32(f);
+    if (total_out != NULL)
+        *total_out = saturate_u32(t);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
+{
+    size_t t = 0;
+    CUresult rc;
+
+    ENTER(cuDeviceTotalMem);
+    if (bytes == NULL || vgpu_cu.cuDeviceTotalMem_v2 == NULL)
+        return vgpu_cu.cuDeviceTotalMem(bytes, dev);
+    rc = cuDeviceTotalMem_v2(&t, dev);
+    if (rc == CUDA_SUCCESS)
+        *bytes = saturate_u32(t);
+    return rc;
+}

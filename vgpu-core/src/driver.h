@@ -50,7 +50,11 @@
     X(cuLaunchCooperativeKernel)                                                                   \
     X(cuLaunchCooperativeKernel_ptsz)                                                              \
     X(cuGraphLaunch)                                                                               \
-    X(cuGraphLaunch_ptsz)
+    X(cuGraphLaunch_ptsz)                                                                          \
+    X(cuMemAlloc)                                                                                  \
+    X(cuMemFree)                                                                                   \
+    X(cuMemGetInfo)                                                                                \
+    X(cuDeviceTotalMem)
 
 /* CUDA functions libvgpu.so only calls. */
 #define VGPU_CUDA_USED(X)                                                                          \
