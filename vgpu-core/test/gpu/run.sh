@@ -18,8 +18,11 @@ limit=$((8 << 30))
 step() { printf '\n=== %s\n' "$*"; }
 
 step "build libvgpu.so"
-make -C "$core" lib >/dev/null
+make -C "$core" lib build/claims-ns >/dev/null
 lib="$core/build/libvgpu.so"
+# libvgpu.so takes limits only from read-only config mounts: claims-ns mounts
+# a claims root's configs so in a private mount namespace (needs root).
+ns="$core/build/claims-ns"
 
 step "declarations vs the real cuda.h / nvml.h"
 cuda_home="${CUDA_HOME:-/usr/local/cuda}"
@@ -56,7 +59,7 @@ status=0
 for conf in "" "expandable_segments:True" "backend:cudaMallocAsync"; do
     step "PyTorch, PYTORCH_CUDA_ALLOC_CONF='$conf'"
     if ! PYTORCH_CUDA_ALLOC_CONF="$conf" LD_PRELOAD="$lib" timeout 120 \
-        python3 "$core/test/gpu/torch_limit.py"; then
+        "$ns" "$claims" python3 "$core/test/gpu/torch_limit.py"; then
         echo "FAILED"
         status=1
     fi
@@ -64,7 +67,7 @@ done
 
 step "nvidia-smi while PyTorch holds its blocks"
 mkfifo "$work/hold"
-VGPU_HOLD=1 LD_PRELOAD="$lib" timeout 120 python3 "$core/test/gpu/torch_limit.py" \
+VGPU_HOLD=1 LD_PRELOAD="$lib" timeout 120 "$ns" "$claims" python3 "$core/test/gpu/torch_limit.py" \
     <"$work/hold" >"$work/held.json" &
 holder=$!
 exec 3>"$work/hold"
@@ -74,7 +77,7 @@ echo "--- host view (no preload)"
 nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv -i 0
 nvidia-smi --query-compute-apps=pid,used_memory --format=csv
 echo "--- container view (preloaded: NVML memory info shows the claim)"
-LD_PRELOAD="$lib" nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv -i 0
+LD_PRELOAD="$lib" "$ns" "$claims" nvidia-smi --query-gpu=memory.total,memory.used,memory.free --format=csv -i 0
 exec 3>&-
 wait "$holder" || status=1
 
@@ -97,7 +100,7 @@ step "compute: 8192^3 bf16 matmul, no limit vs a 30 % SM limit"
 VGPU_SECONDS=20 VGPU_WARMUP=5 timeout 120 python3 "$core/test/gpu/torch_compute.py" free \
     >"$work/free.json" || status=1
 VGPU_CLAIMS_ROOT="$work/sm30" VGPU_SECONDS=30 LD_PRELOAD="$lib" timeout 120 \
-    python3 "$core/test/gpu/torch_compute.py" sm30 >"$work/sm30.json" || status=1
+    "$ns" "$work/sm30" python3 "$core/test/gpu/torch_compute.py" sm30 >"$work/sm30.json" || status=1
 free_rate="$(rate_of "$work/free.json")"
 ratio30="$(python3 -c "print($(rate_of "$work/sm30.json") / $free_rate)")"
 echo "no limit $free_rate it/s; at 30 %: ratio $ratio30 (expect 0.27-0.33)"
@@ -105,10 +108,10 @@ within "$ratio30" 0.27 0.33 || { echo "FAILED: 30 % limit"; status=1; }
 
 step "compute: two processes, claims at 30 % and 70 %, side by side"
 VGPU_CLAIMS_ROOT="$work/sm30" VGPU_SECONDS=40 LD_PRELOAD="$lib" timeout 120 \
-    python3 "$core/test/gpu/torch_compute.py" pair30 >"$work/pair30.json" &
+    "$ns" "$work/sm30" python3 "$core/test/gpu/torch_compute.py" pair30 >"$work/pair30.json" &
 p30=$!
 VGPU_CLAIMS_ROOT="$work/sm70" VGPU_SECONDS=40 LD_PRELOAD="$lib" timeout 120 \
-    python3 "$core/test/gpu/torch_compute.py" pair70 >"$work/pair70.json" &
+    "$ns" "$work/sm70" python3 "$core/test/gpu/torch_compute.py" pair70 >"$work/pair70.json" &
 p70=$!
 wait "$p30" || status=1
 wait "$p70" || status=1
