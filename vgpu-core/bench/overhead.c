@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -225,6 +226,9 @@ int main(int argc, char **argv)
     printf("%-22s direct %7.1f ns   libvgpu %7.1f ns   added %6.1f ns   ratio %.2f\n",
            "cuMemAllocAsync+Free", async_direct, best[4], best[4] - async_direct,
            best[4] / async_direct);
+    /* The claim's config is a mount point in our namespace: unmount it before removing. */
+    snprintf(cmd, sizeof(cmd), "%s/bench/config", dir);
+    umount2(cmd, MNT_DETACH);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)
         fprintf(stderr, "overhead: cannot remove %s\n", dir);
