@@ -28,8 +28,8 @@ int vgpu_test_bind_claims(const char *root)
         snprintf(path, sizeof(path), "%s/%s/config", root, e->d_name);
         if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode))
             continue;
-        if (chmod(path, 0644) != 0 || mount(path, path, NULL, MS_BIND, NULL) != 0 ||
-            mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+        if (chmod(path, 0644) != 0 || mount(path, path, "none", MS_BIND, NULL) != 0 ||
+            mount("none", path, "none", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
                   NULL) != 0)
             rc = -errno;
     }
@@ -40,7 +40,7 @@ int vgpu_test_bind_claims(const char *root)
 int vgpu_test_enter_claims_ns(const char *root)
 {
     /* Private: our mounts must not propagate back to the host's namespace. */
-    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+    if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0)
         return -errno;
     return vgpu_test_bind_claims(root);
 }
@@ -56,7 +56,7 @@ int vgpu_test_claims_ns_supported(void)
     pid = fork();
     if (pid == 0) {
         rc = 0;
-        if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0)
+        if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) != 0)
             rc = -errno;
         if (write(p[1], &rc, sizeof(rc)) != (ssize_t)sizeof(rc))
             _exit(1);
