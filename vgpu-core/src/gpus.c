@@ -113,16 +113,16 @@ static char *read_config(int fd)
     char *buf = malloc(VGPU_CONFIG_MAX_BYTES + 1);
     ssize_t n;
     size_t len = 0;
+    int e = ENOMEM;
 
     while (buf != NULL && len < VGPU_CONFIG_MAX_BYTES &&
            (n = read(fd, buf + len, VGPU_CONFIG_MAX_BYTES - len)) != 0) {
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
-            int e = errno;
+            e = errno;
             free(buf);
             buf = NULL;
-            errno = e;
             break;
         }
         len += (size_t)n;
@@ -130,6 +130,7 @@ static char *read_config(int fd)
     if (buf != NULL)
         buf[len] = '\0';
     close(fd);
+    errno = e;
     return buf;
 }
 
