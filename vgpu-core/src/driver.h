@@ -28,6 +28,7 @@
     X(cuMemFreeAsync_ptsz)                                                                         \
     X(cuMemPoolTrimTo)                                                                             \
     X(cuMemPoolDestroy)                                                                            \
+    X(cuMemPoolCreate)                                                                             \
     X(cuStreamSynchronize)                                                                         \
     X(cuStreamSynchronize_ptsz)                                                                    \
     X(cuCtxSynchronize)                                                                            \
@@ -60,6 +61,9 @@
     X(cuStreamIsCapturing)                                                                         \
     X(cuStreamIsCapturing_ptsz)                                                                    \
     X(cuDeviceGetMemPool)                                                                          \
+    X(cuDeviceGetDefaultMemPool)                                                                   \
+    X(cuDeviceGetCount)                                                                            \
+    X(cuStreamGetDevice)                                                                           \
     X(cuMemPoolGetAttribute)
 
 /* NVML functions that libvgpu.so wraps. */

@@ -50,8 +50,11 @@ static void clamp(const struct vgpu_gpu *g, unsigned long long *total, unsigned 
     r = reserved != NULL && *reserved < t - u ? *reserved : 0;
     f = t - u - r;
     f = f < *free_b ? f : *free_b;
-    if (g->fail_closed)
+    /* Fail closed: the same total as cuMemGetInfo, nothing free; the rest shows as used. */
+    if (g->fail_closed) {
         f = 0;
+        u = t - r;
+    }
     *total = t;
     *free_b = f;
     *used = reserved != NULL ? u : t - f;

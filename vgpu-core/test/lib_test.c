@@ -600,6 +600,243 @@ static void sc_share(void)
     CHECK_EQ_U64(used0(), 1000 * MiB);
 }
 
+/* What the region says about device uuid: the invariant's terms. */
+struct region_view {
+    uint64_t used;        /* device.used_bytes */
+    uint64_t charged_sum; /* sum over active slots of charged_bytes */
+    uint64_t own_charged; /* the caller's slot, by pid */
+    int active;           /* active slots */
+    uint32_t lock, undo;  /* charge_lock, undo_slot */
+    uint64_t refused;     /* refused_processes */
+    int fail_closed;      /* active slots flagged fail closed */
+};
+
+static bool region_view(const char *path, const char *uuid, struct region_view *v)
+{
+    static struct vgpu_region r;
+    int fd = open(path, O_RDONLY), rec = -1;
+    bool ok;
+
+    memset(v, 0, sizeof(*v));
+    ok = fd >= 0 && pread(fd, &r, sizeof(r), 0) == (ssize_t)sizeof(r);
+    if (fd >= 0)
+        close(fd);
+    for (uint32_t i = 0; ok && i < r.header.device_count && i < VGPU_REGION_MAX_DEVICES; i++) {
+        if (strcmp(r.devices[i].uuid, uuid) == 0)
+            rec = (int)i;
+    }
+    if (!ok || rec < 0)
+        return false;
+    v->used = r.devices[rec].used_bytes;
+    v->lock = r.devices[rec].charge_lock;
+    v->undo = r.devices[rec].undo_slot;
+    v->refused = r.devices[rec].refused_processes;
+    for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
+        if (r.slots[i].state != VGPU_SLOT_ACTIVE)
+            continue;
+        v->active++;
+        v->charged_sum += r.slots[i].devices[rec].charged_bytes;
+        v->fail_closed += (r.slots[i].flags & VGPU_SLOT_FLAG_FAIL_CLOSED) != 0;
+        if (r.slots[i].pid == (uint32_t)getpid())
+            v->own_charged = r.slots[i].devices[rec].charged_bytes;
+    }
+    return true;
+}
+
+/*
+ * Allocates and frees on every counted path at random until killed: linear,
+ * pitched, managed, async from the default pool (synchronized), from a
+ * keeping pool (trimmed), VMM with retains, arrays and mipmapped arrays.
+ * Prints "ready" once the first round is done.
+ */
+static int sc_churn(const char *seed_arg)
+{
+    enum { SLOTS = 6 };
+    CUdeviceptr lin[SLOTS] = {0}, asy[SLOTS] = {0}, fp[SLOTS] = {0};
+    CUmemGenericAllocationHandle vmm[SLOTS] = {0};
+    CUarray arr[SLOTS] = {0};
+    CUmipmappedArray mip[SLOTS] = {0};
+    CUmemAllocationProp prop = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemoryPool pool;
+    unsigned seed = (unsigned)strtoul(seed_arg, NULL, 10);
+    size_t pitch;
+
+    ctx_on(0);
+    pool = keeping_pool();
+    for (long round = 0;; round++) {
+        int i = rand_r(&seed) % SLOTS, op = rand_r(&seed) % 7;
+        size_t mib = 1 + (size_t)(rand_r(&seed) % 24);
+
+        switch (op) {
+        case 0:
+            if (lin[i] != 0) {
+                cuMemFree_v2(lin[i]);
+                lin[i] = 0;
+            } else if (rand_r(&seed) % 3 == 0) {
+                if (cuMemAllocPitch_v2(&lin[i], &pitch, mib * MiB / 512, 512, 4) != CUDA_SUCCESS)
+                    lin[i] = 0;
+            } else if (rand_r(&seed) % 2 == 0) {
+                if (cuMemAllocManaged(&lin[i], mib * MiB, CU_MEM_ATTACH_GLOBAL) != CUDA_SUCCESS)
+                    lin[i] = 0;
+            } else if (cuMemAlloc_v2(&lin[i], mib * MiB) != CUDA_SUCCESS) {
+                lin[i] = 0;
+            }
+            break;
+        case 1:
+            if (asy[i] != 0) {
+                cuMemFreeAsync(asy[i], NULL);
+                asy[i] = 0;
+                if (rand_r(&seed) % 4 == 0)
+                    cuStreamSynchronize(NULL);
+            } else if (cuMemAllocAsync(&asy[i], mib * MiB, NULL) != CUDA_SUCCESS) {
+                asy[i] = 0;
+            }
+            break;
+        case 2:
+            if (fp[i] != 0) {
+                cuMemFreeAsync(fp[i], NULL);
+                fp[i] = 0;
+            } else if (cuMemAllocFromPoolAsync(&fp[i], mib * MiB, pool, NULL) != CUDA_SUCCESS) {
+                fp[i] = 0;
+            }
+            break;
+        case 3:
+            cuMemPoolTrimTo(pool, (size_t)(rand_r(&seed) % 4) * 16 * MiB);
+            break;
+        case 4:
+            if (vmm[i] != 0) {
+                cuMemRelease(vmm[i]);
+                vmm[i] = 0;
+            } else if (cuMemCreate(&vmm[i], mib * 2 * MiB, &prop, 0) != CUDA_SUCCESS) {
+                vmm[i] = 0;
+            }
+            break;
+        case 5:
+            if (arr[i] != NULL) {
+                cuArrayDestroy(arr[i]);
+                arr[i] = NULL;
+            } else {
+                CUDA_ARRAY_DESCRIPTOR ad = {.Width = 1024, .Height = 256 * mib,
+                                            .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+                if (cuArrayCreate_v2(&arr[i], &ad) != CUDA_SUCCESS)
+                    arr[i] = NULL;
+            }
+            break;
+        case 6:
+            if (mip[i] != NULL) {
+                cuMipmappedArrayDestroy(mip[i]);
+                mip[i] = NULL;
+            } else {
+                CUDA_ARRAY3D_DESCRIPTOR a3 = {.Width = 1024, .Height = 256 * mib, .Depth = 0,
+                                              .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1};
+                if (cuMipmappedArrayCreate(&mip[i], &a3, 2) != CUDA_SUCCESS)
+                    mip[i] = NULL;
+            }
+            break;
+        }
+        if (round == 64) {
+            printf("ready\n");
+            fflush(stdout);
+        }
+    }
+    return 0;
+}
+
+/*
+ * SIGKILLs a churning process at random instants, VGPU_TEST_KILLS times
+ * (500 by default). After every kill the invariant must hold once the dead
+ * process is reclaimed (our refused allocation reclaims it): the claim's
+ * counter equals the sum of the live slots' charges, which is exactly what
+ * we hold. At the end, with every process gone, a fresh one gets the limit.
+ */
+static void sc_killstress(void)
+{
+    const char *kills_env = getenv("VGPU_TEST_KILLS");
+    int kills = kills_env != NULL ? atoi(kills_env) : 500, in_lock = 0, bad = 0;
+    unsigned seed = (unsigned)getpid();
+    struct region_view v;
+    CUdeviceptr held, p;
+
+    ctx_on(0);
+    CHECK(cuMemAlloc_v2(&held, 100 * MiB) == CUDA_SUCCESS);
+    for (int k = 0; k < kills; k++) {
+        char seed_arg[32], line[64];
+        char *args[] = {self_exe, "churn", seed_arg, NULL};
+        struct timespec ts = {0, 0};
+        int to, from, st;
+        pid_t pid;
+
+        snprintf(seed_arg, sizeof(seed_arg), "%u", rand_r(&seed));
+        pid = spawn_helper(args, &to, &from);
+        read_line(from, line, sizeof(line));
+        CHECK(strcmp(line, "ready") == 0);
+        ts.tv_nsec = (long)(rand_r(&seed) % 3000) * 1000;
+        nanosleep(&ts, NULL);
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        close(to);
+        close(from);
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        /* Killed inside a counter change: left for the next locker to undo. */
+        if (region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v) && (v.lock || v.undo))
+            in_lock++;
+        /* Refused (we hold 100 MiB): reclaims the dead process on the way. */
+        CHECK(cuMemAlloc_v2(&p, GiB) == CUDA_ERROR_OUT_OF_MEMORY);
+        CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
+        if (v.used != v.charged_sum || v.used != 100 * MiB || v.own_charged != 100 * MiB ||
+            v.active != 1 || v.lock != 0 || v.undo != 0) {
+            fprintf(stderr, "after kill %d: used %llu, live charges %llu, ours %llu, %d active "
+                    "slot(s), lock %u, undo %u\n", k, (unsigned long long)v.used,
+                    (unsigned long long)v.charged_sum, (unsigned long long)v.own_charged,
+                    v.active, v.lock, v.undo);
+            if (++bad == 3)
+                break;
+        }
+    }
+    CHECK_EQ_U64(bad, 0);
+    printf("killstress: %d kills, %d inside a counter change\n", kills, in_lock);
+    CHECK(cuMemFree_v2(held) == CUDA_SUCCESS);
+    CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
+    CHECK_EQ_U64(v.used, 0);
+    CHECK_EQ_U64(v.charged_sum, 0);
+}
+
+/* The claim's last process is killed mid-churn: a fresh process gets the whole limit. */
+static void sc_lastkill(void)
+{
+    char *churn[] = {self_exe, "churn", "7", NULL};
+    char *hold[] = {self_exe, "hold", "1073741824", NULL};
+    char line[64];
+    struct region_view v;
+    int to, from, st;
+    pid_t pid;
+
+    for (int k = 0; k < 5; k++) {
+        pid = spawn_helper(churn, &to, &from);
+        read_line(from, line, sizeof(line));
+        CHECK(strcmp(line, "ready") == 0);
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        close(to);
+        close(from);
+    }
+    pid = spawn_helper(hold, &to, &from);
+    read_line(from, line, sizeof(line));
+    CHECK(strcmp(line, "held") == 0);
+    CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
+    CHECK_EQ_U64(v.used, GiB);
+    CHECK_EQ_U64(v.charged_sum, GiB);
+    CHECK_EQ_U64(v.active, 1);
+    close(to);
+    waitpid(pid, &st, 0);
+    close(from);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
+    CHECK_EQ_U64(v.used, 0);
+    CHECK_EQ_U64(v.active, 0);
+}
+
 /* 8 processes grab 64 MiB chunks concurrently: together exactly the limit, never more. */
 static void sc_race(void)
 {
@@ -1097,6 +1334,16 @@ static int run_driver(void)
     expect("nvml", NULL, 0, true);
     expect("fork", NULL, 0, true);
     {
+        /* Fewer kills under valgrind and the sanitizers: each start costs seconds there. */
+        const char *env[] = {getenv("VGPU_TEST_VALGRIND") != NULL ? "VGPU_TEST_KILLS=10"
+                             : getenv("VGPU_TEST_PRELOAD_PREFIX") != NULL ? "VGPU_TEST_KILLS=100"
+                                                                          : NULL,
+                             NULL};
+        expect("killstress", env, 0, true);
+        /* The last process killed: a fresh one gets the whole limit back. */
+        expect("lastkill", NULL, 0, true);
+    }
+    {
         const char *env[] = {"VGPU_FAKE_CONTEXT_MEMORY=64Mi", NULL};
         expect("overhead", env, 0, true);
     }
@@ -1192,6 +1439,8 @@ int main(int argc, char **argv)
         return sc_grab();
     if (strcmp(argv[1], "pgrab") == 0)
         return sc_pgrab();
+    if (strcmp(argv[1], "churn") == 0 && argc == 3)
+        return sc_churn(argv[2]);
     static const struct {
         const char *name;
         void (*fn)(void);
@@ -1203,6 +1452,7 @@ int main(int argc, char **argv)
         {"overhead", sc_overhead}, {"fork", sc_fork},
         {"hostpid", sc_hostpid},   {"pools", sc_pools},
         {"pool_race", sc_pool_race},
+        {"killstress", sc_killstress}, {"lastkill", sc_lastkill},
         {"idle", sc_idle},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
