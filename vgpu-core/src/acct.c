@@ -106,17 +106,11 @@ static bool have_slots(struct vgpu_gpu *g)
     return ok;
 }
 
-/*
- * Slow path before a refusal: a region that is no longer the file we
- * mapped makes the GPU fail closed; otherwise dead processes' bytes are
- * reclaimed. Returns true when a retry may succeed.
- */
-static bool recover(struct vgpu_gpu *g)
+/* Fails g closed if a region is no longer the file we mapped; vgpu_lock() held. */
+static void verify_locked(struct vgpu_gpu *g)
 {
     char err[VGPU_ERRMSG_MAX];
-    int n = 0;
 
-    vgpu_lock();
     for (int p = 0; p < g->nparts && !g->fail_closed; p++) {
         if (vgpu_shm_verify(g->parts[p].shm, err) != 0) {
             g->fail_closed = true;
@@ -124,10 +118,32 @@ static bool recover(struct vgpu_gpu *g)
                 vgpu_shm_slot_mark_fail_closed(g->parts[q].shm);
             VGPU_ERROR("GPU %s: shared region unusable (%s); refusing all allocations "
                        "(fail closed)", g->uuid, err);
-        } else {
-            n += vgpu_shm_reclaim(g->parts[p].shm, vgpu_self());
         }
     }
+}
+
+void vgpu_gpu_verify(struct vgpu_gpu *g)
+{
+    if (g == NULL || !g->enforce || g->fail_closed || g->nparts == 0)
+        return;
+    vgpu_lock();
+    verify_locked(g);
+    vgpu_unlock();
+}
+
+/*
+ * Slow path before a refusal: a region that is no longer the file we
+ * mapped makes the GPU fail closed; otherwise dead processes' bytes are
+ * reclaimed. Returns true when a retry may succeed.
+ */
+static bool recover(struct vgpu_gpu *g)
+{
+    int n = 0;
+
+    vgpu_lock();
+    verify_locked(g);
+    for (int p = 0; p < g->nparts && !g->fail_closed; p++)
+        n += vgpu_shm_reclaim(g->parts[p].shm, vgpu_self());
     vgpu_unlock();
     return !g->fail_closed && n > 0;
 }

@@ -109,6 +109,13 @@ void vgpu_vmm_restore_ref(uint64_t handle);
 /* Bytes currently charged for gpu: the sum over its claims (regions), or the process's (private). */
 uint64_t vgpu_gpu_used(const struct vgpu_gpu *g);
 
+/*
+ * Checks that g's regions are still the files this process mapped (memory
+ * queries and refusals call it; a stat per region). One that was replaced,
+ * truncated or re-initialised makes g fail closed, flagged in our slots.
+ */
+void vgpu_gpu_verify(struct vgpu_gpu *g);
+
 /* Fork child: forgets every tracked allocation (they belong to the parent). */
 void vgpu_acct_forget_all(void);
 

@@ -487,6 +487,7 @@ CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
     t64 = t;
     if (current_device(&dev)) {
         struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+        vgpu_gpu_verify(g);
         vgpu_overhead_refresh(g);
         clamp_info(g, &f64, &t64);
     }

@@ -127,7 +127,11 @@ void vgpu_overhead_refresh(struct vgpu_gpu *g)
     }
     vgpu_lock();
     {
-        uint64_t tracked = vgpu_shm_slot_used(g->shm, g->rec);
+        /* What we track on every claim of the GPU; the overhead goes to the first. */
+        uint64_t tracked = 0;
+
+        for (int p = 0; p < g->nparts; p++)
+            tracked += vgpu_shm_slot_used(g->parts[p].shm, g->parts[p].rec);
         vgpu_shm_slot_set_overhead(g->shm, g->rec, used > tracked ? used - tracked : 0);
     }
     vgpu_unlock();

@@ -1010,6 +1010,148 @@ static void sc_hostpid(void)
     fflush(stdout);
 }
 
+/* A GPU that fails closed: every allocation refused; CUDA and NVML show the same totals. */
+static void check_closed(void)
+{
+    nvmlDevice_t dev;
+    nvmlMemory_t m1;
+    nvmlMemory_v2_t m2 = {.version = nvmlMemory_v2};
+    CUdeviceptr p = 0;
+    size_t f = 1, t = 0;
+
+    CHECK(cuMemGetInfo_v2(&f, &t) == CUDA_SUCCESS);
+    CHECK_EQ_U64(t, GiB);
+    CHECK_EQ_U64(f, 0);
+    CHECK(cuMemAlloc_v2(&p, 1) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAllocAsync(&p, MiB, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetHandleByUUID(getenv("VGPU_TEST_UUID0"), &dev) == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetMemoryInfo(dev, &m1) == NVML_SUCCESS);
+    CHECK_EQ_U64(m1.total, GiB);
+    CHECK_EQ_U64(m1.free, 0);
+    CHECK_EQ_U64(m1.used, GiB);
+    CHECK(nvmlDeviceGetMemoryInfo_v2(dev, &m2) == NVML_SUCCESS);
+    CHECK_EQ_U64(m2.total, GiB);
+    CHECK_EQ_U64(m2.free, 0);
+    CHECK_EQ_U64(m2.used + m2.reserved, GiB);
+}
+
+/* The claim's region is unusable from the start (missing, corrupt, no free slot). */
+static void sc_closed(void)
+{
+    ctx_on(0);
+    check_closed();
+}
+
+/*
+ * The region is replaced under a running process (a new file at its path):
+ * from its next memory query on the process fails closed and flags its slot
+ * in the file it mapped, where the monitor sees it.
+ */
+static void sc_replaced(void)
+{
+    char path[600], orig[640];
+    struct region_view v;
+    CUdeviceptr p;
+    int fd;
+
+    ctx_on(0);
+    CHECK(cuMemAlloc_v2(&p, 100 * MiB) == CUDA_SUCCESS);
+    snprintf(path, sizeof(path), "%s", claim_region());
+    snprintf(orig, sizeof(orig), "%s.orig", path);
+    CHECK(link(path, orig) == 0);
+    snprintf(orig + strlen(orig), 8, ".new");
+    fd = open(orig, O_RDWR | O_CREAT | O_TRUNC, 0666);
+    CHECK(fd >= 0 && ftruncate(fd, VGPU_REGION_SIZE) == 0);
+    close(fd);
+    CHECK(rename(orig, path) == 0);
+    check_closed();
+    orig[strlen(orig) - 4] = '\0';
+    CHECK(region_view(orig, getenv("VGPU_TEST_UUID0"), &v));
+    CHECK_EQ_U64(v.fail_closed, 1);
+    CHECK_EQ_U64(v.used, 100 * MiB); /* still ours, returned at exit */
+}
+
+/*
+ * Two claims name GPU 0 (claim-a 1 GiB, claim-b 512 MiB): their limits add
+ * up; each allocation is charged to the first claim, by UID, with room for
+ * it, its free uncharges that claim, and neither counter exceeds its limit.
+ */
+static void sc_twoclaims(void)
+{
+    char b[600];
+    const char *u = getenv("VGPU_TEST_UUID0");
+    nvmlDevice_t dev;
+    nvmlMemory_t m1;
+    CUdeviceptr p1, p2, p3, p4;
+
+    snprintf(b, sizeof(b), "%s/claim-b/shm/region", getenv("VGPU_CLAIMS_ROOT"));
+    ctx_on(0);
+    CHECK_EQ_U64(mem_total(), GiB + 512 * MiB);
+    CHECK(cuMemAlloc_v2(&p1, 800 * MiB) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&p2, 400 * MiB) == CUDA_SUCCESS); /* no room in a: b */
+    CHECK(cuMemAlloc_v2(&p3, 200 * MiB) == CUDA_SUCCESS); /* a again */
+    CHECK_EQ_U64(region_used(claim_region(), u), 1000 * MiB);
+    CHECK_EQ_U64(region_used(b, u), 400 * MiB);
+    CHECK_EQ_U64(mem_free(), 136 * MiB);
+    CHECK(cuMemAlloc_v2(&p4, 120 * MiB) == CUDA_ERROR_OUT_OF_MEMORY); /* 24 + 112 left */
+    CHECK(region_used(claim_region(), u) <= GiB && region_used(b, u) <= 512 * MiB);
+    CHECK(cuMemAlloc_v2(&p4, 100 * MiB) == CUDA_SUCCESS);
+    CHECK_EQ_U64(region_used(b, u), 500 * MiB);
+    CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetHandleByUUID(u, &dev) == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetMemoryInfo(dev, &m1) == NVML_SUCCESS);
+    CHECK_EQ_U64(m1.total, GiB + 512 * MiB);
+    CHECK_EQ_U64(m1.used, 1500 * MiB);
+    CHECK_EQ_U64(region_used(claim_region(), u), 1000 * MiB); /* no overhead counted twice */
+    CHECK(cuMemFree_v2(p2) == CUDA_SUCCESS);
+    CHECK_EQ_U64(region_used(claim_region(), u), 1000 * MiB);
+    CHECK_EQ_U64(region_used(b, u), 100 * MiB);
+    CHECK(cuMemFree_v2(p1) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(p3) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(p4) == CUDA_SUCCESS);
+    CHECK_EQ_U64(region_used(claim_region(), u), 0);
+    CHECK_EQ_U64(region_used(b, u), 0);
+}
+
+/*
+ * Pool memory counts on the pool's device: a pool on GPU 1 (limit 256 MiB)
+ * used from a context on GPU 0, and the current pool of a GPU 1 stream.
+ */
+static void sc_pooldev(void)
+{
+    CUmemPoolProps props = {.allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                            .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 1}};
+    char u1[64];
+    CUmemoryPool pool = NULL, def1 = NULL;
+    CUstream s1 = NULL;
+    CUdeviceptr p, q;
+
+    snprintf(u1, sizeof(u1), "%s", getenv("VGPU_TEST_UUID1"));
+    ctx_on(1);
+    CHECK(cuStreamCreate(&s1, 0) == CUDA_SUCCESS);
+    ctx_on(0);
+    CHECK(cuMemPoolCreate(&pool, &props) == CUDA_SUCCESS);
+    CHECK(cuMemAllocFromPoolAsync(&p, 300 * MiB, pool, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAllocFromPoolAsync(&p, 200 * MiB, pool, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(region_used(claim_region(), u1), 200 * MiB);
+    CHECK(used0() == 0 || used0() == UINT64_MAX); /* GPU 0: nothing, maybe not even a record */
+    CHECK(cuMemFreeAsync(p, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemPoolDestroy(pool) == CUDA_SUCCESS);
+    CHECK_EQ_U64(region_used(claim_region(), u1), 0);
+    /* The default pool of GPU 1, reached through its handle and through a GPU 1 stream. */
+    CHECK(cuDeviceGetDefaultMemPool(&def1, 1) == CUDA_SUCCESS);
+    CHECK(cuMemAllocFromPoolAsync(&p, 100 * MiB, def1, NULL) == CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync(&q, 200 * MiB, s1) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemAllocAsync(&q, 100 * MiB, s1) == CUDA_SUCCESS);
+    CHECK_EQ_U64(region_used(claim_region(), u1), 200 * MiB);
+    CHECK(used0() == 0 || used0() == UINT64_MAX); /* GPU 0: nothing, maybe not even a record */
+    CHECK(cuMemFreeAsync(p, s1) == CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync(q, s1) == CUDA_SUCCESS);
+    CHECK(cuStreamSynchronize(s1) == CUDA_SUCCESS);
+    CHECK_EQ_U64(region_used(claim_region(), u1), 0);
+}
+
 /* fork: the child's exit does not release the parent's slot or memory. */
 static void sc_fork(void)
 {
@@ -1113,6 +1255,7 @@ static int run_preloaded(const char *name, const char *const env[], const char *
         setenv("LD_PRELOAD", preload, 1);
         setenv("VGPU_CLAIMS_ROOT", root, 0);
         setenv("VGPU_TEST_UUID0", uuids[0], 1);
+        setenv("VGPU_TEST_UUID1", uuids[1], 1);
         for (int i = 0; env != NULL && env[i] != NULL; i++)
             putenv((char *)env[i]);
         if (strcmp(name, "bin-true") == 0)
@@ -1237,6 +1380,7 @@ static void expect_hostpid(void)
             setenv("LD_PRELOAD", preload, 1);
             setenv("VGPU_CLAIMS_ROOT", root, 1);
             setenv("VGPU_TEST_UUID0", uuids[0], 1);
+        setenv("VGPU_TEST_UUID1", uuids[1], 1);
             setenv("VGPU_FAKE_CONTEXT_MEMORY", "64Mi", 1);
             execl(self_exe, self_exe, "hostpid", (char *)NULL);
             _exit(127);
@@ -1306,6 +1450,55 @@ static void uuid_of(int dev, char out[64])
             *p++ = '-';
         p += sprintf(p, "%02x", (unsigned char)u.bytes[i]);
     }
+}
+
+/* Overwrites the magic of an initialised region. */
+static void corrupt_magic(const char *path)
+{
+    uint64_t junk = 0x4b4e554a4b4e554aull;
+    int fd = open(path, O_WRONLY);
+
+    CHECK(fd >= 0 && pwrite(fd, &junk, sizeof(junk), 0) == (ssize_t)sizeof(junk));
+    if (fd >= 0)
+        close(fd);
+}
+
+/*
+ * Every slot of the region is held by a live process (us, as the library
+ * would hold them): one more process cannot be accounted, so it fails
+ * closed, and the region counts it for the monitor.
+ */
+static void expect_slots_exhausted(const char *path)
+{
+    static struct vgpu_region r;
+    struct region_view v;
+    unsigned long nspid;
+    unsigned long long start;
+    uint64_t pidns;
+    int fd;
+
+    expect("limit", NULL, 0, true); /* initialises it, leaves no slot behind */
+    fd = open(path, O_RDWR);
+    CHECK(fd >= 0 && pread(fd, &r, sizeof(r), 0) == (ssize_t)sizeof(r));
+    CHECK(proc_identity(getpid(), &pidns, &nspid, &start));
+    for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
+        struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET,
+                           .l_start = VGPU_REGION_SIZE + i, .l_len = 1};
+
+        CHECK(fcntl(fd, F_OFD_SETLK, &fl) == 0);
+        r.slots[i].state = VGPU_SLOT_ACTIVE;
+        r.slots[i].pid = (uint32_t)nspid;
+        r.slots[i].pidns = pidns;
+        r.slots[i].start_time = start;
+    }
+    CHECK(pwrite(fd, r.slots, sizeof(r.slots), VGPU_REGION_SLOTS_OFFSET) ==
+          (ssize_t)sizeof(r.slots));
+    expect("closed", NULL, 0, false);
+    CHECK(region_view(path, uuids[0], &v));
+    CHECK_EQ_U64(v.refused, 1);
+    CHECK_EQ_U64(v.used, 0);
+    if (fd >= 0)
+        close(fd);
 }
 
 static int run_driver(void)
@@ -1392,14 +1585,50 @@ static int run_driver(void)
         make_claim(cfg);
         expect("fail_closed", NULL, 0, false);
     }
-    /* Corrupt region: process-private accounting still enforces the limit. */
-    make_std_claim(GiB, "");
+    /* Pools count on their own device; two claims on one GPU add up. */
+    {
+        char cfg[1024], path[600];
+        snprintf(cfg, sizeof(cfg),
+                 "version=1\nclaim=a\ndevice.count=2\ndevice.0.uuid=%s\n"
+                 "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=0\n"
+                 "device.1.uuid=%s\ndevice.1.memory_limit_bytes=268435456\n"
+                 "device.1.sm_limit_percent=0\n", uuids[0], uuids[1]);
+        make_claim(cfg);
+        expect("pooldev", NULL, 0, true);
+        make_std_claim(GiB, "");
+        snprintf(path, sizeof(path), "mkdir -p %s/claim-b/shm", root);
+        CHECK(system(path) == 0);
+        snprintf(cfg, sizeof(cfg),
+                 "version=1\nclaim=b\ndevice.count=1\ndevice.0.uuid=%s\n"
+                 "device.0.memory_limit_bytes=536870912\ndevice.0.sm_limit_percent=0\n",
+                 uuids[0]);
+        snprintf(path, sizeof(path), "%s/claim-b/config", root);
+        write_file(path, cfg);
+        snprintf(path, sizeof(path), "%s/claim-b/shm/region", root);
+        int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0666);
+        CHECK(fd >= 0 && ftruncate(fd, VGPU_REGION_SIZE) == 0);
+        close(fd);
+        expect("twoclaims", NULL, 0, true);
+    }
+    /* An unusable region fails closed: never N processes x the limit. */
     {
         char path[600];
         snprintf(path, sizeof(path), "%s/claim-a/shm/region", root);
+        make_std_claim(GiB, "");
         CHECK(truncate(path, 100) == 0);
-        const char *env[] = {"VGPU_TEST_EXPECT=1073741824", NULL};
-        expect("expect_total", env, 0, false);
+        expect("closed", NULL, 0, false);
+        make_std_claim(GiB, "");
+        CHECK(unlink(path) == 0);
+        expect("closed", NULL, 0, false);
+        CHECK(access(path, F_OK) != 0); /* never created in enforced mode */
+        make_std_claim(GiB, "");
+        expect("limit", NULL, 0, true); /* initialises it */
+        corrupt_magic(path);
+        expect("closed", NULL, 0, false);
+        make_std_claim(GiB, "");
+        expect("replaced", NULL, 0, false);
+        make_std_claim(GiB, "");
+        expect_slots_exhausted(path);
     }
     /* Standalone: HAMi env vars alone, region created on demand. */
     {
@@ -1453,6 +1682,8 @@ int main(int argc, char **argv)
         {"hostpid", sc_hostpid},   {"pools", sc_pools},
         {"pool_race", sc_pool_race},
         {"killstress", sc_killstress}, {"lastkill", sc_lastkill},
+        {"closed", sc_closed},     {"replaced", sc_replaced},
+        {"twoclaims", sc_twoclaims}, {"pooldev", sc_pooldev},
         {"idle", sc_idle},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
