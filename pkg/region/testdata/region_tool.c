@@ -123,7 +123,7 @@ static int write_fixture(const char *path)
     h = &r->header;
     h->magic = VGPU_REGION_MAGIC;
     h->major = VGPU_REGION_MAJOR;
-    h->minor = 2; /* minor 2: header.slots_in_use bounds the slots readers look at */
+    h->minor = 3; /* minor 2: header.slots_in_use bounds the slots readers look at; 3: charges */
     h->init_state = VGPU_REGION_READY;
     h->region_size = VGPU_REGION_SIZE;
     h->header_size = VGPU_REGION_HEADER_SIZE;
