@@ -1114,6 +1114,23 @@ static void sc_twoclaims(void)
     CHECK_EQ_U64(region_used(b, u), 0);
 }
 
+/* Env lowers the sum of two claims (1200 MiB here): each claim still has room, the GPU not. */
+static void sc_twoclaims_capped(void)
+{
+    char b[600];
+    CUdeviceptr p1, p2, p3;
+
+    snprintf(b, sizeof(b), "%s/claim-b/shm/region", getenv("VGPU_CLAIMS_ROOT"));
+    ctx_on(0);
+    CHECK_EQ_U64(mem_total(), 1200 * MiB);
+    CHECK(cuMemAlloc_v2(&p1, 800 * MiB) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&p2, 400 * MiB) == CUDA_SUCCESS);
+    CHECK_EQ_U64(region_used(b, getenv("VGPU_TEST_UUID0")), 400 * MiB);
+    CHECK(cuMemAlloc_v2(&p3, MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFree_v2(p2) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&p3, MiB) == CUDA_SUCCESS);
+}
+
 /*
  * Pool memory counts on the pool's device: a pool on GPU 1 (limit 256 MiB)
  * used from a context on GPU 0, and the current pool of a GPU 1 stream.
@@ -1609,6 +1626,8 @@ static int run_driver(void)
         CHECK(fd >= 0 && ftruncate(fd, VGPU_REGION_SIZE) == 0);
         close(fd);
         expect("twoclaims", NULL, 0, true);
+        const char *capped[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=1200m", NULL};
+        expect("twoclaims_capped", capped, 0, true);
     }
     /* An unusable region fails closed: never N processes x the limit. */
     {
@@ -1684,6 +1703,7 @@ int main(int argc, char **argv)
         {"killstress", sc_killstress}, {"lastkill", sc_lastkill},
         {"closed", sc_closed},     {"replaced", sc_replaced},
         {"twoclaims", sc_twoclaims}, {"pooldev", sc_pooldev},
+        {"twoclaims_capped", sc_twoclaims_capped},
         {"idle", sc_idle},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
