@@ -31,7 +31,8 @@
  * namespace inode and process start time (field 22 of /proc/<pid>/stat)
  * identify the owner for readers, and decide liveness where locks cannot be
  * queried. Dead owners' slots are reclaimed, and their bytes returned to the
- * device counters, under the region lock.
+ * device counters, under the region lock; the reclaimer takes the dead
+ * owner's slot lock while it does, so nobody takes it for the dead owner.
  *
  * Charging (minor 3): device.used_bytes == sum over active slots of
  * devices[d].charged_bytes, at every instant a reader can observe without
