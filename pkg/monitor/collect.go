@@ -47,6 +47,12 @@ type deviceUsage struct {
 	processes  int
 	launches   uint64 // monotonic total
 	throttleNS uint64 // monotonic total
+	// failClosed counts live processes that refuse every allocation
+	// because they found the region replaced or rewritten under them.
+	failClosed int
+	// refused counts processes that found no free slot and failed closed
+	// (monotonic, as published in the region).
+	refused uint64
 }
 
 type gpuSample struct {
@@ -96,6 +102,7 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 		} else {
 			m.regionOK(logger, c, reg)
 			cu.devices = m.usage(c, reg, seenCounters)
+			m.reportUnaccounted(logger, c, cu.devices)
 		}
 		snap.claims = append(snap.claims, cu)
 	}
@@ -108,6 +115,11 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 	for uid := range m.regionErrs {
 		if !seenClaims[uid] {
 			delete(m.regionErrs, uid)
+		}
+	}
+	for uid := range m.unaccounted {
+		if !seenClaims[uid] {
+			delete(m.unaccounted, uid)
 		}
 	}
 	snap.gpus = m.sampleGPUs(logger)
@@ -143,7 +155,11 @@ func (m *Monitor) usage(c claims.PreparedClaim, reg *region.Region, seen map[cou
 			u.usedBytes = min(d.UsedBytes, total)
 			u.peakBytes = min(d.PeakBytes, total)
 			u.smUtil = d.SMUtilPercent
+			u.refused = d.RefusedProcesses
 			for _, p := range reg.Processes {
+				if p.FailClosed {
+					u.failClosed++
+				}
 				pd := p.Devices[rec]
 				k := procKey{slot: p.Slot, pid: p.PID, pidns: p.PIDNamespace, startTime: p.StartTime}
 				cur := procCounters{launches: pd.KernelLaunches, throttleNS: pd.ThrottledNS}
@@ -211,6 +227,34 @@ func (m *Monitor) regionFailed(logger klog.Logger, c claims.PreparedClaim, err e
 	}
 	m.regionErrs[c.UID] = err.Error()
 	logger.Error(err, "Cannot read the shared region of a prepared claim; its usage is not reported", "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID, "reason", reason)
+}
+
+// reportUnaccounted logs, once per change, processes of the claim that the
+// library could not account claim-wide: they refuse every allocation (fail
+// closed), so the claim's limit holds, but its users see out-of-memory
+// errors with memory to spare.
+func (m *Monitor) reportUnaccounted(logger klog.Logger, c claims.PreparedClaim, devices []deviceUsage) {
+	var failClosed int
+	var refused uint64
+	for _, u := range devices {
+		failClosed = max(failClosed, u.failClosed)
+		refused = max(refused, u.refused)
+	}
+	key := unaccounted{failClosed: failClosed, refused: refused}
+	if prev := m.unaccounted[c.UID]; prev == key {
+		return
+	}
+	m.unaccounted[c.UID] = key
+	if failClosed == 0 && refused == 0 {
+		return
+	}
+	logger.Info("Processes of the claim refuse every GPU allocation because the library cannot account them claim-wide", "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID, "failClosedProcesses", failClosed, "refusedForWantOfSlot", refused)
+}
+
+// unaccounted is what reportUnaccounted last logged for a claim.
+type unaccounted struct {
+	failClosed int
+	refused    uint64
 }
 
 func (m *Monitor) regionOK(logger klog.Logger, c claims.PreparedClaim, reg *region.Region) {

@@ -15,6 +15,7 @@ var (
 // descs are the usage metrics; docs/metrics.md documents each.
 type descs struct {
 	memoryLimit, memoryUsed, memoryPeak, smLimit, smUtil, launches, throttled, processes *prometheus.Desc
+	failClosed, refused                                                                  *prometheus.Desc
 
 	gpuMemoryTotal, gpuMemoryAllocated, gpuCoresAllocated, gpuMemoryUsed, gpuUtil, gpuClaims *prometheus.Desc
 }
@@ -35,6 +36,8 @@ func newDescs() *descs {
 		launches:    c("vgpu_dra_claim_kernel_launches_total", "Kernel launches of the claim's processes on the GPU."),
 		throttled:   c("vgpu_dra_claim_throttled_seconds_total", "Time the claim's kernel launches waited for their SM share, in seconds."),
 		processes:   c("vgpu_dra_claim_processes", "Processes of the claim using the GPU."),
+		failClosed:  c("vgpu_dra_claim_fail_closed_processes", "Live processes of the claim that refuse every allocation on the GPU because they found the claim's shared region replaced or rewritten (fail closed)."),
+		refused:     c("vgpu_dra_claim_unaccounted_processes_total", "Processes of the claim that found no free slot in its shared region and so refused every allocation on the GPU (fail closed)."),
 
 		gpuMemoryTotal:     g("vgpu_dra_gpu_memory_total_bytes", "Total memory of the GPU, in bytes."),
 		gpuMemoryAllocated: g("vgpu_dra_gpu_prepared_memory_bytes", "Sum of the memory limits of the claims prepared on the GPU, in bytes."),
@@ -53,6 +56,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	d := c.metrics
 	for _, desc := range []*prometheus.Desc{
 		d.memoryLimit, d.memoryUsed, d.memoryPeak, d.smLimit, d.smUtil, d.launches, d.throttled, d.processes,
+		d.failClosed, d.refused,
 		d.gpuMemoryTotal, d.gpuMemoryAllocated, d.gpuCoresAllocated, d.gpuMemoryUsed, d.gpuUtil, d.gpuClaims,
 	} {
 		ch <- desc
@@ -102,6 +106,8 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.memoryPeak, float64(u.peakBytes))
 			gauge(d.smUtil, float64(u.smUtil)/100)
 			gauge(d.processes, float64(u.processes))
+			gauge(d.failClosed, float64(u.failClosed))
+			ch <- prometheus.MustNewConstMetric(d.refused, prometheus.CounterValue, float64(u.refused), labels...)
 			ch <- prometheus.MustNewConstMetric(d.launches, prometheus.CounterValue, float64(u.launches), labels...)
 			ch <- prometheus.MustNewConstMetric(d.throttled, prometheus.CounterValue, float64(u.throttleNS)/1e9, labels...)
 		}

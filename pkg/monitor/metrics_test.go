@@ -13,6 +13,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
 )
 
 var usageMetrics = []string{
@@ -157,4 +158,28 @@ func onlyMetric(t *testing.T, reg *prometheus.Registry, name string) prometheus.
 	}
 	t.Fatalf("metric %s not exported", name)
 	return nil
+}
+
+// TestMetricsFailClosedProcesses exports the processes the library could
+// not account claim-wide: those that found the region replaced (flagged in
+// their slot) and those that found no free slot (counted on the device).
+func TestMetricsFailClosedProcesses(t *testing.T) {
+	dir := t.TempDir()
+	a := preparedClaim(dir, uidA, "team-a", "train")
+	writeClaimRegion(t, a.RegionPath, gib, gib, 10, proc(0, 7, gib, 0, 0))
+	_, reg, clk := newTestMonitor(t, &fakeClaims{claims: []claims.PreparedClaim{a}})
+	value := func(name string) float64 { return testutil.ToFloat64(onlyMetric(t, reg, name)) }
+	assert.Zero(t, value("vgpu_dra_claim_fail_closed_processes"))
+	assert.Zero(t, value("vgpu_dra_claim_unaccounted_processes_total"))
+
+	closed := proc(1, 8, 0, 0, 0)
+	closed.FailClosed = true
+	b, err := regiontest.Ready(1, uint64(time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC).UnixNano()),
+		[]regiontest.Device{{UUID: uuid0, MemoryLimitBytes: 4 * gib, SMLimitPercent: 30, UsedBytes: gib, PeakBytes: gib, RefusedProcesses: 2}},
+		[]regiontest.Process{proc(0, 7, gib, 0, 0), closed})
+	require.NoError(t, err)
+	require.NoError(t, regiontest.WriteFile(a.RegionPath, b))
+	clk.add(10 * time.Second)
+	assert.InDelta(t, 1, value("vgpu_dra_claim_fail_closed_processes"), 0)
+	assert.InDelta(t, 2, value("vgpu_dra_claim_unaccounted_processes_total"), 0)
 }

@@ -44,9 +44,11 @@ type Monitor struct {
 	reader     *region.Reader
 	counters   map[counterKey]*counterState
 	regionErrs map[types.UID]string
-	nvml       nvml.Interface // set while Run holds NVML initialised
-	handles    map[string]nvml.Device
-	status     map[types.UID]*statusRecord
+	// unaccounted is the last fail-closed state logged per claim.
+	unaccounted map[types.UID]unaccounted
+	nvml        nvml.Interface // set while Run holds NVML initialised
+	handles     map[string]nvml.Device
+	status      map[types.UID]*statusRecord
 }
 
 // New validates opts and registers the monitor's metrics. Nothing is read
@@ -63,16 +65,17 @@ func New(ctx context.Context, opts Options) (*Monitor, error) {
 		opts.StatusInterval = DefaultStatusInterval
 	}
 	m := &Monitor{
-		opts:       opts,
-		logger:     klog.FromContext(ctx),
-		gpus:       make(map[string]gpu.Info, len(opts.GPUs)),
-		metrics:    newDescs(),
-		now:        time.Now,
-		reader:     region.NewReader(),
-		counters:   map[counterKey]*counterState{},
-		regionErrs: map[types.UID]string{},
-		handles:    map[string]nvml.Device{},
-		status:     map[types.UID]*statusRecord{},
+		opts:        opts,
+		logger:      klog.FromContext(ctx),
+		gpus:        make(map[string]gpu.Info, len(opts.GPUs)),
+		metrics:     newDescs(),
+		now:         time.Now,
+		reader:      region.NewReader(),
+		counters:    map[counterKey]*counterState{},
+		regionErrs:  map[types.UID]string{},
+		unaccounted: map[types.UID]unaccounted{},
+		handles:     map[string]nvml.Device{},
+		status:      map[types.UID]*statusRecord{},
 		regionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vgpu_dra_monitor_region_errors_total",
 			Help: "Shared regions or NVML queries the monitor could not read, by reason (vanished, corrupt, unreadable, nvml).",

@@ -41,7 +41,7 @@ func fixtureBytes(t testing.TB) []byte {
 func fixtureRegion() *Region {
 	return &Region{
 		State:      StateReady,
-		Minor:      2,
+		Minor:      3,
 		Generation: 3,
 		InitTime:   time.Unix(0, 1700000000123456789),
 		Devices: []Device{

@@ -52,14 +52,20 @@ const MinorSlotsInUse = 2
 
 // Device record field offsets (struct vgpu_region_device).
 const (
-	offDevUUID          = 0
-	offDevMemoryLimit   = 48
-	offDevSMLimit       = 56
-	offDevState         = 60
-	offDevUsedBytes     = 64
-	offDevPeakBytes     = 72
-	offDevComputePolicy = 160
-	offDevSMUtil        = 164
+	offDevUUID        = 0
+	offDevMemoryLimit = 48
+	offDevSMLimit     = 56
+	offDevState       = 60
+	offDevUsedBytes   = 64
+	offDevPeakBytes   = 72
+	// Charge lock and undo record (minor 3): written by the library only.
+	offDevChargeLock       = 80
+	offDevUndoSlot         = 84
+	offDevUndoUsedBytes    = 88
+	offDevUndoChargedBytes = 96
+	offDevRefused          = 104
+	offDevComputePolicy    = 160
+	offDevSMUtil           = 164
 )
 
 // Slot field offsets (struct vgpu_region_slot).
@@ -71,6 +77,7 @@ const (
 	offSlotStartTime = 16
 	offSlotPIDNS     = 24
 	offSlotHeartbeat = 32
+	offSlotFlags     = 40
 	offSlotDevices   = 128
 )
 
@@ -82,7 +89,11 @@ const (
 	offSDKernelLaunches = 24
 	offSDThrottledNS    = 32
 	offSDSMUtil         = 40
+	offSDChargedBytes   = 56
 )
+
+// slot.flags bits (minor 3).
+const slotFlagFailClosed = 1
 
 // header.init_state values.
 const (

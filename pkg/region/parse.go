@@ -72,6 +72,9 @@ type Device struct {
 	PeakBytes uint64
 	// SMUtilPercent is the claim-wide SM utilisation, clamped to 0..100.
 	SMUtilPercent uint32
+	// RefusedProcesses counts processes that found no free slot and so
+	// refuse every allocation on this GPU (fail closed); it only grows.
+	RefusedProcesses uint64
 }
 
 // Process is one active process slot.
@@ -89,6 +92,9 @@ type Process struct {
 	PIDNamespace uint64
 	// Heartbeat is the process's last update; zero if out of range.
 	Heartbeat time.Time
+	// FailClosed is set when the process found the region replaced or
+	// rewritten under it and refuses every allocation.
+	FailClosed bool
 	// Devices holds the process's usage of each Region.Devices entry, by
 	// the same index.
 	Devices []ProcessDevice
@@ -106,6 +112,9 @@ type ProcessDevice struct {
 	ThrottledNS uint64
 	// SMUtilPercent is clamped to 0..100.
 	SMUtilPercent uint32
+	// ChargedBytes is what the process has added to the claim's counter:
+	// used + overhead + reservations in flight. Reclaim returns it.
+	ChargedBytes uint64
 }
 
 // slotSource returns a consistent copy of slot i, or false when the slot
@@ -251,6 +260,7 @@ func parseDevice(b []byte, i int, d *Device) error {
 	d.UsedBytes = le64(b, offDevUsedBytes)
 	d.PeakBytes = max(le64(b, offDevPeakBytes), d.UsedBytes)
 	d.SMUtilPercent = min(le32(b, offDevSMUtil), 100)
+	d.RefusedProcesses = le64(b, offDevRefused)
 	return nil
 }
 
@@ -262,6 +272,7 @@ func parseSlot(b []byte, i int, usage []ProcessDevice) (Process, error) {
 		StartTime:    le64(b, offSlotStartTime),
 		PIDNamespace: le64(b, offSlotPIDNS),
 		Heartbeat:    unixNano(le64(b, offSlotHeartbeat)),
+		FailClosed:   le32(b, offSlotFlags)&slotFlagFailClosed != 0,
 		Devices:      usage,
 	}
 	if p.PID == 0 {
@@ -280,6 +291,7 @@ func parseSlot(b []byte, i int, usage []ProcessDevice) (Process, error) {
 			KernelLaunches: le64(sd, offSDKernelLaunches),
 			ThrottledNS:    le64(sd, offSDThrottledNS),
 			SMUtilPercent:  min(le32(sd, offSDSMUtil), 100),
+			ChargedBytes:   le64(sd, offSDChargedBytes),
 		}
 	}
 	return p, nil

@@ -118,6 +118,21 @@ func TestParseClampsValues(t *testing.T) {
 	assert.True(t, r.InitTime.IsZero(), "an out-of-range timestamp is dropped")
 }
 
+func TestParseFailClosedAndCharges(t *testing.T) {
+	b := fixtureBytes(t)
+	binary.LittleEndian.PutUint64(b[DevicesOffset+offDevRefused:], 3)
+	binary.LittleEndian.PutUint32(b[SlotsOffset+offSlotFlags:], slotFlagFailClosed)
+	binary.LittleEndian.PutUint64(b[SlotsOffset+offSlotDevices+offSDChargedBytes:], 12345)
+
+	r, err := Parse(b)
+	require.NoError(t, err)
+	assert.EqualValues(t, 3, r.Devices[0].RefusedProcesses)
+	require.Len(t, r.Processes, 2)
+	assert.True(t, r.Processes[0].FailClosed)
+	assert.False(t, r.Processes[1].FailClosed)
+	assert.EqualValues(t, 12345, r.Processes[0].Devices[0].ChargedBytes)
+}
+
 func TestParseSkipsSlotCaughtMidUpdate(t *testing.T) {
 	b := fixtureBytes(t)
 	binary.LittleEndian.PutUint32(b[SlotsOffset+offSlotSeq:], 7)

@@ -633,6 +633,21 @@ CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
     return CUDA_SUCCESS;
 }
 
+CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
+{
+    REQUIRE_READY();
+    int dev;
+    if (device == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, 0, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *device = s->dev;
+    return CUDA_SUCCESS;
+}
+
 CUresult cuStreamDestroy_v2(CUstream hStream)
 {
     REQUIRE_READY();

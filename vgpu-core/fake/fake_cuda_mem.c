@@ -418,8 +418,10 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
     if (r != CUDA_SUCCESS)
         return r;
     pthread_mutex_lock(&g_fake.mu);
-    fake_pool *p = from_pool ? valid_pool(pool) : g_fake.current_pool[dev];
-    if (fake_resolve_stream(hStream, ptsz, dev) == NULL)
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    /* As the real driver: the current pool of the stream's device. */
+    fake_pool *p = from_pool ? valid_pool(pool) : s != NULL ? g_fake.current_pool[s->dev] : NULL;
+    if (s == NULL)
         r = CUDA_ERROR_INVALID_HANDLE;
     else if (p == NULL)
         r = CUDA_ERROR_INVALID_VALUE;

@@ -116,6 +116,7 @@ static const proc_entry entries[] = {
     P("cuStreamBeginCapture", 10010, cuStreamBeginCapture_v2_ptsz),
     E("cuStreamEndCapture", 10000, cuStreamEndCapture),
     P("cuStreamEndCapture", 10000, cuStreamEndCapture_ptsz),
+    E("cuStreamGetDevice", 12080, cuStreamGetDevice),
     E("cuStreamIsCapturing", 10000, cuStreamIsCapturing),
     P("cuStreamIsCapturing", 10000, cuStreamIsCapturing_ptsz),
     E("cuStreamGetCaptureInfo", 11030, cuStreamGetCaptureInfo_v2),

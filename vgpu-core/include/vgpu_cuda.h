@@ -543,6 +543,7 @@ VGPU_CU_API(cuStreamBeginCapture_v2, (CUstream hStream, CUstreamCaptureMode mode
 VGPU_CU_API(cuStreamBeginCapture_v2_ptsz, (CUstream hStream, CUstreamCaptureMode mode));
 VGPU_CU_API(cuStreamEndCapture, (CUstream hStream, CUgraph *phGraph));
 VGPU_CU_API(cuStreamEndCapture_ptsz, (CUstream hStream, CUgraph *phGraph));
+VGPU_CU_API(cuStreamGetDevice, (CUstream hStream, CUdevice *device));
 VGPU_CU_API(cuStreamIsCapturing, (CUstream hStream, CUstreamCaptureStatus *captureStatus));
 VGPU_CU_API(cuStreamIsCapturing_ptsz, (CUstream hStream, CUstreamCaptureStatus *captureStatus));
 VGPU_CU_API(cuStreamGetCaptureInfo_v2, (CUstream hStream, CUstreamCaptureStatus *captureStatus_out,

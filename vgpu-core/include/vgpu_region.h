@@ -31,7 +31,22 @@
  * namespace inode and process start time (field 22 of /proc/<pid>/stat)
  * identify the owner for readers, and decide liveness where locks cannot be
  * queried. Dead owners' slots are reclaimed, and their bytes returned to the
- * device counters, under the region lock.
+ * device counters, under the region lock; the reclaimer takes the dead
+ * owner's slot lock while it does, so nobody takes it for the dead owner.
+ *
+ * Charging (minor 3): device.used_bytes == sum over active slots of
+ * devices[d].charged_bytes, at every instant a reader can observe without
+ * the charge lock, whatever process died when. Every change of used_bytes
+ * (reservation, release, overhead, reclaim of a dead slot) changes one
+ * slot's charged_bytes by the same amount, under the device's charge_lock
+ * (a spin lock naming the holder's slot): the holder first writes the undo
+ * record (undo_used_bytes, undo_charged_bytes, then undo_slot with a release
+ * store), then both counters, then clears undo_slot. A process that finds
+ * the lock held by a dead slot takes it over by compare-and-swap and, if
+ * undo_slot is set, restores both counters from the record: the dead
+ * holder's change is undone whatever instant it died at. Reclaim returns a
+ * dead slot's charged_bytes, which includes reservations in flight, so
+ * nothing leaks and nothing is returned twice.
  */
 #ifndef VGPU_REGION_H
 #define VGPU_REGION_H
@@ -43,8 +58,12 @@
 #define VGPU_REGION_MAGIC 0x3147455255504756ULL
 /* Readers refuse a different major; a newer minor only adds fields in reserved space. */
 #define VGPU_REGION_MAJOR 1
-/* 1: slot device launch_cost_ns (compute limiter); 2: header slots_in_use */
-#define VGPU_REGION_MINOR 2
+/*
+ * 1: slot device launch_cost_ns (compute limiter); 2: header slots_in_use;
+ * 3: exact charging (device charge lock and undo record, slot device
+ * charged_bytes, slot flags, device refused_processes).
+ */
+#define VGPU_REGION_MINOR 3
 
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_SLOTS 512
@@ -77,6 +96,9 @@
 #define VGPU_POLICY_STRICT 0u
 #define VGPU_POLICY_WORK_CONSERVING 1u
 #define VGPU_POLICY_DISABLED 2u
+
+/* slot.flags */
+#define VGPU_SLOT_FLAG_FAIL_CLOSED 1u /* the owner refuses every allocation (region replaced) */
 
 /* Inode of the initial pid namespace: slot.pidns equal to it means pid is a host pid. */
 #define VGPU_INIT_PIDNS_INO 0xEFFFFFFCULL
@@ -117,7 +139,19 @@ struct vgpu_region_device {
     /* line 1: claim-wide memory accounting */
     uint64_t used_bytes;             /*  64 reservation counter (CAS): tracked + overhead of live slots */
     uint64_t peak_bytes;             /*  72 high-water mark of used_bytes */
-    uint8_t reserved1[48];           /*  80 */
+    /*
+     * Charge lock (minor 3): used_bytes and every slot's charged_bytes on
+     * this device change only under it, together, with an undo record, so
+     * the holder's death at any instant can be rolled back exactly (see
+     * "Charging" below).
+     */
+    uint32_t charge_lock;            /*  80 0 = free, else holder's slot index + 1 */
+    uint32_t undo_slot;              /*  84 0 = no change in progress, else slot index + 1 */
+    uint64_t undo_used_bytes;        /*  88 used_bytes before the change in progress */
+    uint64_t undo_charged_bytes;     /*  96 that slot's charged_bytes before it */
+    uint64_t refused_processes;      /* 104 processes that failed closed for want of a free
+                                            slot (cumulative) */
+    uint8_t reserved1[16];           /* 112 */
     /* line 2: compute limiter token bucket (issue 4) */
     int64_t bucket_tokens;           /* 128 current balance */
     uint64_t bucket_capacity;        /* 136 maximum balance */
@@ -147,7 +181,8 @@ struct vgpu_region_slot_device {
     uint8_t reserved[4];      /* 44 */
     uint64_t launch_cost_ns;  /* 48 estimated GPU ns per launch of this process, set by the
                                  refiller (minor 1); 0 = not estimated yet */
-    uint8_t reserved2[8];     /* 56 */
+    uint64_t charged_bytes;   /* 56 bytes this process has added to the device's used_bytes:
+                                 used + overhead + reservations in flight (minor 3) */
 };
 
 /*
@@ -163,7 +198,8 @@ struct vgpu_region_slot {
     uint64_t start_time;   /*  16 /proc/<pid>/stat field 22 (clock ticks since boot) */
     uint64_t pidns;        /*  24 inode of the owner's /proc/self/ns/pid */
     uint64_t heartbeat_ns; /*  32 CLOCK_REALTIME of the slot claim / last overhead refresh */
-    uint8_t reserved[88];  /*  40 */
+    uint32_t flags;        /*  40 VGPU_SLOT_FLAG_* (minor 3) */
+    uint8_t reserved[84];  /*  44 */
     struct vgpu_region_slot_device devices[VGPU_REGION_MAX_DEVICES]; /* 128 */
 };
 
@@ -189,6 +225,11 @@ _Static_assert(offsetof(struct vgpu_region_device, memory_limit) == 48, "memory_
 _Static_assert(offsetof(struct vgpu_region_device, state) == 60, "device state offset");
 _Static_assert(offsetof(struct vgpu_region_device, used_bytes) == 64, "used_bytes offset");
 _Static_assert(offsetof(struct vgpu_region_device, peak_bytes) == 72, "peak_bytes offset");
+_Static_assert(offsetof(struct vgpu_region_device, charge_lock) == 80, "charge_lock offset");
+_Static_assert(offsetof(struct vgpu_region_device, undo_slot) == 84, "undo_slot offset");
+_Static_assert(offsetof(struct vgpu_region_device, undo_used_bytes) == 88, "undo_used offset");
+_Static_assert(offsetof(struct vgpu_region_device, undo_charged_bytes) == 96, "undo_charged offset");
+_Static_assert(offsetof(struct vgpu_region_device, refused_processes) == 104, "refused offset");
 _Static_assert(offsetof(struct vgpu_region_device, bucket_tokens) == 128, "bucket offset");
 _Static_assert(offsetof(struct vgpu_region_device, compute_policy) == 160, "policy offset");
 _Static_assert(offsetof(struct vgpu_region_device, sm_util_percent) == 164, "sm util offset");
@@ -200,10 +241,12 @@ _Static_assert(offsetof(struct vgpu_region_slot_device, overhead_bytes) == 16, "
 _Static_assert(offsetof(struct vgpu_region_slot_device, throttled_ns) == 32, "throttled offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, sm_util_percent) == 40, "slot sm util offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, launch_cost_ns) == 48, "launch cost offset");
+_Static_assert(offsetof(struct vgpu_region_slot_device, charged_bytes) == 56, "charged offset");
 _Static_assert(sizeof(struct vgpu_region_slot) == VGPU_REGION_SLOT_SIZE, "slot size");
 _Static_assert(offsetof(struct vgpu_region_slot, start_time) == 16, "start_time offset");
 _Static_assert(offsetof(struct vgpu_region_slot, pidns) == 24, "pidns offset");
 _Static_assert(offsetof(struct vgpu_region_slot, heartbeat_ns) == 32, "heartbeat offset");
+_Static_assert(offsetof(struct vgpu_region_slot, flags) == 40, "slot flags offset");
 _Static_assert(offsetof(struct vgpu_region_slot, devices) == 128, "slot devices offset");
 _Static_assert(offsetof(struct vgpu_region, devices) == VGPU_REGION_DEVICES_OFFSET, "devices offset");
 _Static_assert(offsetof(struct vgpu_region, slots) == VGPU_REGION_SLOTS_OFFSET, "slots offset");

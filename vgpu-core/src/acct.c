@@ -31,61 +31,163 @@ static void private_unreserve(struct vgpu_gpu *g, uint64_t size)
     }
 }
 
-static int reserve(struct vgpu_gpu *g, uint64_t size, uint64_t limit)
+/* Reserves size on claim part of g (limit 0: whatever the limit). 0 or -1. */
+static int reserve(struct vgpu_gpu *g, int part, uint64_t size, uint64_t limit)
 {
-    if (g->shm != NULL)
-        return vgpu_shm_reserve(g->shm, g->rec, size, limit);
-    return private_reserve(g, size, limit);
+    if (g->nparts == 0)
+        return private_reserve(g, size, limit);
+    return vgpu_shm_reserve(g->parts[part].shm, g->parts[part].rec, size, limit);
 }
 
-static void unreserve(struct vgpu_gpu *g, uint64_t size)
+static void unreserve(struct vgpu_gpu *g, int part, uint64_t size)
 {
-    if (g->shm != NULL)
-        vgpu_shm_unreserve(g->shm, g->rec, size);
-    else
+    if (g->nparts == 0)
         private_unreserve(g, size);
+    else
+        vgpu_shm_unreserve(g->parts[part].shm, g->parts[part].rec, size);
+}
+
+/* The limit a reservation on part is checked against. */
+static uint64_t part_limit(const struct vgpu_gpu *g, int part)
+{
+    return g->nparts == 0 ? g->limit : g->parts[part].limit;
+}
+
+/* Publishes tracked bytes of part in our slot (informational; the charge is already there). */
+static void slot_add(struct vgpu_gpu *g, int part, int64_t delta)
+{
+    if (g->nparts == 0)
+        return;
+    vgpu_lock();
+    vgpu_shm_slot_add(g->parts[part].shm, g->parts[part].rec, delta);
+    vgpu_unlock();
 }
 
 uint64_t vgpu_gpu_used(const struct vgpu_gpu *g)
 {
-    if (g->shm != NULL)
-        return vgpu_shm_used(g->shm, g->rec);
-    return __atomic_load_n(&g->private_used, __ATOMIC_ACQUIRE);
+    uint64_t sum = 0;
+
+    if (g->nparts == 0)
+        return __atomic_load_n(&g->private_used, __ATOMIC_ACQUIRE);
+    for (int p = 0; p < g->nparts; p++) {
+        uint64_t u = vgpu_shm_used(g->parts[p].shm, g->parts[p].rec);
+        sum = u > UINT64_MAX - sum ? UINT64_MAX : sum + u;
+    }
+    return sum;
 }
 
-CUresult vgpu_charge_begin(CUdevice dev, uint64_t size, struct vgpu_charge *c)
+/*
+ * Makes sure we have a slot in every region of g (a fork child starts
+ * without one). A process that cannot have one cannot be accounted
+ * claim-wide: the GPU fails closed for it, and the region counts it.
+ */
+static bool have_slots(struct vgpu_gpu *g)
+{
+    bool ok = true;
+    int missing = 0;
+
+    for (int p = 0; p < g->nparts; p++)
+        missing += __atomic_load_n(&g->parts[p].shm->slot, __ATOMIC_RELAXED) < 0;
+    if (missing == 0)
+        return true;
+    vgpu_lock();
+    for (int p = 0; p < g->nparts && ok; p++) {
+        struct vgpu_part *pt = &g->parts[p];
+
+        if (pt->shm->slot >= 0 || vgpu_shm_claim_slot(pt->shm, vgpu_self()) == 0)
+            continue;
+        vgpu_shm_count_refused(pt->shm, pt->rec);
+        ok = false;
+        g->fail_closed = true;
+        VGPU_ERROR("GPU %s: no free process slot in %s; refusing all allocations (fail closed)",
+                   g->uuid, pt->shm->path);
+    }
+    vgpu_unlock();
+    return ok;
+}
+
+/* Fails g closed if a region is no longer the file we mapped; vgpu_lock() held. */
+static void verify_locked(struct vgpu_gpu *g)
+{
+    char err[VGPU_ERRMSG_MAX];
+
+    for (int p = 0; p < g->nparts && !g->fail_closed; p++) {
+        if (vgpu_shm_verify(g->parts[p].shm, err) != 0) {
+            g->fail_closed = true;
+            for (int q = 0; q < g->nparts; q++)
+                vgpu_shm_slot_mark_fail_closed(g->parts[q].shm);
+            VGPU_ERROR("GPU %s: shared region unusable (%s); refusing all allocations "
+                       "(fail closed)", g->uuid, err);
+        }
+    }
+}
+
+void vgpu_gpu_verify(struct vgpu_gpu *g)
+{
+    if (g == NULL || !g->enforce || g->fail_closed || g->nparts == 0)
+        return;
+    vgpu_lock();
+    verify_locked(g);
+    vgpu_unlock();
+}
+
+/*
+ * Slow path before a refusal: a region that is no longer the file we
+ * mapped makes the GPU fail closed; otherwise dead processes' bytes are
+ * reclaimed. Returns true when a retry may succeed.
+ */
+static bool recover(struct vgpu_gpu *g)
+{
+    int n = 0;
+
+    vgpu_lock();
+    verify_locked(g);
+    for (int p = 0; p < g->nparts && !g->fail_closed; p++)
+        n += vgpu_shm_reclaim(g->parts[p].shm, vgpu_self());
+    vgpu_unlock();
+    return !g->fail_closed && n > 0;
+}
+
+/* Reserves size on part, or on the first part with room (part -1). Returns the part or -1. */
+static int reserve_any(struct vgpu_gpu *g, int part, uint64_t size)
+{
+    /* Env lowered the sum of several claims: best effort, each claim's own limit is exact. */
+    if (g->capped && (vgpu_gpu_used(g) > g->limit || size > g->limit - vgpu_gpu_used(g)))
+        return -1;
+    if (part >= 0)
+        return reserve(g, part, size, part_limit(g, part)) == 0 ? part : -1;
+    for (int p = 0; p < (g->nparts > 0 ? g->nparts : 1); p++) {
+        if (reserve(g, p, size, part_limit(g, p)) == 0)
+            return p;
+    }
+    return -1;
+}
+
+CUresult vgpu_charge_begin(CUdevice dev, int part, uint64_t size, struct vgpu_charge *c)
 {
     struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+    int got;
 
     c->gpu = NULL;
     c->device = dev;
+    c->part = part < 0 ? 0 : part;
     c->size = size;
     if (g == NULL || !g->enforce)
         return CUDA_SUCCESS;
-    if (g->fail_closed)
+    if (g->fail_closed || (g->nparts > 0 && !have_slots(g)))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    /* A fork child starts without a slot: its bytes must be published in one of its own. */
-    if (g->shm != NULL && g->shm->slot < 0) {
-        int rc;
-
-        vgpu_lock();
-        rc = vgpu_shm_claim_slot(g->shm, vgpu_self());
-        vgpu_unlock();
-        if (rc != 0) {
-            VGPU_WARN("GPU %s: no free process slot in %s; refusing the allocation", g->uuid,
-                      g->shm->path);
-            return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-    }
-    if (size != 0 && reserve(g, size, g->limit) != 0) {
+    if (size != 0) {
+        got = reserve_any(g, part, size);
         /* Bytes of killed processes may still be charged: reclaim them and try once more. */
-        if (g->shm == NULL || vgpu_shm_reclaim(g->shm, vgpu_self()) == 0 ||
-            reserve(g, size, g->limit) != 0) {
-            VGPU_INFO("GPU %s: refusing %llu bytes: %llu of %llu in use", g->uuid,
+        if (got < 0 && g->nparts > 0 && recover(g))
+            got = reserve_any(g, part, size);
+        if (got < 0) {
+            VGPU_INFO("GPU %s: refusing %llu bytes: %llu of %llu in use%s", g->uuid,
                       (unsigned long long)size, (unsigned long long)vgpu_gpu_used(g),
-                      (unsigned long long)g->limit);
+                      (unsigned long long)g->limit, g->fail_closed ? " (fail closed)" : "");
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
+        c->part = got;
     }
     c->gpu = g;
     return CUDA_SUCCESS;
@@ -96,10 +198,10 @@ CUresult vgpu_charge_resize(struct vgpu_charge *c, uint64_t size)
     if (c->gpu == NULL || size == c->size)
         return CUDA_SUCCESS;
     if (size > c->size) {
-        if (reserve(c->gpu, size - c->size, c->gpu->limit) != 0)
+        if (reserve(c->gpu, c->part, size - c->size, part_limit(c->gpu, c->part)) != 0)
             return CUDA_ERROR_OUT_OF_MEMORY;
     } else {
-        unreserve(c->gpu, c->size - size);
+        unreserve(c->gpu, c->part, c->size - size);
     }
     c->size = size;
     return CUDA_SUCCESS;
@@ -107,102 +209,101 @@ CUresult vgpu_charge_resize(struct vgpu_charge *c, uint64_t size)
 
 void vgpu_charge_keep(struct vgpu_charge *c)
 {
-    if (c->gpu == NULL || c->gpu->shm == NULL)
-        return;
-    vgpu_lock();
-    vgpu_shm_slot_add(c->gpu->shm, c->gpu->rec, (int64_t)c->size);
-    vgpu_unlock();
+    if (c->gpu != NULL)
+        slot_add(c->gpu, c->part, (int64_t)c->size);
 }
 
-void vgpu_bytes_add(CUdevice dev, uint64_t size)
+int vgpu_pick_part(CUdevice dev)
 {
     struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
 
-    if (g == NULL || !g->enforce || size == 0)
+    for (int p = 0; g != NULL && p < g->nparts; p++) {
+        if (g->parts[p].limit == 0 ||
+            vgpu_shm_used(g->parts[p].shm, g->parts[p].rec) < g->parts[p].limit)
+            return p;
+    }
+    return 0;
+}
+
+void vgpu_bytes_add(CUdevice dev, int part, uint64_t size)
+{
+    struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+
+    if (g == NULL || !g->enforce || size == 0 || (g->nparts > 0 && part >= g->nparts))
         return;
     /* Limit 0: the memory is already in use, so it counts whatever the limit. */
-    reserve(g, size, 0);
-    if (g->shm != NULL) {
-        vgpu_lock();
-        vgpu_shm_slot_add(g->shm, g->rec, (int64_t)size);
-        vgpu_unlock();
-    }
+    if (reserve(g, part, size, 0) == 0)
+        slot_add(g, part, (int64_t)size);
 }
 
-void vgpu_bytes_sub(CUdevice dev, uint64_t size)
+void vgpu_bytes_sub(CUdevice dev, int part, uint64_t size)
 {
     struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
 
-    if (g == NULL || !g->enforce || size == 0)
+    if (g == NULL || !g->enforce || size == 0 || (g->nparts > 0 && part >= g->nparts))
         return;
-    unreserve(g, size);
-    if (g->shm != NULL) {
-        vgpu_lock();
-        vgpu_shm_slot_add(g->shm, g->rec, -(int64_t)size);
-        vgpu_unlock();
-    }
+    unreserve(g, part, size);
+    slot_add(g, part, -(int64_t)size);
 }
 
 void vgpu_charge_abort(struct vgpu_charge *c)
 {
     if (c->gpu != NULL)
-        unreserve(c->gpu, c->size);
+        unreserve(c->gpu, c->part, c->size);
     c->gpu = NULL;
 }
 
 void vgpu_charge_commit(struct vgpu_charge *c, enum vgpu_kind kind, uint64_t key)
 {
-    struct vgpu_ptrmap_entry e = {.key = key, .size = c->size, .device = c->device, .refcount = 1};
-    int rc;
-
-    if (c->gpu == NULL)
-        return;
-    vgpu_lock();
-    rc = vgpu_ptrmap_put(&maps[kind], &e);
-    if (rc == 0 && c->gpu->shm != NULL)
-        vgpu_shm_slot_add(c->gpu->shm, c->gpu->rec, (int64_t)c->size);
-    vgpu_unlock();
-    if (rc != 0) {
-        /* Untracked, its free would never return the bytes: give them back now. */
-        VGPU_WARN("out of memory tracking an allocation; it is not counted");
-        unreserve(c->gpu, c->size);
-    }
-}
-
-bool vgpu_uncharge(enum vgpu_kind kind, uint64_t key, struct vgpu_ptrmap_entry *e)
-{
-    struct vgpu_gpu *g;
-    bool found;
-
-    vgpu_lock();
-    found = vgpu_ptrmap_remove(&maps[kind], key, e) == 0;
-    if (found) {
-        /* Tracked implies set up: this lookup is the lock-free cached path. */
-        g = vgpu_gpu_for_cuda(e->device);
-        unreserve(g, e->size);
-        if (g->shm != NULL)
-            vgpu_shm_slot_add(g->shm, g->rec, -(int64_t)e->size);
-    }
-    vgpu_unlock();
-    return found;
-}
-
-void vgpu_uncharge_undo(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e)
-{
-    struct vgpu_gpu *g = vgpu_gpu_for_cuda(e->device);
+    struct vgpu_ptrmap_entry e = {.key = key, .size = c->size, .device = (int16_t)c->device,
+                                  .part = (uint16_t)c->part, .refcount = 1};
+    struct vgpu_gpu *g = c->gpu;
     int rc;
 
     if (g == NULL)
         return;
-    /* The bytes are still in use on the GPU: count them whatever the limit. */
-    reserve(g, e->size, 0);
     vgpu_lock();
-    rc = vgpu_ptrmap_put(&maps[kind], e);
-    if (rc == 0 && g->shm != NULL)
-        vgpu_shm_slot_add(g->shm, g->rec, (int64_t)e->size);
+    rc = vgpu_ptrmap_put(&maps[kind], &e);
+    if (rc == 0 && g->nparts > 0)
+        vgpu_shm_slot_add(g->parts[c->part].shm, g->parts[c->part].rec, (int64_t)c->size);
     vgpu_unlock();
-    if (rc != 0)
-        unreserve(g, e->size);
+    if (rc != 0) {
+        /* Untracked, its free would never return the bytes: give them back now. */
+        VGPU_WARN("out of memory tracking an allocation; it is not counted");
+        unreserve(g, c->part, c->size);
+    }
+}
+
+bool vgpu_untrack(enum vgpu_kind kind, uint64_t key, struct vgpu_ptrmap_entry *e)
+{
+    bool found;
+
+    vgpu_lock();
+    found = vgpu_ptrmap_remove(&maps[kind], key, e) == 0;
+    vgpu_unlock();
+    return found;
+}
+
+void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CUresult rc)
+{
+    /* Tracked implies set up: this lookup is the lock-free cached path. */
+    struct vgpu_gpu *g = vgpu_gpu_for_cuda(e->device);
+    int put = 0;
+
+    if (g == NULL)
+        return;
+    vgpu_lock();
+    /* The driver kept the memory: it stays charged and tracked. */
+    if (rc != CUDA_SUCCESS && (put = vgpu_ptrmap_put(&maps[kind], e)) == 0) {
+        vgpu_unlock();
+        return;
+    }
+    unreserve(g, e->part, e->size);
+    if (g->nparts > 0)
+        vgpu_shm_slot_add(g->parts[e->part].shm, g->parts[e->part].rec, -(int64_t)e->size);
+    vgpu_unlock();
+    if (put != 0)
+        VGPU_WARN("out of memory tracking an allocation; it is not counted");
 }
 
 void vgpu_vmm_retain(uint64_t handle)

@@ -2,9 +2,13 @@
  * acct.h - device-memory accounting: reserve before the driver call, commit
  * or roll back after it, and match frees through per-kind tracking maps.
  *
- * The reservation is a compare-and-swap on the claim-wide counter in the
- * shared region (or on a process-private counter when there is none), so
- * processes racing for the last bytes can never exceed the limit together.
+ * A reservation moves the claim-wide counter in the shared region and this
+ * process's slot together, under the device record's charge lock (shm.h),
+ * so processes racing for the last bytes never exceed the limit together,
+ * and a process killed at any instant leaves the counter equal to what the
+ * live processes hold. Without a region (standalone mode only) a
+ * process-private counter is used; in enforced mode a GPU whose region is
+ * unusable fails closed (gpus.h).
  */
 #ifndef VGPU_ACCT_H
 #define VGPU_ACCT_H
@@ -29,22 +33,27 @@ enum vgpu_kind {
 struct vgpu_charge {
     struct vgpu_gpu *gpu; /* NULL: nothing reserved, nothing to track */
     CUdevice device;
+    int part;             /* claim charged (index into gpu->parts) */
     uint64_t size;
 };
 
 /*
- * Reserves size bytes on CUDA device dev for an allocation about to be made.
- * Returns CUDA_SUCCESS (c->gpu is NULL when the device is not enforced) or
- * CUDA_ERROR_OUT_OF_MEMORY when the limit would be exceeded. Zero bytes
- * always fit (a pool serving from memory it already holds), unless the GPU
- * fails closed.
+ * Reserves size bytes on CUDA device dev for an allocation about to be made,
+ * on claim part of the GPU, or (part -1) on the first of its claims, in UID
+ * order, with room for all of it. The reservation is in this process's slot
+ * from the instant it is on the claim's counter, so a kill at any point
+ * returns it. Returns CUDA_SUCCESS (c->gpu is NULL when the device is not
+ * enforced) or CUDA_ERROR_OUT_OF_MEMORY when no claim has room, or when the
+ * GPU fails closed. Zero bytes always fit (a pool serving from memory it
+ * already holds), unless the GPU fails closed.
  */
-CUresult vgpu_charge_begin(CUdevice dev, uint64_t size, struct vgpu_charge *c);
+CUresult vgpu_charge_begin(CUdevice dev, int part, uint64_t size, struct vgpu_charge *c);
 
 /*
  * Changes the reservation to the exact size the driver used (pitch, array
- * requirements). Returns CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY (the
- * reservation is then unchanged and the caller must undo the allocation).
+ * requirements), on the same claim. Returns CUDA_SUCCESS or
+ * CUDA_ERROR_OUT_OF_MEMORY (the reservation is then unchanged and the caller
+ * must undo the allocation).
  */
 CUresult vgpu_charge_resize(struct vgpu_charge *c, uint64_t size);
 
@@ -54,11 +63,14 @@ CUresult vgpu_charge_resize(struct vgpu_charge *c, uint64_t size);
  */
 void vgpu_charge_keep(struct vgpu_charge *c);
 
-/* Pools: charges size bytes already in use on CUDA device dev, whatever the limit. */
-void vgpu_bytes_add(CUdevice dev, uint64_t size);
+/* Pools: the claim of CUDA device dev a new pool is charged to: the first with room. */
+int vgpu_pick_part(CUdevice dev);
+
+/* Pools: charges size bytes already in use on claim part of dev, whatever the limit. */
+void vgpu_bytes_add(CUdevice dev, int part, uint64_t size);
 
 /* Pools: returns size bytes charged with vgpu_charge_keep or vgpu_bytes_add. */
-void vgpu_bytes_sub(CUdevice dev, uint64_t size);
+void vgpu_bytes_sub(CUdevice dev, int part, uint64_t size);
 
 /* Driver call failed: gives the reservation back. */
 void vgpu_charge_abort(struct vgpu_charge *c);
@@ -67,14 +79,20 @@ void vgpu_charge_abort(struct vgpu_charge *c);
 void vgpu_charge_commit(struct vgpu_charge *c, enum vgpu_kind kind, uint64_t key);
 
 /*
- * Stops tracking key and returns its bytes. Returns true and fills *e if key
- * was tracked. Call before the driver frees it; on a driver error call
- * vgpu_uncharge_undo so the bytes count again.
+ * Free path, before the driver's free: stops tracking key (so a new
+ * allocation the driver gives the same key is tracked afresh). Returns true
+ * and fills *e if key was tracked; then call vgpu_untrack_end.
  */
-bool vgpu_uncharge(enum vgpu_kind kind, uint64_t key, struct vgpu_ptrmap_entry *e);
+bool vgpu_untrack(enum vgpu_kind kind, uint64_t key, struct vgpu_ptrmap_entry *e);
 
-/* Re-tracks an entry whose free the driver refused. */
-void vgpu_uncharge_undo(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e);
+/*
+ * Free path, after the driver's free returned rc: on success the entry's
+ * bytes leave the claim's counter and our slot, together; on failure the
+ * entry is tracked again. Until this runs the bytes stay charged (the claim
+ * over-counts for the length of the driver call, never under-counts), and a
+ * kill before it returns them through our slot's charged_bytes.
+ */
+void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CUresult rc);
 
 /* VMM: counts one more cuMemRetainAllocationHandle reference on a tracked handle. */
 void vgpu_vmm_retain(uint64_t handle);
@@ -88,8 +106,15 @@ bool vgpu_vmm_release_ref(uint64_t handle);
 /* VMM: undoes vgpu_vmm_release_ref after the driver refused the release. */
 void vgpu_vmm_restore_ref(uint64_t handle);
 
-/* Bytes currently charged on the claim (region) or process (private) for gpu. */
+/* Bytes currently charged for gpu: the sum over its claims (regions), or the process's (private). */
 uint64_t vgpu_gpu_used(const struct vgpu_gpu *g);
+
+/*
+ * Checks that g's regions are still the files this process mapped (memory
+ * queries and refusals call it; a stat per region). One that was replaced,
+ * truncated or re-initialised makes g fail closed, flagged in our slots.
+ */
+void vgpu_gpu_verify(struct vgpu_gpu *g);
 
 /* Fork child: forgets every tracked allocation (they belong to the parent). */
 void vgpu_acct_forget_all(void);

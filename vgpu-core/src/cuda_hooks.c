@@ -36,7 +36,7 @@ static bool current_device(CUdevice *dev)
         ENTER(name);                                                                               \
         if (dptr == NULL || !current_device(&dev))                                                 \
             return vgpu_cu.name(__VA_ARGS__);                                                      \
-        rc = vgpu_charge_begin(dev, size, &c);                                                     \
+        rc = vgpu_charge_begin(dev, -1, size, &c);                                                 \
         if (rc != CUDA_SUCCESS)                                                                    \
             return rc;                                                                             \
         rc = vgpu_cu.name(__VA_ARGS__);                                                            \
@@ -58,8 +58,22 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
 }
 
 /*
+ * Device of a stream: the legacy and per-thread streams belong to the
+ * current context. Drivers before CUDA 12.8 cannot tell for other streams:
+ * the current context's device is charged there.
+ */
+static bool stream_device(CUstream stream, CUdevice *dev)
+{
+    if (stream != NULL && stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD &&
+        vgpu_cu.cuStreamGetDevice != NULL)
+        return vgpu_cu.cuStreamGetDevice(stream, dev) == CUDA_SUCCESS;
+    return current_device(dev);
+}
+
+/*
  * Stream-ordered allocations: the claim is charged what their pool reserves
- * (pools.h), to the current context's device, as the stream's usually is.
+ * (pools.h), on the pool's device: the location of an explicit pool, the
+ * stream's device for its current pool.
  */
 #define POOL_ALLOC_BODY(name, dptr, size, explicit_pool, pool, stream, ptsz, ...)                  \
     do {                                                                                           \
@@ -68,11 +82,13 @@ CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flag
         CUdevice dev;                                                                              \
         CUresult rc;                                                                               \
         ENTER(name);                                                                               \
-        if (dptr == NULL || size == 0 || !current_device(&dev))                                    \
+        if (dptr == NULL || size == 0 || !stream_device(stream, &dev))                             \
             return vgpu_cu.name(__VA_ARGS__);                                                      \
         /* A NULL pool given explicitly is invalid: the driver refuses it, nothing to charge. */  \
         if (explicit_pool && pool == NULL)                                                         \
             return vgpu_cu.name(__VA_ARGS__);                                                      \
+        if (explicit_pool)                                                                         \
+            dev = vgpu_pool_device(pool, dev);                                                     \
         rc = vgpu_pool_alloc_begin(dev, pool, size, &op);                                          \
         if (rc != CUDA_SUCCESS)                                                                    \
             return rc;                                                                             \
@@ -115,6 +131,18 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
     rc = vgpu_cu.cuMemPoolTrimTo(pool, minBytesToKeep);
     if (rc == CUDA_SUCCESS)
         vgpu_pool_observe(pool);
+    return rc;
+}
+
+CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
+{
+    CUresult rc;
+
+    ENTER(cuMemPoolCreate);
+    rc = vgpu_cu.cuMemPoolCreate(pool, poolProps);
+    if (rc == CUDA_SUCCESS && pool != NULL && poolProps != NULL &&
+        poolProps->location.type == CU_MEM_LOCATION_TYPE_DEVICE)
+        vgpu_pool_created(*pool, poolProps->location.id);
     return rc;
 }
 
@@ -167,7 +195,7 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
         (Height != 0 && WidthInBytes > SIZE_MAX / Height))
         return vgpu_cu.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
     /* Reserve the unpadded size first, then the padding once the driver chose the pitch. */
-    rc = vgpu_charge_begin(dev, (uint64_t)WidthInBytes * Height, &c);
+    rc = vgpu_charge_begin(dev, -1, (uint64_t)WidthInBytes * Height, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = vgpu_cu.cuMemAllocPitch_v2(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
@@ -185,17 +213,21 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     return CUDA_SUCCESS;
 }
 
-/* Shared body of the frees: key of the given kind is uncharged before the driver call. */
+/*
+ * Shared body of the frees: key of the given kind is untracked before the
+ * driver call and its bytes leave the claim after it (acct.h): the claim
+ * over-counts while the driver frees, never under-counts.
+ */
 #define FREE_BODY(name, kind, key, ...)                                                            \
     do {                                                                                           \
         struct vgpu_ptrmap_entry e;                                                                \
         bool tracked;                                                                              \
         CUresult rc;                                                                               \
         ENTER(name);                                                                               \
-        tracked = vgpu_uncharge(kind, key, &e);                                                    \
+        tracked = vgpu_untrack(kind, key, &e);                                                     \
         rc = vgpu_cu.name(__VA_ARGS__);                                                            \
-        if (rc != CUDA_SUCCESS && tracked)                                                         \
-            vgpu_uncharge_undo(kind, &e);                                                          \
+        if (tracked)                                                                               \
+            vgpu_untrack_end(kind, &e, rc);                                                        \
         return rc;                                                                                 \
     } while (0)
 
@@ -207,12 +239,12 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
         bool tracked, pooled = false;                                                              \
         CUresult rc;                                                                               \
         ENTER(name);                                                                               \
-        tracked = vgpu_uncharge(VGPU_KIND_PTR, dptr, &e);                                          \
+        tracked = vgpu_untrack(VGPU_KIND_PTR, dptr, &e);                                           \
         if (!tracked)                                                                              \
             pooled = vgpu_pool_free_begin(dptr, &pf);                                              \
         rc = vgpu_cu.name(__VA_ARGS__);                                                            \
-        if (rc != CUDA_SUCCESS && tracked)                                                         \
-            vgpu_uncharge_undo(VGPU_KIND_PTR, &e);                                                 \
+        if (tracked)                                                                               \
+            vgpu_untrack_end(VGPU_KIND_PTR, &e, rc);                                               \
         if (pooled)                                                                                \
             vgpu_pool_free_end(&pf, rc);                                                           \
         return rc;                                                                                 \
@@ -243,7 +275,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     /* Only device memory counts; host and host-NUMA locations pass through. */
     if (handle == NULL || prop == NULL || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
         return vgpu_cu.cuMemCreate(handle, size, prop, flags);
-    rc = vgpu_charge_begin(prop->location.id, size, &c);
+    rc = vgpu_charge_begin(prop->location.id, -1, size, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = vgpu_cu.cuMemCreate(handle, size, prop, flags);
@@ -354,7 +386,7 @@ CUresult cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
     ENTER(cuArrayCreate_v2);
     if (pHandle == NULL || desc == NULL || !current_device(&dev))
         return vgpu_cu.cuArrayCreate_v2(pHandle, desc);
-    rc = vgpu_charge_begin(dev, array_bytes(desc->Width, desc->Height, 1, desc->NumChannels,
+    rc = vgpu_charge_begin(dev, -1, array_bytes(desc->Width, desc->Height, 1, desc->NumChannels,
                                             desc->Format), &c);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -371,7 +403,7 @@ CUresult cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *des
     ENTER(cuArray3DCreate_v2);
     if (pHandle == NULL || desc == NULL || !current_device(&dev))
         return vgpu_cu.cuArray3DCreate_v2(pHandle, desc);
-    rc = vgpu_charge_begin(dev, array_bytes(desc->Width, desc->Height, desc->Depth,
+    rc = vgpu_charge_begin(dev, -1, array_bytes(desc->Width, desc->Height, desc->Depth,
                                             desc->NumChannels, desc->Format), &c);
     if (rc != CUDA_SUCCESS)
         return rc;
@@ -402,7 +434,7 @@ CUresult cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DE
         h = h > 1 ? h / 2 : h;
         d = d > 1 && !(desc->Flags & CUDA_ARRAY3D_LAYERED) ? d / 2 : d;
     }
-    rc = vgpu_charge_begin(dev, total, &c);
+    rc = vgpu_charge_begin(dev, -1, total, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = vgpu_cu.cuMipmappedArrayCreate(pHandle, desc, numMipmapLevels);
@@ -423,23 +455,20 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
 /*
  * Reports the limit as the size of the GPU: total = min(limit, physical),
  * free = clamp(total - used, 0, physical free). Never fails because usage
- * exceeds the limit (cudaMemGetInfo must keep working).
+ * exceeds the limit (cudaMemGetInfo must keep working). A GPU that fails
+ * closed reports the same total with nothing free, as NVML does.
  */
 static void clamp_info(const struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
 {
     uint64_t used, total;
 
-    if (g == NULL || !g->enforce)
+    if (g == NULL || !g->enforce || (g->limit == 0 && !g->fail_closed))
         return;
-    if (g->fail_closed) {
-        *free_b = 0;
-        return;
-    }
-    if (g->limit == 0)
-        return;
-    total = g->limit < *total_b ? g->limit : *total_b;
+    total = g->limit != 0 && g->limit < *total_b ? g->limit : *total_b;
     used = vgpu_gpu_used(g);
     *free_b = used < total ? (total - used < *free_b ? total - used : *free_b) : 0;
+    if (g->fail_closed)
+        *free_b = 0;
     *total_b = total;
 }
 
@@ -458,6 +487,7 @@ CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
     t64 = t;
     if (current_device(&dev)) {
         struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+        vgpu_gpu_verify(g);
         vgpu_overhead_refresh(g);
         clamp_info(g, &f64, &t64);
     }

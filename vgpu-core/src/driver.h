@@ -30,6 +30,7 @@
     X(cuMemFreeAsync_ptsz)                                                                         \
     X(cuMemPoolTrimTo)                                                                             \
     X(cuMemPoolDestroy)                                                                            \
+    X(cuMemPoolCreate)                                                                             \
     X(cuStreamSynchronize)                                                                         \
     X(cuStreamSynchronize_ptsz)                                                                    \
     X(cuCtxSynchronize)                                                                            \
@@ -66,6 +67,9 @@
     X(cuStreamIsCapturing)                                                                         \
     X(cuStreamIsCapturing_ptsz)                                                                    \
     X(cuDeviceGetMemPool)                                                                          \
+    X(cuDeviceGetDefaultMemPool)                                                                   \
+    X(cuDeviceGetCount)                                                                            \
+    X(cuStreamGetDevice)                                                                           \
     X(cuMemPoolGetAttribute)
 
 /* NVML functions that libvgpu.so wraps. */

@@ -337,16 +337,14 @@ void vgpu_limits_init(void)
     pthread_once(&G.init_once, init);
 }
 
-/* Attaches a region once; failures fall back to private accounting with one log line. */
-static struct vgpu_shm *attach(struct vgpu_shm *s, int *state, const char *path, bool create)
+/* Attaches a region once; a failure is logged once, by the caller's rule. */
+static struct vgpu_shm *attach(struct vgpu_shm *s, int *state, const char *path, bool create,
+                               char err[VGPU_ERRMSG_MAX])
 {
-    char err[VGPU_ERRMSG_MAX];
-
-    if (*state == 0) {
+    if (*state == 0)
         *state = vgpu_shm_attach(s, path, create, err) == 0 ? 1 : -1;
-        if (*state < 0)
-            VGPU_WARN("shared region unusable (%s); using process-private accounting", err);
-    }
+    else if (*state < 0)
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: unusable (see the first error)", path);
     return *state > 0 ? s : NULL;
 }
 
@@ -409,60 +407,118 @@ static void fail_closed(struct vgpu_gpu *g, const char *why)
     VGPU_ERROR("GPU %s: refusing all allocations: %s", g->uuid[0] ? g->uuid : "(unknown)", why);
 }
 
-/* Finds the governing claim and device for uuid; *invalid is set if only an invalid claim lists it. */
-static struct claim *find_claim(const char *uuid, int *k, struct claim **invalid)
+/*
+ * Finds the valid claims listing uuid, in claim directory (UID) order: up to
+ * max into out with the device index in each into k. *invalid is set to an
+ * invalid claim listing it, if any.
+ */
+static int find_claims(const char *uuid, struct claim **out, int *k, int max,
+                       struct claim **invalid)
 {
+    int n = 0;
+
     *invalid = NULL;
-    for (int i = 0; i < G.nclaims; i++) {
+    for (int i = 0; i < G.nclaims && uuid[0] != '\0'; i++) {
         struct claim *c = &G.claims[i];
 
         for (int d = 0; d < VGPU_REGION_MAX_DEVICES; d++) {
-            if (uuid[0] == '\0' || strcmp(c->cfg.devices[d].uuid, uuid) != 0)
+            if (strcmp(c->cfg.devices[d].uuid, uuid) != 0)
                 continue;
             if (!c->valid) {
                 if (*invalid == NULL)
                     *invalid = c;
-                continue;
+            } else if (n < max) {
+                out[n] = c;
+                k[n++] = d;
+            } else {
+                VGPU_ERROR("GPU %s: more than %d claims name it; ignoring %s", uuid, max, c->dir);
             }
-            *k = d;
-            return c;
+            break;
         }
     }
-    return NULL;
+    return n;
+}
+
+/*
+ * Joins claim c's region as the next part of g: its device record and a
+ * process slot. Enforced mode has no fallback: a claim whose region cannot
+ * account this process makes the GPU fail closed. Returns 0 or -1.
+ */
+static int add_part(struct vgpu_gpu *g, struct claim *c, uint64_t limit, uint32_t sm,
+                    uint32_t policy)
+{
+    char err[VGPU_ERRMSG_MAX], path[PATH_MAX + 16];
+    struct vgpu_part *pt = &g->parts[g->nparts];
+
+    snprintf(path, sizeof(path), "%s/shm/region", c->dir);
+    /* Never created here: in a prepared container the plugin's file is mounted at path. */
+    pt->shm = attach(&c->shm, &c->shm_state, path, false, err);
+    if (pt->shm == NULL) {
+        fail_closed(g, err);
+        return -1;
+    }
+    pt->rec = vgpu_shm_device(pt->shm, g->uuid, limit, sm, policy);
+    if (pt->rec < 0) {
+        snprintf(err, sizeof(err), "%s: no free device record", path);
+        fail_closed(g, err);
+        return -1;
+    }
+    if (vgpu_shm_claim_slot(pt->shm, &G.self) != 0) {
+        vgpu_shm_count_refused(pt->shm, pt->rec);
+        snprintf(err, sizeof(err), "%s: no free process slot (more live processes than slots)",
+                 path);
+        fail_closed(g, err);
+        return -1;
+    }
+    pt->limit = limit;
+    g->nparts++;
+    return 0;
 }
 
 /* Fills g for uuid; called with G.mu held. */
 static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
 {
-    struct claim *invalid, *c;
-    char err[VGPU_ERRMSG_MAX], sm_err[VGPU_ERRMSG_MAX], path[PATH_MAX + 16];
+    struct claim *invalid, *cs[VGPU_MAX_PARTS];
+    char err[VGPU_ERRMSG_MAX], sm_err[VGPU_ERRMSG_MAX];
     const char *cache;
     uint64_t env_limit;
     uint32_t sm = 0, sm_env, policy = VGPU_POLICY_STRICT;
     enum vgpu_priority priority = VGPU_PRIORITY_LOW;
-    int k = 0, env_rc, sm_rc;
+    int ks[VGPU_MAX_PARTS], n, env_rc, sm_rc;
+    bool unlimited = false;
 
     snprintf(g->uuid, sizeof(g->uuid), "%s", uuid);
     g->enforce = true;
     g->rec = -1;
     env_rc = env_memory_limit(env_index, &env_limit, err);
     sm_rc = env_sm_limit(env_index, &sm_env, sm_err);
-    c = find_claim(uuid, &k, &invalid);
-    if (c != NULL) {
-        if (!c->cfg.enforcement) {
-            g->enforce = false;
-            return;
+    n = find_claims(uuid, cs, ks, VGPU_MAX_PARTS, &invalid);
+    if (n > 0) {
+        for (int i = 0; i < n; i++) {
+            if (!cs[i]->cfg.enforcement) {
+                g->enforce = false;
+                return;
+            }
         }
-        g->limit = c->cfg.devices[k].memory_limit;
-        sm = c->cfg.devices[k].sm_limit;
-        policy = c->cfg.compute_policy;
-        priority = c->cfg.priority;
+        /* Compute limits come from the first claim; memory limits add up. */
+        sm = cs[0]->cfg.devices[ks[0]].sm_limit;
+        policy = cs[0]->cfg.compute_policy;
+        priority = cs[0]->cfg.priority;
         /* A bad env value cannot lower the limit; the claim's own limit still holds. */
         if (sm_rc != 0)
             VGPU_ERROR("ignoring %s; GPU %s keeps the claim's SM limit %u%%", sm_err, uuid, sm);
-        snprintf(path, sizeof(path), "%s/shm/region", c->dir);
-        g->shm = attach(&c->shm, &c->shm_state, path, false);
-        g->hostpids = &c->hostpids;
+        g->hostpids = &cs[0]->hostpids;
+        /* Sum of the claims' limits; one unlimited claim makes the GPU unlimited. */
+        for (int i = 0; i < n; i++) {
+            uint64_t lim = cs[i]->cfg.devices[ks[i]].memory_limit;
+
+            unlimited |= lim == 0;
+            g->limit = unlimited ? 0 : lim > UINT64_MAX - g->limit ? UINT64_MAX : g->limit + lim;
+        }
+        for (int i = 0; i < n; i++) {
+            if (add_part(g, cs[i], cs[i]->cfg.devices[ks[i]].memory_limit, sm, policy) != 0)
+                break;
+        }
         if (env_rc != 0)
             fail_closed(g, err);
     } else if (invalid != NULL) {
@@ -479,28 +535,41 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
             sm_env = 0;
         }
         cache = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
-        if (cache != NULL && cache[0] != '\0' && uuid[0] != '\0')
-            g->shm = attach(&G.standalone, &G.standalone_state, cache, true);
-        if (env_limit == 0 && sm_env == 0 && g->shm == NULL) {
+        if (cache != NULL && cache[0] != '\0' && uuid[0] != '\0') {
+            struct vgpu_part *pt = &g->parts[0];
+
+            pt->shm = attach(&G.standalone, &G.standalone_state, cache, true, err);
+            if (pt->shm == NULL)
+                VGPU_WARN("shared region unusable (%s); using process-private accounting", err);
+            else if ((pt->rec = vgpu_shm_device(pt->shm, uuid, env_limit, sm_env, policy)) < 0 ||
+                     vgpu_shm_claim_slot(pt->shm, &G.self) != 0)
+                VGPU_WARN("%s: no free device record or process slot; using process-private "
+                          "accounting", pt->shm->path);
+            else
+                g->nparts = 1;
+        }
+        if (env_limit == 0 && sm_env == 0 && g->nparts == 0) {
             g->enforce = false; /* nothing to enforce or publish */
             return;
         }
     }
-    if (env_rc == 0 && env_limit != 0 && (g->limit == 0 || env_limit < g->limit))
+    if (env_rc == 0 && env_limit != 0 && (g->limit == 0 || env_limit < g->limit)) {
         g->limit = env_limit;
+        if (g->nparts == 1 && (g->parts[0].limit == 0 || env_limit < g->parts[0].limit))
+            g->parts[0].limit = env_limit;
+        g->capped = g->nparts > 1;
+    }
     if (sm_rc == 0 && sm_env != 0 && (sm == 0 || sm_env < sm))
         sm = sm_env;
-    if (g->shm != NULL) {
-        g->rec = vgpu_shm_device(g->shm, uuid, g->limit, sm, policy);
-        if (g->rec < 0 || vgpu_shm_claim_slot(g->shm, &G.self) != 0) {
-            VGPU_WARN("%s: no free device record or process slot; using process-private accounting",
-                      g->shm->path);
-            g->shm = NULL;
-        }
+    if (g->nparts > 0) {
+        g->shm = g->parts[0].shm;
+        g->rec = g->parts[0].rec;
     }
     vgpu_compute_setup(g, sm, policy, priority);
     VGPU_INFO("GPU %s: memory limit %llu bytes%s", uuid[0] ? uuid : "(unknown)",
-              (unsigned long long)g->limit, g->shm != NULL ? ", claim-wide accounting" : "");
+              (unsigned long long)g->limit,
+              g->fail_closed ? ", fail closed"
+                             : g->nparts > 0 ? ", claim-wide accounting" : ", process-private");
 }
 
 /* Returns the gpu entry for uuid, creating it; G.mu held. */

@@ -20,17 +20,30 @@
 #include "vgpu_cuda.h"
 
 #define VGPU_MAX_GPUS 64
+/* Claims of one container that may name the same GPU (their limits add up). */
+#define VGPU_MAX_PARTS 4
+
+/* One claim's share of a GPU: its region's device record and its own limit. */
+struct vgpu_part {
+    struct vgpu_shm *shm; /* the claim's region */
+    int rec;              /* device record index in shm */
+    uint64_t limit;       /* bytes, 0 = unlimited; this claim's counter never exceeds it */
+};
 
 /* Enforcement state of one physical GPU (by UUID), fixed once set up. */
 struct vgpu_gpu {
     char uuid[VGPU_REGION_UUID_LEN]; /* "" when the driver could not tell */
     bool enforce;                    /* false: pass everything through uncounted */
     bool fail_closed;                /* true: refuse every allocation */
-    uint64_t limit;                  /* bytes, 0 = unlimited */
-    struct vgpu_shm *shm;            /* claim-wide accounting, NULL = process-private */
+    uint64_t limit;                  /* bytes, 0 = unlimited: the sum of the parts' limits,
+                                        lowered by env */
+    bool capped;                     /* env lowered limit below the sum of several parts */
+    int nparts;                      /* 0: process-private accounting (standalone only) */
+    struct vgpu_part parts[VGPU_MAX_PARTS]; /* in claim UID order */
+    struct vgpu_shm *shm;            /* parts[0].shm (compute limiter, overhead), or NULL */
     struct vgpu_hostpids *hostpids;  /* the claim's host pid map, NULL standalone */
-    int rec;                         /* device record index in shm */
-    uint64_t private_used;           /* counter used when shm is NULL */
+    int rec;                         /* parts[0].rec */
+    uint64_t private_used;           /* counter used when nparts is 0 */
     struct vgpu_compute compute;     /* SM limiter */
 };
 

@@ -50,8 +50,11 @@ static void clamp(const struct vgpu_gpu *g, unsigned long long *total, unsigned 
     r = reserved != NULL && *reserved < t - u ? *reserved : 0;
     f = t - u - r;
     f = f < *free_b ? f : *free_b;
-    if (g->fail_closed)
+    /* Fail closed: the same total as cuMemGetInfo, nothing free; the rest shows as used. */
+    if (g->fail_closed) {
         f = 0;
+        u = t - r;
+    }
     *total = t;
     *free_b = f;
     *used = reserved != NULL ? u : t - f;
@@ -133,7 +136,11 @@ void vgpu_overhead_refresh(struct vgpu_gpu *g)
     }
     vgpu_lock();
     {
-        uint64_t tracked = vgpu_shm_slot_used(g->shm, g->rec);
+        /* What we track on every claim of the GPU; the overhead goes to the first. */
+        uint64_t tracked = 0;
+
+        for (int p = 0; p < g->nparts; p++)
+            tracked += vgpu_shm_slot_used(g->parts[p].shm, g->parts[p].rec);
         vgpu_shm_slot_set_overhead(g->shm, g->rec, used > tracked ? used - tracked : 0);
     }
     vgpu_unlock();

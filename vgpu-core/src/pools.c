@@ -17,7 +17,8 @@
 
 struct pool_rec {
     uint64_t pool;
-    CUdevice device;
+    CUdevice device;    /* the pool's location */
+    int part;           /* the claim of the device it is charged to */
     uint64_t charged;   /* last observed reserved bytes, charged to the claim */
     uint64_t live;      /* tracked allocations from the pool not yet freed */
     bool destroyed;     /* destroyed: unqueryable, released with its last allocation */
@@ -104,7 +105,7 @@ static struct pool_rec *add(uint64_t pool, CUdevice dev)
         P.recs = r;
         P.cap = cap;
     }
-    P.recs[P.n] = (struct pool_rec){.pool = pool, .device = dev};
+    P.recs[P.n] = (struct pool_rec){.pool = pool, .device = dev, .part = vgpu_pick_part(dev)};
     __atomic_store_n(&P.n, P.n + 1, __ATOMIC_RELAXED);
     return &P.recs[P.n - 1];
 }
@@ -119,9 +120,9 @@ static void drop(struct pool_rec *r)
 static void settle(struct pool_rec *r, uint64_t reserved)
 {
     if (reserved > r->charged)
-        vgpu_bytes_add(r->device, reserved - r->charged);
+        vgpu_bytes_add(r->device, r->part, reserved - r->charged);
     else
-        vgpu_bytes_sub(r->device, r->charged - reserved);
+        vgpu_bytes_sub(r->device, r->part, r->charged - reserved);
     r->charged = reserved;
 }
 
@@ -140,6 +141,43 @@ static void observe(struct pool_rec *r)
     if (query((CUmemoryPool)(uintptr_t)r->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
               &reserved) == CUDA_SUCCESS)
         settle(r, reserved);
+}
+
+void vgpu_pool_created(CUmemoryPool pool, CUdevice dev)
+{
+    pthread_once(&P.once, init);
+    pthread_mutex_lock(&P.mu);
+    if (find((uintptr_t)pool) == NULL && add((uintptr_t)pool, dev) == NULL)
+        VGPU_WARN("out of memory tracking a memory pool; it is charged to the device it is used on");
+    pthread_mutex_unlock(&P.mu);
+}
+
+CUdevice vgpu_pool_device(CUmemoryPool pool, CUdevice fallback)
+{
+    struct pool_rec *r;
+    CUmemoryPool p;
+    int n = 0;
+
+    pthread_once(&P.once, init);
+    pthread_mutex_lock(&P.mu);
+    r = find((uintptr_t)pool);
+    if (r != NULL) {
+        CUdevice dev = r->device;
+        pthread_mutex_unlock(&P.mu);
+        return dev;
+    }
+    pthread_mutex_unlock(&P.mu);
+    /* Not created through us: a device's default or current pool. */
+    if (vgpu_cu.cuDeviceGetCount == NULL || vgpu_cu.cuDeviceGetCount(&n) != CUDA_SUCCESS)
+        return fallback;
+    for (CUdevice d = 0; d < n; d++) {
+        if ((vgpu_cu.cuDeviceGetDefaultMemPool != NULL &&
+             vgpu_cu.cuDeviceGetDefaultMemPool(&p, d) == CUDA_SUCCESS && p == pool) ||
+            (vgpu_cu.cuDeviceGetMemPool != NULL && vgpu_cu.cuDeviceGetMemPool(&p, d) == CUDA_SUCCESS &&
+             p == pool))
+            return d;
+    }
+    return fallback;
 }
 
 CUresult vgpu_pool_alloc_begin(CUdevice dev, CUmemoryPool pool, size_t size,
@@ -185,8 +223,8 @@ CUresult vgpu_pool_alloc_begin(CUdevice dev, CUmemoryPool pool, size_t size,
         need = need > UINT64_MAX - POOL_GRANULE ? UINT64_MAX
                                                 : (need + POOL_GRANULE - 1) & ~(POOL_GRANULE - 1);
     }
-    /* A pool is charged to one device all its life: the one of its first allocation. */
-    rc = vgpu_charge_begin(r->device, need, &op->c);
+    /* A pool is charged to one device and claim all its life. */
+    rc = vgpu_charge_begin(r->device, r->part, need, &op->c);
     if (rc != CUDA_SUCCESS) {
         pthread_mutex_unlock(&P.mu);
         return rc;

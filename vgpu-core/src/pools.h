@@ -7,6 +7,8 @@
  * makes the pool grow (reserved first, then settled to the observed delta),
  * shrinkage when a trim, destroy, synchronize or free shows the pool smaller.
  * One record per pool (default pools included) holds the last observed value.
+ * A pool is charged to its own device (its location), not to the device of
+ * the context that allocates from it, and to one claim of that device.
  */
 #ifndef VGPU_POOLS_H
 #define VGPU_POOLS_H
@@ -26,9 +28,18 @@ struct vgpu_pool_op {
     struct vgpu_charge c;
 };
 
+/* After cuMemPoolCreate: pool lives on CUDA device dev (its location), whoever uses it. */
+void vgpu_pool_created(CUmemoryPool pool, CUdevice dev);
+
+/*
+ * The device whose memory pool is: its location at creation, or the device
+ * it is the default or current pool of; fallback when neither is known.
+ */
+CUdevice vgpu_pool_device(CUmemoryPool pool, CUdevice fallback);
+
 /*
  * Prepares an allocation of size bytes from pool (NULL: the current pool of
- * CUDA device dev) and reserves the bytes the pool may have to grow by.
+ * CUDA device dev, which must be the pool's device) and reserves the bytes the pool may have to grow by.
  * Returns CUDA_SUCCESS, CUDA_ERROR_OUT_OF_MEMORY over the limit, or the
  * driver's error when the pool cannot be queried. On success the caller must
  * call the driver and then vgpu_pool_alloc_end, whatever happens.

@@ -15,7 +15,8 @@
 struct vgpu_ptrmap_entry {
     uint64_t key;      /* 0 marks an empty bucket; key 0 is never stored */
     uint64_t size;     /* bytes charged */
-    int32_t device;    /* CUDA ordinal charged */
+    int16_t device;    /* CUDA ordinal charged */
+    uint16_t part;     /* index of the claim (vgpu_gpu.parts) charged */
     uint32_t refcount; /* VMM handles: cuMemCreate + retains */
     uint64_t pool;     /* pool allocations: the CUmemoryPool they came from */
 };

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,6 +143,7 @@ int vgpu_shm_attach(struct vgpu_shm *s, const char *path, bool create, char err[
     memset(s, 0, sizeof(*s));
     s->fd = -1;
     s->slot = -1;
+    s->adopted = -1;
     if (strlen(path) >= sizeof(s->path)) {
         snprintf(err, VGPU_ERRMSG_MAX, "region path too long");
         return -1;
@@ -183,6 +185,10 @@ int vgpu_shm_attach(struct vgpu_shm *s, const char *path, bool create, char err[
         s->r = NULL;
         goto fail;
     }
+    s->dev = (uint64_t)st.st_dev;
+    s->ino = (uint64_t)st.st_ino;
+    s->generation = __atomic_load_n(&s->r->header.generation, __ATOMIC_RELAXED);
+    s->init_ns = __atomic_load_n(&s->r->header.init_time_ns, __ATOMIC_RELAXED);
     return 0;
 fail:
     close(s->fd);
@@ -243,18 +249,6 @@ int vgpu_shm_device(struct vgpu_shm *s, const char *uuid, uint64_t memory_limit,
     return i;
 }
 
-/* Returns a dead slot's bytes to the device counters and frees it. Lock held. */
-static void free_slot(struct vgpu_shm *s, struct vgpu_region_slot *sl)
-{
-    for (int d = 0; d < VGPU_REGION_MAX_DEVICES; d++) {
-        uint64_t b = sl->devices[d].used_bytes + sl->devices[d].overhead_bytes;
-
-        if (b > 0)
-            vgpu_shm_unreserve(s, d, b);
-    }
-    memset(sl, 0, sizeof(*sl));
-}
-
 /*
  * Slot i's owner holds an OFD write lock on byte VGPU_REGION_SIZE + i (past
  * the end of the file) for as long as it lives; the kernel drops it when the
@@ -271,31 +265,179 @@ static int slot_lock(struct vgpu_shm *s, int i, int cmd, short *type)
     return rc;
 }
 
-/* Whether slot i's owner lives: it holds the slot's lock; /proc decides if locks cannot be queried. */
-static bool owner_alive(struct vgpu_shm *s, int i, const struct vgpu_procinfo *self)
+/*
+ * Whether slot i's owner lives. It holds the slot's lock, unless /proc in our
+ * pid namespace says it is gone (a fork child that never claimed a slot
+ * shares its dead parent's open file description, and with it the lock).
+ * Our own slot and the one we are reclaiming are ours: our own lock does not
+ * show through F_OFD_GETLK.
+ */
+static bool slot_owner_alive(struct vgpu_shm *s, int i)
 {
     struct vgpu_region_slot *sl = &s->r->slots[i];
     short type = F_WRLCK;
 
-    if (slot_lock(s, i, F_OFD_GETLK, &type) == 0)
-        return type != F_UNLCK;
-    return vgpu_proc_owner_alive(self, (pid_t)sl->pid, sl->pidns, sl->start_time);
+    if (i == s->slot || i == __atomic_load_n(&s->adopted, __ATOMIC_RELAXED))
+        return true;
+    if (s->self != NULL &&
+        !vgpu_proc_owner_alive(s->self, (pid_t)sl->pid, sl->pidns, sl->start_time))
+        return false;
+    /* Locks that cannot be queried: presume alive (never steal from the living). */
+    if (slot_lock(s, i, F_OFD_GETLK, &type) != 0)
+        return true;
+    return type != F_UNLCK;
 }
 
-static int reclaim_locked(struct vgpu_shm *s, const struct vgpu_procinfo *self)
+/*
+ * Rolls back the change a dead holder of rec's charge lock left half done:
+ * used_bytes and the named slot's charged_bytes get their values from before
+ * it. Only lock holders write them, so the record is exact. Lock held.
+ */
+static void undo_change(struct vgpu_shm *s, int rec)
+{
+    struct vgpu_region_device *d = &s->r->devices[rec];
+    uint32_t u = __atomic_load_n(&d->undo_slot, __ATOMIC_ACQUIRE);
+
+    if (u == 0)
+        return;
+    if (u <= VGPU_REGION_MAX_SLOTS) {
+        __atomic_store_n(&d->used_bytes, d->undo_used_bytes, __ATOMIC_RELAXED);
+        __atomic_store_n(&s->r->slots[u - 1].devices[rec].charged_bytes, d->undo_charged_bytes,
+                         __ATOMIC_RELAXED);
+        VGPU_INFO("%s: undid a change of slot %u interrupted by its death", s->path, u - 1);
+    }
+    __atomic_store_n(&d->undo_slot, 0, __ATOMIC_RELEASE);
+}
+
+/* Spins this many times between looks at the holder's liveness. */
+#define CHARGE_SPINS 200
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/*
+ * Takes rec's charge lock for slot me (an index). The holder is almost
+ * always inside a handful of stores; a holder that died there (the kernel
+ * dropped its slot lock) is replaced by compare-and-swap and its change
+ * undone. A value no slot can hold (written by someone else) counts as dead.
+ */
+static void charge_lock(struct vgpu_shm *s, int rec, int me)
+{
+    uint32_t *lock = &s->r->devices[rec].charge_lock;
+    uint32_t want = (uint32_t)me + 1;
+    unsigned spins = 0;
+
+    for (;;) {
+        uint32_t cur = 0;
+
+        if (__atomic_compare_exchange_n(lock, &cur, want, false, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return;
+        if (++spins < CHARGE_SPINS) {
+            cpu_relax();
+            continue;
+        }
+        spins = 0;
+        /* Our own slot: another thread of this (live) process holds it. */
+        if (cur != want && (cur > VGPU_REGION_MAX_SLOTS || !slot_owner_alive(s, (int)cur - 1)) &&
+            __atomic_compare_exchange_n(lock, &cur, want, false, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+            undo_change(s, rec);
+            return;
+        }
+        sched_yield();
+    }
+}
+
+static void charge_unlock(struct vgpu_shm *s, int rec)
+{
+    __atomic_store_n(&s->r->devices[rec].charge_lock, 0, __ATOMIC_RELEASE);
+}
+
+/*
+ * Sets rec's used_bytes to used and slot i's charged_bytes to charged,
+ * recoverably: the undo record is complete (release) before either moves,
+ * and cleared only after both moved. Charge lock held.
+ */
+static void charge_set(struct vgpu_shm *s, int rec, int i, uint64_t used, uint64_t charged)
+{
+    struct vgpu_region_device *d = &s->r->devices[rec];
+    uint64_t *slot_charged = &s->r->slots[i].devices[rec].charged_bytes;
+    uint64_t peak;
+
+    d->undo_used_bytes = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
+    d->undo_charged_bytes = __atomic_load_n(slot_charged, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->undo_slot, (uint32_t)i + 1, __ATOMIC_RELEASE);
+    /* The record must be visible before either counter moves. */
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&d->used_bytes, used, __ATOMIC_RELAXED);
+    __atomic_store_n(slot_charged, charged, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->undo_slot, 0, __ATOMIC_RELEASE);
+    peak = __atomic_load_n(&d->peak_bytes, __ATOMIC_RELAXED);
+    if (used > peak)
+        __atomic_store_n(&d->peak_bytes, used, __ATOMIC_RELAXED);
+}
+
+/*
+ * Returns slot i's charged bytes to the device counters and frees it: our
+ * own slot at exit, or a dead one we adopted (we hold its slot lock, so a
+ * charge lock it died holding is ours now and its change is undone).
+ * Region lock held.
+ */
+static void free_slot(struct vgpu_shm *s, int i, bool adopted)
+{
+    struct vgpu_region_slot *sl = &s->r->slots[i];
+    uint32_t n = __atomic_load_n(&s->r->header.device_count, __ATOMIC_ACQUIRE);
+
+    for (uint32_t d = 0; d < n && d < VGPU_REGION_MAX_DEVICES; d++) {
+        uint32_t *lock = &s->r->devices[d].charge_lock;
+        uint64_t charged, used;
+
+        if (adopted && __atomic_load_n(lock, __ATOMIC_ACQUIRE) == (uint32_t)i + 1)
+            undo_change(s, (int)d);
+        else if (__atomic_load_n(&sl->devices[d].charged_bytes, __ATOMIC_RELAXED) == 0)
+            continue;
+        else
+            charge_lock(s, (int)d, i);
+        charged = sl->devices[d].charged_bytes;
+        used = __atomic_load_n(&s->r->devices[d].used_bytes, __ATOMIC_RELAXED);
+        if (charged != 0)
+            charge_set(s, (int)d, i, used > charged ? used - charged : 0, 0);
+        charge_unlock(s, (int)d);
+    }
+    memset(sl, 0, sizeof(*sl));
+}
+
+/*
+ * Frees the slots of dead owners. A slot whose lock we can take has no live
+ * owner; holding it while we return its bytes keeps others from taking us
+ * for the dead owner.
+ */
+static int reclaim_locked(struct vgpu_shm *s)
 {
     int n = 0;
 
     for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
         struct vgpu_region_slot *sl = &s->r->slots[i];
+        short type = F_WRLCK;
 
         if (i == s->slot || __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != VGPU_SLOT_ACTIVE)
             continue;
-        if (owner_alive(s, i, self))
+        if (slot_lock(s, i, F_OFD_SETLK, &type) != 0)
             continue;
+        __atomic_store_n(&s->adopted, i, __ATOMIC_RELAXED);
         VGPU_INFO("%s: reclaiming slot %d of dead pid %u (start time %llu)", s->path, i, sl->pid,
                   (unsigned long long)sl->start_time);
-        free_slot(s, sl);
+        free_slot(s, i, true);
+        __atomic_store_n(&s->adopted, -1, __ATOMIC_RELAXED);
+        type = F_UNLCK;
+        slot_lock(s, i, F_OFD_SETLK, &type);
         n++;
     }
     return n;
@@ -305,9 +447,11 @@ int vgpu_shm_reclaim(struct vgpu_shm *s, const struct vgpu_procinfo *self)
 {
     int n;
 
+    if (self != NULL)
+        s->self = self;
     if (lock_region(s) != 0)
         return 0;
-    n = reclaim_locked(s, self);
+    n = reclaim_locked(s);
     unlock_region(s);
     return n;
 }
@@ -318,9 +462,10 @@ int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self)
 
     if (s->slot >= 0)
         return 0;
+    s->self = self;
     if (lock_region(s) != 0)
         return -1;
-    reclaim_locked(s, self);
+    reclaim_locked(s);
     for (int i = 0; i < VGPU_REGION_MAX_SLOTS && found < 0; i++) {
         struct vgpu_region_slot *sl = &s->r->slots[i];
 
@@ -358,33 +503,88 @@ int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self)
 int vgpu_shm_reserve(struct vgpu_shm *s, int rec, uint64_t size, uint64_t limit)
 {
     struct vgpu_region_device *d = &s->r->devices[rec];
-    uint64_t cur = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
-    uint64_t next, peak;
+    uint64_t used, charged;
+    int rc = -1;
 
-    do {
-        if (cur > UINT64_MAX - size)
-            return -1;
-        next = cur + size;
-        if (limit != 0 && next > limit)
-            return -1;
-    } while (!__atomic_compare_exchange_n(&d->used_bytes, &cur, next, true, __ATOMIC_ACQ_REL,
-                                          __ATOMIC_RELAXED));
-    peak = __atomic_load_n(&d->peak_bytes, __ATOMIC_RELAXED);
-    while (peak < next && !__atomic_compare_exchange_n(&d->peak_bytes, &peak, next, true,
-                                                       __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    if (s->slot < 0)
+        return -1;
+    charge_lock(s, rec, s->slot);
+    used = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
+    charged = s->r->slots[s->slot].devices[rec].charged_bytes;
+    if (used <= UINT64_MAX - size && charged <= UINT64_MAX - size &&
+        (limit == 0 || used + size <= limit)) {
+        charge_set(s, rec, s->slot, used + size, charged + size);
+        rc = 0;
     }
-    return 0;
+    charge_unlock(s, rec);
+    return rc;
 }
 
 void vgpu_shm_unreserve(struct vgpu_shm *s, int rec, uint64_t size)
 {
     struct vgpu_region_device *d = &s->r->devices[rec];
-    uint64_t cur = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
+    uint64_t used, charged;
 
-    /* Saturate: the counter is shared with untrusted writers and must never wrap. */
-    while (!__atomic_compare_exchange_n(&d->used_bytes, &cur, cur > size ? cur - size : 0, true,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+    if (s->slot < 0)
+        return;
+    charge_lock(s, rec, s->slot);
+    used = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
+    charged = s->r->slots[s->slot].devices[rec].charged_bytes;
+    /* Never more than we charged: a counter someone else lowered must not wrap. */
+    if (size > charged)
+        size = charged;
+    charge_set(s, rec, s->slot, used > size ? used - size : 0, charged - size);
+    charge_unlock(s, rec);
+}
+
+uint64_t vgpu_shm_slot_charged(const struct vgpu_shm *s, int rec)
+{
+    return s->slot < 0 ? 0
+                       : __atomic_load_n(&s->r->slots[s->slot].devices[rec].charged_bytes,
+                                         __ATOMIC_RELAXED);
+}
+
+int vgpu_shm_verify(struct vgpu_shm *s, char err[VGPU_ERRMSG_MAX])
+{
+    struct vgpu_region_header *h = &s->r->header;
+    struct stat st;
+    const char *bad;
+
+    if (stat(s->path, &st) != 0) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: gone: %s", s->path, strerror(errno));
+        return -1;
     }
+    if ((uint64_t)st.st_dev != s->dev || (uint64_t)st.st_ino != s->ino) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: replaced by another file", s->path);
+        return -1;
+    }
+    if (st.st_size != VGPU_REGION_SIZE) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: size changed to %lld", s->path, (long long)st.st_size);
+        return -1;
+    }
+    bad = vgpu_region_check_header(h);
+    if (bad == NULL && (__atomic_load_n(&h->init_state, __ATOMIC_ACQUIRE) != VGPU_REGION_READY ||
+                        __atomic_load_n(&h->generation, __ATOMIC_RELAXED) != s->generation ||
+                        __atomic_load_n(&h->init_time_ns, __ATOMIC_RELAXED) != s->init_ns))
+        bad = "re-initialised under us";
+    if (bad != NULL) {
+        snprintf(err, VGPU_ERRMSG_MAX, "%s: %s", s->path, bad);
+        return -1;
+    }
+    return 0;
+}
+
+void vgpu_shm_slot_mark_fail_closed(struct vgpu_shm *s)
+{
+    if (s->slot >= 0)
+        __atomic_fetch_or(&s->r->slots[s->slot].flags, VGPU_SLOT_FLAG_FAIL_CLOSED,
+                          __ATOMIC_RELEASE);
+}
+
+void vgpu_shm_count_refused(struct vgpu_shm *s, int rec)
+{
+    if (rec >= 0 && rec < VGPU_REGION_MAX_DEVICES)
+        __atomic_fetch_add(&s->r->devices[rec].refused_processes, 1, __ATOMIC_RELAXED);
 }
 
 uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec)
@@ -468,9 +668,9 @@ void vgpu_shm_slot_set_overhead(struct vgpu_shm *s, int rec, uint64_t overhead)
     if (old == overhead)
         return;
     /* Overhead is already in use on the GPU: charge it without a limit check. */
-    if (overhead > old)
-        vgpu_shm_reserve(s, rec, overhead - old, 0);
-    else
+    if (overhead > old && vgpu_shm_reserve(s, rec, overhead - old, 0) != 0)
+        return;
+    if (overhead < old)
         vgpu_shm_unreserve(s, rec, old - overhead);
     sl = slot_begin(s);
     sl->devices[rec].overhead_bytes = overhead;
@@ -485,7 +685,7 @@ void vgpu_shm_release_slot(struct vgpu_shm *s)
 
     if (s->slot < 0 || lock_region(s) != 0)
         return;
-    free_slot(s, &s->r->slots[s->slot]);
+    free_slot(s, s->slot, false);
     slot_lock(s, s->slot, F_OFD_SETLK, &type);
     unlock_region(s);
     s->slot = -1;

@@ -2,10 +2,12 @@
  * shm.h - one process's attachment to a claim's shared region
  * (layout and protocol: include/vgpu_region.h).
  *
- * Counters are updated lock-free (compare-and-swap on the device record);
- * the OFD lock on the file is taken only for rare operations: initialising
- * the header, adding a device record, claiming a slot, reclaiming the slots
- * of dead processes.
+ * Memory counters change under the device record's charge lock, a spin lock
+ * in the region held for a handful of stores, with an undo record so that a
+ * holder killed at any instant is rolled back exactly; the OFD lock on the
+ * file is taken only for rare operations: initialising the header, adding a
+ * device record, claiming a slot, reclaiming the slots of dead processes.
+ * Callers serialise the rare operations within a process (vgpu_lock()).
  */
 #ifndef VGPU_SHM_H
 #define VGPU_SHM_H
@@ -25,6 +27,10 @@ struct vgpu_shm {
     pid_t fd_pid; /* process that opened fd: OFD locks belong to the open file description */
     struct vgpu_region *r;
     int slot; /* our slot index, -1 until claimed (and again in a fork child) */
+    int adopted; /* dead slot we are reclaiming (we hold its slot lock), else -1 */
+    const struct vgpu_procinfo *self; /* our identity, set by the first slot claim */
+    uint64_t dev, ino;            /* the file we mapped */
+    uint64_t generation, init_ns; /* its header when we attached */
 };
 
 /*
@@ -51,13 +57,33 @@ int vgpu_shm_device(struct vgpu_shm *s, const char *uuid, uint64_t memory_limit,
 int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self);
 
 /*
- * Adds size to the claim-wide counter of record rec unless that would exceed
- * limit (0 = no limit). Returns 0, or -1 when refused. Lock-free.
+ * Adds size to the claim-wide counter of record rec and to our slot's
+ * charged_bytes, together, unless the counter would exceed limit (0 = no
+ * limit). Returns 0, or -1 when refused or without a slot.
  */
 int vgpu_shm_reserve(struct vgpu_shm *s, int rec, uint64_t size, uint64_t limit);
 
-/* Subtracts size from the claim-wide counter of rec (saturating at 0). */
+/*
+ * Subtracts size (at most what our slot has charged) from the claim-wide
+ * counter of rec and from our slot's charged_bytes, together.
+ */
 void vgpu_shm_unreserve(struct vgpu_shm *s, int rec, uint64_t size);
+
+/* Returns what our slot has charged on rec (0 without a slot). */
+uint64_t vgpu_shm_slot_charged(const struct vgpu_shm *s, int rec);
+
+/*
+ * Checks that path still names the file we mapped, with the header we
+ * attached to (not replaced, truncated, re-initialised or overwritten).
+ * Returns 0, or -1 with a reason in err.
+ */
+int vgpu_shm_verify(struct vgpu_shm *s, char err[VGPU_ERRMSG_MAX]);
+
+/* Sets VGPU_SLOT_FLAG_FAIL_CLOSED in our slot (the monitor reports it). */
+void vgpu_shm_slot_mark_fail_closed(struct vgpu_shm *s);
+
+/* Counts one more process refused for want of a free slot on rec. */
+void vgpu_shm_count_refused(struct vgpu_shm *s, int rec);
 
 /* Returns the claim-wide counter of rec. */
 uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -330,43 +331,71 @@ static void test_region_race(void)
     enum { PROCS = 8, TRIES = 400, LIMIT = 1000 };
     struct vgpu_shm s;
     char path[256], err[VGPU_ERRMSG_MAX];
-    int *granted;
+    struct vgpu_procinfo self;
+    int *granted, done[2], hold[2];
+    pid_t pids[PROCS];
     int total = 0;
 
     region_path(path, sizeof(path), "race");
     create_region(path);
     CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
     CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, LIMIT, 0, 0), 0);
+    CHECK(vgpu_shm_reserve(&s, 0, 1, LIMIT) != 0); /* no slot: nothing can be charged */
     granted = mmap(NULL, PROCS * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                    -1, 0);
+    /* The children stay alive until all are counted: a dead one's bytes would be reclaimed. */
+    CHECK(pipe(done) == 0 && pipe(hold) == 0);
     for (int p = 0; p < PROCS; p++) {
-        if (fork() == 0) {
+        pids[p] = fork();
+        if (pids[p] == 0) {
             struct vgpu_shm c;
-            char e[VGPU_ERRMSG_MAX];
+            struct vgpu_procinfo me;
+            char e[VGPU_ERRMSG_MAX], x;
             int n = 0;
 
-            if (vgpu_shm_attach(&c, path, false, e) != 0)
+            close(hold[1]);
+            if (vgpu_shm_attach(&c, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
+                vgpu_shm_claim_slot(&c, &me) != 0)
                 _exit(2);
             for (int i = 0; i < TRIES; i++)
                 n += vgpu_shm_reserve(&c, 0, 1, LIMIT) == 0;
             granted[p] = n;
+            if (write(done[1], "d", 1) != 1 || read(hold[0], &x, 1) != 0)
+                _exit(3);
             _exit(0);
         }
     }
     for (int p = 0; p < PROCS; p++) {
-        int st;
-        wait(&st);
-        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+        char x;
+        CHECK(read(done[0], &x, 1) == 1);
     }
     for (int p = 0; p < PROCS; p++)
         total += granted[p];
     CHECK_EQ_U64(total, LIMIT);
     CHECK_EQ_U64(vgpu_shm_used(&s, 0), LIMIT);
     CHECK_EQ_U64(s.r->devices[0].peak_bytes, LIMIT);
-    CHECK(vgpu_shm_reserve(&s, 0, 1, LIMIT) != 0);
+    close(hold[1]);
+    for (int p = 0; p < PROCS; p++) {
+        int st;
+        waitpid(pids[p], &st, 0);
+        CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(hold[0]);
+    close(done[0]);
+    close(done[1]);
+    /* The exited children's charges come back; then ours are what is used. */
+    CHECK(vgpu_procinfo_self(&self) == 0);
+    CHECK(vgpu_shm_claim_slot(&s, &self) == 0);
+    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
+    CHECK(vgpu_shm_reserve(&s, 0, LIMIT - 10, LIMIT) == 0);
+    CHECK(vgpu_shm_reserve(&s, 0, 11, LIMIT) != 0);
     vgpu_shm_unreserve(&s, 0, 10);
-    CHECK(vgpu_shm_reserve(&s, 0, 10, LIMIT) == 0);
+    CHECK(vgpu_shm_reserve(&s, 0, 20, LIMIT) == 0);
+    CHECK_EQ_U64(vgpu_shm_slot_charged(&s, 0), LIMIT);
     CHECK(vgpu_shm_reserve(&s, 0, UINT64_MAX, 0) != 0); /* overflow refused even unlimited */
+    vgpu_shm_unreserve(&s, 0, 2 * LIMIT); /* never more than we charged */
+    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
+    CHECK_EQ_U64(vgpu_shm_slot_charged(&s, 0), 0);
     munmap(granted, PROCS * sizeof(int));
     vgpu_shm_detach(&s);
 }
@@ -424,11 +453,12 @@ static void test_region_reclaim(void)
     {
         struct vgpu_region_slot *sl = &s.r->slots[VGPU_REGION_MAX_SLOTS - 1];
 
-        CHECK(vgpu_shm_reserve(&s, 0, 300, 0) == 0);
+        s.r->devices[0].used_bytes += 300;
         sl->pid = 1;
         sl->pidns = self.pidns + 1;
         sl->start_time = 1;
         sl->devices[0].used_bytes = 300;
+        sl->devices[0].charged_bytes = 300;
         sl->state = VGPU_SLOT_ACTIVE;
         CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
         CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
@@ -559,6 +589,109 @@ static void test_hostpids_lookup(void)
     free(h.table);
 }
 
+/*
+ * A process killed while holding a device's charge lock, at each point of a
+ * counter change: the next locker takes the lock over and the change is
+ * undone exactly; reclaiming the dead slot then returns what it had before.
+ */
+static void test_charge_undo(void)
+{
+    struct vgpu_shm s;
+    struct vgpu_procinfo self;
+    char path[256], err[VGPU_ERRMSG_MAX];
+
+    region_path(path, sizeof(path), "undo");
+    create_region(path);
+    CHECK(vgpu_procinfo_self(&self) == 0);
+    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
+    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, 1000, 0, 0), 0);
+    CHECK(vgpu_shm_claim_slot(&s, &self) == 0);
+    CHECK(vgpu_shm_reserve(&s, 0, 100, 1000) == 0);
+    /* 0: lock taken; 1: undo record set; 2: counter moved; 3: both moved, record not cleared. */
+    for (int point = 0; point < 4; point++) {
+        int st, pipefd[2];
+        pid_t pid;
+        char c;
+
+        CHECK(pipe(pipefd) == 0);
+        pid = fork();
+        if (pid == 0) {
+            struct vgpu_shm cs;
+            struct vgpu_procinfo me;
+            struct vgpu_region_device *d;
+            char e[VGPU_ERRMSG_MAX];
+
+            if (vgpu_shm_attach(&cs, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
+                vgpu_shm_claim_slot(&cs, &me) != 0 || vgpu_shm_reserve(&cs, 0, 300, 1000) != 0)
+                _exit(2);
+            /* By hand, as vgpu_shm_reserve would for 200 more bytes, stopping at point. */
+            d = &cs.r->devices[0];
+            d->charge_lock = (uint32_t)cs.slot + 1;
+            if (point >= 1) {
+                d->undo_used_bytes = d->used_bytes;
+                d->undo_charged_bytes = cs.r->slots[cs.slot].devices[0].charged_bytes;
+                d->undo_slot = (uint32_t)cs.slot + 1;
+            }
+            if (point >= 2)
+                d->used_bytes += 200;
+            if (point >= 3)
+                cs.r->slots[cs.slot].devices[0].charged_bytes += 200;
+            if (write(pipefd[1], "k", 1) != 1)
+                _exit(3);
+            pause();
+            _exit(0);
+        }
+        CHECK(read(pipefd[0], &c, 1) == 1);
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        CHECK(WIFSIGNALED(st));
+        /* Takes the dead holder's lock over (spins first), undoes, charges ours. */
+        CHECK(vgpu_shm_reserve(&s, 0, 50, 1000) == 0);
+        CHECK_EQ_U64(s.r->devices[0].charge_lock, 0);
+        CHECK_EQ_U64(s.r->devices[0].undo_slot, 0);
+        CHECK_EQ_U64(vgpu_shm_used(&s, 0), 100 + 300 + 50);
+        CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
+        CHECK_EQ_U64(vgpu_shm_used(&s, 0), 150);
+        CHECK_EQ_U64(vgpu_shm_slot_charged(&s, 0), 150);
+        vgpu_shm_unreserve(&s, 0, 50);
+        close(pipefd[0]);
+        close(pipefd[1]);
+    }
+    /* Killed holding the lock with no other locker around: reclaim alone undoes it. */
+    {
+        int st;
+        pid_t pid = fork();
+
+        if (pid == 0) {
+            struct vgpu_shm cs;
+            struct vgpu_procinfo me;
+            char e[VGPU_ERRMSG_MAX];
+
+            if (vgpu_shm_attach(&cs, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
+                vgpu_shm_claim_slot(&cs, &me) != 0 || vgpu_shm_reserve(&cs, 0, 300, 1000) != 0)
+                _exit(2);
+            cs.r->devices[0].charge_lock = (uint32_t)cs.slot + 1;
+            cs.r->devices[0].undo_used_bytes = cs.r->devices[0].used_bytes;
+            cs.r->devices[0].undo_charged_bytes = 300;
+            cs.r->devices[0].undo_slot = (uint32_t)cs.slot + 1;
+            cs.r->devices[0].used_bytes += 200;
+            raise(SIGKILL);
+        }
+        waitpid(pid, &st, 0);
+        CHECK(WIFSIGNALED(st));
+        CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
+        CHECK_EQ_U64(s.r->devices[0].charge_lock, 0);
+        CHECK_EQ_U64(vgpu_shm_used(&s, 0), 100);
+    }
+    /* A lock value no slot can hold (someone wrote it) is taken over too. */
+    s.r->devices[0].charge_lock = VGPU_REGION_MAX_SLOTS + 7;
+    CHECK(vgpu_shm_reserve(&s, 0, 1, 1000) == 0);
+    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 101);
+    vgpu_shm_release_slot(&s);
+    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
+    vgpu_shm_detach(&s);
+}
+
 int main(void)
 {
     char cmd[64];
@@ -578,6 +711,7 @@ int main(void)
     test_region_corrupt();
     test_region_race();
     test_region_reclaim();
+    test_charge_undo();
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", tmpdir);

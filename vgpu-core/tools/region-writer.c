@@ -163,6 +163,8 @@ static int add_slot(struct vgpu_region *r, char *arg, uint64_t pidns)
     sl->devices[dev].used_bytes = used;
     sl->devices[dev].peak_bytes = used;
     sl->devices[dev].overhead_bytes = overhead;
+    /* As the library keeps it (minor 3): what the process has put on the device's counter. */
+    sl->devices[dev].charged_bytes = used + overhead;
     last_slot = sl;
     return 0;
 }

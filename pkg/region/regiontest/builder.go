@@ -32,6 +32,8 @@ type Device struct {
 	PeakBytes        uint64
 	ComputePolicy    uint32
 	SMUtilPercent    uint32
+	// RefusedProcesses is device.refused_processes (minor 3).
+	RefusedProcesses uint64
 }
 
 // Process is one active slot to write.
@@ -43,7 +45,9 @@ type Process struct {
 	StartTime    uint64
 	PIDNamespace uint64
 	HeartbeatNS  uint64
-	Devices      []ProcessDevice
+	// FailClosed sets VGPU_SLOT_FLAG_FAIL_CLOSED in slot.flags (minor 3).
+	FailClosed bool
+	Devices    []ProcessDevice
 }
 
 // ProcessDevice is a process's usage of one device record.
@@ -54,6 +58,8 @@ type ProcessDevice struct {
 	KernelLaunches uint64
 	ThrottledNS    uint64
 	SMUtilPercent  uint32
+	// ChargedBytes is slot_device.charged_bytes (minor 3).
+	ChargedBytes uint64
 }
 
 // Ready returns an initialised region (init_state ready, every header
@@ -67,7 +73,7 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], magic)
 	le.PutUint16(b[8:], 1)
-	le.PutUint16(b[10:], 2)
+	le.PutUint16(b[10:], 3)
 	le.PutUint32(b[12:], 2)
 	le.PutUint64(b[16:], regionSize)
 	le.PutUint32(b[24:], 256)
@@ -93,6 +99,7 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 		le.PutUint64(r[72:], d.PeakBytes)
 		le.PutUint32(r[160:], d.ComputePolicy)
 		le.PutUint32(r[164:], d.SMUtilPercent)
+		le.PutUint64(r[104:], d.RefusedProcesses)
 	}
 	for _, p := range procs {
 		if p.Slot < 0 || p.Slot >= 512 {
@@ -112,6 +119,9 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 		le.PutUint64(s[16:], p.StartTime)
 		le.PutUint64(s[24:], p.PIDNamespace)
 		le.PutUint64(s[32:], p.HeartbeatNS)
+		if p.FailClosed {
+			le.PutUint32(s[40:], 1)
+		}
 		for d, u := range p.Devices {
 			sd := s[128+d*slotDeviceSize:][:slotDeviceSize]
 			le.PutUint64(sd[0:], u.UsedBytes)
@@ -120,6 +130,7 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 			le.PutUint64(sd[24:], u.KernelLaunches)
 			le.PutUint64(sd[32:], u.ThrottledNS)
 			le.PutUint32(sd[40:], u.SMUtilPercent)
+			le.PutUint64(sd[56:], u.ChargedBytes)
 		}
 	}
 	return b, nil

@@ -37,6 +37,7 @@ static void print_offsets(void)
     SIZE(VGPU_SLOT_FREE);
     SIZE(VGPU_SLOT_ACTIVE);
     SIZE(VGPU_INIT_PIDNS_INO);
+    SIZE(VGPU_SLOT_FLAG_FAIL_CLOSED);
     OFF(vgpu_region_header, magic);
     OFF(vgpu_region_header, major);
     OFF(vgpu_region_header, minor);
@@ -59,6 +60,11 @@ static void print_offsets(void)
     OFF(vgpu_region_device, state);
     OFF(vgpu_region_device, used_bytes);
     OFF(vgpu_region_device, peak_bytes);
+    OFF(vgpu_region_device, charge_lock);
+    OFF(vgpu_region_device, undo_slot);
+    OFF(vgpu_region_device, undo_used_bytes);
+    OFF(vgpu_region_device, undo_charged_bytes);
+    OFF(vgpu_region_device, refused_processes);
     OFF(vgpu_region_device, compute_policy);
     OFF(vgpu_region_device, sm_util_percent);
     OFF(vgpu_region_slot, state);
@@ -68,6 +74,7 @@ static void print_offsets(void)
     OFF(vgpu_region_slot, start_time);
     OFF(vgpu_region_slot, pidns);
     OFF(vgpu_region_slot, heartbeat_ns);
+    OFF(vgpu_region_slot, flags);
     OFF(vgpu_region_slot, devices);
     OFF(vgpu_region_slot_device, used_bytes);
     OFF(vgpu_region_slot_device, peak_bytes);
@@ -75,6 +82,7 @@ static void print_offsets(void)
     OFF(vgpu_region_slot_device, kernel_launches);
     OFF(vgpu_region_slot_device, throttled_ns);
     OFF(vgpu_region_slot_device, sm_util_percent);
+    OFF(vgpu_region_slot_device, charged_bytes);
 }
 
 static void set_device(struct vgpu_region_device *d, const char *uuid, uint64_t limit, uint32_t sm,
@@ -115,7 +123,7 @@ static int write_fixture(const char *path)
     h = &r->header;
     h->magic = VGPU_REGION_MAGIC;
     h->major = VGPU_REGION_MAJOR;
-    h->minor = 2; /* minor 2: header.slots_in_use bounds the slots readers look at */
+    h->minor = 3; /* minor 2: header.slots_in_use bounds the slots readers look at; 3: charges */
     h->init_state = VGPU_REGION_READY;
     h->region_size = VGPU_REGION_SIZE;
     h->header_size = VGPU_REGION_HEADER_SIZE;
