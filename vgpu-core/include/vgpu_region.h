@@ -43,8 +43,11 @@
 #define VGPU_REGION_MAGIC 0x3147455255504756ULL
 /* Readers refuse a different major; a newer minor only adds fields in reserved space. */
 #define VGPU_REGION_MAJOR 1
-/* 1: slot device launch_cost_ns (compute limiter); 2: header slots_in_use */
-#define VGPU_REGION_MINOR 2
+/*
+ * 1: slot device launch_cost_ns (compute limiter); 2: header slots_in_use;
+ * 4: device sm_share_permyriad, sm_share_time_ns (achieved SM share)
+ */
+#define VGPU_REGION_MINOR 4
 
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_SLOTS 512
@@ -125,7 +128,11 @@ struct vgpu_region_device {
     uint64_t bucket_last_refill_ns;  /* 152 CLOCK_MONOTONIC of the last refill */
     uint32_t compute_policy;         /* 160 VGPU_POLICY_* */
     uint32_t sm_util_percent;        /* 164 last measured claim-wide SM utilisation */
-    uint8_t reserved2[24];           /* 168 */
+    uint32_t sm_share_permyriad;     /* 168 achieved SM share, 0.01 % units, averaged over
+                                        ~10 s by the refiller (minor 4) */
+    uint32_t reserved2a;             /* 172 */
+    uint64_t sm_share_time_ns;       /* 176 CLOCK_REALTIME of its last update, 0 = never */
+    uint8_t reserved2[8];            /* 184 */
     /* line 3: refiller ownership lease (issue 4) */
     uint32_t refiller_pid;           /* 192 */
     uint32_t reserved3;              /* 196 */
@@ -192,6 +199,8 @@ _Static_assert(offsetof(struct vgpu_region_device, peak_bytes) == 72, "peak_byte
 _Static_assert(offsetof(struct vgpu_region_device, bucket_tokens) == 128, "bucket offset");
 _Static_assert(offsetof(struct vgpu_region_device, compute_policy) == 160, "policy offset");
 _Static_assert(offsetof(struct vgpu_region_device, sm_util_percent) == 164, "sm util offset");
+_Static_assert(offsetof(struct vgpu_region_device, sm_share_permyriad) == 168, "sm share offset");
+_Static_assert(offsetof(struct vgpu_region_device, sm_share_time_ns) == 176, "sm share time offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_pid) == 192, "refiller offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_lease_ns) == 216, "lease offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_generation) == 224, "refiller gen offset");
