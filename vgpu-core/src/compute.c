@@ -310,7 +310,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     for (int i = 0; i < ns; i++)
         t.foreign_busy |= !matched[i] && samples[i].sm_util > 0;
     vgpu_ctl_tick(c->ctl, c->bucket, &t);
-    if (t.util_known)
+    if (t.share_updated)
         __atomic_store_n(&c->bucket->sm_share_time_ns, wall_ns(), __ATOMIC_RELAXED);
     for (int i = 0; i < t.nobs; i++) {
         uint64_t est = (uint64_t)cost[i];
@@ -326,8 +326,9 @@ static void control(struct vgpu_gpu *g, uint64_t now)
         __atomic_store_n(&sd->sm_util_percent, (uint32_t)(obs[i].util * 100 + 0.5),
                          __ATOMIC_RELAXED);
     }
-    VGPU_DEBUG("GPU %s: claim share %.1f%%%s (%.1f%% averaged), %s", g->uuid, t.util * 100,
-               t.util_known ? "" : " (unknown)", c->ctl->share * 100,
+    VGPU_DEBUG("GPU %s: claim share %.1f%%%s (%.2f%% averaged), %s", g->uuid, t.util * 100,
+               t.util_known ? "" : " (unknown)",
+               __atomic_load_n(&c->bucket->sm_share_permyriad, __ATOMIC_RELAXED) / 100.0,
                t.limited ? "limiting" : "open");
 }
 

@@ -264,16 +264,18 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
         util += t->obs[i].util;
     }
     t->util = util;
-    if (t->util_known) {
-        /* The monitor's achieved share: NVML's readings averaged over ~10 s. */
-        c->share = c->share_known ? c->share + (util - c->share) *
-                                                   clamp(dt / (double)VGPU_CTL_SHARE_TAU_NS, 0, 1)
-                                  : util;
-        c->share_known = true;
+    if (t->util_known && dt > 0) {
+        /* The monitor's achieved share: NVML's readings averaged over the last ~10 s. */
+        double keep = 1 - clamp(dt / (double)VGPU_CTL_SHARE_TAU_NS, 0, 1);
+
+        c->share_sum = c->share_sum * keep + util * dt;
+        c->share_weight = c->share_weight * keep + dt;
         __atomic_store_n(&d->sm_util_percent, (uint32_t)(clamp(util, 0, 1) * 100 + 0.5),
                          __ATOMIC_RELAXED);
-        __atomic_store_n(&d->sm_share_permyriad, (uint32_t)(clamp(c->share, 0, 1) * 10000 + 0.5),
+        __atomic_store_n(&d->sm_share_permyriad,
+                         (uint32_t)(clamp(c->share_sum / c->share_weight, 0, 1) * 10000 + 0.5),
                          __ATOMIC_RELAXED);
+        t->share_updated = true;
     }
     c->last_ns = t->now;
     t->limited = vgpu_ctl_should_limit(c, t->policy, t->high_priority, t->foreign_busy, t->now);

@@ -107,8 +107,8 @@ struct vgpu_ctl_proc {
 /* Controller state of one claim on one GPU. */
 struct vgpu_ctl {
     double target;               /* fraction of GPU time, (0, 1] */
-    double share;                /* achieved share, smoothed over VGPU_CTL_SHARE_TAU_NS */
-    bool share_known;
+    double share_sum, share_weight; /* decaying time-weighted sums of the claim's share:
+                                       their ratio is its mean over ~VGPU_CTL_SHARE_TAU_NS */
     uint64_t last_ns;            /* time of the last tick, 0 = none */
     uint64_t contended_until_ns; /* workConserving: throttle until then */
     struct vgpu_ctl_proc procs[VGPU_REGION_MAX_SLOTS];
@@ -170,6 +170,7 @@ struct vgpu_ctl_tick {
     const struct vgpu_ctl_obs *obs;
     double *cost_ns;   /* out, one per obs: launch cost to charge (0 = default) */
     double util;       /* out: the claim's measured share now, fraction */
+    bool share_updated; /* out: the device's sm_share_permyriad was updated */
     bool limited;      /* out: the bucket is throttling */
 };
 
