@@ -60,6 +60,8 @@ const (
 	offDevPeakBytes     = 72
 	offDevComputePolicy = 160
 	offDevSMUtil        = 164
+	offDevSMShare       = 168 // minor 4
+	offDevSMShareTime   = 176 // minor 4
 )
 
 // Slot field offsets (struct vgpu_region_slot).

@@ -22,7 +22,8 @@
  *   compute_test sweep   the accuracy table: limits 10..90 % x 1, 2, 4
  *                        processes per claim x 1 and 2 claims per GPU (the
  *                        second at 100 - limit) x kernels 0.1 ms, 2 ms,
- *                        20 ms, mix, eight cells at a time (~4 min); prints
+ *                        20 ms, mix, up to eight cells (24 processes) at a
+ *                        time (~5 min); prints
  *                        the table and checks the goals.
  *
  * Env: VGPU_TEST_LIB (libvgpu.so), VGPU_FAKE_STATE_DIR, VGPU_FAKE_GPU_COUNT
@@ -49,6 +50,7 @@
 #define RUN_S 12
 #define MEASURE_FROM_S 4
 #define MAX_CELLS 8
+#define MAX_BATCH_PROCS 24
 #define MAX_PROCS 4
 
 static double now_s(void)
@@ -407,11 +409,17 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
                 for (int k = 0; k < K_COUNT; k++)
                     all[n++] = (struct cell){.nclaims = nc, .procs = procs[b],
                                              .limit = {limits[a], 100 - limits[a]}, .k = k};
-    for (int i = 0; i < n; i += MAX_CELLS) {
-        int batch = n - i < MAX_CELLS ? n - i : MAX_CELLS;
+    for (int i = 0, batch = 0; i < n; i += batch) {
+        int procs_in_batch = 0;
         char dir[600];
 
-        snprintf(dir, sizeof(dir), "%s/batch%d", base, i / MAX_CELLS);
+        /* Up to MAX_CELLS GPUs and MAX_BATCH_PROCS processes (the fake has 64 slots) at once. */
+        for (batch = 0; i + batch < n && batch < MAX_CELLS &&
+                        procs_in_batch + all[i + batch].procs * all[i + batch].nclaims <=
+                            MAX_BATCH_PROCS;
+             batch++)
+            procs_in_batch += all[i + batch].procs * all[i + batch].nclaims;
+        snprintf(dir, sizeof(dir), "%s/batch%d", base, i);
         CHECK(mkdir(dir, 0777) == 0);
         for (int j = 0; j < batch; j++)
             all[i + j].ord = j;

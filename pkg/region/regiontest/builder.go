@@ -32,6 +32,10 @@ type Device struct {
 	PeakBytes        uint64
 	ComputePolicy    uint32
 	SMUtilPercent    uint32
+	// SMShareBasisPoints and SMShareTimeNS are the achieved share and its
+	// update time (CLOCK_REALTIME ns) of layout minor 4.
+	SMShareBasisPoints uint32
+	SMShareTimeNS      uint64
 }
 
 // Process is one active slot to write.
@@ -93,6 +97,8 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 		le.PutUint64(r[72:], d.PeakBytes)
 		le.PutUint32(r[160:], d.ComputePolicy)
 		le.PutUint32(r[164:], d.SMUtilPercent)
+		le.PutUint32(r[168:], d.SMShareBasisPoints)
+		le.PutUint64(r[176:], d.SMShareTimeNS)
 	}
 	for _, p := range procs {
 		if p.Slot < 0 || p.Slot >= 512 {

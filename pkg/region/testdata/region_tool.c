@@ -61,6 +61,8 @@ static void print_offsets(void)
     OFF(vgpu_region_device, peak_bytes);
     OFF(vgpu_region_device, compute_policy);
     OFF(vgpu_region_device, sm_util_percent);
+    OFF(vgpu_region_device, sm_share_permyriad);
+    OFF(vgpu_region_device, sm_share_time_ns);
     OFF(vgpu_region_slot, state);
     OFF(vgpu_region_slot, pid);
     OFF(vgpu_region_slot, host_pid);
