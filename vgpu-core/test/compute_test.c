@@ -23,13 +23,14 @@
  *                        processes per claim x 1 and 2 claims per GPU (the
  *                        second at 100 - limit) x kernels 0.1 ms, 2 ms,
  *                        20 ms, mix, up to eight cells (24 processes) at a
- *                        time (~5 min); prints
+ *                        time (~5 min; "sweep LIMIT" runs one limit); prints
  *                        the table and checks the goals.
  *
  * Env: VGPU_TEST_LIB (libvgpu.so), VGPU_FAKE_STATE_DIR, VGPU_FAKE_GPU_COUNT
  * (>= 4 quick, >= 8 sweep).
  */
 #include <fcntl.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,8 @@
 #define MAX_CELLS 8
 #define MAX_BATCH_PROCS 24
 #define MAX_PROCS 4
+/* Busy children read the parent's stop pipe on this descriptor. */
+#define STOP_FD 9
 
 static double now_s(void)
 {
@@ -88,24 +91,25 @@ static int open_device(int ord, CUmodule *mod)
 }
 
 /*
- * Child: launches kernel (a fake kernel name) for run_s seconds into nstreams
- * streams, depth launches per stream between synchronisations of that
- * stream; grid blocks per launch (fewer than the GPU's SMs: a small grid).
+ * Child: launches kernel (a fake kernel name) into nstreams streams, depth
+ * launches per stream between synchronisations of that stream, grid blocks
+ * per launch (fewer than the GPU's SMs: a small grid), until the parent
+ * closes the stop pipe (STOP_FD).
  */
-static int child_busy(int ord, const char *kernel, int nstreams, int depth, unsigned grid,
-                      double run_s)
+static int child_busy(int ord, const char *kernel, int nstreams, int depth, unsigned grid)
 {
     CUmodule mod;
     CUfunction f;
     CUstream s[2];
-    double end = now_s() + run_s;
+    struct pollfd stop = {.fd = STOP_FD, .events = POLLIN};
 
     if (open_device(ord, &mod) != 0)
         return 1;
     TRY(cuModuleGetFunction(&f, mod, kernel));
     for (int i = 0; i < nstreams; i++)
         TRY(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING));
-    while (now_s() < end) {
+    /* Until the parent, having measured, closes the stop pipe: a busy host only delays that. */
+    while (poll(&stop, 1, 0) == 0) {
         for (int i = 0; i < nstreams; i++) {
             TRY(cuStreamSynchronize(s[i]));
             for (int k = 0; k < depth; k++)
@@ -185,6 +189,9 @@ static int write_claim(const char *root, const char *name, const char *uuid, uns
     return 0;
 }
 
+/* The stop pipe of the running cells: busy children exit when the write end closes. */
+static int stop_pipe[2] = {-1, -1};
+
 /* Starts this program as a child with argv under libvgpu.so and claims root root. */
 static pid_t spawn(const char *self, const char *root, int out_fd, char *const *args)
 {
@@ -198,6 +205,10 @@ static pid_t spawn(const char *self, const char *root, int out_fd, char *const *
     setenv("VGPU_CLAIMS_ROOT", root, 1);
     if (out_fd >= 0)
         dup2(out_fd, 1);
+    if (stop_pipe[0] >= 0) {
+        dup2(stop_pipe[0], STOP_FD);
+        close(stop_pipe[1]);
+    }
     argv[n++] = (char *)self;
     for (int i = 0; args[i] != NULL && n < 11; i++)
         argv[n++] = args[i];
@@ -244,20 +255,29 @@ static const char *kernel_of(enum kernels k, int j)
 
 static void start_cell(const char *self, const char *base, struct cell *c, char uuid[][96])
 {
-    char ordstr[16], streams[8], depth[8], grid[16], run[16];
+    static const double mean_ns[3] = {100e3, 2e6, 20e6};
+    char ordstr[16], streams[8], depth[8], grid[16];
 
     snprintf(ordstr, sizeof(ordstr), "%d", c->ord);
-    snprintf(run, sizeof(run), "%d", RUN_S);
     for (int a = 0; a < c->nclaims; a++) {
         snprintf(c->root[a], sizeof(c->root[a]), "%s/gpu%d-claim%d", base, c->ord, a);
         CHECK(write_claim(c->root[a], "c", uuid[c->ord], c->limit[a]) == 0);
         for (int j = 0; j < c->procs; j++) {
-            /* Processes differ as real ones do: streams, queue depth, grid size. */
-            snprintf(streams, sizeof(streams), "%d", 1 + j % 2);
-            snprintf(depth, sizeof(depth), "%d", 2 + 3 * (j % 3));
+            /*
+             * Processes differ as real ones do (queue depth, grid size) but
+             * all keep two streams busy, so that a host too loaded to wake
+             * them in time does not leave the GPU idle (the test is about
+             * the limiter, not about the host).
+             */
+            snprintf(streams, sizeof(streams), "%d", 2);
+            double mean = mean_ns[c->k == K_MIX ? j % 3 : (int)c->k];
+            int d = 2 + 3 * (j % 3);
+
+            /* Short kernels are queued deeper, as applications do (a batch of >= 20 ms). */
+            snprintf(depth, sizeof(depth), "%d", d * mean >= 20e6 ? d : (int)(20e6 / mean));
             snprintf(grid, sizeof(grid), "%u", j % 2 == 1 ? 8u : 4096u);
             char *args[] = {"busy", ordstr, (char *)kernel_of(c->k, j), streams, depth, grid,
-                            run, NULL};
+                            NULL};
 
             c->pid[a][j] = spawn(self, c->root[a], -1, args);
         }
@@ -285,9 +305,11 @@ static void run_cells(const char *self, const char *base, struct cell *cells, in
     uint64_t start = (uint64_t)(now_s() * 1e9), to;
     int status;
 
+    CHECK(pipe(stop_pipe) == 0);
     for (int i = 0; i < n; i++)
         start_cell(self, base, &cells[i], uuid);
-    usleep((useconds_t)((RUN_S - 0.6) * 1e6));
+    close(stop_pipe[0]);
+    sleep(RUN_S);
     /* Only whole sample periods that have ended: no kernel can be placed into them any more. */
     to = ((uint64_t)(now_s() * 1e9) / GPU_SAMPLE_NS - 1) * GPU_SAMPLE_NS;
     for (int i = 0; i < n; i++) {
@@ -296,6 +318,8 @@ static void run_cells(const char *self, const char *base, struct cell *cells, in
             cells[i].first_s[a] = true_share(st, &cells[i], a, start, start + S);
         }
     }
+    close(stop_pipe[1]);
+    stop_pipe[0] = stop_pipe[1] = -1;
     for (int i = 0; i < n; i++) {
         for (int a = 0; a < cells[i].nclaims; a++) {
             for (int j = 0; j < cells[i].procs; j++) {
@@ -375,7 +399,7 @@ static int quick(const char *self, const char *base, char uuid[][96], fake_state
     f = fdopen(pipefd[0], "r");
     CHECK(f != NULL && fscanf(f, "%lf %lf", &capture_s, &wait_s) == 2);
     CHECK(waitpid(cap, &status, 0) == cap && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-    printf("true share (fake GPU timeline), mean of %d..%.1f s:\n", MEASURE_FROM_S, RUN_S - 0.6);
+    printf("true share (fake GPU timeline), mean of %d..%d s:\n", MEASURE_FROM_S, RUN_S);
     printf("  30 %%, one process, mixed kernels     %6.2f%%  (first second %5.2f%%)\n",
            cells[0].share[0], cells[0].first_s[0]);
     printf("  30/70 pair, 2 ms kernels              %6.2f%% / %6.2f%%\n", cells[1].share[0],
@@ -394,7 +418,8 @@ static int quick(const char *self, const char *base, char uuid[][96], fake_state
     return 0;
 }
 
-static int sweep(const char *self, const char *base, char uuid[][96], fake_state *st)
+static int sweep(const char *self, const char *base, char uuid[][96], fake_state *st,
+                 unsigned only_limit)
 {
     static const unsigned limits[] = {10, 30, 50, 70, 90};
     static const int procs[] = {1, 2, 4};
@@ -406,7 +431,7 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
     for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++)
         for (size_t b = 0; b < sizeof(procs) / sizeof(procs[0]); b++)
             for (int nc = 1; nc <= 2; nc++)
-                for (int k = 0; k < K_COUNT; k++)
+                for (int k = 0; k < K_COUNT && (only_limit == 0 || only_limit == limits[a]); k++)
                     all[n++] = (struct cell){.nclaims = nc, .procs = procs[b],
                                              .limit = {limits[a], 100 - limits[a]}, .k = k};
     for (int i = 0, batch = 0; i < n; i += batch) {
@@ -452,19 +477,19 @@ int main(int argc, char **argv)
 {
     char base[] = "/tmp/vgpu-compute-XXXXXX", uuid[8][96], cmd[600], err[256];
     const char *dir = getenv("VGPU_FAKE_STATE_DIR");
-    bool full = argc == 2 && strcmp(argv[1], "sweep") == 0;
+    bool full = (argc == 2 || argc == 3) && strcmp(argv[1], "sweep") == 0;
     int need = full ? 8 : 4;
     fake_state st;
     nvmlDevice_t dev;
 
-    if (argc == 8 && strcmp(argv[1], "busy") == 0)
+    if (argc == 7 && strcmp(argv[1], "busy") == 0)
         return child_busy(atoi(argv[2]), argv[3], atoi(argv[4]), atoi(argv[5]),
-                          (unsigned)atoi(argv[6]), atof(argv[7]));
+                          (unsigned)atoi(argv[6]));
     if (argc == 3 && strcmp(argv[1], "capture") == 0)
         return child_capture(atoi(argv[2]));
-    if (argc != 2 || (!full && strcmp(argv[1], "quick") != 0) || getenv("VGPU_TEST_LIB") == NULL ||
+    if ((!full && (argc != 2 || strcmp(argv[1], "quick") != 0)) || getenv("VGPU_TEST_LIB") == NULL ||
         dir == NULL || mkdtemp(base) == NULL || nvmlInit_v2() != NVML_SUCCESS) {
-        fprintf(stderr, "usage: compute_test quick|sweep (needs VGPU_TEST_LIB, "
+        fprintf(stderr, "usage: compute_test quick | sweep [LIMIT] (needs VGPU_TEST_LIB, "
                         "VGPU_FAKE_STATE_DIR and the fake NVML)\n");
         return 2;
     }
@@ -479,7 +504,7 @@ int main(int argc, char **argv)
     if (check_failures != 0)
         return check_report("compute_test");
     if (full)
-        sweep(argv[0], base, uuid, &st);
+        sweep(argv[0], base, uuid, &st, argc == 3 ? (unsigned)atoi(argv[2]) : 0);
     else
         quick(argv[0], base, uuid, &st);
     fake_state_close(&st);
