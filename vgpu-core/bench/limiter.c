@@ -9,21 +9,59 @@
  * error, the first second's share (worst seed), the settling time (worst
  * seed; two-second means within the band). Goals: mean absolute error <= 1
  * point, worst <= 3, settling <= 3 s, first second <= limit + 5.
+ *
+ * "limiter pair N KERNEL_US" prints instead what the plant predicts for
+ * claims at 30 % and 70 % with N processes each running back-to-back
+ * kernels of KERNEL_US (test/gpu/run.sh compares it with a real GPU).
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "plant.h"
 
 #define S 1000000000ull
 #define SEEDS 3
 
-int main(void)
+/* Shares of claims at 30 % and 70 % with n processes each, kernels of kernel_us. */
+static int pair(int n, long kernel_us)
+{
+    static struct plant_result res;
+    struct plant_spec s = {.duration_ns = 40 * S, .seed = 1, .nclaims = 2, .nprocs = 2 * n};
+    double a, b;
+
+    if (n < 1 || 2 * n > PLANT_MAX_PROCS || kernel_us < 1) {
+        fprintf(stderr, "limiter bench: pair needs 1..%d processes and a kernel length in us\n",
+                PLANT_MAX_PROCS / 2);
+        return 2;
+    }
+    s.claims[0].limit_percent = 30;
+    s.claims[1].limit_percent = 70;
+    /* A matmul loop: one kernel in flight, synchronised after each. */
+    for (int i = 0; i < 2 * n; i++)
+        s.procs[i] = (struct plant_proc_spec){.claim = i % 2, .kernel_ns = (uint64_t)kernel_us * 1000,
+                                              .sigma = 0.1, .depth = 1};
+    if (plant_run(&s, &res) != 0)
+        return 1;
+    a = plant_mean_share(&res, 0, 10 * S, 40 * S) / 100;
+    b = plant_mean_share(&res, 1, 10 * S, 40 * S) / 100;
+    printf("30 %% claim %.3f, 70 %% claim %.3f, ratio 1:%.2f\n", a, b, b / a);
+    return 0;
+}
+
+int main(int argc, char **argv)
 {
     static const unsigned limits[] = {10, 30, 50, 70, 90};
     static const int procs[] = {1, 2, 4};
     double sum = 0, worst = 0, worst_settle = 0, worst_first = -100;
     int n = 0;
 
+    if (argc == 4 && strcmp(argv[1], "pair") == 0)
+        return pair(atoi(argv[2]), atol(argv[3]));
+    if (argc != 1) {
+        fprintf(stderr, "usage: limiter [pair PROCESSES KERNEL_US]\n");
+        return 2;
+    }
     printf("limit | procs | claims | kernels |  share  | error | first s | settling\n");
     printf("------|-------|--------|---------|---------|-------|---------|---------\n");
     for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++) {
