@@ -5,7 +5,8 @@
  * writes its own process slot) and the fake NVML (which reads all slots).
  * It holds, per GPU, the bytes in use by all processes (the physical total
  * is enforced with compare-and-swap on that counter) and, per process slot,
- * its bytes in use and its recent kernel busy intervals.
+ * its bytes in use and its busy record on the simulated GPU timeline
+ * (fake_gpu.h), and per GPU that timeline.
  *
  * Liveness: a process owns its slot by holding an OFD write lock on one
  * byte (FAKE_LOCK_BASE + slot) of the file for its whole life. The kernel

@@ -22,7 +22,7 @@
 /* Balance that stands for "not throttling" (workConserving without contention). */
 #define VGPU_BUCKET_OPEN (INT64_MAX / 4)
 /* The bucket holds this much refill time: the largest burst above the share. */
-#define VGPU_BUCKET_DEPTH_NS 50000000ull
+#define VGPU_BUCKET_DEPTH_NS 100000000ull
 /* Smallest capacity (tokens), so that tiny rates still admit short kernels. */
 #define VGPU_BUCKET_MIN_CAPACITY 100000ll
 /* Sleeps of a throttled launch stay within these bounds (ns). */
