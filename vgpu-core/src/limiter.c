@@ -218,7 +218,14 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
         return p->cost_ns; /* no launches say nothing about their cost */
     busy = o->util * (double)VGPU_CTL_WINDOW_NS;
     if (o->util <= 0) {
-        /* Idle to NVML: only an upper bound, used when the estimate contradicts it. */
+        /*
+         * Idle to NVML: only an upper bound, used when the estimate contradicts
+         * it, and only on launches old enough for NVML to have reported their
+         * kernels (a process that just started has no sample yet).
+         */
+        if (!launches_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &to) || to - from < 0.5)
+            return p->cost_ns;
+        n = to - from;
         busy = CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS;
         if (p->cost_ns != 0 && p->cost_ns * n <= busy)
             return p->cost_ns;

@@ -33,6 +33,11 @@
 
 /* NVML's per-process smUtil is the busy share of this trailing window. */
 #define VGPU_CTL_WINDOW_NS 1000000000ull
+/*
+ * NVML reports a kernel this long after it ran at the latest (its sample
+ * period, about 1/6 s, and a margin for queued work).
+ */
+#define VGPU_CTL_SENSOR_LAG_NS 250000000ull
 /* The controller runs at this period. */
 #define VGPU_CTL_PERIOD_NS 100000000ull
 /*
