@@ -41,12 +41,16 @@ type claimUsage struct {
 
 // deviceUsage is the claim's use of claim.GPUs[i], clamped to the GPU.
 type deviceUsage struct {
-	usedBytes  uint64
-	peakBytes  uint64
-	smUtil     uint32 // percent
-	processes  int
-	launches   uint64 // monotonic total
-	throttleNS uint64 // monotonic total
+	usedBytes uint64
+	peakBytes uint64
+	smUtil    uint32 // percent
+	// smShare is the achieved SM share (0..1) the claim's limiter published,
+	// valid when smShareKnown: published recently enough to be live.
+	smShare      float64
+	smShareKnown bool
+	processes    int
+	launches     uint64 // monotonic total
+	throttleNS   uint64 // monotonic total
 	// failClosed counts live processes that refuse every allocation
 	// because they found the region replaced or rewritten under them.
 	failClosed int
@@ -156,6 +160,7 @@ func (m *Monitor) usage(c claims.PreparedClaim, reg *region.Region, seen map[cou
 			u.peakBytes = min(d.PeakBytes, total)
 			u.smUtil = d.SMUtilPercent
 			u.refused = d.RefusedProcesses
+			u.smShare, u.smShareKnown = m.achievedShare(d)
 			for _, p := range reg.Processes {
 				if p.FailClosed {
 					u.failClosed++
@@ -187,6 +192,25 @@ func (m *Monitor) usage(c claims.PreparedClaim, reg *region.Region, seen map[cou
 		}
 	}
 	return out
+}
+
+// shareFreshness is how old a published achieved share may be: its
+// refiller updates it ten times a second while any process of the claim
+// runs on the GPU, so an older one belongs to a claim that stopped.
+const shareFreshness = 30 * time.Second
+
+// achievedShare is the claim's achieved SM share on the device as a ratio,
+// if one was published within shareFreshness of now (a time in the future
+// beyond that is not trusted either: the region is the container's).
+func (m *Monitor) achievedShare(d region.Device) (float64, bool) {
+	if d.SMShareTime.IsZero() {
+		return 0, false
+	}
+	age := m.now().Sub(d.SMShareTime)
+	if age > shareFreshness || age < -shareFreshness {
+		return 0, false
+	}
+	return float64(d.SMShareBasisPoints) / 10000, true
 }
 
 func (s *counterState) retire(c procCounters) {

@@ -14,8 +14,8 @@ var (
 
 // descs are the usage metrics; docs/metrics.md documents each.
 type descs struct {
-	memoryLimit, memoryUsed, memoryPeak, smLimit, smUtil, launches, throttled, processes *prometheus.Desc
-	failClosed, refused                                                                  *prometheus.Desc
+	memoryLimit, memoryUsed, memoryPeak, smLimit, smUtil, smAchieved, launches, throttled, processes *prometheus.Desc
+	failClosed, refused                                                                              *prometheus.Desc
 
 	gpuMemoryTotal, gpuMemoryAllocated, gpuCoresAllocated, gpuMemoryUsed, gpuUtil, gpuClaims *prometheus.Desc
 }
@@ -33,6 +33,7 @@ func newDescs() *descs {
 		memoryPeak:  c("vgpu_dra_claim_memory_peak_bytes", "Highest GPU memory use of the claim on the GPU since its shared region was initialised, in bytes."),
 		smLimit:     c("vgpu_dra_claim_sm_limit_ratio", "Share of the GPU's SM time the claim is limited to, 0..1; 0 means best effort (no limit)."),
 		smUtil:      c("vgpu_dra_claim_sm_utilization_ratio", "Share of the GPU's SM time the claim used recently, 0..1."),
+		smAchieved:  c("vgpu_dra_claim_sm_achieved_ratio", "Share of the GPU's SM time the claim achieved over about the last 10 seconds, as its compute limiter measured it, 0..1; compare with vgpu_dra_claim_sm_limit_ratio. Exported while a process of the claim runs on the GPU."),
 		launches:    c("vgpu_dra_claim_kernel_launches_total", "Kernel launches of the claim's processes on the GPU."),
 		throttled:   c("vgpu_dra_claim_throttled_seconds_total", "Time the claim's kernel launches waited for their SM share, in seconds."),
 		processes:   c("vgpu_dra_claim_processes", "Processes of the claim using the GPU."),
@@ -55,7 +56,7 @@ type collector Monitor
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	d := c.metrics
 	for _, desc := range []*prometheus.Desc{
-		d.memoryLimit, d.memoryUsed, d.memoryPeak, d.smLimit, d.smUtil, d.launches, d.throttled, d.processes,
+		d.memoryLimit, d.memoryUsed, d.memoryPeak, d.smLimit, d.smUtil, d.smAchieved, d.launches, d.throttled, d.processes,
 		d.failClosed, d.refused,
 		d.gpuMemoryTotal, d.gpuMemoryAllocated, d.gpuCoresAllocated, d.gpuMemoryUsed, d.gpuUtil, d.gpuClaims,
 	} {
@@ -105,6 +106,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.memoryUsed, float64(u.usedBytes))
 			gauge(d.memoryPeak, float64(u.peakBytes))
 			gauge(d.smUtil, float64(u.smUtil)/100)
+			if u.smShareKnown {
+				gauge(d.smAchieved, u.smShare)
+			}
 			gauge(d.processes, float64(u.processes))
 			gauge(d.failClosed, float64(u.failClosed))
 			ch <- prometheus.MustNewConstMetric(d.refused, prometheus.CounterValue, float64(u.refused), labels...)

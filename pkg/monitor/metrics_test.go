@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -182,4 +183,43 @@ func TestMetricsFailClosedProcesses(t *testing.T) {
 	clk.add(10 * time.Second)
 	assert.InDelta(t, 1, value("vgpu_dra_claim_fail_closed_processes"), 0)
 	assert.InDelta(t, 2, value("vgpu_dra_claim_unaccounted_processes_total"), 0)
+}
+
+// TestMetricsAchievedShare checks that the achieved SM share the claim's
+// limiter publishes is exported next to the limit while it is fresh, and
+// dropped once nobody updates it (no process of the claim runs) or when its
+// time cannot be trusted.
+func TestMetricsAchievedShare(t *testing.T) {
+	dir := t.TempDir()
+	a := preparedClaim(dir, uidA, "team-a", "train")
+	m, reg, clk := newTestMonitor(t, &fakeClaims{claims: []claims.PreparedClaim{a}})
+	write := func(bp uint32, at time.Time) {
+		b, err := regiontest.Ready(1, 1, []regiontest.Device{{
+			UUID: uuid0, MemoryLimitBytes: 4 * gib, SMLimitPercent: 30,
+			SMShareBasisPoints: bp, SMShareTimeNS: uint64(at.UnixNano()),
+		}}, []regiontest.Process{proc(0, 7, 0, 100, 0)})
+		require.NoError(t, err)
+		require.NoError(t, mkdirAll(filepath.Dir(a.RegionPath)))
+		require.NoError(t, regiontest.WriteFile(a.RegionPath, b))
+	}
+	count := func() int {
+		n, err := testutil.GatherAndCount(reg, "vgpu_dra_claim_sm_achieved_ratio")
+		require.NoError(t, err)
+		return n
+	}
+
+	write(3425, clk.now().Add(-time.Second))
+	assert.InDelta(t, 0.3425, testutil.ToFloat64(onlyMetric(t, reg, "vgpu_dra_claim_sm_achieved_ratio")), 1e-9)
+	assert.InDelta(t, 0.3, testutil.ToFloat64(onlyMetric(t, reg, "vgpu_dra_claim_sm_limit_ratio")), 1e-9)
+
+	clk.add(time.Minute) // the region is not updated any more: no process measures the share
+	assert.Zero(t, count(), "a stale achieved share is not exported")
+
+	write(2000, clk.now().Add(time.Hour))
+	clk.add(m.opts.Interval)
+	assert.Zero(t, count(), "a share stamped in the future is not trusted")
+
+	write(12000, clk.now())
+	clk.add(m.opts.Interval)
+	assert.InDelta(t, 1, testutil.ToFloat64(onlyMetric(t, reg, "vgpu_dra_claim_sm_achieved_ratio")), 1e-9, "clamped to 1")
 }

@@ -41,7 +41,7 @@ func fixtureBytes(t testing.TB) []byte {
 func fixtureRegion() *Region {
 	return &Region{
 		State:      StateReady,
-		Minor:      3,
+		Minor:      4,
 		Generation: 3,
 		InitTime:   time.Unix(0, 1700000000123456789),
 		Devices: []Device{
@@ -115,7 +115,7 @@ func TestReadRegionWriterTool(t *testing.T) {
 	assert.EqualValues(t, 4242, p.PID)
 	assert.EqualValues(t, 4242, p.HostPID)
 	assert.EqualValues(t, 777, p.StartTime)
-	assert.Equal(t, ProcessDevice{UsedBytes: gib, PeakBytes: gib, OverheadBytes: 256 * mib}, p.Devices[0])
+	assert.Equal(t, ProcessDevice{UsedBytes: gib, PeakBytes: gib, OverheadBytes: 256 * mib, ChargedBytes: gib + 256*mib}, p.Devices[0])
 
 	got, err = r.Read(write("midwrite", "--device", "GPU-11111111-2222-3333-4444-555555555555,0,0", "--slot", "1,1,0,1", "--seq", "7"))
 	require.NoError(t, err)

@@ -66,6 +66,8 @@ const (
 	offDevRefused          = 104
 	offDevComputePolicy    = 160
 	offDevSMUtil           = 164
+	offDevSMShare          = 168 // minor 4
+	offDevSMShareTime      = 176 // minor 4
 )
 
 // Slot field offsets (struct vgpu_region_slot).

@@ -77,6 +77,8 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"vgpu_region_device.peak_bytes":           offDevPeakBytes,
 		"vgpu_region_device.compute_policy":       offDevComputePolicy,
 		"vgpu_region_device.sm_util_percent":      offDevSMUtil,
+		"vgpu_region_device.sm_share_permyriad":   offDevSMShare,
+		"vgpu_region_device.sm_share_time_ns":     offDevSMShareTime,
 		"vgpu_region_slot.state":                  offSlotState,
 		"vgpu_region_slot.pid":                    offSlotPID,
 		"vgpu_region_slot.host_pid":               offSlotHostPID,

@@ -75,6 +75,14 @@ type Device struct {
 	// RefusedProcesses counts processes that found no free slot and so
 	// refuse every allocation on this GPU (fail closed); it only grows.
 	RefusedProcesses uint64
+	// SMShareBasisPoints is the claim's achieved SM share averaged over
+	// about ten seconds by its refiller, in 0.01 % units, clamped to
+	// 0..10000 (layout minor 4; zero before).
+	SMShareBasisPoints uint32
+	// SMShareTime is when SMShareBasisPoints was last updated; zero if
+	// never or out of range. A stale time means no process of the claim
+	// measures its share any more.
+	SMShareTime time.Time
 }
 
 // Process is one active process slot.
@@ -261,6 +269,8 @@ func parseDevice(b []byte, i int, d *Device) error {
 	d.PeakBytes = max(le64(b, offDevPeakBytes), d.UsedBytes)
 	d.SMUtilPercent = min(le32(b, offDevSMUtil), 100)
 	d.RefusedProcesses = le64(b, offDevRefused)
+	d.SMShareBasisPoints = min(le32(b, offDevSMShare), 10000)
+	d.SMShareTime = unixNano(le64(b, offDevSMShareTime))
 	return nil
 }
 

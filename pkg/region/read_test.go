@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -95,11 +96,29 @@ func TestParseRejectsCorruptFields(t *testing.T) {
 	}
 }
 
+// TestParseReadsAchievedShare checks the minor-4 fields: the achieved SM
+// share and the time it was published.
+func TestParseReadsAchievedShare(t *testing.T) {
+	b := fixtureBytes(t)
+	dev := DevicesOffset
+	binary.LittleEndian.PutUint32(b[dev+offDevSMShare:], 2975)
+	binary.LittleEndian.PutUint64(b[dev+offDevSMShareTime:], 1700000000123456789)
+
+	r, err := Parse(b)
+	require.NoError(t, err)
+	assert.EqualValues(t, 2975, r.Devices[0].SMShareBasisPoints)
+	assert.Equal(t, time.Unix(0, 1700000000123456789), r.Devices[0].SMShareTime)
+	assert.Zero(t, r.Devices[1].SMShareBasisPoints)
+	assert.True(t, r.Devices[1].SMShareTime.IsZero(), "never published")
+}
+
 func TestParseClampsValues(t *testing.T) {
 	b := fixtureBytes(t)
 	dev := DevicesOffset
 	binary.LittleEndian.PutUint32(b[dev+offDevSMLimit:], 250)
 	binary.LittleEndian.PutUint32(b[dev+offDevSMUtil:], 1<<31)
+	binary.LittleEndian.PutUint32(b[dev+offDevSMShare:], 10001)
+	binary.LittleEndian.PutUint64(b[dev+offDevSMShareTime:], 1<<63)
 	binary.LittleEndian.PutUint64(b[dev+offDevPeakBytes:], 1) // below used
 	sd := SlotsOffset + offSlotDevices
 	binary.LittleEndian.PutUint32(b[sd+offSDSMUtil:], 101)
@@ -111,6 +130,8 @@ func TestParseClampsValues(t *testing.T) {
 	d := r.Devices[0]
 	assert.EqualValues(t, 100, d.SMLimitPercent)
 	assert.EqualValues(t, 100, d.SMUtilPercent)
+	assert.EqualValues(t, 10000, d.SMShareBasisPoints)
+	assert.True(t, d.SMShareTime.IsZero(), "an out-of-range share time is dropped")
 	assert.Equal(t, d.UsedBytes, d.PeakBytes, "a peak below the current use is raised to it")
 	u := r.Processes[0].Devices[0]
 	assert.EqualValues(t, 100, u.SMUtilPercent)

@@ -3,10 +3,13 @@
  * the same fake driver called straight and through libvgpu.so's wrappers,
  * with a claim config and region in place (the enforced, claim-wide path).
  *
- * usage: overhead LIBVGPU.so FAKE_LIBCUDA.so.1
+ * usage: overhead LIBVGPU.so FAKE_LIBCUDA.so.1 [sm-limit]
  * Prints ns per call for both, the difference and the ratio. Targets:
  * <= 15 ns added per cuLaunchKernel, <= 150 ns per cuMemAlloc+cuMemFree; the
  * stream-ordered pair (pool accounting) is printed without a target.
+ * With "sm-limit" the claim also sets a 50 % SM limit (workConserving, no
+ * other claim: the limiter admits every launch through the bucket's fast
+ * path) and only cuLaunchKernel is measured, without a target.
  * Each figure is the best of several interleaved rounds (shared CPUs).
  */
 #include <dlfcn.h>
@@ -80,8 +83,11 @@ static double time_alloc_async(const struct api *a)
     return (now_ns() - t0) / PAIRS;
 }
 
-/* Writes a claim (8 GiB limit on GPU 0) under dir, as the kubelet plugin would. */
-static int make_claim(const char *dir, const char *uuid)
+/*
+ * Writes a claim (8 GiB limit on GPU 0, sm percent of SM time, 0 = none) under
+ * dir, as the kubelet plugin would.
+ */
+static int make_claim(const char *dir, const char *uuid, unsigned sm)
 {
     char path[512];
     FILE *f;
@@ -99,8 +105,9 @@ static int make_claim(const char *dir, const char *uuid)
     f = fopen(path, "w");
     if (f == NULL)
         return -1;
-    fprintf(f, "version=1\nclaim=bench\ndevice.count=1\ndevice.0.uuid=%s\n"
-               "device.0.memory_limit_bytes=8589934592\ndevice.0.sm_limit_percent=0\n", uuid);
+    fprintf(f, "version=1\nclaim=bench\ncompute_policy=workConserving\ndevice.count=1\n"
+               "device.0.uuid=%s\ndevice.0.memory_limit_bytes=8589934592\n"
+               "device.0.sm_limit_percent=%u\n", uuid, sm);
     fclose(f);
     snprintf(path, sizeof(path), "%s/bench/shm/region", dir);
     fd = open(path, O_RDWR | O_CREAT, 0666);
@@ -144,9 +151,10 @@ int main(int argc, char **argv)
     CUuuid u;
     void *cuda, *vgpu;
     double best[5] = {1e18, 1e18, 1e18, 1e18, 1e18}, async_direct = 1e18;
+    int limited = argc == 4 && strcmp(argv[3], "sm-limit") == 0;
 
-    if (argc != 3) {
-        fprintf(stderr, "usage: overhead LIBVGPU.so FAKE_LIBCUDA.so.1\n");
+    if (argc != 3 && !limited) {
+        fprintf(stderr, "usage: overhead LIBVGPU.so FAKE_LIBCUDA.so.1 [sm-limit]\n");
         return 2;
     }
     cuda = dlopen(argv[2], RTLD_NOW | RTLD_GLOBAL);
@@ -175,7 +183,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 16; i++)
         p += sprintf(p, "%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "",
                      (unsigned char)u.bytes[i]);
-    if (mkdtemp(dir) == NULL || rmdir(dir) != 0 || make_claim(dir, uuid) != 0) {
+    if (mkdtemp(dir) == NULL || rmdir(dir) != 0 || make_claim(dir, uuid, limited ? 50 : 0) != 0) {
         fprintf(stderr, "overhead: cannot write the claim under %s\n", dir);
         return 1;
     }
@@ -199,6 +207,26 @@ int main(int argc, char **argv)
     if (gpa("cuLaunchKernel", (void **)&via.launch, 12000, 0, NULL) != CUDA_SUCCESS) {
         fprintf(stderr, "overhead: cuGetProcAddress(cuLaunchKernel) failed\n");
         return 1;
+    }
+    if (limited) {
+        /* The first launches start the limiter; it opens the bucket at its first period. */
+        if (time_launch(&via, fn) < 0)
+            return 1;
+        usleep(300000);
+        for (int r = 0; r < ROUNDS; r++) {
+            double d = time_launch(&direct, fn), v = time_launch(&via, fn);
+
+            if (d < 0 || v < 0) {
+                fprintf(stderr, "overhead: a launch failed in round %d\n", r);
+                return 1;
+            }
+            best[0] = d < best[0] ? d : best[0];
+            best[1] = v < best[1] ? v : best[1];
+        }
+        printf("%-22s direct %7.1f ns   libvgpu %7.1f ns   added %6.1f ns   ratio %.2f\n",
+               "cuLaunchKernel, 50% SM", best[0], best[1], best[1] - best[0], best[1] / best[0]);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+        return system(cmd) == 0 ? 0 : 1;
     }
     for (int r = 0; r < ROUNDS; r++) {
         double v[5] = {time_launch(&direct, fn), time_launch(&via, fn), time_alloc(&direct),

@@ -20,7 +20,7 @@ SAN ?= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 # -fno-ipa-icf: every exported variant (cuLaunchKernel, cuLaunchKernel_ptsz...)
 # must keep its own address, so dladdr() names the exact variant.
 FAKE_CFLAGS := $(CFLAGS_BASE) -I$(FAKE_DIR) -fno-ipa-icf
-FAKE_COMMON := $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c
+FAKE_COMMON := $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_gpu.c
 FAKE_HDRS := $(wildcard $(FAKE_DIR)/*.h) include/vgpu_cuda.h include/vgpu_nvml.h
 FAKE_CUDA_SRCS := $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake_cuda_mem.c \
 	$(FAKE_DIR)/fake_cuda_host.c $(FAKE_DIR)/fake_cuda_procaddr.c $(FAKE_COMMON)
@@ -28,7 +28,7 @@ FAKE_NVML_SRCS := $(FAKE_DIR)/fake_nvml.c $(FAKE_COMMON)
 # -Bsymbolic: like the real driver, the fakes' own references (the
 # cuGetProcAddress table, internal calls) bind to their own definitions,
 # never to a preloaded library's functions of the same name.
-FAKE_LDFLAGS := -shared -Wl,-Bsymbolic -Wl,-z,noexecstack -lpthread
+FAKE_LDFLAGS := -shared -Wl,-Bsymbolic -Wl,-z,noexecstack -lpthread -lm
 
 .PHONY: fakes cuda-probe fake-test
 

@@ -12,6 +12,7 @@
 #include "fake_cuda.h"
 
 #include <errno.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -486,6 +487,7 @@ CUresult cuCtxGetDevice(CUdevice *device)
 typedef struct fake_func {
     uint32_t magic;
     uint64_t cost_ns;
+    int lognormal; /* cost_ns is the mean of log-normal durations */
     struct fake_func *next;
     char name[];
 } fake_func;
@@ -495,19 +497,33 @@ typedef struct fake_module {
     fake_func *funcs;
 } fake_module;
 
-/* Busy time encoded in a kernel name ending in "_<N>us", or the default. */
-static uint64_t kernel_cost(const char *name)
+/*
+ * Busy time encoded in a kernel name ending in "_<N>us" (fixed), or
+ * "_ln<N>us" (log-normal durations of mean N us, see fake_cuda.h); else the
+ * default.
+ */
+static uint64_t kernel_cost(const char *name, int *lognormal)
 {
     size_t n = strlen(name);
+    *lognormal = 0;
     if (n < 4 || strcmp(name + n - 2, "us") != 0)
         return g_fake.cfg->kernel_ns;
     size_t end = n - 2, i = end;
     while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
         i--;
-    if (i == end || i == 0 || name[i - 1] != '_' || end - i > 12)
+    if (i == end || end - i > 12)
         return g_fake.cfg->kernel_ns;
+    size_t digits = i;
+    if (i >= 3 && name[i - 1] == 'n' && name[i - 2] == 'l' && name[i - 3] == '_') {
+        *lognormal = 1;
+        i -= 2;
+    }
+    if (i == 0 || name[i - 1] != '_') {
+        *lognormal = 0;
+        return g_fake.cfg->kernel_ns;
+    }
     uint64_t us = 0;
-    for (size_t k = i; k < end; k++)
+    for (size_t k = digits; k < end; k++)
         us = us * 10 + (uint64_t)(name[k] - '0');
     return us * 1000;
 }
@@ -545,7 +561,7 @@ CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
         f = calloc(1, sizeof(*f) + n + 1);
         if (f != NULL) {
             f->magic = FAKE_MAGIC_FUNC;
-            f->cost_ns = kernel_cost(name);
+            f->cost_ns = kernel_cost(name, &f->lognormal);
             memcpy(f->name, name, n + 1);
             f->next = m->funcs;
             m->funcs = f;
@@ -928,7 +944,7 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
  * graph being built. A stream with FAKE_QUEUE_DEPTH kernels pending blocks
  * the caller until the oldest finishes, as a full launch queue does.
  */
-static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost)
+static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost, int small, int lognormal)
 {
     int dev;
     if (fake_current_device(&dev) != CUDA_SUCCESS)
@@ -941,6 +957,12 @@ static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost)
     if (cost == 0 && s->capture == CU_STREAM_CAPTURE_STATUS_NONE)
         return CUDA_SUCCESS;
     pthread_mutex_lock(&g_fake.mu);
+    if (lognormal) {
+        if (g_fake.rng == 0)
+            g_fake.rng = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL + 1;
+        cost = gpu_rand_lognormal(&g_fake.rng, cost, FAKE_KERNEL_SIGMA, FAKE_KERNEL_MIN_NS,
+                                  FAKE_KERNEL_MAX_NS);
+    }
     if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
         s->capture_cost += cost;
         pthread_mutex_unlock(&g_fake.mu);
@@ -958,11 +980,10 @@ static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost)
         pthread_mutex_lock(&g_fake.mu);
         now = fake_now_ns();
     }
-    uint64_t start = s->tail > now ? s->tail : now;
-    uint64_t end = start + cost;
+    /* The simulated timeline decides when it runs: host scheduling cannot stretch it. */
+    uint64_t end = fake_state_run_kernel(&g_fake.state, dev, small, now, s->tail, cost);
     s->tail = end;
     s->pending[s->launches++ % FAKE_QUEUE_DEPTH] = end;
-    fake_state_add_busy(&g_fake.state, dev, start, end);
     uint64_t t = atomic_load(&g_fake.dev_tail[dev]);
     while (t < end && !atomic_compare_exchange_weak(&g_fake.dev_tail[dev], &t, end))
         ;
@@ -981,7 +1002,9 @@ static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned 
     if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
         (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
-    return enqueue(hStream, ptsz, fn->cost_ns);
+    /* Fewer blocks than SMs leave room for another stream's small kernel beside it. */
+    int small = (uint64_t)gx * gy * gz < (uint64_t)g_fake.cfg->multiprocessors;
+    return enqueue(hStream, ptsz, fn->cost_ns, small, fn->lognormal);
 }
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
@@ -1081,7 +1104,7 @@ static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, int ptsz)
     fake_graph *e = (fake_graph *)hGraphExec;
     if (e == NULL || e->magic != FAKE_MAGIC_EXEC)
         return CUDA_ERROR_INVALID_HANDLE;
-    return enqueue(hStream, ptsz, e->cost_ns);
+    return enqueue(hStream, ptsz, e->cost_ns, 0, 0);
 }
 
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)

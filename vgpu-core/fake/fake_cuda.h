@@ -19,6 +19,11 @@
 /* Pending kernels per stream before a launch blocks, as a full queue does. */
 #define FAKE_QUEUE_DEPTH 1024
 
+/* Log-normal kernel durations ("_ln<N>us" names): shape and bounds. */
+#define FAKE_KERNEL_SIGMA 0.8
+#define FAKE_KERNEL_MIN_NS 50000ULL
+#define FAKE_KERNEL_MAX_NS 20000000ULL
+
 typedef struct fake_ctx {
     uint32_t magic;
     int dev;
@@ -67,6 +72,7 @@ typedef struct fake_process {
     fake_pool *pools;       /* created pools */
     fake_stream *streams;   /* created streams */
     uint64_t capture_seq;
+    uint64_t rng; /* log-normal kernel durations (seeded by the pid) */
 } fake_process;
 
 extern fake_process g_fake;

@@ -485,13 +485,16 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     if (processSamplesCount == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     clock_gettime(CLOCK_REALTIME, &ts);
-    unsigned long long stamp = (unsigned long long)ts.tv_sec * 1000000ULL +
-                               (unsigned long long)ts.tv_nsec / 1000ULL;
-    int n = fake_state_processes(&state, i, fake_now_ns(), procs, FAKE_MAX_SLOTS);
+    uint64_t mono = fake_now_ns();
+    unsigned long long real_us = (unsigned long long)ts.tv_sec * 1000000ULL +
+                                 (unsigned long long)ts.tv_nsec / 1000ULL;
+    int n = fake_state_processes(&state, i, mono, procs, FAKE_MAX_SLOTS);
     unsigned int busy = 0;
     for (int k = 0; k < n && k < FAKE_MAX_SLOTS; k++)
         if (procs[k].sm_util > 0)
             procs[busy++] = procs[k];
+    /* A sample is stamped (CLOCK_REALTIME, us) with the end of the window it describes. */
+    unsigned long long stamp = busy > 0 ? real_us - (mono - procs[0].window_end) / 1000ULL : 0;
     /* Like the real driver: no sample newer than lastSeen means NOT_FOUND. */
     if (busy == 0 || stamp <= lastSeenTimeStamp)
         return NVML_ERROR_NOT_FOUND;

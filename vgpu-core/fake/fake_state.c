@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,8 +38,7 @@ static void slot_clear(fake_state_file *f, int i)
         if (u != 0)
             atomic_fetch_sub(&f->dev_used[d], u);
         atomic_store(&s->dev[d].contexts, 0);
-        atomic_store(&s->dev[d].head, 0);
-        atomic_store(&s->dev[d].seq, 0);
+        gpu_busy_reset(&s->dev[d].busy);
     }
     atomic_store(&f->ident[i].host_pid, 0);
     atomic_store(&f->ident[i].pidns, 0);
@@ -164,6 +164,18 @@ static int open_file(const char *path, char *err, size_t errlen)
     return fd;
 }
 
+/* True when no process holds a slot lock of the file (nobody can be using it). */
+static int unused_file(int fd)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = FAKE_LOCK_BASE;
+    fl.l_len = FAKE_MAX_SLOTS;
+    return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+}
+
 static int claim_slot(fake_state *st, char *err, size_t errlen)
 {
     for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
@@ -210,6 +222,10 @@ int fake_state_open(fake_state *st, const char *dir, int own_slot, char *err, si
         return -1;
     }
     fake_state_file *f = m;
+    /* A file of an older layout that no live process uses starts afresh. */
+    if (atomic_load(&f->version) != 0 && atomic_load(&f->version) < FAKE_STATE_VERSION &&
+        unused_file(fd))
+        memset(f, 0, sizeof(*f));
     /* A zero-filled file is a valid empty state; stamp it once. */
     uint64_t magic = 0;
     atomic_compare_exchange_strong(&f->magic, &magic, FAKE_STATE_MAGIC);
@@ -288,22 +304,44 @@ void fake_state_contexts(fake_state *st, int dev, int delta)
     atomic_fetch_add(&st->file->slots[st->slot].dev[dev].contexts, (uint32_t)delta);
 }
 
-void fake_state_add_busy(fake_state *st, int dev, uint64_t start, uint64_t end)
+static void engine_lock(fake_dev_engine *e)
 {
-    fake_slot_dev *sd = &st->file->slots[st->slot].dev[dev];
-    atomic_fetch_add(&sd->seq, 1);
-    uint64_t h = atomic_load(&sd->head);
-    fake_interval *last = h > 0 ? &sd->iv[(h - 1) % FAKE_MAX_INTERVALS] : NULL;
-    if (last != NULL && start >= atomic_load(&last->start) && start <= atomic_load(&last->end)) {
-        if (end > atomic_load(&last->end))
-            atomic_store(&last->end, end);
-    } else {
-        fake_interval *iv = &sd->iv[h % FAKE_MAX_INTERVALS];
-        atomic_store(&iv->start, start);
-        atomic_store(&iv->end, end);
-        atomic_store(&sd->head, h + 1);
+    for (unsigned spins = 0;; spins++) {
+        uint64_t now = fake_now_ns(), held = 0;
+        if (atomic_compare_exchange_weak(&e->lock, &held, now))
+            return;
+        /* A holder stalled that long is dead or descheduled: the timeline goes on. */
+        if (held != 0 && now > held + FAKE_ENGINE_STEAL_NS &&
+            atomic_compare_exchange_strong(&e->lock, &held, now))
+            return;
+        if (spins > 64)
+            sched_yield();
     }
-    atomic_fetch_add(&sd->seq, 1);
+}
+
+uint64_t fake_state_run_kernel(fake_state *st, int dev, bool small, uint64_t now,
+                               uint64_t stream_tail, uint64_t ns)
+{
+    fake_dev_engine *e = &st->file->engines[dev];
+    engine_lock(e);
+    uint64_t start = gpu_place(&e->engine, (uint32_t)st->slot, small, now, stream_tail, ns);
+    gpu_busy_add(&e->busy, start, start + ns);
+    gpu_busy_add(&st->file->slots[st->slot].dev[dev].busy, start, start + ns);
+    atomic_store(&e->lock, 0);
+    return start + ns;
+}
+
+int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t from,
+                             uint64_t to)
+{
+    if (pid == 0)
+        return (int64_t)gpu_busy_between(&st->file->engines[dev].busy, from, to);
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        fake_slot *s = &st->file->slots[i];
+        if (atomic_load(&s->active) && atomic_load(&s->pid) == pid)
+            return (int64_t)gpu_busy_between(&s->dev[dev].busy, from, to);
+    }
+    return -1;
 }
 
 uint64_t fake_state_used(fake_state *st, int dev)
@@ -312,87 +350,9 @@ uint64_t fake_state_used(fake_state *st, int dev)
     return atomic_load(&st->file->dev_used[dev]);
 }
 
-/*
- * Appends the intervals of one slot, clipped to [from, to), to out. Retries
- * a bounded number of times while the owner is writing; a writer that died
- * mid-update leaves an odd sequence, and then the last copy is used.
- */
-typedef struct span {
-    uint64_t start;
-    uint64_t end;
-} span;
-
-static size_t collect(fake_slot_dev *sd, uint64_t from, uint64_t to, span *out)
-{
-    uint64_t s[FAKE_MAX_INTERVALS], e[FAKE_MAX_INTERVALS];
-    size_t n = 0;
-    for (int attempt = 0; attempt < 100; attempt++) {
-        uint32_t s1 = atomic_load(&sd->seq);
-        uint64_t h = atomic_load(&sd->head);
-        n = h < FAKE_MAX_INTERVALS ? (size_t)h : FAKE_MAX_INTERVALS;
-        for (size_t k = 0; k < n; k++) {
-            s[k] = atomic_load(&sd->iv[k].start);
-            e[k] = atomic_load(&sd->iv[k].end);
-        }
-        if ((s1 & 1u) == 0 && atomic_load(&sd->seq) == s1)
-            break;
-    }
-    size_t m = 0;
-    for (size_t k = 0; k < n; k++) {
-        uint64_t a = s[k] < from ? from : s[k];
-        uint64_t b = e[k] > to ? to : e[k];
-        if (a < b) {
-            out[m].start = a;
-            out[m].end = b;
-            m++;
-        }
-    }
-    return m;
-}
-
-static int by_start(const void *a, const void *b)
-{
-    uint64_t x = ((const span *)a)->start;
-    uint64_t y = ((const span *)b)->start;
-    return x < y ? -1 : x > y;
-}
-
-/* Busy percent of the window before now over slot (or all slots if -1). */
-static unsigned int busy_percent(fake_state *st, int dev, int slot, uint64_t now)
-{
-    uint64_t from = now > FAKE_UTIL_WINDOW_NS ? now - FAKE_UTIL_WINDOW_NS : 0;
-    int lo = slot < 0 ? 0 : slot, hi = slot < 0 ? FAKE_MAX_SLOTS : slot + 1;
-    span *buf = malloc(sizeof(span) * FAKE_MAX_INTERVALS * (size_t)(hi - lo));
-    if (buf == NULL)
-        return 0;
-    size_t n = 0;
-    for (int i = lo; i < hi; i++)
-        if (atomic_load(&st->file->slots[i].active))
-            n += collect(&st->file->slots[i].dev[dev], from, now, buf + n);
-    qsort(buf, n, sizeof(*buf), by_start);
-    uint64_t busy = 0, cs = 0, ce = 0;
-    for (size_t k = 0; k < n; k++) {
-        uint64_t a = buf[k].start, b = buf[k].end;
-        if (a > ce) {
-            busy += ce - cs;
-            cs = a;
-            ce = b;
-        } else if (b > ce) {
-            ce = b;
-        }
-    }
-    busy += ce - cs;
-    free(buf);
-    uint64_t window = now - from;
-    if (window == 0)
-        return 0;
-    unsigned int pct = (unsigned int)((busy * 100 + window / 2) / window);
-    return pct > 100 ? 100 : pct;
-}
-
 unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now)
 {
-    return busy_percent(st, dev, -1, now);
+    return gpu_sensor_percent(&st->file->engines[dev].busy, now, (uint64_t)dev << 32, NULL);
 }
 
 int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, int max)
@@ -410,7 +370,8 @@ int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, 
         if (count < max) {
             out[count].pid = reported_pid(st->file, i, own_ns);
             out[count].used = used;
-            out[count].sm_util = busy_percent(st, dev, i, now);
+            out[count].sm_util = gpu_sensor_percent(&s->dev[dev].busy, now,
+                                                    atomic_load(&s->pid), &out[count].window_end);
         }
         count++;
     }

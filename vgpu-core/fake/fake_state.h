@@ -5,7 +5,8 @@
  * writes its own process slot) and the fake NVML (which reads all slots).
  * It holds, per GPU, the bytes in use by all processes (the physical total
  * is enforced with compare-and-swap on that counter) and, per process slot,
- * its bytes in use and its recent kernel busy intervals.
+ * its bytes in use and its busy record on the simulated GPU timeline
+ * (fake_gpu.h), and per GPU that timeline.
  *
  * Liveness: a process owns its slot by holding an OFD write lock on one
  * byte (FAKE_LOCK_BASE + slot) of the file for its whole life. The kernel
@@ -18,31 +19,25 @@
 #define VGPU_FAKE_STATE_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "fake_config.h"
+#include "fake_gpu.h"
 
 #define FAKE_STATE_MAGIC 0x5453454b41464756ULL /* "VGFAKEST" little-endian */
-#define FAKE_STATE_VERSION 1u
+/* 2: busy time as per-period records on a simulated timeline (fake_gpu.h) */
+#define FAKE_STATE_VERSION 2u
 #define FAKE_MAX_SLOTS 64
-#define FAKE_MAX_INTERVALS 128
 /* Lock bytes lie beyond the mapped data, one per slot. */
 #define FAKE_LOCK_BASE (1LL << 30)
-/* Utilisation is the busy share of this trailing window (NVML samples 1/6 s to 1 s). */
-#define FAKE_UTIL_WINDOW_NS 1000000000ULL
-
-typedef struct fake_interval {
-    _Atomic uint64_t start;
-    _Atomic uint64_t end;
-} fake_interval;
 
 typedef struct fake_slot_dev {
     _Atomic uint64_t used;      /* bytes charged by this process */
     _Atomic uint32_t contexts;  /* contexts this process holds on the GPU */
-    _Atomic uint32_t seq;       /* seqlock over iv[] and head: odd while writing */
-    _Atomic uint64_t head;      /* number of intervals ever appended */
-    fake_interval iv[FAKE_MAX_INTERVALS];
+    uint32_t reserved;
+    gpu_busy busy;              /* its kernels' busy time (written by the owner only) */
 } fake_slot_dev;
 
 typedef struct fake_slot {
@@ -64,6 +59,19 @@ typedef struct fake_slot_identity {
     uint32_t reserved;
 } fake_slot_identity;
 
+/*
+ * The simulated timeline of one GPU: every process places its kernels on it
+ * under a spin lock (a few stores; a holder that stalls past
+ * FAKE_ENGINE_STEAL_NS, e.g. killed inside, loses it).
+ */
+typedef struct fake_dev_engine {
+    _Atomic uint64_t lock;      /* 0 free, else the holder's acquisition time */
+    gpu_engine engine;
+    gpu_busy busy;              /* union of every process's kernels on the GPU */
+} fake_dev_engine;
+
+#define FAKE_ENGINE_STEAL_NS 50000000ULL
+
 typedef struct fake_state_file {
     _Atomic uint64_t magic;
     _Atomic uint32_t version;
@@ -71,6 +79,7 @@ typedef struct fake_state_file {
     _Atomic uint64_t dev_used[FAKE_MAX_GPUS]; /* bytes in use by all processes */
     fake_slot slots[FAKE_MAX_SLOTS];
     fake_slot_identity ident[FAKE_MAX_SLOTS];
+    fake_dev_engine engines[FAKE_MAX_GPUS];
 } fake_state_file;
 
 typedef struct fake_state {
@@ -83,7 +92,8 @@ typedef struct fake_state {
 typedef struct fake_proc {
     unsigned int pid; /* host pid where the caller can resolve it, else the owner's own pid */
     uint64_t used;
-    unsigned int sm_util; /* percent of the window with a kernel running */
+    unsigned int sm_util; /* NVML's sensor: percent of its window with a kernel running */
+    uint64_t window_end;  /* CLOCK_MONOTONIC end of the window sm_util describes */
 } fake_proc;
 
 /*
@@ -109,8 +119,21 @@ void fake_state_release(fake_state *st, int dev, uint64_t bytes);
 /* Adjusts the number of contexts this process holds on dev by delta. */
 void fake_state_contexts(fake_state *st, int dev, int delta);
 
-/* Records that a kernel of this process keeps dev busy over [start, end). */
-void fake_state_add_busy(fake_state *st, int dev, uint64_t start, uint64_t end);
+/*
+ * Places a kernel of this process (ns long, launched at now into a stream
+ * whose queue ends at stream_tail; small: a grid smaller than the GPU) on
+ * dev's simulated timeline and records its busy time. Returns its end.
+ */
+uint64_t fake_state_run_kernel(fake_state *st, int dev, bool small, uint64_t now,
+                               uint64_t stream_tail, uint64_t ns);
+
+/*
+ * Ground truth for tests: busy ns of the process with the given pid (as
+ * the slot records it, the owner's own pid; 0 = the whole GPU) on dev in
+ * [from, to). Returns -1 when no live slot has that pid.
+ */
+int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t from,
+                             uint64_t to);
 
 /* Bytes in use on dev by all live processes (dead ones reclaimed first). */
 uint64_t fake_state_used(fake_state *st, int dev);
@@ -127,7 +150,7 @@ uint64_t fake_state_used(fake_state *st, int dev);
  */
 int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, int max);
 
-/* Percent of the window before now during which any kernel ran on dev. */
+/* NVML's sensor for the whole GPU: percent of its window during which any kernel ran on dev. */
 unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now);
 
 /* Returns dead processes' slots and memory to the pool. */

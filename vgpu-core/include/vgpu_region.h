@@ -61,9 +61,10 @@
 /*
  * 1: slot device launch_cost_ns (compute limiter); 2: header slots_in_use;
  * 3: exact charging (device charge lock and undo record, slot device
- * charged_bytes, slot flags, device refused_processes).
+ * charged_bytes, slot flags, device refused_processes);
+ * 4: device sm_share_permyriad, sm_share_time_ns (achieved SM share)
  */
-#define VGPU_REGION_MINOR 3
+#define VGPU_REGION_MINOR 4
 
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_SLOTS 512
@@ -159,7 +160,11 @@ struct vgpu_region_device {
     uint64_t bucket_last_refill_ns;  /* 152 CLOCK_MONOTONIC of the last refill */
     uint32_t compute_policy;         /* 160 VGPU_POLICY_* */
     uint32_t sm_util_percent;        /* 164 last measured claim-wide SM utilisation */
-    uint8_t reserved2[24];           /* 168 */
+    uint32_t sm_share_permyriad;     /* 168 achieved SM share, 0.01 % units, averaged over
+                                        ~10 s by the refiller (minor 4) */
+    uint32_t reserved2a;             /* 172 */
+    uint64_t sm_share_time_ns;       /* 176 CLOCK_REALTIME of its last update, 0 = never */
+    uint8_t reserved2[8];            /* 184 */
     /* line 3: refiller ownership lease (issue 4) */
     uint32_t refiller_pid;           /* 192 */
     uint32_t reserved3;              /* 196 */
@@ -233,6 +238,8 @@ _Static_assert(offsetof(struct vgpu_region_device, refused_processes) == 104, "r
 _Static_assert(offsetof(struct vgpu_region_device, bucket_tokens) == 128, "bucket offset");
 _Static_assert(offsetof(struct vgpu_region_device, compute_policy) == 160, "policy offset");
 _Static_assert(offsetof(struct vgpu_region_device, sm_util_percent) == 164, "sm util offset");
+_Static_assert(offsetof(struct vgpu_region_device, sm_share_permyriad) == 168, "sm share offset");
+_Static_assert(offsetof(struct vgpu_region_device, sm_share_time_ns) == 176, "sm share time offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_pid) == 192, "refiller offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_lease_ns) == 216, "lease offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_generation) == 224, "refiller gen offset");

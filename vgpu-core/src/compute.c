@@ -30,6 +30,14 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static void sleep_ns(uint64_t ns)
 {
     struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
@@ -110,7 +118,7 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
     struct vgpu_gpu *g;
     struct vgpu_compute *c;
     CUdevice dev;
-    uint64_t cost, t0, t1;
+    uint64_t cost, start, t0, t1;
 
     if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return;
@@ -131,13 +139,18 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
                      __ATOMIC_RELAXED);
     if (vgpu_bucket_take(c->bucket, cost))
         return;
-    t0 = mono_ns();
-    do {
+    start = t0 = mono_ns();
+    for (;;) {
         sleep_ns(vgpu_bucket_wait_ns(c->bucket, cost));
         t1 = mono_ns();
         __atomic_fetch_add(&c->throttled_ns, t1 - t0, __ATOMIC_RELAXED);
         t0 = t1;
-    } while (!vgpu_bucket_take(c->bucket, cost));
+        /* The estimate may have arrived meanwhile (a new process starts at the default). */
+        cost = launch_cost(g);
+        if (t1 - start >= VGPU_WAIT_STARVE_NS ? vgpu_bucket_take_starved(c->bucket, cost)
+                                              : vgpu_bucket_take(c->bucket, cost))
+            return;
+    }
 }
 
 /* Copies our counters into our slot for the refiller and the monitor. */
@@ -195,23 +208,29 @@ static bool hold_lease(struct vgpu_gpu *g, uint64_t now)
     return true;
 }
 
-/* A new refiller continues from the published rate instead of restarting at the target. */
+/*
+ * A new refiller starts from the target, not from the previous refiller's
+ * state, seeded with the launch-cost estimates published in the slots.
+ */
 static int start_controller(struct vgpu_gpu *g, uint64_t now)
 {
+    /* Static: only the helper thread runs this. */
+    static uint64_t seed[VGPU_REGION_MAX_SLOTS];
     struct vgpu_compute *c = &g->compute;
-    struct vgpu_region_device *d = c->bucket;
-    uint64_t rate = __atomic_load_n(&d->bucket_refill_rate, __ATOMIC_RELAXED);
 
     if (c->ctl == NULL) {
         c->ctl = malloc(sizeof(*c->ctl));
         if (c->ctl == NULL)
             return -1;
     }
-    vgpu_ctl_init(c->ctl, c->target);
-    if (__atomic_load_n(&d->bucket_capacity, __ATOMIC_RELAXED) == 0)
-        vgpu_bucket_init(d, c->target, now);
-    else if (rate > 0 && !vgpu_bucket_is_open(d) && rate <= 2000000000ull)
-        c->ctl->integ = (double)rate / 1e9 - c->target;
+    for (int s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
+        const struct vgpu_region_slot *sl = g->shm != NULL ? &g->shm->r->slots[s] : NULL;
+
+        seed[s] = sl != NULL && __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) == VGPU_SLOT_ACTIVE
+                      ? __atomic_load_n(&sl->devices[g->rec].launch_cost_ns, __ATOMIC_RELAXED)
+                      : 0;
+    }
+    vgpu_ctl_takeover(c->ctl, c->bucket, c->target, seed, now);
     c->next_tick_ns = now;
     return 0;
 }
@@ -221,16 +240,18 @@ static uint64_t slot_id(const struct vgpu_region_slot *sl)
     return sl->start_time * 1000003ull ^ ((uint64_t)sl->pid << 32) ^ sl->pidns;
 }
 
-/* Looks up pid among the NVML samples; marks it matched. */
-static double util_of(uint32_t pid, const struct vgpu_sm_sample *s, int n, bool *matched)
+/* Looks up pid among the NVML samples (marked matched) and fills o's util and window. */
+static void util_of(uint32_t pid, const struct vgpu_sm_sample *s, int n, bool *matched,
+                    struct vgpu_ctl_obs *o)
 {
     for (int i = 0; i < n; i++) {
         if (s[i].pid == pid) {
             matched[i] = true;
-            return s[i].sm_util / 100.0;
+            o->util = s[i].sm_util / 100.0;
+            o->window_end = s[i].window_end_ns;
+            return;
         }
     }
-    return 0;
 }
 
 /* One control period of the claim on g (we hold the lease). */
@@ -254,9 +275,8 @@ static void control(struct vgpu_gpu *g, uint64_t now)
         uint32_t pid = vgpu_self_host_pid(g);
 
         obs[0] = (struct vgpu_ctl_obs){.slot = 0, .id = 1,
-            .launches = __atomic_load_n(&c->launches, __ATOMIC_RELAXED),
-            .throttled_ns = __atomic_load_n(&c->throttled_ns, __ATOMIC_RELAXED),
-            .util = util_of(pid, samples, ns, matched)};
+            .launches = __atomic_load_n(&c->launches, __ATOMIC_RELAXED)};
+        util_of(pid, samples, ns, matched, &obs[0]);
         t.util_known &= pid != 0;
         t.nobs = 1;
     } else {
@@ -278,9 +298,9 @@ static void control(struct vgpu_gpu *g, uint64_t now)
                                                 __atomic_load_n(&sl->pid, __ATOMIC_RELAXED),
                                                 __atomic_load_n(&sl->start_time, __ATOMIC_RELAXED));
             obs[t.nobs] = (struct vgpu_ctl_obs){.slot = s, .id = slot_id(sl),
-                .launches = __atomic_load_n(&sd->kernel_launches, __ATOMIC_RELAXED),
-                .throttled_ns = __atomic_load_n(&sd->throttled_ns, __ATOMIC_RELAXED),
-                .util = host_pid != 0 ? util_of(host_pid, samples, ns, matched) : 0};
+                .launches = __atomic_load_n(&sd->kernel_launches, __ATOMIC_RELAXED)};
+            if (host_pid != 0)
+                util_of(host_pid, samples, ns, matched, &obs[t.nobs]);
             /* A launching process NVML cannot name would be counted as idle. */
             if (host_pid == 0 && obs[t.nobs].launches > 0)
                 t.util_known = false;
@@ -290,6 +310,8 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     for (int i = 0; i < ns; i++)
         t.foreign_busy |= !matched[i] && samples[i].sm_util > 0;
     vgpu_ctl_tick(c->ctl, c->bucket, &t);
+    if (t.share_updated)
+        __atomic_store_n(&c->bucket->sm_share_time_ns, wall_ns(), __ATOMIC_RELAXED);
     for (int i = 0; i < t.nobs; i++) {
         uint64_t est = (uint64_t)cost[i];
 
@@ -304,8 +326,10 @@ static void control(struct vgpu_gpu *g, uint64_t now)
         __atomic_store_n(&sd->sm_util_percent, (uint32_t)(obs[i].util * 100 + 0.5),
                          __ATOMIC_RELAXED);
     }
-    VGPU_DEBUG("GPU %s: claim share %.1f%%%s, rate %.3f, %s", g->uuid, t.util * 100,
-               t.util_known ? "" : " (unknown)", c->ctl->rate, t.limited ? "limiting" : "open");
+    VGPU_DEBUG("GPU %s: claim share %.1f%%%s (%.2f%% averaged), %s", g->uuid, t.util * 100,
+               t.util_known ? "" : " (unknown)",
+               __atomic_load_n(&c->bucket->sm_share_permyriad, __ATOMIC_RELAXED) / 100.0,
+               t.limited ? "limiting" : "open");
 }
 
 /* The helper's work on one GPU each period. */

@@ -69,8 +69,9 @@ void vgpu_compute_exit(void);
 
 /* One NVML per-process utilisation sample. */
 struct vgpu_sm_sample {
-    uint32_t pid;     /* host pid */
-    uint32_t sm_util; /* percent */
+    uint32_t pid;           /* host pid */
+    uint32_t sm_util;       /* percent */
+    uint64_t window_end_ns; /* CLOCK_MONOTONIC end of the window it describes (its stamp) */
 };
 
 /*

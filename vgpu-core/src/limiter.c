@@ -3,22 +3,10 @@
 
 #include <string.h>
 
-/*
- * PI gains, tuned on the simulated plant (test/limiter_sim.c) for a sensor
- * that averages over one second: KI = 0.5/s gives a closed-loop time constant
- * of ~2 s, well clear of the window's ~0.5 s dead time, so no oscillation;
- * KP only speeds the first second up. The launch-cost estimate does most of
- * the work; the integral removes the bias it leaves.
- */
-#define CTL_KP 0.2
-#define CTL_KI 0.5
-/* NVML reports whole percents: errors below half a step are noise. */
-#define CTL_DEADBAND 0.005
-/* The rate may drift this far from target to absorb cost-estimate bias. */
-#define CTL_RATE_MAX 2.0
-#define CTL_RATE_MIN_FRACTION 0.1
-/* Weight of a new launch-cost sample (one per control period). */
-#define CTL_COST_GAIN 0.3
+/* Weight kept by the older windows at each new NVML window (1/6 s): a time constant of ~1 s. */
+#define CTL_COST_DECAY 0.85
+/* A window in which NVML saw nothing was less than this busy (half its 1 % step). */
+#define CTL_IDLE_BOUND 0.005
 #define CTL_COST_MIN_NS 100.0
 #define CTL_COST_MAX_NS 1e10
 
@@ -105,6 +93,17 @@ bool vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
     return false;
 }
 
+bool vgpu_bucket_take_starved(struct vgpu_region_device *d, uint64_t cost)
+{
+    int64_t c = cost > (uint64_t)INT64_MAX / 8 ? INT64_MAX / 8 : (int64_t)cost;
+    int64_t old = __atomic_fetch_sub(&d->bucket_tokens, c, __ATOMIC_RELAXED);
+
+    if (old > 0)
+        return true;
+    __atomic_fetch_add(&d->bucket_tokens, c, __ATOMIC_RELAXED);
+    return false;
+}
+
 uint64_t vgpu_bucket_wait_ns(const struct vgpu_region_device *d, uint64_t cost)
 {
     int64_t cap = capacity_of(d);
@@ -127,85 +126,124 @@ void vgpu_ctl_init(struct vgpu_ctl *c, double target)
 {
     memset(c, 0, sizeof(*c));
     c->target = target;
-    c->rate = target;
 }
 
-double vgpu_ctl_cost(struct vgpu_ctl *c, int i, uint64_t id, uint64_t launches, double util,
-                     bool util_known, uint64_t now)
+void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double target,
+                       const uint64_t *seed_cost_ns, uint64_t now)
+{
+    vgpu_ctl_init(c, target);
+    for (int i = 0; seed_cost_ns != NULL && i < VGPU_REGION_MAX_SLOTS; i++) {
+        double seed = (double)seed_cost_ns[i];
+
+        if (seed >= CTL_COST_MIN_NS && seed <= CTL_COST_MAX_NS)
+            c->procs[i].cost_ns = seed;
+    }
+    if (__atomic_load_n(&d->bucket_capacity, __ATOMIC_RELAXED) == 0)
+        vgpu_bucket_init(d, target, now);
+    else if (!vgpu_bucket_is_open(d))
+        vgpu_bucket_set_rate(d, target, now);
+}
+
+/* Cumulative launches of p at time t, interpolated from its history; false if unknown. */
+static bool launches_at(const struct vgpu_ctl_proc *p, uint64_t t, double *out)
+{
+    unsigned oldest = (p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY;
+    uint64_t t0 = p->t[oldest];
+
+    if (p->n == 0)
+        return false;
+    if (t < t0) {
+        /* Before its first record: a process that appeared meanwhile had launched nothing. */
+        if (!p->fresh)
+            return false;
+        if (t + VGPU_CTL_PERIOD_NS <= t0) {
+            *out = 0;
+            return true;
+        }
+        *out = (double)p->launches[oldest] * (double)(t + VGPU_CTL_PERIOD_NS - t0) /
+               (double)VGPU_CTL_PERIOD_NS;
+        return true;
+    }
+    for (unsigned k = 1; k < p->n; k++) {
+        unsigned a = (oldest + k - 1) % VGPU_CTL_HISTORY, b = (oldest + k) % VGPU_CTL_HISTORY;
+
+        if (t <= p->t[b]) {
+            double f = p->t[b] > p->t[a] ? (double)(t - p->t[a]) / (double)(p->t[b] - p->t[a]) : 1;
+
+            *out = (double)p->launches[a] + f * (double)(p->launches[b] - p->launches[a]);
+            return true;
+        }
+    }
+    *out = (double)p->launches[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+    return true;
+}
+
+double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
+                     uint64_t now)
 {
     struct vgpu_ctl_proc *p;
-    uint64_t best_t = 0, best_n = 0, dt, dn;
-    double sample;
-    bool found = false;
+    uint64_t we = o->window_end != 0 && o->window_end <= now ? o->window_end : now;
+    double from, to, n, busy;
 
-    if (i < 0 || i >= VGPU_REGION_MAX_SLOTS)
+    if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
         return 0;
-    p = &c->procs[i];
-    if (p->id != id || (p->n > 0 && launches < p->launches[(p->head + VGPU_CTL_HISTORY - 1) %
-                                                             VGPU_CTL_HISTORY])) {
-        memset(p, 0, sizeof(*p));
-        p->id = id;
-    }
-    /* Reference point: the newest record at least one NVML window old, else the oldest. */
-    for (unsigned k = 0; k < p->n; k++) {
-        unsigned j = (p->head + VGPU_CTL_HISTORY - 1 - k) % VGPU_CTL_HISTORY;
+    p = &c->procs[o->slot];
+    if (p->id != o->id || (p->n > 0 && o->launches < p->launches[(p->head + VGPU_CTL_HISTORY - 1) %
+                                                                   VGPU_CTL_HISTORY])) {
+        /*
+         * A new owner. At the first tick the owners are the takeover's: their
+         * published estimates (seeds) are kept, and one without any is new
+         * enough to have launched from 0 in our history ("fresh"), as is
+         * every process that appears later.
+         */
+        double seed = c->last_ns == 0 ? p->cost_ns : 0;
 
-        if (p->t[j] >= now)
-            continue;
-        best_t = p->t[j];
-        best_n = p->launches[j];
-        found = true;
-        if (now - best_t >= VGPU_CTL_WINDOW_NS)
-            break;
+        memset(p, 0, sizeof(*p));
+        p->id = o->id;
+        p->cost_ns = seed;
+        p->fresh = seed == 0;
     }
     p->t[p->head] = now;
-    p->launches[p->head] = launches;
+    p->launches[p->head] = o->launches;
     p->head = (p->head + 1) % VGPU_CTL_HISTORY;
     if (p->n < VGPU_CTL_HISTORY)
         p->n++;
-    if (!found || !util_known)
+    /* Each NVML window is used once, and only with the launch counts of that very window. */
+    if (!util_known || we <= p->window_end || we < VGPU_CTL_WINDOW_NS ||
+        !launches_at(p, we - VGPU_CTL_WINDOW_NS, &from) || !launches_at(p, we, &to))
         return p->cost_ns;
-    dt = now - best_t;
-    dn = launches - best_n;
-    /* Too short a history says little; no launches say nothing about their cost. */
-    if (dt < VGPU_CTL_WINDOW_NS / 2 || dn == 0)
-        return p->cost_ns;
-    if (util <= 0)
-        util = 0.005;
-    sample = util * (double)dt / (double)dn;
-    if (sample < CTL_COST_MIN_NS)
-        sample = CTL_COST_MIN_NS;
-    if (sample > CTL_COST_MAX_NS)
-        sample = CTL_COST_MAX_NS;
-    p->cost_ns = p->cost_ns == 0 ? sample : p->cost_ns + CTL_COST_GAIN * (sample - p->cost_ns);
+    p->window_end = we;
+    n = to - from;
+    if (n < 0.5)
+        return p->cost_ns; /* no launches say nothing about their cost */
+    busy = o->util * (double)VGPU_CTL_WINDOW_NS;
+    if (o->util <= 0) {
+        /*
+         * Idle to NVML: only an upper bound, used when the estimate contradicts
+         * it, and only on launches old enough for NVML to have reported their
+         * kernels (a process that just started has no sample yet).
+         */
+        if (!launches_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &to) || to - from < 0.5)
+            return p->cost_ns;
+        n = to - from;
+        busy = CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS;
+        if (p->cost_ns != 0 && p->cost_ns * n <= busy)
+            return p->cost_ns;
+        p->busy_acc = p->launch_acc = 0;
+    }
+    p->busy_acc = p->busy_acc * CTL_COST_DECAY + busy;
+    p->launch_acc = p->launch_acc * CTL_COST_DECAY + n;
+    p->cost_ns = p->busy_acc / p->launch_acc;
+    if (p->cost_ns < CTL_COST_MIN_NS)
+        p->cost_ns = CTL_COST_MIN_NS;
+    if (p->cost_ns > CTL_COST_MAX_NS)
+        p->cost_ns = CTL_COST_MAX_NS;
     return p->cost_ns;
 }
 
 static double clamp(double v, double lo, double hi)
 {
     return v < lo ? lo : v > hi ? hi : v;
-}
-
-double vgpu_ctl_step(struct vgpu_ctl *c, const struct vgpu_ctl_input *in)
-{
-    double lo = c->target * CTL_RATE_MIN_FRACTION, hi = CTL_RATE_MAX;
-    double dt, e, ei;
-
-    dt = c->last_ns != 0 && in->now > c->last_ns ? (double)(in->now - c->last_ns) / 1e9 : 0;
-    /* A stalled controller (stopped process, takeover) must not integrate the gap. */
-    if (dt > 2.0 * (double)VGPU_CTL_PERIOD_NS / 1e9)
-        dt = (double)VGPU_CTL_PERIOD_NS / 1e9;
-    c->last_ns = in->now;
-    if (!in->util_known)
-        return c->rate;
-    e = c->target - in->util;
-    /* Below target without waiting: the claim asks for no more, so do not push the rate up. */
-    if (e > 0 && !in->throttled)
-        e = 0;
-    ei = e > -CTL_DEADBAND && e < CTL_DEADBAND ? 0 : e;
-    c->integ = clamp(c->integ + CTL_KI * ei * dt, lo - c->target, hi - c->target);
-    c->rate = clamp(c->target + CTL_KP * e + c->integ, lo, hi);
-    return c->rate;
 }
 
 bool vgpu_ctl_should_limit(struct vgpu_ctl *c, uint32_t policy, bool high_priority,
@@ -225,32 +263,32 @@ bool vgpu_ctl_should_limit(struct vgpu_ctl *c, uint32_t policy, bool high_priori
 
 void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t)
 {
-    struct vgpu_ctl_input in = {.now = t->now, .util_known = t->util_known};
-    double util = 0;
+    double util = 0, dt = c->last_ns != 0 && t->now > c->last_ns
+                              ? (double)(t->now - c->last_ns) : 0;
 
     for (int i = 0; i < t->nobs; i++) {
-        const struct vgpu_ctl_obs *o = &t->obs[i];
-        struct vgpu_ctl_proc *p;
-
-        t->cost_ns[i] = vgpu_ctl_cost(c, o->slot, o->id, o->launches, o->util, t->util_known,
-                                      t->now);
-        if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
-            continue;
-        p = &c->procs[o->slot];
-        in.throttled |= o->throttled_ns != p->throttled_ns;
-        p->throttled_ns = o->throttled_ns;
-        util += o->util;
+        t->cost_ns[i] = vgpu_ctl_cost(c, &t->obs[i], t->util_known, t->now);
+        util += t->obs[i].util;
     }
-    in.util = util;
     t->util = util;
-    __atomic_store_n(&d->sm_util_percent, (uint32_t)(clamp(util, 0, 1) * 100 + 0.5),
-                     __ATOMIC_RELAXED);
+    if (t->util_known && dt > 0) {
+        /* The monitor's achieved share: NVML's readings averaged over the last ~10 s. */
+        double keep = 1 - clamp(dt / (double)VGPU_CTL_SHARE_TAU_NS, 0, 1);
+
+        c->share_sum = c->share_sum * keep + util * dt;
+        c->share_weight = c->share_weight * keep + dt;
+        __atomic_store_n(&d->sm_util_percent, (uint32_t)(clamp(util, 0, 1) * 100 + 0.5),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->sm_share_permyriad,
+                         (uint32_t)(clamp(c->share_sum / c->share_weight, 0, 1) * 10000 + 0.5),
+                         __ATOMIC_RELAXED);
+        t->share_updated = true;
+    }
+    c->last_ns = t->now;
     t->limited = vgpu_ctl_should_limit(c, t->policy, t->high_priority, t->foreign_busy, t->now);
     if (!t->limited) {
-        /* Not throttling: keep the integrator as it is for when contention returns. */
-        c->last_ns = t->now;
         vgpu_bucket_open(d);
         return;
     }
-    vgpu_bucket_set_rate(d, vgpu_ctl_step(c, &in), t->now);
+    vgpu_bucket_set_rate(d, c->target, t->now);
 }

@@ -22,23 +22,36 @@
 /* Balance that stands for "not throttling" (workConserving without contention). */
 #define VGPU_BUCKET_OPEN (INT64_MAX / 4)
 /* The bucket holds this much refill time: the largest burst above the share. */
-#define VGPU_BUCKET_DEPTH_NS 50000000ull
+#define VGPU_BUCKET_DEPTH_NS 100000000ull
 /* Smallest capacity (tokens), so that tiny rates still admit short kernels. */
 #define VGPU_BUCKET_MIN_CAPACITY 100000ll
 /* Sleeps of a throttled launch stay within these bounds (ns). */
 #define VGPU_WAIT_MIN_NS 20000ull
 #define VGPU_WAIT_MAX_NS 5000000ull
+/* A launch waiting this long no longer needs its whole cost in the bucket. */
+#define VGPU_WAIT_STARVE_NS 50000000ull
 
-/* NVML's per-process smUtil is a share of (up to) this trailing window. */
+/* NVML's per-process smUtil is the busy share of this trailing window. */
 #define VGPU_CTL_WINDOW_NS 1000000000ull
+/*
+ * NVML reports a kernel this long after it ran at the latest (its sample
+ * period, about 1/6 s, and a margin for queued work).
+ */
+#define VGPU_CTL_SENSOR_LAG_NS 250000000ull
 /* The controller runs at this period. */
 #define VGPU_CTL_PERIOD_NS 100000000ull
-/* Launch cost assumed before the first estimate (ns of GPU time). */
-#define VGPU_CTL_DEFAULT_COST_NS 200000ull
-/* Launch counts kept per process, one per control period (covers the window). */
-#define VGPU_CTL_HISTORY 16
+/*
+ * Launch cost assumed before a process's first estimate (ns of GPU time):
+ * the longest kernel we plan for, so a process starts below its share,
+ * never above it; its first estimate follows NVML's first sample.
+ */
+#define VGPU_CTL_DEFAULT_COST_NS 20000000ull
+/* Launch counts kept per process, one per control period (covers a window and its lag). */
+#define VGPU_CTL_HISTORY 20
 /* workConserving: contention is remembered this long after it was last seen. */
 #define VGPU_CTL_CONTENTION_HOLD_NS 2000000000ull
+/* Time constant of the achieved share published for the monitor. */
+#define VGPU_CTL_SHARE_TAU_NS 10000000000ull
 
 /*
  * Sets the refill rate (fraction of GPU time) and the capacity derived from
@@ -72,25 +85,36 @@ void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now);
  */
 bool vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
 
+/*
+ * A launch that has waited VGPU_WAIT_STARVE_NS: admitted as soon as the
+ * balance is positive, leaving a debt. Without it, a launch that costs more
+ * than the tokens ever left over (a new process charged the default cost
+ * next to one of small kernels draining the bucket) would wait forever.
+ */
+bool vgpu_bucket_take_starved(struct vgpu_region_device *d, uint64_t cost);
+
 /* How long a refused launch of cost should sleep before trying again (ns). */
 uint64_t vgpu_bucket_wait_ns(const struct vgpu_region_device *d, uint64_t cost);
 
-/* Launch-count history of one process (one region slot) for its cost estimate. */
+
+/* Launch-count history and cost estimate of one process (one region slot). */
 struct vgpu_ctl_proc {
-    uint64_t id;      /* identity of the slot owner; a new owner restarts the history */
-    unsigned n, head; /* ring of (time, cumulative launches) */
+    uint64_t id;       /* identity of the slot owner; a new owner restarts the history */
+    unsigned n, head;  /* ring of (time, cumulative launches) */
     uint64_t t[VGPU_CTL_HISTORY];
     uint64_t launches[VGPU_CTL_HISTORY];
-    double cost_ns;   /* current estimate, 0 = none yet */
-    uint64_t throttled_ns; /* last seen cumulative wait */
+    bool fresh;        /* appeared while this controller ran: it launched from 0 */
+    uint64_t window_end; /* end of the last NVML window used */
+    double busy_acc, launch_acc; /* decaying sums of busy ns and launches over windows */
+    double cost_ns;    /* current estimate, 0 = none yet */
 };
 
 /* Controller state of one claim on one GPU. */
 struct vgpu_ctl {
     double target;               /* fraction of GPU time, (0, 1] */
-    double integ;                /* integral correction added to target */
-    double rate;                 /* last output */
-    uint64_t last_ns;            /* time of the last step, 0 = none */
+    double share_sum, share_weight; /* decaying time-weighted sums of the claim's share:
+                                       their ratio is its mean over ~VGPU_CTL_SHARE_TAU_NS */
+    uint64_t last_ns;            /* time of the last tick, 0 = none */
     uint64_t contended_until_ns; /* workConserving: throttle until then */
     struct vgpu_ctl_proc procs[VGPU_REGION_MAX_SLOTS];
 };
@@ -99,31 +123,37 @@ struct vgpu_ctl {
 void vgpu_ctl_init(struct vgpu_ctl *c, double target);
 
 /*
- * Updates the launch-cost estimate of process slot i and returns it (ns; 0
- * when there is none yet). id identifies the owner, launches is its
- * cumulative launch count, util its NVML smUtil (fraction, trailing window)
- * and util_known whether NVML could be asked about it. A process that
- * launched but has no NVML sample is counted at half of NVML's 1 % step.
+ * A process becomes the claim's refiller: starts c for target and sets the
+ * bucket's rate to it (a bucket never used is filled). Nothing of a previous
+ * refiller's control state is inherited (its rate may have been computed for
+ * another limit or other processes); the launch-cost estimates it published
+ * seed ours (seed_cost_ns per slot, 0 = none), since they describe the
+ * processes, not the refiller.
  */
-double vgpu_ctl_cost(struct vgpu_ctl *c, int i, uint64_t id, uint64_t launches, double util,
-                     bool util_known, uint64_t now);
+void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double target,
+                       const uint64_t *seed_cost_ns, uint64_t now);
 
-/* One control period's measurement of the claim on the GPU. */
-struct vgpu_ctl_input {
-    uint64_t now;
-    bool util_known; /* NVML answered for every process of the claim */
-    double util;     /* claim's summed smUtil, fraction */
-    bool throttled;  /* some launch of the claim waited during the period */
+/* What the refiller observed of one process of the claim this period. */
+struct vgpu_ctl_obs {
+    int slot;              /* region slot index (0..VGPU_REGION_MAX_SLOTS-1) */
+    uint64_t id;           /* identity of the slot's owner */
+    uint64_t launches;     /* cumulative launches (slot kernel_launches) */
+    double util;           /* NVML smUtil, fraction; 0 when NVML had no sample */
+    uint64_t window_end;   /* end of the window util describes (same clock as now); 0 = now */
 };
 
 /*
- * One PI step: returns the new rate (fraction of GPU time). Integrates only
- * outside a deadband, never while the claim is below target without being
- * throttled (it is not asking for more: anti-windup), and never beyond the
- * rate limits (conditional integration). Without a measurement the rate is
- * held.
+ * Updates the launch-cost estimate of the observed process and returns it
+ * (ns; 0 when there is none yet). An estimate is busy / launches over the
+ * same NVML window: NVML's window is aligned with the launch counts of the
+ * history (so lag and start-up do not bias it), each window is used once,
+ * and windows are summed with decaying weights (time constant about a
+ * second), so no single reading moves the estimate by more than a fraction.
+ * A window without an NVML sample but with launches bounds the cost from
+ * above (less than half a percent was busy).
  */
-double vgpu_ctl_step(struct vgpu_ctl *c, const struct vgpu_ctl_input *in);
+double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
+                     uint64_t now);
 
 /*
  * Whether the claim is throttled now. strict: always; disabled: never;
@@ -133,15 +163,6 @@ double vgpu_ctl_step(struct vgpu_ctl *c, const struct vgpu_ctl_input *in);
  */
 bool vgpu_ctl_should_limit(struct vgpu_ctl *c, uint32_t policy, bool high_priority,
                            bool foreign_busy, uint64_t now);
-
-/* What the refiller observed of one process of the claim this period. */
-struct vgpu_ctl_obs {
-    int slot;              /* region slot index (0..VGPU_REGION_MAX_SLOTS-1) */
-    uint64_t id;           /* identity of the slot's owner */
-    uint64_t launches;     /* cumulative launches (slot kernel_launches) */
-    uint64_t throttled_ns; /* cumulative wait (slot throttled_ns) */
-    double util;           /* NVML smUtil, fraction; 0 when NVML had no sample */
-};
 
 /* One control period of a claim on a GPU. */
 struct vgpu_ctl_tick {
@@ -153,15 +174,19 @@ struct vgpu_ctl_tick {
     int nobs;
     const struct vgpu_ctl_obs *obs;
     double *cost_ns;   /* out, one per obs: launch cost to charge (0 = default) */
-    double util;       /* out: the claim's measured share, fraction */
+    double util;       /* out: the claim's measured share now, fraction */
+    bool share_updated; /* out: the device's sm_share_permyriad was updated */
     bool limited;      /* out: the bucket is throttling */
 };
 
 /*
  * The refiller's control period: updates every process's launch-cost
- * estimate, decides the policy, and either opens the bucket or runs one PI
- * step and sets the bucket's rate. Refilling is separate (vgpu_bucket_refill,
- * more often).
+ * estimate and the achieved share, decides the policy, and either opens the
+ * bucket or sets its rate. The loop closes through the cost estimates: with
+ * every launch charged its measured GPU time, the bucket's rate is the
+ * share, so no integrator sits on top of them to wind up or to be inherited;
+ * a new refiller restarts at the target. Refilling is separate
+ * (vgpu_bucket_refill, more often).
  */
 void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t);
 

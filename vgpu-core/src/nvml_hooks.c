@@ -151,8 +151,8 @@ int vgpu_nvml_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max)
     nvmlProcessUtilizationSample_t buf[256], *s = buf;
     unsigned long long newest[256] = {0};
     unsigned int count = 256;
-    struct timespec ts;
-    unsigned long long since;
+    struct timespec ts, mono;
+    unsigned long long since, real_us;
     nvmlDevice_t dev;
     nvmlReturn_t rc;
     int n = 0;
@@ -163,8 +163,9 @@ int vgpu_nvml_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max)
         return -1;
     /* Samples are stamped in microseconds of CLOCK_REALTIME; older ones describe the past. */
     clock_gettime(CLOCK_REALTIME, &ts);
-    since = (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000 -
-            VGPU_CTL_WINDOW_NS / 1000;
+    clock_gettime(CLOCK_MONOTONIC, &mono);
+    real_us = (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
+    since = real_us - VGPU_CTL_WINDOW_NS / 1000;
     rc = vgpu_nvml.nvmlDeviceGetProcessUtilization(dev, s, &count, since);
     if (rc == NVML_ERROR_NOT_FOUND)
         return 0;
@@ -184,8 +185,12 @@ int vgpu_nvml_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max)
             continue;
         }
         newest[j] = s[i].timeStamp;
+        /* The stamp, moved to CLOCK_MONOTONIC (a stamp from the future counts as now). */
+        uint64_t age_ns = s[i].timeStamp < real_us ? (real_us - s[i].timeStamp) * 1000ull : 0;
+        uint64_t mono_ns = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
         out[j] = (struct vgpu_sm_sample){.pid = s[i].pid,
-                                         .sm_util = s[i].smUtil > 100 ? 100 : s[i].smUtil};
+                                         .sm_util = s[i].smUtil > 100 ? 100 : s[i].smUtil,
+                                         .window_end_ns = age_ns < mono_ns ? mono_ns - age_ns : 0};
     }
     return n;
 }

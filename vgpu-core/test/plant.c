@@ -1,220 +1,290 @@
 /* plant.c - see plant.h. */
 #include "plant.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define NEVER UINT64_MAX
-#define HIST (VGPU_CTL_WINDOW_NS / VGPU_CTL_PERIOD_NS)
+#define P GPU_SAMPLE_NS
 
-struct proc {
-    int inflight;
-    uint64_t next_try;  /* NEVER while its queue is full */
-    uint64_t wait_mark; /* start of the current unaccounted wait, 0 = none */
-    uint64_t launches, throttled_ns, busy_done;
-    uint64_t cum[HIST + 1]; /* cumulative busy at the last ticks (ring) */
-    double cost_ns;         /* cost the refiller set, 0 = default */
+struct stream {
+    uint64_t tail;                    /* end of its queued work */
+    uint64_t ends[PLANT_MAX_DEPTH];   /* ends of its queued kernels, oldest first (ring) */
+    int head, n;
 };
 
-struct kernel {
-    int proc;
-    uint64_t len;
+struct proc {
+    const struct plant_proc_spec *spec;
+    struct stream streams[PLANT_MAX_STREAMS];
+    int nstreams, depth, next_stream;
+    uint64_t next_try;
+    uint64_t launches;
+    uint64_t wait_start; /* start of the current wait for tokens, NEVER = not waiting */
+    double cost_ns; /* what the refiller set, 0 = default */
+    uint64_t rng;
+    gpu_busy busy;  /* what NVML's per-process sensor sees */
 };
 
 struct model {
     const struct plant_spec *spec;
+    gpu_engine engine;
+    gpu_busy device;
+    gpu_busy claim_busy[PLANT_MAX_CLAIMS]; /* ground truth */
     struct proc procs[PLANT_MAX_PROCS];
     struct vgpu_region_device dev[PLANT_MAX_CLAIMS];
     struct vgpu_ctl *ctl[PLANT_MAX_CLAIMS];
-    struct kernel fifo[PLANT_MAX_PROCS * PLANT_DEPTH];
-    int fifo_head, fifo_len;
-    int running; /* proc of the running kernel, -1 idle */
-    uint64_t run_start, run_end, run_len;
-    int ticks;
+    int refiller[PLANT_MAX_CLAIMS]; /* process index, -1 = none */
 };
+
+static bool alive(const struct proc *p, uint64_t t)
+{
+    return t >= p->spec->start_ns && (p->spec->stop_ns == 0 || t < p->spec->stop_ns);
+}
+
+/* Start of the next busy phase at or after t (t itself when busy now); NEVER once stopped. */
+static uint64_t busy_from(const struct proc *p, uint64_t t)
+{
+    const struct plant_proc_spec *s = p->spec;
+    uint64_t cycle, into, at;
+
+    if (t < s->start_ns)
+        t = s->start_ns;
+    if (s->idle_ns != 0) {
+        cycle = s->busy_ns + s->idle_ns;
+        into = (t - s->start_ns) % cycle;
+        at = into < s->busy_ns ? t : t + (cycle - into);
+    } else {
+        at = t;
+    }
+    return s->stop_ns != 0 && at >= s->stop_ns ? NEVER : at;
+}
+
+static unsigned limit_of(const struct model *m, int i)
+{
+    const struct plant_proc_spec *s = m->procs[i].spec;
+
+    return s->limit_percent != 0 ? s->limit_percent : m->spec->claims[s->claim].limit_percent;
+}
 
 static bool limited(const struct model *m, int claim)
 {
     return m->spec->claims[claim].limit_percent != 0;
 }
 
-static void start_next(struct model *m, uint64_t t)
-{
-    struct kernel k;
-
-    if (m->running >= 0 || m->fifo_len == 0)
-        return;
-    k = m->fifo[m->fifo_head];
-    m->fifo_head = (m->fifo_head + 1) % (PLANT_MAX_PROCS * PLANT_DEPTH);
-    m->fifo_len--;
-    m->running = k.proc;
-    m->run_start = t;
-    m->run_len = k.len;
-    m->run_end = t + k.len;
-}
-
-static void finish(struct model *m, uint64_t t)
-{
-    struct proc *p = &m->procs[m->running];
-
-    p->busy_done += m->run_len;
-    p->inflight--;
-    if (p->next_try == NEVER)
-        p->next_try = t;
-    m->running = -1;
-    start_next(m, t);
-}
-
-static uint64_t busy_at(const struct model *m, int i, uint64_t t)
-{
-    return m->procs[i].busy_done + (m->running == i ? t - m->run_start : 0);
-}
-
-/* NVML smUtil of process i: whole percent of the trailing window. */
-static double sm_util(const struct model *m, int i)
-{
-    const struct proc *p = &m->procs[i];
-    int now = m->ticks % (int)(HIST + 1), then = (m->ticks + 1) % (int)(HIST + 1);
-    uint64_t busy = p->cum[now] - (m->ticks >= (int)HIST ? p->cum[then] : 0);
-
-    return (double)((busy * 100 + VGPU_CTL_WINDOW_NS / 2) / VGPU_CTL_WINDOW_NS) / 100.0;
-}
-
-static void control(struct model *m, struct plant_result *res, uint64_t t)
-{
-    const struct plant_spec *s = m->spec;
-    double util[PLANT_MAX_PROCS];
-
-    for (int i = 0; i < s->nprocs; i++)
-        m->procs[i].cum[m->ticks % (int)(HIST + 1)] = busy_at(m, i, t);
-    for (int i = 0; i < s->nprocs; i++)
-        util[i] = sm_util(m, i);
-    for (int c = 0; c < s->nclaims; c++) {
-        struct vgpu_ctl_obs obs[PLANT_MAX_PROCS];
-        double cost[PLANT_MAX_PROCS];
-        int idx[PLANT_MAX_PROCS], n = 0;
-        bool foreign = false;
-        double share = 0;
-        struct vgpu_ctl_tick tick = {.now = t, .policy = s->claims[c].policy,
-                                     .high_priority = s->claims[c].high_priority,
-                                     .util_known = true, .obs = obs, .cost_ns = cost};
-
-        for (int i = 0; i < s->nprocs; i++) {
-            if (s->procs[i].claim != c) {
-                foreign |= util[i] > 0;
-                continue;
-            }
-            share += util[i];
-            if (s->procs[i].start_ns > t)
-                continue;
-            obs[n] = (struct vgpu_ctl_obs){.slot = i, .id = (uint64_t)i + 1,
-                                           .launches = m->procs[i].launches,
-                                           .throttled_ns = m->procs[i].throttled_ns,
-                                           .util = util[i]};
-            idx[n++] = i;
-        }
-        if (m->ticks < PLANT_MAX_TICKS)
-            res->share[m->ticks][c] = share * 100;
-        if (!limited(m, c))
-            continue;
-        tick.foreign_busy = foreign;
-        tick.nobs = n;
-        vgpu_ctl_tick(m->ctl[c], &m->dev[c], &tick);
-        for (int k = 0; k < n; k++)
-            m->procs[idx[k]].cost_ns = cost[k];
-    }
-    m->ticks++;
-}
-
-/* Launches what process i can launch at t; sets its next attempt. */
+/* Launches what process i may launch at t; sets its next attempt. */
 static void try_launch(struct model *m, int i, uint64_t t)
 {
     struct proc *p = &m->procs[i];
-    int c = m->spec->procs[i].claim;
-    uint64_t cost = p->cost_ns > 0 ? (uint64_t)p->cost_ns : VGPU_CTL_DEFAULT_COST_NS;
+    int c = p->spec->claim;
+    uint64_t at = busy_from(p, t);
 
-    while (p->inflight < PLANT_DEPTH) {
-        if (limited(m, c) && !vgpu_bucket_take(&m->dev[c], cost)) {
-            if (p->wait_mark != 0)
-                p->throttled_ns += t - p->wait_mark;
-            p->wait_mark = t;
+    if (at != t) {
+        p->next_try = at;
+        return;
+    }
+    for (;;) {
+        struct stream *st = NULL;
+        uint64_t earliest = NEVER, cost, len, start;
+
+        for (int k = 0; k < p->nstreams; k++) {
+            struct stream *s = &p->streams[(p->next_stream + k) % p->nstreams];
+
+            while (s->n > 0 && s->ends[s->head] <= t) {
+                s->head = (s->head + 1) % PLANT_MAX_DEPTH;
+                s->n--;
+            }
+            if (s->n < p->depth && st == NULL) {
+                st = s;
+                p->next_stream = (p->next_stream + k + 1) % p->nstreams;
+            }
+            if (s->n > 0 && s->ends[s->head] < earliest)
+                earliest = s->ends[s->head];
+        }
+        if (st == NULL) {
+            p->next_try = earliest; /* every queue is full: wait for a kernel to finish */
+            return;
+        }
+        cost = p->cost_ns > 0 ? (uint64_t)p->cost_ns : VGPU_CTL_DEFAULT_COST_NS;
+        if (limited(m, c) &&
+            !(p->wait_start != NEVER && t - p->wait_start >= VGPU_WAIT_STARVE_NS
+                  ? vgpu_bucket_take_starved(&m->dev[c], cost)
+                  : vgpu_bucket_take(&m->dev[c], cost))) {
+            if (p->wait_start == NEVER)
+                p->wait_start = t;
             p->next_try = t + vgpu_bucket_wait_ns(&m->dev[c], cost);
             return;
         }
-        if (p->wait_mark != 0)
-            p->throttled_ns += t - p->wait_mark;
-        p->wait_mark = 0;
-        p->inflight++;
+        p->wait_start = NEVER;
+        len = p->spec->sigma > 0
+                  ? gpu_rand_lognormal(&p->rng, p->spec->kernel_ns, p->spec->sigma, 50000,
+                                       20000000)
+                  : p->spec->kernel_ns;
+        start = gpu_place(&m->engine, (uint32_t)i, p->spec->small_grid, t, st->tail, len);
+        gpu_busy_add(&m->device, start, start + len);
+        gpu_busy_add(&m->claim_busy[c], start, start + len);
+        gpu_busy_add(&p->busy, start, start + len);
+        st->tail = start + len;
+        st->ends[(st->head + st->n) % PLANT_MAX_DEPTH] = start + len;
+        st->n++;
         p->launches++;
-        m->fifo[(m->fifo_head + m->fifo_len) % (PLANT_MAX_PROCS * PLANT_DEPTH)] =
-            (struct kernel){.proc = i, .len = m->spec->procs[i].kernel_ns};
-        m->fifo_len++;
-        start_next(m, t);
     }
-    p->next_try = NEVER;
+}
+
+/* The claim's refiller: its lowest live process, as the lease would settle on one. */
+static int elect(const struct model *m, int claim, uint64_t t)
+{
+    for (int i = 0; i < m->spec->nprocs; i++) {
+        if (m->procs[i].spec->claim == claim && alive(&m->procs[i], t))
+            return i;
+    }
+    return -1;
+}
+
+/* The refiller's election and takeover (run at every refill, as the lease is contested). */
+static void elect_refiller(struct model *m, struct plant_result *res, int c, uint64_t t)
+{
+    int r = elect(m, c, t);
+    uint64_t seed[VGPU_REGION_MAX_SLOTS] = {0};
+
+    if (r == m->refiller[c])
+        return;
+    m->refiller[c] = r;
+    if (r < 0)
+        return;
+    for (int i = 0; i < m->spec->nprocs; i++)
+        seed[i] = alive(&m->procs[i], t) ? (uint64_t)m->procs[i].cost_ns : 0;
+    vgpu_ctl_takeover(m->ctl[c], &m->dev[c], limit_of(m, r) / 100.0, seed, t);
+    res->refiller_changes[c]++;
+}
+
+static void control(struct model *m, int c, uint64_t t)
+{
+    const struct plant_spec *s = m->spec;
+    struct vgpu_ctl_obs obs[PLANT_MAX_PROCS];
+    double cost[PLANT_MAX_PROCS];
+    int idx[PLANT_MAX_PROCS], n = 0;
+    bool foreign = false;
+    struct vgpu_ctl_tick tick = {.now = t, .policy = s->claims[c].policy,
+                                 .high_priority = s->claims[c].high_priority,
+                                 .util_known = true, .obs = obs, .cost_ns = cost};
+
+    if (m->refiller[c] < 0)
+        return;
+    for (int i = 0; i < s->nprocs; i++) {
+        struct proc *p = &m->procs[i];
+        uint64_t we;
+        unsigned u;
+
+        if (!alive(p, t))
+            continue;
+        u = gpu_sensor_percent(&p->busy, t, s->seed ^ (uint64_t)i, &we);
+        if (p->spec->claim != c) {
+            foreign |= u > 0;
+            continue;
+        }
+        obs[n] = (struct vgpu_ctl_obs){.slot = i, .id = (uint64_t)i + 1,
+                                       .launches = p->launches, .util = u / 100.0,
+                                       .window_end = we};
+        idx[n++] = i;
+    }
+    tick.foreign_busy = foreign;
+    tick.nobs = n;
+    vgpu_ctl_tick(m->ctl[c], &m->dev[c], &tick);
+    for (int k = 0; k < n; k++)
+        m->procs[idx[k]].cost_ns = cost[k];
+}
+
+static int check_spec(const struct plant_spec *spec)
+{
+    if (spec->nclaims < 1 || spec->nclaims > PLANT_MAX_CLAIMS || spec->nprocs < 1 ||
+        spec->nprocs > PLANT_MAX_PROCS || spec->duration_ns / P > PLANT_MAX_PERIODS)
+        return -1;
+    for (int c = 0; c < spec->nclaims; c++) {
+        if (spec->claims[c].limit_percent > 100)
+            return -1;
+    }
+    for (int i = 0; i < spec->nprocs; i++) {
+        const struct plant_proc_spec *p = &spec->procs[i];
+
+        if (p->claim < 0 || p->claim >= spec->nclaims || p->kernel_ns == 0 ||
+            p->limit_percent > 100 || p->streams < 0 || p->streams > PLANT_MAX_STREAMS ||
+            p->depth < 0 || p->depth > PLANT_MAX_DEPTH || (p->idle_ns != 0 && p->busy_ns == 0))
+            return -1;
+    }
+    return 0;
 }
 
 int plant_run(const struct plant_spec *spec, struct plant_result *res)
 {
-    struct model m = {.spec = spec, .running = -1};
+    struct model *m;
     uint64_t t = 0, next_refill = PLANT_REFILL_NS, next_ctl = VGPU_CTL_PERIOD_NS;
-    int rc = 0;
+    int rc = 0, recorded = 0;
 
-    if (spec->nclaims < 1 || spec->nclaims > PLANT_MAX_CLAIMS || spec->nprocs < 1 ||
-        spec->nprocs > PLANT_MAX_PROCS || spec->duration_ns / VGPU_CTL_PERIOD_NS > PLANT_MAX_TICKS)
+    if (check_spec(spec) != 0 || (m = calloc(1, sizeof(*m))) == NULL)
         return -1;
     memset(res, 0, sizeof(*res));
+    m->spec = spec;
     for (int i = 0; i < spec->nprocs; i++) {
-        if (spec->procs[i].claim < 0 || spec->procs[i].claim >= spec->nclaims ||
-            spec->procs[i].kernel_ns == 0)
-            return -1;
-        m.procs[i].next_try = spec->procs[i].start_ns;
+        struct proc *p = &m->procs[i];
+
+        p->spec = &spec->procs[i];
+        p->nstreams = p->spec->streams > 0 ? p->spec->streams : 1;
+        p->depth = p->spec->depth > 0 ? p->spec->depth : 2;
+        p->next_try = p->spec->start_ns;
+        p->wait_start = NEVER;
+        p->rng = spec->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i;
     }
     for (int c = 0; c < spec->nclaims; c++) {
-        if (!limited(&m, c))
-            continue;
-        if (spec->claims[c].limit_percent > 100 ||
-            (m.ctl[c] = malloc(sizeof(*m.ctl[c]))) == NULL) {
+        m->refiller[c] = -1;
+        if (limited(m, c) && (m->ctl[c] = malloc(sizeof(*m->ctl[c]))) == NULL) {
             rc = -1;
             goto out;
         }
-        vgpu_ctl_init(m.ctl[c], spec->claims[c].limit_percent / 100.0);
-        vgpu_bucket_init(&m.dev[c], m.ctl[c]->target, 1);
     }
     while (t < spec->duration_ns) {
         uint64_t next = next_refill < next_ctl ? next_refill : next_ctl;
 
-        if (m.running >= 0 && m.run_end <= t)
-            finish(&m, t);
         if (t >= next_refill) {
             for (int c = 0; c < spec->nclaims; c++) {
-                if (limited(&m, c))
-                    vgpu_bucket_refill(&m.dev[c], t);
+                if (!limited(m, c))
+                    continue;
+                elect_refiller(m, res, c, t);
+                if (m->refiller[c] >= 0)
+                    vgpu_bucket_refill(&m->dev[c], t);
             }
             next_refill += PLANT_REFILL_NS;
         }
         if (t >= next_ctl) {
-            control(&m, res, t);
+            for (int c = 0; c < spec->nclaims; c++) {
+                if (limited(m, c))
+                    control(m, c, t);
+            }
             next_ctl += VGPU_CTL_PERIOD_NS;
         }
         for (int i = 0; i < spec->nprocs; i++) {
-            if (m.procs[i].next_try <= t)
-                try_launch(&m, i, t);
+            if (m->procs[i].next_try <= t)
+                try_launch(m, i, t);
+            if (m->procs[i].next_try < next)
+                next = m->procs[i].next_try;
         }
-        if (m.running >= 0 && m.run_end < next)
-            next = m.run_end;
-        for (int i = 0; i < spec->nprocs; i++) {
-            if (m.procs[i].next_try < next)
-                next = m.procs[i].next_try;
+        /* Periods that ended are final: no kernel placed from now on can reach back. */
+        while ((uint64_t)(recorded + 1) * P <= t && recorded < PLANT_MAX_PERIODS) {
+            for (int c = 0; c < spec->nclaims; c++)
+                res->share[recorded][c] = 100.0 *
+                    (double)gpu_busy_between(&m->claim_busy[c], (uint64_t)recorded * P,
+                                             (uint64_t)(recorded + 1) * P) / (double)P;
+            recorded++;
         }
         t = next > t ? next : t + 1;
     }
-    res->nticks = m.ticks < PLANT_MAX_TICKS ? m.ticks : PLANT_MAX_TICKS;
+    res->nperiods = recorded;
     for (int i = 0; i < spec->nprocs; i++)
-        res->launches[i] = m.procs[i].launches;
+        res->launches[i] = m->procs[i].launches;
 out:
     for (int c = 0; c < spec->nclaims; c++)
-        free(m.ctl[c]);
+        free(m->ctl[c]);
+    free(m);
     return rc;
 }
 
@@ -224,10 +294,8 @@ double plant_mean_share(const struct plant_result *res, int claim, uint64_t from
     double sum = 0;
     int n = 0;
 
-    for (int k = 0; k < res->nticks; k++) {
-        uint64_t at = (uint64_t)(k + 1) * VGPU_CTL_PERIOD_NS;
-
-        if (at >= from_ns && at < to_ns) {
+    for (int k = 0; k < res->nperiods; k++) {
+        if ((uint64_t)k * P >= from_ns && (uint64_t)(k + 1) * P <= to_ns) {
             sum += res->share[k][claim];
             n++;
         }
@@ -235,15 +303,111 @@ double plant_mean_share(const struct plant_result *res, int claim, uint64_t from
     return n > 0 ? sum / n : 0;
 }
 
-uint64_t plant_settling_ns(const struct plant_result *res, int claim, double target, double band)
+/* Mean of the claim's share over the w periods starting at period k. */
+static double mean_at(const struct plant_result *res, int claim, int k, int w)
 {
-    int last_out = -1;
+    double sum = 0;
 
-    for (int k = 0; k < res->nticks; k++) {
-        double e = res->share[k][claim] - target;
+    for (int j = 0; j < w; j++)
+        sum += res->share[k + j][claim];
+    return sum / w;
+}
+
+uint64_t plant_settling_ns(const struct plant_result *res, int claim, double target, double band,
+                           uint64_t from_ns, uint64_t to_ns)
+{
+    const int w = PLANT_SETTLE_PERIODS;
+    int first = (int)((from_ns + P - 1) / P), settled = first;
+
+    for (int k = first; k + w <= res->nperiods && (uint64_t)(k + w) * P <= to_ns + P / 2; k++) {
+        double e = mean_at(res, claim, k, w) - target;
 
         if (e > band || e < -band)
-            last_out = k;
+            settled = k + 1;
     }
-    return (uint64_t)(last_out + 2) * VGPU_CTL_PERIOD_NS;
+    return (uint64_t)settled * P - from_ns;
+}
+
+static double extreme_share(const struct plant_result *res, int claim, uint64_t from_ns,
+                            uint64_t to_ns, bool want_max)
+{
+    double best = want_max ? -1 : 1000;
+
+    for (int k = (int)((from_ns + P - 1) / P);
+         k + GPU_WINDOW_PERIODS <= res->nperiods &&
+         (uint64_t)(k + GPU_WINDOW_PERIODS) * P <= to_ns + P / 2;
+         k++) {
+        double v = mean_at(res, claim, k, GPU_WINDOW_PERIODS);
+
+        if (want_max ? v > best : v < best)
+            best = v;
+    }
+    return best;
+}
+
+double plant_max_share(const struct plant_result *res, int claim, uint64_t from_ns,
+                       uint64_t to_ns)
+{
+    return extreme_share(res, claim, from_ns, to_ns, true);
+}
+
+double plant_min_share(const struct plant_result *res, int claim, uint64_t from_ns,
+                       uint64_t to_ns)
+{
+    return extreme_share(res, claim, from_ns, to_ns, false);
+}
+
+const char *plant_kernels_name(enum plant_kernels k)
+{
+    static const char *const names[PLANT_K_COUNT] = {"0.1 ms", "2 ms", "20 ms", "mix"};
+
+    return k < PLANT_K_COUNT ? names[k] : "?";
+}
+
+int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k,
+                    uint64_t duration_ns, uint64_t seed, struct plant_cell *out)
+{
+    static const uint64_t means[3] = {100000, 2000000, 20000000};
+    static struct plant_result res;
+    struct plant_spec s = {.duration_ns = duration_ns, .seed = seed, .nclaims = nclaims};
+
+    if (nclaims < 1 || nclaims > 2 || procs < 1 || procs > PLANT_MAX_PROCS / 2 || limit == 0 ||
+        limit >= 100 || k >= PLANT_K_COUNT)
+        return -1;
+    s.claims[0].limit_percent = limit;
+    s.claims[1].limit_percent = 100 - limit;
+    for (int c = 0; c < nclaims; c++) {
+        for (int j = 0; j < procs; j++) {
+            struct plant_proc_spec *p = &s.procs[s.nprocs++];
+
+            p->claim = c;
+            /* Both claims run the same workload: neither wins by queueing deeper. */
+            p->kernel_ns = k == PLANT_K_MIX ? means[j % 3] : means[k];
+            p->sigma = k == PLANT_K_MIX ? 1.0 : 0.5;
+            p->streams = 1 + j % 2;
+            p->depth = 2 + 3 * (j % 3);
+            p->small_grid = j % 2 == 1;
+        }
+    }
+    if (plant_run(&s, &res) != 0)
+        return -1;
+    for (int c = 0; c < nclaims; c++) {
+        double target = c == 0 ? limit : 100 - limit;
+        /*
+         * A launch-count limiter cannot know a kernel's duration before it
+         * runs: a second holding N kernels of relative spread cv varies by
+         * target x cv / sqrt(N) on its own.
+         */
+        double mean = k == PLANT_K_MIX ? (double)means[2] : (double)means[k];
+        double sigma = k == PLANT_K_MIX ? 1.0 : 0.5;
+        double kernels = target / 100 * 2e9 / mean;
+        double noise = target * sqrt(exp(sigma * sigma) - 1) / sqrt(kernels);
+
+        out->band[c] = noise * 3 > 2 ? noise * 3 : 2;
+        out->share[c] = plant_mean_share(&res, c, duration_ns * 2 / 3, duration_ns);
+        out->first_s[c] = plant_mean_share(&res, c, 0, 1000000000ull);
+        out->settling_s[c] =
+            plant_settling_ns(&res, c, target, out->band[c], 0, duration_ns) / 1e9;
+    }
+    return 0;
 }

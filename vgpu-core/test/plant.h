@@ -1,15 +1,26 @@
 /*
- * plant.h - a discrete-time model of a GPU shared by claims, to drive the
- * compute limiter (src/limiter.c) without threads or clocks.
+ * plant.h - a deterministic model of a GPU, its driver and the processes of
+ * several claims, to drive the compute limiter (src/limiter.c) in virtual
+ * time, without threads or clocks.
  *
- * The GPU runs one kernel at a time from a FIFO of launched kernels (time
- * slicing between processes). Each process keeps up to PLANT_DEPTH kernels
- * of a fixed length in flight and launches through its claim's token bucket
- * exactly as libvgpu.so does (take, else sleep vgpu_bucket_wait_ns and try
- * again). NVML is modelled as the fake driver does: per-process smUtil =
- * whole percent of the trailing second with a kernel of the process running.
- * The refiller refills every PLANT_REFILL_NS and runs vgpu_ctl_tick every
- * VGPU_CTL_PERIOD_NS, as the library's refiller thread does.
+ * The GPU and NVML are the model the fake driver follows in real time
+ * (fake/fake_gpu.h): kernels placed on one timeline per GPU from their
+ * durations (time slicing between processes, small grids of one process
+ * side by side), busy time as the exact union of kernels, and NVML's
+ * per-process utilisation as a one-second moving window of 1/6 s sample
+ * periods, lagged by up to one period, in whole percents with jitter.
+ *
+ * A process launches asynchronously into its streams, keeping up to depth
+ * kernels queued on each, with log-normal durations around a mean (50 us ..
+ * 20 ms), through its claim's token bucket exactly as libvgpu.so does (take,
+ * else sleep vgpu_bucket_wait_ns and try again); it starts, may alternate
+ * busy and idle phases, and may stop. The refiller is elected among the
+ * claim's live processes (the lowest index); a new refiller takes over with
+ * vgpu_ctl_takeover as compute.c does, refills every PLANT_REFILL_NS and
+ * runs vgpu_ctl_tick every VGPU_CTL_PERIOD_NS on what NVML reports.
+ *
+ * Results are the ground truth: each claim's true share of every sample
+ * period, not what the limiter's sensor said.
  */
 #ifndef VGPU_PLANT_H
 #define VGPU_PLANT_H
@@ -17,52 +28,99 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "fake_gpu.h"
 #include "limiter.h"
 
 #define PLANT_MAX_CLAIMS 4
-#define PLANT_MAX_PROCS 8
-#define PLANT_DEPTH 2
+#define PLANT_MAX_PROCS 16
+#define PLANT_MAX_STREAMS 4
+#define PLANT_MAX_DEPTH 16
 #define PLANT_REFILL_NS 5000000ull
-#define PLANT_MAX_TICKS 1024
+/* Sample periods recorded (about 170 s). */
+#define PLANT_MAX_PERIODS 1024
 
 struct plant_proc_spec {
     int claim;
-    uint64_t kernel_ns;
-    uint64_t start_ns; /* the process starts launching here (mid-run joins) */
+    unsigned limit_percent; /* the limit this process read from its config; 0 = the claim's */
+    uint64_t kernel_ns;     /* mean kernel duration */
+    double sigma;           /* log-normal shape; 0 = every kernel kernel_ns long */
+    int streams;            /* 1..PLANT_MAX_STREAMS (0 = 1) */
+    int depth;              /* kernels queued per stream, 1..PLANT_MAX_DEPTH (0 = 2) */
+    bool small_grid;        /* grids smaller than the GPU: its streams run side by side */
+    uint64_t start_ns;      /* starts launching here */
+    uint64_t stop_ns;       /* exits here; 0 = runs to the end */
+    uint64_t busy_ns, idle_ns; /* alternating phases (idle_ns 0 = always busy) */
 };
 
 struct plant_claim_spec {
-    unsigned limit_percent; /* 0 = no limit: the process launches freely */
+    unsigned limit_percent; /* 0 = no limit: the processes launch freely */
     uint32_t policy;        /* VGPU_POLICY_* */
     bool high_priority;
 };
 
 struct plant_spec {
     uint64_t duration_ns;
+    uint64_t seed; /* kernel durations, sensor jitter */
     int nclaims, nprocs;
     struct plant_claim_spec claims[PLANT_MAX_CLAIMS];
     struct plant_proc_spec procs[PLANT_MAX_PROCS];
 };
 
 struct plant_result {
-    int nticks;
-    /* Per control tick and claim: the share NVML reported (percent, summed smUtil). */
-    double share[PLANT_MAX_TICKS][PLANT_MAX_CLAIMS];
+    int nperiods;
+    /* True share of each claim in each sample period (percent of GPU time). */
+    double share[PLANT_MAX_PERIODS][PLANT_MAX_CLAIMS];
     uint64_t launches[PLANT_MAX_PROCS];
+    uint64_t refiller_changes[PLANT_MAX_CLAIMS];
 };
 
 /* Runs the model. Returns 0, or -1 if the spec is out of range. */
 int plant_run(const struct plant_spec *spec, struct plant_result *res);
 
-/* Mean share of claim over ticks whose time lies in [from_ns, to_ns). */
+/* Mean true share of claim over [from_ns, to_ns) (whole sample periods within it). */
 double plant_mean_share(const struct plant_result *res, int claim, uint64_t from_ns,
                         uint64_t to_ns);
 
+/* Settling is judged on two-second means (12 sample periods). */
+#define PLANT_SETTLE_PERIODS 12
+
 /*
- * Settling time of claim: the time after which every measured share stays
- * within band points of target. Returns the run's duration if it never
- * settles.
+ * Settling: the time from from_ns after which the claim's true share,
+ * averaged over two seconds, stays within band points of target: every
+ * two-second window starting then or later (sliding by one sample period,
+ * up to to_ns) is within the band.
  */
-uint64_t plant_settling_ns(const struct plant_result *res, int claim, double target, double band);
+uint64_t plant_settling_ns(const struct plant_result *res, int claim, double target, double band,
+                           uint64_t from_ns, uint64_t to_ns);
+
+/* Highest and lowest one-second mean of the claim's true share within [from_ns, to_ns). */
+double plant_max_share(const struct plant_result *res, int claim, uint64_t from_ns,
+                       uint64_t to_ns);
+double plant_min_share(const struct plant_result *res, int claim, uint64_t from_ns,
+                       uint64_t to_ns);
+
+/* The accuracy grid of the compute limiter: kernel classes. */
+enum plant_kernels { PLANT_K_100US, PLANT_K_2MS, PLANT_K_20MS, PLANT_K_MIX, PLANT_K_COUNT };
+
+/* Name of a kernel class for tables ("0.1 ms", "2 ms", "20 ms", "mix"). */
+const char *plant_kernels_name(enum plant_kernels k);
+
+/* One cell of the grid, measured on the true share. */
+struct plant_cell {
+    double share[2];      /* steady-state mean of each claim (last third of the run) */
+    double first_s[2];    /* mean of the first second */
+    double band[2];       /* settling band: 2 points, or 3 x the spread two seconds of
+                             kernels of this class have by themselves, if larger */
+    double settling_s[2]; /* plant_settling_ns in seconds within band */
+};
+
+/*
+ * Runs one cell: nclaims (1 or 2) claims on one GPU, the first at limit,
+ * the second at 100 - limit, each with procs saturating processes (1..4)
+ * launching kernels of class k (log-normal durations; processes differ in
+ * streams, queue depth and grid size), for duration_ns. Returns 0 or -1.
+ */
+int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k,
+                    uint64_t duration_ns, uint64_t seed, struct plant_cell *out);
 
 #endif /* VGPU_PLANT_H */

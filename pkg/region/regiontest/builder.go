@@ -34,6 +34,10 @@ type Device struct {
 	SMUtilPercent    uint32
 	// RefusedProcesses is device.refused_processes (minor 3).
 	RefusedProcesses uint64
+	// SMShareBasisPoints and SMShareTimeNS are the achieved share and its
+	// update time (CLOCK_REALTIME ns) of layout minor 4.
+	SMShareBasisPoints uint32
+	SMShareTimeNS      uint64
 }
 
 // Process is one active slot to write.
@@ -73,7 +77,7 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], magic)
 	le.PutUint16(b[8:], 1)
-	le.PutUint16(b[10:], 3)
+	le.PutUint16(b[10:], 4)
 	le.PutUint32(b[12:], 2)
 	le.PutUint64(b[16:], regionSize)
 	le.PutUint32(b[24:], 256)
@@ -100,6 +104,8 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 		le.PutUint32(r[160:], d.ComputePolicy)
 		le.PutUint32(r[164:], d.SMUtilPercent)
 		le.PutUint64(r[104:], d.RefusedProcesses)
+		le.PutUint32(r[168:], d.SMShareBasisPoints)
+		le.PutUint64(r[176:], d.SMShareTimeNS)
 	}
 	for _, p := range procs {
 		if p.Slot < 0 || p.Slot >= 512 {

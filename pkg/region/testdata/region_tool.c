@@ -67,6 +67,8 @@ static void print_offsets(void)
     OFF(vgpu_region_device, refused_processes);
     OFF(vgpu_region_device, compute_policy);
     OFF(vgpu_region_device, sm_util_percent);
+    OFF(vgpu_region_device, sm_share_permyriad);
+    OFF(vgpu_region_device, sm_share_time_ns);
     OFF(vgpu_region_slot, state);
     OFF(vgpu_region_slot, pid);
     OFF(vgpu_region_slot, host_pid);
@@ -123,7 +125,7 @@ static int write_fixture(const char *path)
     h = &r->header;
     h->magic = VGPU_REGION_MAGIC;
     h->major = VGPU_REGION_MAJOR;
-    h->minor = 3; /* minor 2: header.slots_in_use bounds the slots readers look at; 3: charges */
+    h->minor = 4; /* 2: header.slots_in_use bounds the slots readers look at; 3: charges; 4: SM share */
     h->init_state = VGPU_REGION_READY;
     h->region_size = VGPU_REGION_SIZE;
     h->header_size = VGPU_REGION_HEADER_SIZE;
