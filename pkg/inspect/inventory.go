@@ -55,7 +55,7 @@ type inventory struct {
 	classes resourcelisters.DeviceClassLister
 	// ours holds the vGPU classes by name.
 	ours sets.Set[string]
-	gpus    map[gpuKey]*gpu
+	gpus map[gpuKey]*gpu
 	// ordered lists the GPUs by node, then by NVML index.
 	ordered []*gpu
 }
