@@ -86,12 +86,20 @@ func PrintWhy(out io.Writer, exp *Explanation, wide bool) error {
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, c.State, orDash(c.Node), strings.Join(c.Requests, "; "))
 	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
 	if len(exp.Nodes) > 0 {
 		fmt.Fprintln(w, "\nNODE\tFITS\tWHY\tFITS IF")
 		for _, n := range exp.Nodes {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Node, yesNo(n.Fits), n.Reason, orDash(n.FitsIf))
 		}
 	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
 	if len(exp.GPUs) > 0 {
 		fmt.Fprintln(w, "\nNODE\tGPU\tCLAIM\tREQUEST\tFITS\tWHY\tFITS IF")
 		for _, v := range exp.GPUs {
