@@ -43,7 +43,7 @@ release-kubectl-vgpu: ## kubectl-vgpu release archives and SHA256SUMS for RELEAS
 	for p in $(RELEASE_PLATFORMS); do \
 	  os=$${p%/*}; arch=$${p#*/}; dir=$(RELEASE_DIR)/kubectl-vgpu-$(VERSION)-$$os-$$arch; \
 	  mkdir -p $$dir; \
-	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $$dir/kubectl-vgpu ./cmd/kubectl-vgpu; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $$dir/kubectl-vgpu ./cmd/kubectl-vgpu; \
 	  cp docs/kubectl-vgpu.md $$dir/README.md; \
 	  tar -C $(RELEASE_DIR) --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
 	    -czf $$dir.tar.gz $$(basename $$dir); \
