@@ -18,7 +18,10 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
 GO_PACKAGES := ./...
-BINARIES := dra-kubelet-plugin dra-controller
+BINARIES := dra-kubelet-plugin dra-controller kubectl-vgpu
+# Platforms of the kubectl plugin's release archives.
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_DIR := _output/release
 
 .PHONY: help
 help: ## show this help
@@ -29,6 +32,24 @@ build: vgpu-core $(addprefix $(BIN_DIR)/,$(BINARIES)) ## build libvgpu.so, the f
 
 $(BIN_DIR)/%: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
+
+# The kubectl plugin runs on users' machines: static, no cgo.
+$(BIN_DIR)/kubectl-vgpu: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/kubectl-vgpu
+
+.PHONY: release-kubectl-vgpu
+release-kubectl-vgpu: ## kubectl-vgpu release archives and SHA256SUMS for RELEASE_PLATFORMS (_output/release)
+	rm -rf $(RELEASE_DIR) && mkdir -p $(RELEASE_DIR)
+	for p in $(RELEASE_PLATFORMS); do \
+	  os=$${p%/*}; arch=$${p#*/}; dir=$(RELEASE_DIR)/kubectl-vgpu-$(VERSION)-$$os-$$arch; \
+	  mkdir -p $$dir; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS) -s -w' -o $$dir/kubectl-vgpu ./cmd/kubectl-vgpu; \
+	  cp docs/kubectl-vgpu.md $$dir/README.md; \
+	  tar -C $(RELEASE_DIR) --sort=name --owner=0 --group=0 --numeric-owner --mtime=@0 \
+	    -czf $$dir.tar.gz $$(basename $$dir); \
+	  rm -rf $$dir; \
+	done
+	cd $(RELEASE_DIR) && sha256sum *.tar.gz > SHA256SUMS
 
 .PHONY: vgpu-core
 vgpu-core: ## build libvgpu.so, the fake CUDA/NVML drivers and cuda-probe

@@ -8,7 +8,8 @@
 #
 # Needs the build outputs of `make build`: bin/dra-kubelet-plugin and
 # vgpu-core/build/libvgpu.so (bin/dra-controller is added when present). It
-# builds bin/vgpu-install itself (static, the chart's init container).
+# builds bin/vgpu-install (static, the chart's init container) and
+# bin/kubectl-vgpu (static, the kubectl plugin) itself.
 #
 # Environment:
 #   VERSION            image version (default: git describe, else "dev")
@@ -41,10 +42,12 @@ done
 controller=()
 [ -f bin/dra-controller ] && controller=(--controller bin/dra-controller)
 
-# Static, so that it runs whatever C library the image holds.
+# Static, so that they run whatever C library the image holds.
 CGO_ENABLED=0 "$GO" build -trimpath -o bin/vgpu-install ./deployments/container/vgpu-install
+CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-X github.com/vgpu-dra/vgpu-dra-driver/pkg/version.Version=$VERSION" \
+  -o bin/kubectl-vgpu ./cmd/kubectl-vgpu
 [ "${target[0]}" = --output ] && mkdir -p "$(dirname "$OUTPUT")"
 "$GO" run ./deployments/container/imagebuild --plugin bin/dra-kubelet-plugin "${controller[@]}" \
-  --installer bin/vgpu-install --libvgpu vgpu-core/build/libvgpu.so --version "$VERSION" "${target[@]}"
+  --installer bin/vgpu-install --kubectl-vgpu bin/kubectl-vgpu --libvgpu vgpu-core/build/libvgpu.so --version "$VERSION" "${target[@]}"
 [ "${target[0]}" = --output ] && echo "$IMAGE $OUTPUT"
 exit 0

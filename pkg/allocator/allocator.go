@@ -19,7 +19,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // Features are those a 1.37 kube-scheduler runs with by default, so that
@@ -66,9 +66,9 @@ func (t Topology) String() string {
 func (t Topology) matchAttribute() resourceapi.FullyQualifiedName {
 	switch t {
 	case SamePCIeRoot:
-		return resourceapi.FullyQualifiedName(devices.AttrPCIeRoot)
+		return resourceapi.FullyQualifiedName(names.AttrPCIeRoot)
 	case SameNUMANode:
-		return resourceapi.FullyQualifiedName(devices.DriverName + "/" + string(devices.AttrNUMANode))
+		return resourceapi.FullyQualifiedName(names.DriverName + "/" + string(names.AttrNUMANode))
 	default:
 		return ""
 	}

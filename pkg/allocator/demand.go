@@ -3,7 +3,7 @@ package allocator
 import (
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // demand is a lower bound of what a pod's claims need on one node. It only
@@ -73,8 +73,8 @@ func alternatives(req *resourceapi.DeviceRequest) []alternative {
 func newAlternative(class string, mode resourceapi.DeviceAllocationMode, count int64, capacity *resourceapi.CapacityRequirements) alternative {
 	a := alternative{class: class, all: mode == resourceapi.DeviceAllocationModeAll, count: int(max(count, 1))}
 	if capacity != nil {
-		a.memory = requested(capacity, devices.CapacityMemory)
-		a.cores = requested(capacity, devices.CapacityCores)
+		a.memory = requested(capacity, names.CapacityMemory)
+		a.cores = requested(capacity, names.CapacityCores)
 	}
 	return a
 }
@@ -84,7 +84,7 @@ func requested(c *resourceapi.CapacityRequirements, name resourceapi.QualifiedNa
 	if q, ok := c.Requests[name]; ok {
 		return q.Value()
 	}
-	if q, ok := c.Requests[resourceapi.QualifiedName(devices.DriverName+"/")+name]; ok {
+	if q, ok := c.Requests[resourceapi.QualifiedName(names.DriverName+"/")+name]; ok {
 		return q.Value()
 	}
 	return 0

@@ -9,7 +9,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/structured"
 	"k8s.io/utils/ptr"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // gpu is what scoring needs to know about one published GPU of this driver.
@@ -121,16 +121,16 @@ func newInventory(driverName string, all []*resourceapi.ResourceSlice) *inventor
 
 func newGPU(driverName, node, pool string, d *resourceapi.Device) *gpuState {
 	g := &gpuState{id: structured.MakeDeviceID(driverName, pool, d.Name), node: node, numa: -1}
-	if c, ok := d.Capacity[devices.CapacityMemory]; ok {
+	if c, ok := d.Capacity[names.CapacityMemory]; ok {
 		g.memory = c.Value.Value()
 	}
-	if c, ok := d.Capacity[devices.CapacityCores]; ok {
+	if c, ok := d.Capacity[names.CapacityCores]; ok {
 		g.cores = c.Value.Value()
 	}
-	if a, ok := d.Attributes[devices.AttrPCIeRoot]; ok && a.StringValue != nil {
+	if a, ok := d.Attributes[names.AttrPCIeRoot]; ok && a.StringValue != nil {
 		g.pcieRoot = *a.StringValue
 	}
-	if a, ok := d.Attributes[devices.AttrNUMANode]; ok && a.IntValue != nil {
+	if a, ok := d.Attributes[names.AttrNUMANode]; ok && a.IntValue != nil {
 		g.numa = *a.IntValue
 	}
 	return g
@@ -140,7 +140,7 @@ func newGPU(driverName, node, pool string, d *resourceapi.Device) *gpuState {
 // the mean of its used memory and used cores fractions (HAMi weighs the
 // two alike); a GPU held exclusively is full.
 func (g *gpuState) refresh(l *ledger) {
-	usedMem, usedCores, exclusive := l.used(g.id, devices.CapacityMemory, devices.CapacityCores)
+	usedMem, usedCores, exclusive := l.used(g.id, names.CapacityMemory, names.CapacityCores)
 	if exclusive {
 		g.fill, g.freeMem, g.freeCores = 1, 0, 0
 		return

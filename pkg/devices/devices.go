@@ -11,31 +11,32 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/utils/ptr"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
 
-// DriverName is the DRA driver name; unqualified attribute and capacity
-// names below live in its domain.
-const DriverName = "vgpu.dra.dev"
-
-// Attribute and capacity names of a published GPU (DESIGN.md contract).
+// The names of the contract live in package names, which links no GPU
+// library; they are repeated here so that code building devices reads them
+// from one place.
 const (
-	AttrUUID                  resourceapi.QualifiedName = "uuid"
-	AttrIndex                 resourceapi.QualifiedName = "index"
-	AttrMinor                 resourceapi.QualifiedName = "minor"
-	AttrProductName           resourceapi.QualifiedName = "productName"
-	AttrBrand                 resourceapi.QualifiedName = "brand"
-	AttrArchitecture          resourceapi.QualifiedName = "architecture"
-	AttrCUDAComputeCapability resourceapi.QualifiedName = "cudaComputeCapability"
-	AttrDriverVersion         resourceapi.QualifiedName = "driverVersion"
-	AttrCUDADriverVersion     resourceapi.QualifiedName = "cudaDriverVersion"
-	AttrPCIeBusID             resourceapi.QualifiedName = "pcieBusID"
-	AttrPCIeRoot                                        = deviceattribute.StandardDeviceAttributePCIeRoot
-	AttrNUMANode              resourceapi.QualifiedName = "numaNode"
-	AttrMultiprocessors       resourceapi.QualifiedName = "multiprocessors"
+	DriverName = names.DriverName
 
-	CapacityMemory resourceapi.QualifiedName = "memory"
-	CapacityCores  resourceapi.QualifiedName = "cores"
+	AttrUUID                  = names.AttrUUID
+	AttrIndex                 = names.AttrIndex
+	AttrMinor                 = names.AttrMinor
+	AttrProductName           = names.AttrProductName
+	AttrBrand                 = names.AttrBrand
+	AttrArchitecture          = names.AttrArchitecture
+	AttrCUDAComputeCapability = names.AttrCUDAComputeCapability
+	AttrDriverVersion         = names.AttrDriverVersion
+	AttrCUDADriverVersion     = names.AttrCUDADriverVersion
+	AttrPCIeBusID             = names.AttrPCIeBusID
+	AttrPCIeRoot              = names.AttrPCIeRoot
+	AttrNUMANode              = names.AttrNUMANode
+	AttrMultiprocessors       = names.AttrMultiprocessors
+
+	CapacityMemory = names.CapacityMemory
+	CapacityCores  = names.CapacityCores
 )
 
 // Name is the device name of the GPU with NVML index i.

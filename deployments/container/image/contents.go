@@ -16,7 +16,10 @@ const (
 	PluginPath     = "/usr/bin/dra-kubelet-plugin"
 	ControllerPath = "/usr/bin/dra-controller"
 	InstallerPath  = "/usr/bin/vgpu-install"
-	LibvgpuPath    = "/usr/lib/vgpu-dra/libvgpu.so"
+	// KubectlVGPUPath is the kubectl plugin, for `kubectl cp` or an
+	// init container that installs it; it is static.
+	KubectlVGPUPath = "/usr/bin/kubectl-vgpu"
+	LibvgpuPath     = "/usr/lib/vgpu-dra/libvgpu.so"
 )
 
 // NonRootUID is the user the image runs as unless a pod says otherwise
@@ -34,6 +37,8 @@ type Inputs struct {
 	Plugin string
 	// Controller is the dra-controller binary; empty leaves it out.
 	Controller string
+	// KubectlVGPU is the kubectl-vgpu plugin binary; empty leaves it out.
+	KubectlVGPU string
 	// Installer is the vgpu-install binary (required).
 	Installer string
 	// Libvgpu is libvgpu.so (required).
@@ -66,12 +71,13 @@ func Contents(in Inputs) ([]Entry, error) {
 		{"plugin", in.Plugin, PluginPath},
 		{"controller", in.Controller, ControllerPath},
 		{"installer", in.Installer, InstallerPath},
+		{"kubectl-vgpu", in.KubectlVGPU, KubectlVGPUPath},
 	}
 	var entries []Entry
 	var executables []string
 	for _, b := range binaries {
 		if b.src == "" {
-			if b.name == "controller" {
+			if b.name == "controller" || b.name == "kubectl-vgpu" {
 				continue
 			}
 			return nil, fmt.Errorf("inputs: the %s binary is required", b.name)

@@ -107,6 +107,17 @@ func TestContentsWithController(t *testing.T) {
 	assert.Equal(t, Entry{Path: ControllerPath, Mode: 0o755, Source: in.Controller}, byPath(entries)[ControllerPath])
 }
 
+func TestContentsWithKubectlPlugin(t *testing.T) {
+	in := testInputs(t)
+	entries, err := Contents(in)
+	require.NoError(t, err)
+	assert.NotContains(t, byPath(entries), KubectlVGPUPath, "no kubectl-vgpu binary was given")
+	in.KubectlVGPU = in.Installer
+	entries, err = Contents(in)
+	require.NoError(t, err)
+	assert.Equal(t, Entry{Path: KubectlVGPUPath, Mode: 0o755, Source: in.KubectlVGPU}, byPath(entries)[KubectlVGPUPath])
+}
+
 func TestContentsErrors(t *testing.T) {
 	valid := testInputs(t)
 	dir := t.TempDir()

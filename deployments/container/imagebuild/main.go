@@ -46,6 +46,7 @@ func parse(args []string) (options, error) {
 	fs := flag.NewFlagSet("imagebuild", flag.ContinueOnError)
 	fs.StringVar(&o.inputs.Plugin, "plugin", "bin/dra-kubelet-plugin", "dra-kubelet-plugin binary.")
 	fs.StringVar(&o.inputs.Controller, "controller", "", "dra-controller binary; empty leaves it out of the image.")
+	fs.StringVar(&o.inputs.KubectlVGPU, "kubectl-vgpu", "", "kubectl-vgpu plugin binary (statically linked); empty leaves it out of the image.")
 	fs.StringVar(&o.inputs.Installer, "installer", "bin/vgpu-install", "vgpu-install binary (statically linked).")
 	fs.StringVar(&o.inputs.Libvgpu, "libvgpu", "vgpu-core/build/libvgpu.so", "libvgpu.so.")
 	fs.StringVar(&o.version, "version", "dev", "Version recorded in the image label org.opencontainers.image.version.")

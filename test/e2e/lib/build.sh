@@ -100,6 +100,20 @@ build_helm() {
   touch "$stamp"
 }
 
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
+
+# build_prometheus builds the Prometheus server the metrics spec scrapes the
+# driver with (test/e2e/prometheus_test.go). Built from the module proxy it
+# has no web UI assets; the HTTP query API is all the spec uses.
+build_prometheus() {
+  local stamp=$E2E_BIN/.prometheus-$PROMETHEUS_VERSION
+  [ -f "$stamp" ] && return 0
+  log "building prometheus $PROMETHEUS_VERSION (first run only: ~7 minutes on 2 cores)"
+  GOBIN=$E2E_BIN _go install -trimpath -ldflags "-s -w" \
+    "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
+  touch "$stamp"
+}
+
 # build_pause builds the sandbox image's only binary from test/e2e/pause.
 build_pause() {
   mkdir -p "$E2E_BIN"
@@ -112,5 +126,6 @@ build_all() {
   build_kubernetes
   build_containerd
   build_helm
+  build_prometheus
   build_pause
 }

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+)
+
+// run executes the plugin with args against a fake API server holding one
+// 16Gi GPU on node-a and a 4Gi claim on it in namespace team-a.
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	mem := resource.MustParse("16Gi")
+	share := ptr.To(k8stypes.UID("share-1"))
+	client := fake.NewClientset(
+		&resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "node-a-vgpu"},
+			Spec: resourceapi.ResourceSliceSpec{Driver: "vgpu.dra.dev", NodeName: ptr.To("node-a"),
+				Pool: resourceapi.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: 1},
+				Devices: []resourceapi.Device{{Name: "gpu-0", AllowMultipleAllocations: ptr.To(true),
+					Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: mem}, "cores": {Value: resource.MustParse("100")}}}}},
+		},
+		&resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "small"},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "vgpu.dra.dev"}}}}},
+			Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+				Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: "vgpu.dra.dev", Pool: "node-a", Device: "gpu-0", ShareID: share,
+					ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("4Gi"), "cores": resource.MustParse("30")}}}}}},
+		},
+	)
+	var out, errOut bytes.Buffer
+	cmd := newRootCommand(genericiooptions.IOStreams{Out: &out, ErrOut: &errOut}, func() (kubernetes.Interface, error) { return client, nil })
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(t.Context())
+	return out.String() + errOut.String(), err
+}
+
+func TestNodesTable(t *testing.T) {
+	out, err := run(t, "nodes")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	assert.Regexp(t, `^node-a\s+gpu-0\s+-\s+16Gi\s+4Gi \(25%\)\s+-\s+100\s+30 \(30%\)\s+1\s+Healthy\s+<none>$`, lines[1])
+}
+
+func TestClaimsJSONAndYAML(t *testing.T) {
+	for _, format := range []string{"json", "yaml"} {
+		out, err := run(t, "claims", "-n", "team-a", "-o", format)
+		require.NoError(t, err)
+		var got struct {
+			Kind  string `json:"kind"`
+			Items []struct {
+				Claim         string `json:"claim"`
+				MemoryGranted int64  `json:"memoryGranted"`
+			} `json:"items"`
+		}
+		if format == "json" {
+			require.NoError(t, json.Unmarshal([]byte(out), &got), out)
+		} else {
+			require.NoError(t, yaml.Unmarshal([]byte(out), &got), out)
+		}
+		assert.Equal(t, "VGPUClaimList", got.Kind)
+		require.Len(t, got.Items, 1)
+		assert.Equal(t, "small", got.Items[0].Claim)
+		assert.Equal(t, int64(4)<<30, got.Items[0].MemoryGranted)
+	}
+	out, err := run(t, "claims", "-n", "team-b")
+	require.NoError(t, err)
+	assert.Equal(t, "No vGPU claims found in team-b namespace.\n", out)
+}
+
+func TestBadInput(t *testing.T) {
+	_, err := run(t, "nodes", "-o", "table")
+	require.EqualError(t, err, `--output "table": must be wide, json or yaml`)
+	_, err = run(t, "why")
+	require.ErrorContains(t, err, "accepts 1 arg(s), received 0")
+	_, err = run(t, "why", "-n", "team-a", "ghost")
+	require.EqualError(t, err, "pod team-a/ghost not found")
+}

@@ -1,0 +1,159 @@
+package inspect
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"k8s.io/cli-runtime/pkg/printers"
+)
+
+const none = "<none>"
+
+// PrintNodes writes the GPU table of `kubectl vgpu nodes`; wide adds the
+// GPU UUID.
+func PrintNodes(out io.Writer, rows []GPURow, wide bool) error {
+	w := printers.GetNewTabWriter(out)
+	head := "NODE\tGPU\tPRODUCT\tMEMORY\tALLOCATED\tUSED\tCORES\tCORES-ALLOC\tCLAIMS\tHEALTH\tTAINTS"
+	if wide {
+		head += "\tUUID"
+	}
+	fmt.Fprintln(w, head)
+	for _, r := range rows {
+		taints := none
+		if len(r.Taints) > 0 {
+			taints = strings.Join(r.Taints, ",")
+		}
+		line := strings.Join([]string{r.Node, r.GPU, orDash(r.Product), FormatBytes(r.MemoryCapacity),
+			withShare(r.MemoryAllocated, r.MemoryCapacity, FormatBytes), optBytes(r.MemoryUsed),
+			strconv.FormatInt(r.CoresCapacity, 10), withShare(r.CoresAllocated, r.CoresCapacity, formatCores),
+			strconv.Itoa(r.Claims), r.Health, taints}, "\t")
+		if wide {
+			line += "\t" + orDash(r.UUID)
+		}
+		fmt.Fprintln(w, line)
+	}
+	return w.Flush()
+}
+
+// PrintClaims writes the claim table of `kubectl vgpu claims`; the
+// namespace column appears for all namespaces, wide adds the GPU UUID.
+func PrintClaims(out io.Writer, rows []ClaimRow, allNamespaces, wide bool) error {
+	w := printers.GetNewTabWriter(out)
+	head := "CLAIM\tPODS\tSTATE\tNODE\tGPU\tMEMORY\tCORES\tUSED\tPEAK\tREFUSALS\tSM-UTIL"
+	if allNamespaces {
+		head = "NAMESPACE\t" + head
+	}
+	if wide {
+		head += "\tUUID"
+	}
+	fmt.Fprintln(w, head)
+	for _, r := range rows {
+		pods := none
+		if len(r.Pods) > 0 {
+			pods = strings.Join(r.Pods, ",")
+		}
+		cells := []string{r.Claim, pods, r.State, orDash(r.Node), orDash(r.GPU)}
+		if r.State == StateAllocated {
+			cells = append(cells, FormatBytes(r.MemoryGranted), strconv.FormatInt(r.CoresGranted, 10))
+		} else {
+			cells = append(cells, "-", "-")
+		}
+		cells = append(cells, optBytes(r.MemoryUsed), optBytes(r.MemoryPeak), optInt(r.Refusals, ""), optInt(r.SMUtilization, "%"))
+		if allNamespaces {
+			cells = append([]string{r.Namespace}, cells...)
+		}
+		if wide {
+			cells = append(cells, orDash(r.UUID))
+		}
+		fmt.Fprintln(w, strings.Join(cells, "\t"))
+	}
+	return w.Flush()
+}
+
+// PrintWhy writes the explanation of `kubectl vgpu why`: the summary, the
+// claims, the nodes, the GPUs and the suggestion. Without wide, GPUs where
+// the request fits are left out when some GPU refuses it.
+func PrintWhy(out io.Writer, exp *Explanation, wide bool) error {
+	fmt.Fprintf(out, "Pod %s/%s (%s): %s\n", exp.Namespace, exp.Pod, exp.Phase, exp.Summary)
+	w := printers.GetNewTabWriter(out)
+	fmt.Fprintln(w, "\nCLAIM\tSTATE\tNODE\tREQUESTS")
+	for _, c := range exp.Claims {
+		name := c.Claim
+		if name == "" {
+			name = c.Entry + " (template " + c.Template + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, c.State, orDash(c.Node), strings.Join(c.Requests, "; "))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
+	if len(exp.Nodes) > 0 {
+		fmt.Fprintln(w, "\nNODE\tFITS\tWHY\tFITS IF")
+		for _, n := range exp.Nodes {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Node, yesNo(n.Fits), n.Reason, orDash(n.FitsIf))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	w = printers.GetNewTabWriter(out)
+	if len(exp.GPUs) > 0 {
+		fmt.Fprintln(w, "\nNODE\tGPU\tCLAIM\tREQUEST\tFITS\tWHY\tFITS IF")
+		for _, v := range exp.GPUs {
+			if v.Fits && !wide {
+				continue
+			}
+			why := strings.Join(v.Reasons, "; ")
+			if v.Fits {
+				why = "fits"
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Node, v.GPU, v.Claim, v.Request, yesNo(v.Fits), why, orDash(v.FitsIf))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if exp.Suggestion != "" {
+		fmt.Fprintf(out, "\nSmallest change: %s.\n", exp.Suggestion)
+	}
+	return nil
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func optBytes(v *int64) string {
+	if v == nil {
+		return "-"
+	}
+	return FormatBytes(*v)
+}
+
+func optInt(v *int64, unit string) string {
+	if v == nil {
+		return "-"
+	}
+	return strconv.FormatInt(*v, 10) + unit
+}
+
+// withShare writes an amount with its share of the total: "6Gi (37%)".
+func withShare(v, total int64, unit func(int64) string) string {
+	if total <= 0 {
+		return unit(v)
+	}
+	return fmt.Sprintf("%s (%d%%)", unit(v), v*100/total)
+}

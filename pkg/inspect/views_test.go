@@ -1,0 +1,49 @@
+package inspect
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestNodesGolden(t *testing.T) {
+	rows := Nodes(cluster())
+	for _, wide := range []bool{false, true} {
+		var out bytes.Buffer
+		require.NoError(t, PrintNodes(&out, rows, wide))
+		name := "nodes.txt"
+		if wide {
+			name = "nodes-wide.txt"
+		}
+		golden(t, name, out.String())
+	}
+	// The numbers behind the table, checked once by hand.
+	require.Len(t, rows, 4)
+	assert.Equal(t, HealthUnhealthy, rows[3].Health, "node-c gpu-0 carries its plugin's XID taint")
+	a0 := rows[0]
+	assert.Equal(t, 12*gi, a0.MemoryAllocated, "8Gi + 4Gi granted on node-a gpu-0")
+	assert.Equal(t, int64(70), a0.CoresAllocated)
+	require.NotNil(t, a0.MemoryUsed)
+	assert.Equal(t, 6656<<20+gi, *a0.MemoryUsed, "6.5Gi + 1Gi reported used")
+	assert.Nil(t, rows[1].MemoryUsed, "no claim on node-a gpu-1 reports use")
+}
+
+func TestClaimsGolden(t *testing.T) {
+	snap := cluster()
+	var out bytes.Buffer
+	require.NoError(t, PrintClaims(&out, Claims(snap, ""), true, false))
+	golden(t, "claims-all.txt", out.String())
+	out.Reset()
+	rows := Claims(snap, "team-a")
+	require.NoError(t, PrintClaims(&out, rows, false, true))
+	golden(t, "claims-team-a-wide.txt", out.String())
+	require.Len(t, rows, 2, "only team-a's claims")
+}
+
+func TestFormatBytes(t *testing.T) {
+	for v, want := range map[int64]string{0: "0", 512 << 20: "512Mi", 3 * gi / 2: "1.5Gi", 80 * gi: "80Gi", 2 << 40: "2Ti", 1000: "1000"} {
+		assert.Equal(t, want, FormatBytes(v), "%d bytes", v)
+	}
+}
