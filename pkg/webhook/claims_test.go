@@ -327,3 +327,56 @@ func TestClassMatcherRecognisesAdminClasses(t *testing.T) {
 	assert.False(t, m.IsOurs("nic"))
 	assert.False(t, m.IsOurs("missing"))
 }
+
+// Whether a class is this driver's does not depend on how its selector is
+// spelled: every equivalent expression is recognised, and expressions that
+// do not restrict devices to this driver are not.
+func TestClassMatcherIgnoresSpelling(t *testing.T) {
+	ours := []string{
+		`device.driver == "vgpu.dra.dev"`,
+		`device.driver == 'vgpu.dra.dev'`,
+		`device.driver=='vgpu.dra.dev'`,
+		`'vgpu.dra.dev' == device.driver`,
+		`device.driver in ["vgpu.dra.dev", "other.example.com"]`,
+		`device.driver.startsWith("vgpu.dra.") && device.driver.endsWith(".dev")`,
+		`(device.driver == "vgpu.dra.dev")
+		  && device.attributes["vgpu.dra.dev"].productName.lowerAscii().contains("a100")`,
+		`device.attributes["vgpu.dra.dev"].productName == "T4" && device.driver == "vgpu.dra.dev"`,
+		`!(device.driver != "vgpu.dra.dev")`,
+		`device.driver == "vgpu" + ".dra.dev"`,
+	}
+	notOurs := []string{
+		`device.driver == "nic.example.com"`,
+		`device.driver != "vgpu.dra.dev"`,
+		`true`,
+		`device.driver != "nic.example.com"`,
+		`device.driver == "vgpu.dra.dev.evil.example.com"`,
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	add := func(name, expr string) {
+		require.NoError(t, indexer.Add(&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}}))
+	}
+	for i, expr := range ours {
+		add(fmt.Sprintf("ours-%d", i), expr)
+	}
+	for i, expr := range notOurs {
+		add(fmt.Sprintf("not-ours-%d", i), expr)
+	}
+	// Two selectors: one restricts the driver, one a product.
+	require.NoError(t, indexer.Add(&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "two-selectors"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{
+			{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["vgpu.dra.dev"].productName == "T4"`}},
+			{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver=="vgpu.dra.dev"`}},
+		}}}))
+	require.NoError(t, indexer.Add(&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "no-selectors"}}))
+	m := &ClassMatcher{DriverName: "vgpu.dra.dev", Names: sets.New[string](), Classes: resourcelisters.NewDeviceClassLister(indexer)}
+	for i, expr := range ours {
+		assert.True(t, m.IsOurs(fmt.Sprintf("ours-%d", i)), "%s", expr)
+	}
+	for i, expr := range notOurs {
+		assert.False(t, m.IsOurs(fmt.Sprintf("not-ours-%d", i)), "%s", expr)
+	}
+	assert.True(t, m.IsOurs("two-selectors"))
+	assert.False(t, m.IsOurs("no-selectors"), "a class without selectors is every driver's; name it to make it ours")
+}
