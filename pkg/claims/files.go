@@ -38,7 +38,13 @@ const (
 	// it alone: containers get single files or read-only directories, so
 	// they can neither plant files (e.g. setuid binaries) nor fill the
 	// node's disk through the state root.
-	claimDirMode       = 0o755
+	claimDirMode = 0o755
+	// A claim's own directory is the plugin's alone: a container can
+	// change the mode and owner of its region file (it has it read-write),
+	// so no other host user may reach that file, e.g. to run a setuid
+	// binary a container wrote into it. Containers reach their files
+	// through bind mounts, which the runtime sets up as root.
+	perClaimDirMode    = 0o700
 	configFileMode     = 0o644
 	shmDirMode         = 0o755 // holds the region file; containers get the file alone
 	hostDirMode        = 0o755 // written by the plugin only, read by any container user
@@ -103,7 +109,7 @@ func (l layout) writeClaimConfig(c *PreparedClaim) error {
 	if err := ownedDir(l.claimsDir(), claimDirMode); err != nil {
 		return fmt.Errorf("create claims directory: %w", err)
 	}
-	if err := ownedDir(l.claimDir(c.UID), claimDirMode); err != nil {
+	if err := ownedDir(l.claimDir(c.UID), perClaimDirMode); err != nil {
 		return fmt.Errorf("create claim directory: %w", err)
 	}
 	want := renderConfig(c)

@@ -46,6 +46,9 @@ func TestContainersCannotWriteNodeState(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
+	info, err := os.Stat(filepath.Join(env.stateRoot, "claims", claimA))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "no other host user reaches the region a container can chmod")
 }
 
 // TestPrepareRepairsOldClaimDirectories: a claim prepared by an older
