@@ -45,6 +45,9 @@ const (
 	maxMembershipChecks = 64
 	// maxMapsBytes bounds how much of one /proc/<pid>/maps is read.
 	maxMapsBytes = 16 << 20
+	// regionSlack is how many bytes a region may occupy on disk beyond
+	// its size (block rounding) before it counts as grown.
+	regionSlack = 1 << 20
 )
 
 // procID identifies a process of a region slot in its own pid namespace.
@@ -163,6 +166,11 @@ func (p *PIDMapper) sync(ctx context.Context) {
 		live[c.UID] = true
 		if c.HostDir == "" || c.RegionPath == "" {
 			continue
+		}
+		if trimmed, err := trimRegion(c.RegionPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			p.logOnce(logger, c.UID, err, "Cannot check the size of the claim's region")
+		} else if trimmed {
+			logger.Info("Cut back a region that a container grew past its size", "claim", c.UID, "path", c.RegionPath)
 		}
 		reg, err := p.reader.Read(c.RegionPath)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -284,6 +292,27 @@ func (p *PIDMapper) mapsFile(pid uint32, file fileID) bool {
 		}
 	}
 	return false
+}
+
+// trimRegion cuts a region file back to region.Size when it is larger or
+// occupies more disk than that (a container has the file read-write and
+// can write past its end or allocate blocks beyond it). Nothing valid
+// lives past region.Size, so this loses nothing; it bounds what a
+// container can take of the state root's disk to what it writes within
+// one interval.
+func trimRegion(path string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false, err
+	}
+	if st.Size <= region.Size && st.Blocks*512 <= region.Size+regionSlack {
+		return false, nil
+	}
+	// Truncating, also to the same size, frees the blocks past the end.
+	if err := unix.Truncate(path, region.Size); err != nil {
+		return false, fmt.Errorf("truncate grown region %s: %w", path, err)
+	}
+	return true, nil
 }
 
 // statFileID returns the device and inode of path.
