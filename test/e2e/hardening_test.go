@@ -18,6 +18,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
 )
 
 // warnings collects the admission warnings the API server returns.
@@ -150,9 +152,9 @@ func TestClassRecognisedWhateverItsSpelling(t *testing.T) {
 
 // TestContainerCannotWriteNodeState: a container gets its claim's region
 // file alone read-write (nosuid, nodev, noexec); what it writes or makes
-// setuid next to it never reaches the node's state, the claim's host
-// directory is the plugin's alone, and another claim's prepare on the node
-// still succeeds afterwards.
+// setuid next to it never reaches the node's state, a region it grows is
+// cut back, the claim's host directory is the plugin's alone, and another
+// claim's prepare on the node still succeeds afterwards.
 func TestContainerCannotWriteNodeState(t *testing.T) {
 	f := newFramework(t)
 	f.createClaimTemplate("slice", claimRequest{memory: "1Gi", cores: "10"})
@@ -199,6 +201,16 @@ done; true`, dir)
 	for _, name := range []string{"planted", "fill"} {
 		assert.NoFileExists(t, filepath.Join(hostDir, name))
 	}
+	// Growing the region file itself is undone by the plugin within a
+	// second or two.
+	_, err = f.execIn("tenant", "c0", "sh", "-c",
+		"dd if=/dev/zero of="+dir+"/shm/region bs=1M seek=1 count=64 conv=notrunc 2>/dev/null; true")
+	require.NoError(t, err)
+	f.poll("the grown region cut back to its size", 30*time.Second, func() (bool, error) {
+		info, err := os.Stat(filepath.Join(hostDir, "shm", "region"))
+		return err == nil && info.Size() == region.Size, err
+	})
+
 	info, err := os.Stat(hostDir)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "no other host user reaches the claim's files")
