@@ -184,7 +184,7 @@ func TestContainerCannotWriteNodeState(t *testing.T) {
 	// every claim path, and to fill the directory of the region.
 	script := fmt.Sprintf(`for d in %[1]s/shm %[1]s/host %[1]s; do
   cp /bin/busybox $d/planted 2>/dev/null && chmod 4755 $d/planted
-  dd if=/dev/zero of=$d/fill bs=1M count=64 2>/dev/null
+  dd if=/dev/zero of=$d/fill bs=1M count=8 2>/dev/null
 done; true`, dir)
 	_, err = f.execIn("tenant", "c0", "sh", "-c", script)
 	require.NoError(t, err)
