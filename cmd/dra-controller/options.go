@@ -116,7 +116,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.DurationVar(&o.tlsReloadInterval, "tls-reload-interval", o.tlsReloadInterval, "How often the certificate files are checked for a rotation.")
 
 	fs = named.FlagSet("admission")
-	fs.StringSliceVar(&o.deviceClasses, "device-classes", o.deviceClasses, "DeviceClasses of this driver whose requests are validated and charged to the quota. Classes whose selector requires device.driver == \""+driverName+"\" or that carry its config are recognised as well.")
+	fs.StringSliceVar(&o.deviceClasses, "device-classes", o.deviceClasses, "DeviceClasses of this driver whose requests are validated and charged to the quota. Classes whose selectors pick this driver's devices (evaluated with the scheduler's CEL library, whatever their spelling) or that carry its config are recognised as well.")
 	fs.StringSliceVar(&o.adminOnlyClasses, "admin-only-device-classes", o.adminOnlyClasses, "DeviceClasses that switch limits off; claims and templates may name them only in --admin-namespaces.")
 	fs.StringSliceVar(&o.adminNamespaces, "admin-namespaces", o.adminNamespaces, "Namespaces allowed to use --admin-only-device-classes.")
 	fs.Var(&quantityValue{&o.maxMemory}, "max-memory-per-device", "Largest memory request accepted for one GPU; anything larger is refused as a unit mistake.")

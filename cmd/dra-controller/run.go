@@ -63,7 +63,10 @@ func run(ctx context.Context, o *options) error {
 
 	matcher := &webhook.ClassMatcher{DriverName: driverName, Names: sets.New(o.deviceClasses...), Classes: classes}
 	largestGPU := func() int64 { return largestGPUMemory(slices) }
-	charger := quota.Charger{DriverName: driverName, IsOurs: matcher.IsOurs, MaxGPUMemory: largestGPU}
+	// Requests are sized by the scheduler's own allocator over the
+	// published devices, so a charge is what the claim will be granted.
+	sizer := quota.NewSizer(driverName, allocator.ClassLister(classes), slices)
+	charger := quota.Charger{IsOurs: matcher.IsOurs, Grants: sizer}
 	enforcer := &quota.Enforcer{
 		Client: client, LedgerNamespace: o.podNamespace, Namespaces: namespaces, Claims: claims,
 		Charger: charger, Grace: o.quotaGrace,
@@ -110,6 +113,7 @@ func run(ctx context.Context, o *options) error {
 		MaxMemoryBytes:   o.maxMemory.Value(),
 		LargestGPUMemory: largestGPU,
 		Quota:            enforcer,
+		Grants:           sizer,
 	}).Admit, webhookMetrics))
 	mux.Handle(webhook.MutatePodsPath, webhook.Handler("mutate-pods", (&webhook.PodMutator{
 		Compat:        compat.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, DriverName: driverName},

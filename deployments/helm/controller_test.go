@@ -304,7 +304,7 @@ func TestControllerRBAC(t *testing.T) {
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaimtemplates"}, Verbs: []string{"get", "list", "watch", "create", "update", "delete"}},
 		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: readOnly},
 		// The policy allocator, as docs/allocation.md lists it.
-		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"update", "patch"}},
+		{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"patch"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: readOnly},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims"}, Verbs: []string{"update"}},
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/status"}, Verbs: []string{"update"}},

@@ -16,9 +16,11 @@ import (
 
 const bytesPerMiB = 1 << 20
 
+// Mount options. Everything a container may write is also noexec, so that
+// nothing written there can be run, setuid or not.
 var (
 	readOnlyBind  = []string{"ro", "nosuid", "nodev", "bind"}
-	readWriteBind = []string{"rw", "nosuid", "nodev", "bind"}
+	readWriteBind = []string{"rw", "nosuid", "nodev", "noexec", "bind"}
 )
 
 // cdiDeviceName is the claim-spec device of one allocation result:
@@ -79,8 +81,8 @@ func limitEdits(c *PreparedClaim, gpuIndex int) cdispec.ContainerEdits {
 }
 
 // claimEdits are the driver's claim-wide edits: the region variable, the
-// device order, libvgpu.so, the claim's files (config, shm and host
-// directories) and (unless enforcement is disabled) ld.so.preload.
+// device order, libvgpu.so, the claim's files (config and region files,
+// host directory) and (unless enforcement is disabled) ld.so.preload.
 func (m *Manager) claimEdits(c *PreparedClaim) cdispec.ContainerEdits {
 	edits := cdispec.ContainerEdits{
 		Env: []string{
@@ -90,7 +92,9 @@ func (m *Manager) claimEdits(c *PreparedClaim) cdispec.ContainerEdits {
 		Mounts: []*cdispec.Mount{
 			{HostPath: m.opts.LibVGPUPath, ContainerPath: ContainerLibVGPUPath, Options: readOnlyBind},
 			{HostPath: m.layout.configPath(c.UID), ContainerPath: containerClaimDir(c.UID) + "/" + configFileName, Options: readOnlyBind},
-			{HostPath: m.layout.shmDir(c.UID), ContainerPath: containerClaimDir(c.UID) + "/" + shmDirName, Options: readWriteBind},
+			// The region file alone, not its directory: the container can
+			// read and write the region but cannot create files next to it.
+			{HostPath: m.layout.regionPath(c.UID), ContainerPath: containerRegionPath(c.UID), Options: readWriteBind},
 			// The directory, not the file in it: the plugin replaces its
 			// files by rename, and a file bind mount would keep showing the
 			// inode it was made with.

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -33,9 +34,19 @@ const (
 	preloadFileName    = "ld.so.preload"
 	checkpointFileName = "checkpoint.json"
 
-	claimDirMode       = 0o755
+	// Every host directory is owned by the plugin (root) and writable by
+	// it alone: containers get single files or read-only directories, so
+	// they can neither plant files (e.g. setuid binaries) nor fill the
+	// node's disk through the state root.
+	claimDirMode = 0o755
+	// A claim's own directory is the plugin's alone: a container can
+	// change the mode and owner of its region file (it has it read-write),
+	// so no other host user may reach that file, e.g. to run a setuid
+	// binary a container wrote into it. Containers reach their files
+	// through bind mounts, which the runtime sets up as root.
+	perClaimDirMode    = 0o700
 	configFileMode     = 0o644
-	shmDirMode         = 0o777 // containers run as any user and need the directory writable
+	shmDirMode         = 0o755 // holds the region file; containers get the file alone
 	hostDirMode        = 0o755 // written by the plugin only, read by any container user
 	preloadFileMode    = 0o644
 	checkpointFileMode = 0o600
@@ -95,8 +106,10 @@ func renderConfig(c *PreparedClaim) []byte {
 // existing file with the right content is left alone so that a re-prepare
 // does not replace a file containers have mounted.
 func (l layout) writeClaimConfig(c *PreparedClaim) error {
-	dir := l.claimDir(c.UID)
-	if err := os.MkdirAll(dir, claimDirMode); err != nil {
+	if err := ownedDir(l.claimsDir(), claimDirMode); err != nil {
+		return fmt.Errorf("create claims directory: %w", err)
+	}
+	if err := ownedDir(l.claimDir(c.UID), perClaimDirMode); err != nil {
 		return fmt.Errorf("create claim directory: %w", err)
 	}
 	want := renderConfig(c)
@@ -110,16 +123,17 @@ func (l layout) writeClaimConfig(c *PreparedClaim) error {
 	return nil
 }
 
-// createRegion makes the world-writable shm directory and the region file
-// in it; an existing region is kept.
+// createRegion makes the shm directory and the region file in it, sized by
+// the plugin; an existing region is kept. Anything else in the directory
+// (left by an older plugin that mounted the directory writable into
+// containers, or by a crash inside region.Create) is removed.
 func (l layout) createRegion(uid types.UID) error {
 	dir := l.shmDir(uid)
-	if err := os.Mkdir(dir, shmDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := ownedDir(dir, shmDirMode); err != nil {
 		return fmt.Errorf("create shm directory: %w", err)
 	}
-	// Mkdir's mode is reduced by the umask.
-	if err := os.Chmod(dir, shmDirMode); err != nil {
-		return fmt.Errorf("set mode of shm directory: %w", err)
+	if err := removeAllBut(dir, regionFileName); err != nil {
+		return fmt.Errorf("clean shm directory: %w", err)
 	}
 	if err := region.Create(l.regionPath(uid)); err != nil {
 		return fmt.Errorf("create shared region: %w", err)
@@ -130,15 +144,56 @@ func (l layout) createRegion(uid types.UID) error {
 // createHostDir makes the directory of host-written state (the host pid
 // map, pkg/monitor) that containers see read-only; existing content is kept.
 func (l layout) createHostDir(uid types.UID) error {
-	dir := l.hostDir(uid)
-	if err := os.Mkdir(dir, hostDirMode); err != nil && !errors.Is(err, fs.ErrExist) {
+	if err := ownedDir(l.hostDir(uid), hostDirMode); err != nil {
 		return fmt.Errorf("create host state directory: %w", err)
 	}
-	// Mkdir's mode is reduced by the umask.
-	if err := os.Chmod(dir, hostDirMode); err != nil {
-		return fmt.Errorf("set mode of host state directory: %w", err)
+	return nil
+}
+
+// ownedDir makes path a directory owned by the plugin's user with mode,
+// also when it exists already with another owner or mode (e.g. the
+// world-writable shm directory of an older plugin). A symbolic link is
+// refused rather than followed.
+func ownedDir(path string, mode fs.FileMode) error {
+	if err := os.Mkdir(path, mode); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	info, err := os.Lstat(path)
+	if err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("%s is not a directory (mode %s)", path, info.Mode())
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && (int(st.Uid) != os.Geteuid() || int(st.Gid) != os.Getegid()) {
+		if err := os.Lchown(path, os.Geteuid(), os.Getegid()); err != nil {
+			return fmt.Errorf("set owner of %s: %w", path, err)
+		}
+	}
+	// Chmod, because Mkdir's mode is reduced by the umask and an existing
+	// directory keeps its mode.
+	if err := os.Chmod(path, mode); err != nil {
+		return fmt.Errorf("set mode of %s: %w", path, err)
 	}
 	return nil
+}
+
+// removeAllBut deletes every entry of dir except keep.
+func removeAllBut(dir, keep string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.Name() == keep {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // removeClaimDir deletes everything of the claim under the state root.

@@ -132,7 +132,15 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 
 func (m *Manager) start(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	if err := os.MkdirAll(m.layout.claimsDir(), claimDirMode); err != nil {
+	if err := os.MkdirAll(m.opts.StateRoot, claimDirMode); err != nil {
+		return fmt.Errorf("create state root: %w", err)
+	}
+	// The state root and the claims directory may predate this plugin (a
+	// hostPath volume, an older version): make sure only it writes them.
+	if err := ownedDir(m.opts.StateRoot, claimDirMode); err != nil {
+		return fmt.Errorf("state root: %w", err)
+	}
+	if err := ownedDir(m.layout.claimsDir(), claimDirMode); err != nil {
 		return fmt.Errorf("create claims directory: %w", err)
 	}
 	lock, err := openStateLock(filepath.Join(m.opts.StateRoot, lockFileName))

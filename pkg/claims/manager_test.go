@@ -123,7 +123,7 @@ device.1.sm_limit_percent=30
 
 	info, err = os.Stat(filepath.Join(claimDir, "shm"))
 	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o777), info.Mode().Perm(), "non-root container users need the shm directory")
+	assert.Equal(t, os.FileMode(0o755), info.Mode().Perm(), "containers get the region file alone; no one but the plugin writes the directory")
 	info, err = os.Stat(filepath.Join(claimDir, "shm", "region"))
 	require.NoError(t, err)
 	assert.EqualValues(t, region.Size, info.Size())
@@ -151,11 +151,11 @@ device.1.sm_limit_percent=30
 	assert.Equal(t, "/dev/nvidiactl", common.DeviceNodes[0].Path)
 	assert.Len(t, common.Hooks, 1, "the GPUs' identical common edits are added once")
 	for path, want := range map[string]cdispec.Mount{
-		"/usr/local/vgpu/libvgpu.so":                   {HostPath: env.libVGPU, Options: readOnlyBind},
-		"/etc/ld.so.preload":                           {HostPath: filepath.Join(env.stateRoot, "ld.so.preload"), Options: readOnlyBind},
-		"/usr/local/vgpu/claims/" + claimA + "/config": {HostPath: filepath.Join(claimDir, "config"), Options: readOnlyBind},
-		"/usr/local/vgpu/claims/" + claimA + "/shm":    {HostPath: filepath.Join(claimDir, "shm"), Options: readWriteBind},
-		"/usr/local/vgpu/claims/" + claimA + "/host":   {HostPath: filepath.Join(claimDir, "host"), Options: readOnlyBind},
+		"/usr/local/vgpu/libvgpu.so":                       {HostPath: env.libVGPU, Options: readOnlyBind},
+		"/etc/ld.so.preload":                               {HostPath: filepath.Join(env.stateRoot, "ld.so.preload"), Options: readOnlyBind},
+		"/usr/local/vgpu/claims/" + claimA + "/config":     {HostPath: filepath.Join(claimDir, "config"), Options: readOnlyBind},
+		"/usr/local/vgpu/claims/" + claimA + "/shm/region": {HostPath: filepath.Join(claimDir, "shm", "region"), Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}},
+		"/usr/local/vgpu/claims/" + claimA + "/host":       {HostPath: filepath.Join(claimDir, "host"), Options: readOnlyBind},
 	} {
 		got := mountAt(common.Mounts, path)
 		require.NotNil(t, got, "mount %s", path)
@@ -409,7 +409,7 @@ func TestInjectIntoContainer(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{
 		"/usr/local/vgpu/libvgpu.so", "/etc/ld.so.preload",
-		"/usr/local/vgpu/claims/" + claimA + "/config", "/usr/local/vgpu/claims/" + claimA + "/shm",
+		"/usr/local/vgpu/claims/" + claimA + "/config", "/usr/local/vgpu/claims/" + claimA + "/shm/region",
 		"/usr/local/vgpu/claims/" + claimA + "/host",
 	}, destinations)
 	require.NotNil(t, container.Hooks)

@@ -1,11 +1,13 @@
 package monitor
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -35,6 +38,16 @@ const (
 	// before it is looked for again, so that such slots do not cost a
 	// /proc scan every interval.
 	hostPIDRetry = 10 * time.Second
+	// maxMembershipChecks bounds how many processes a sync checks for the
+	// claim's region in /proc/<pid>/maps; the rest wait for the next sync.
+	// Slots are written by containers, so without a bound one claim could
+	// make every sync read the maps of many processes.
+	maxMembershipChecks = 64
+	// maxMapsBytes bounds how much of one /proc/<pid>/maps is read.
+	maxMapsBytes = 16 << 20
+	// regionSlack is how many bytes a region may occupy on disk beyond
+	// its size (block rounding) before it counts as grown.
+	regionSlack = 1 << 20
 )
 
 // procID identifies a process of a region slot in its own pid namespace.
@@ -42,6 +55,18 @@ type procID struct {
 	pidNS     uint64
 	pid       uint32
 	startTime uint64
+}
+
+// claimProc is a process named by a slot of the claim's region.
+type claimProc struct {
+	claim types.UID
+	procID
+}
+
+// fileID identifies a file as /proc/<pid>/maps names it.
+type fileID struct {
+	dev uint64
+	ino uint64
 }
 
 // PIDMapper writes, for every prepared claim, the host pids of the
@@ -53,8 +78,13 @@ type procID struct {
 // A slot (pid namespace inode, pid, start time) is resolved to the host
 // process whose /proc/<pid>/ns/pid has that inode and whose innermost
 // NSpid is that pid, and accepted only if that process's start time
-// (/proc/<pid>/stat field 22) matches, so a reused pid is never reported.
-// The file is replaced atomically and only when its content changes.
+// (/proc/<pid>/stat field 22) matches, so a reused pid is never reported,
+// and if the process has the claim's region mapped (/proc/<pid>/maps names
+// the region file's device and inode). Slots are written by the claim's
+// containers, so the last check keeps a container from learning the host
+// pid of a process that is not the claim's own. Membership checks are
+// bounded per sync (maxMembershipChecks). The file is replaced atomically
+// and only when its content changes.
 type PIDMapper struct {
 	claims   ClaimSource
 	interval time.Duration
@@ -64,10 +94,13 @@ type PIDMapper struct {
 
 	// written is the content of each claim's map as last written or found.
 	written map[types.UID][]byte
-	// resolved caches host pids found earlier; each is verified again on use.
-	resolved map[procID]uint32
+	// resolved caches host pids found earlier; each is verified again on
+	// use (same process), its membership once when found.
+	resolved map[claimProc]uint32
 	// missed holds when each unresolvable process may be looked for again.
-	missed map[procID]time.Time
+	missed map[claimProc]time.Time
+	// checks counts the membership checks of the current sync.
+	checks int
 	// errs is the last error logged per claim, so a lasting problem is
 	// logged once.
 	errs map[types.UID]string
@@ -92,8 +125,8 @@ func NewPIDMapper(source ClaimSource, interval time.Duration) (*PIDMapper, error
 		now:      time.Now,
 		reader:   region.NewReader(),
 		written:  map[types.UID][]byte{},
-		resolved: map[procID]uint32{},
-		missed:   map[procID]time.Time{},
+		resolved: map[claimProc]uint32{},
+		missed:   map[claimProc]time.Time{},
 		errs:     map[types.UID]string{},
 	}, nil
 }
@@ -123,15 +156,21 @@ func (p *PIDMapper) sync(ctx context.Context) {
 	type claimProcs struct {
 		uid     types.UID
 		hostDir string
+		region  fileID
 		ids     []procID
 	}
 	var work []claimProcs
-	seen := map[procID]bool{}
+	seen := map[claimProc]bool{}
 	namespaces := map[uint64]bool{}
 	for _, c := range prepared {
 		live[c.UID] = true
 		if c.HostDir == "" || c.RegionPath == "" {
 			continue
+		}
+		if trimmed, err := trimRegion(c.RegionPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			p.logOnce(logger, c.UID, err, "Cannot check the size of the claim's region")
+		} else if trimmed {
+			logger.Info("Cut back a region that a container grew past its size", "claim", c.UID, "path", c.RegionPath)
 		}
 		reg, err := p.reader.Read(c.RegionPath)
 		if errors.Is(err, fs.ErrNotExist) {
@@ -141,22 +180,28 @@ func (p *PIDMapper) sync(ctx context.Context) {
 			p.logOnce(logger, c.UID, err, "Cannot read the claim's region for its host pid map")
 			continue
 		}
-		w := claimProcs{uid: c.UID, hostDir: c.HostDir}
+		regionFile, err := statFileID(c.RegionPath)
+		if err != nil {
+			p.logOnce(logger, c.UID, err, "Cannot identify the claim's region for its host pid map")
+			continue
+		}
+		w := claimProcs{uid: c.UID, hostDir: c.HostDir, region: regionFile}
 		for _, proc := range reg.Processes {
 			id := procID{pidNS: proc.PIDNamespace, pid: proc.PID, startTime: proc.StartTime}
 			if id.pidNS != 0 {
 				w.ids = append(w.ids, id)
-				seen[id] = true
+				seen[claimProc{c.UID, id}] = true
 				namespaces[id.pidNS] = true
 			}
 		}
 		work = append(work, w)
 	}
 	var index *procIndex
+	p.checks = 0
 	for _, c := range work {
 		var lines []string
 		for _, id := range c.ids {
-			host := p.resolve(id, namespaces, &index)
+			host := p.resolve(claimProc{c.uid, id}, c.region, namespaces, &index)
 			if host != 0 {
 				lines = append(lines, fmt.Sprintf("%d %d %d %d", id.pidNS, id.pid, id.startTime, host))
 			}
@@ -193,12 +238,13 @@ func (p *PIDMapper) logOnce(logger klog.Logger, uid types.UID, err error, msg st
 	logger.Error(err, msg, "claim", uid)
 }
 
-// resolve returns the host pid of id, 0 if it cannot be found. The /proc
-// index of the processes in namespaces is built at most once per sync, and
-// only when a process is new.
-func (p *PIDMapper) resolve(id procID, namespaces map[uint64]bool, index **procIndex) uint32 {
+// resolve returns the host pid of the claim's process id, 0 if it cannot
+// be found or is not the claim's (does not map the claim's region). The
+// /proc index of the processes in namespaces is built at most once per
+// sync, and only when a process is new.
+func (p *PIDMapper) resolve(id claimProc, region fileID, namespaces map[uint64]bool, index **procIndex) uint32 {
 	if host, ok := p.resolved[id]; ok {
-		if p.matches(host, id) {
+		if p.matches(host, id.procID) {
 			return host
 		}
 		delete(p.resolved, id)
@@ -206,11 +252,18 @@ func (p *PIDMapper) resolve(id procID, namespaces map[uint64]bool, index **procI
 	if retry, ok := p.missed[id]; ok && p.now().Before(retry) {
 		return 0
 	}
+	if p.checks >= maxMembershipChecks {
+		return 0 // the next sync carries on
+	}
 	if *index == nil {
 		*index = p.scan(namespaces)
 	}
 	for _, host := range (*index).candidates[nsPID{id.pidNS, id.pid}] {
-		if p.startTime(host) == id.startTime {
+		if p.startTime(host) != id.startTime {
+			continue
+		}
+		p.checks++
+		if p.mapsFile(host, region) {
 			p.resolved[id] = host
 			delete(p.missed, id)
 			return host
@@ -218,6 +271,57 @@ func (p *PIDMapper) resolve(id procID, namespaces map[uint64]bool, index **procI
 	}
 	p.missed[id] = p.now().Add(hostPIDRetry)
 	return 0
+}
+
+// mapsFile reports whether /proc/<pid>/maps has a mapping of file.
+func (p *PIDMapper) mapsFile(pid uint32, file fileID) bool {
+	f, err := os.Open(filepath.Join(p.procRoot, strconv.FormatUint(uint64(pid), 10), "maps"))
+	if err != nil {
+		return false
+	}
+	defer func() { _ = f.Close() }()
+	// Lines: address perms offset dev(major:minor, hex) inode [path].
+	want := fmt.Sprintf("%02x:%02x", unix.Major(file.dev), unix.Minor(file.dev))
+	ino := strconv.FormatUint(file.ino, 10)
+	scanner := bufio.NewScanner(io.LimitReader(f, maxMapsBytes))
+	scanner.Buffer(make([]byte, 0, 4096), 64<<10)
+	for scanner.Scan() {
+		fields := strings.Fields(scanner.Text())
+		if len(fields) >= 5 && fields[4] == ino && fields[3] == want {
+			return true
+		}
+	}
+	return false
+}
+
+// trimRegion cuts a region file back to region.Size when it is larger or
+// occupies more disk than that (a container has the file read-write and
+// can write past its end or allocate blocks beyond it). Nothing valid
+// lives past region.Size, so this loses nothing; it bounds what a
+// container can take of the state root's disk to what it writes within
+// one interval.
+func trimRegion(path string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false, err
+	}
+	if st.Size <= region.Size && st.Blocks*512 <= region.Size+regionSlack {
+		return false, nil
+	}
+	// Truncating, also to the same size, frees the blocks past the end.
+	if err := unix.Truncate(path, region.Size); err != nil {
+		return false, fmt.Errorf("truncate grown region %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// statFileID returns the device and inode of path.
+func statFileID(path string) (fileID, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return fileID{}, fmt.Errorf("stat %s: %w", path, err)
+	}
+	return fileID{dev: st.Dev, ino: st.Ino}, nil
 }
 
 // matches reports whether host pid host still is the process id.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
@@ -48,6 +50,16 @@ func (f fakeProc) setStart(host uint32, start uint64) {
 	f.t.Helper()
 	stat := fmt.Sprintf("%d (a) b) S %s%d 0 0\n", host, strings.Repeat("0 ", 18), start)
 	require.NoError(f.t, os.WriteFile(filepath.Join(f.root, strconv.FormatUint(uint64(host), 10), "stat"), []byte(stat), 0o644))
+}
+
+// mapFile lists path in /proc/<host>/maps, as a process that mapped it.
+func (f fakeProc) mapFile(host uint32, path string) {
+	f.t.Helper()
+	id, err := statFileID(path)
+	require.NoError(f.t, err)
+	maps := "55d0c0000000-55d0c0001000 r-xp 00000000 08:01 131 /usr/bin/app\n" +
+		fmt.Sprintf("7f0000000000-7f0000100000 rw-s 00000000 %02x:%02x %d /usr/local/vgpu/claims/x/shm/region\n", unix.Major(id.dev), unix.Minor(id.dev), id.ino)
+	require.NoError(f.t, os.WriteFile(filepath.Join(f.root, strconv.FormatUint(uint64(host), 10), "maps"), []byte(maps), 0o644))
 }
 
 func (f fakeProc) remove(host uint32) {
@@ -99,6 +111,9 @@ func TestPIDMapperFakeProc(t *testing.T) {
 		slotOf(4, nsA, 7, 1),     // pid 7 of nsA was reused: another start time
 		slotOf(9, nsGone, 3, 42), // not on this host's /proc
 		slotOf(11, 0, 5, 9999))   // pid namespace unknown
+	for _, host := range []uint32{1000, 1001, 1002} {
+		proc.mapFile(host, c.RegionPath)
+	}
 	source := &fakeClaims{}
 	source.set(c)
 	clk := &clock{t: time.Unix(1000, 0)}
@@ -180,11 +195,44 @@ func TestNewPIDMapperValidates(t *testing.T) {
 	assert.ErrorContains(t, err, "interval must not be negative")
 }
 
-// A real process, pid 1 of a new pid namespace, is mapped to the pid this
-// (host namespace) process knows it by.
-func TestPIDMapperRealProcess(t *testing.T) {
+// mapRegionEnv makes the test binary a helper process that maps the file
+// named by the variable (as libvgpu.so maps its claim's region) and waits.
+const mapRegionEnv = "VGPU_DRA_TEST_MAP_REGION"
+
+func TestMain(m *testing.M) {
+	if path := os.Getenv(mapRegionEnv); path != "" {
+		os.Exit(mapAndWait(path))
+	}
+	os.Exit(m.Run())
+}
+
+func mapAndWait(path string) int {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	if _, err := unix.Mmap(int(f.Fd()), 0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Println("mapped")
+	time.Sleep(time.Minute)
+	return 0
+}
+
+// startInNewPIDNamespace starts a process, pid 1 of a new pid namespace,
+// that maps regionPath when it is not empty, else only sleeps.
+func startInNewPIDNamespace(t *testing.T, regionPath string) uint32 {
+	t.Helper()
 	cmd := exec.Command("sleep", "60")
+	if regionPath != "" {
+		cmd = exec.Command(os.Args[0])
+		cmd.Env = append(os.Environ(), mapRegionEnv+"="+regionPath)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
 	if err := cmd.Start(); err != nil {
 		t.Skipf("cannot start a process in a new pid namespace (needs CAP_SYS_ADMIN): %v", err)
 	}
@@ -192,23 +240,95 @@ func TestPIDMapperRealProcess(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	host := uint32(cmd.Process.Pid)
-	procDir := filepath.Join("/proc", strconv.Itoa(cmd.Process.Pid))
+	if regionPath != "" {
+		line := make([]byte, len("mapped\n"))
+		_, err := io.ReadFull(out, line)
+		require.NoError(t, err, "helper process did not map the region")
+	}
+	return uint32(cmd.Process.Pid)
+}
+
+// Real processes, each pid 1 of a new pid namespace: the claim's (it maps
+// the region) is mapped to the pid this (host namespace) process knows it
+// by; a foreign one that a slot names all the same is not.
+func TestPIDMapperRealProcess(t *testing.T) {
+	dir := t.TempDir()
+	c := hostPIDClaim(t, dir, uidA)
+	writeClaimRegion(t, c.RegionPath, mib, mib, 0)
+	host := startInNewPIDNamespace(t, c.RegionPath)
+	foreign := startInNewPIDNamespace(t, "")
+	procDir := filepath.Join("/proc", strconv.FormatUint(uint64(host), 10))
 	ns, ok := pidNamespace(procDir)
 	require.True(t, ok)
 	require.Equal(t, uint32(1), innermostPID(procDir), "the child is pid 1 of its namespace")
+	foreignNS, ok := pidNamespace(filepath.Join("/proc", strconv.FormatUint(uint64(foreign), 10)))
+	require.True(t, ok)
 
 	m, err := NewPIDMapper(&fakeClaims{}, 0)
 	require.NoError(t, err)
 	start := m.startTime(host)
 	require.NotZero(t, start)
-	dir := t.TempDir()
-	c := hostPIDClaim(t, dir, uidA)
-	writeClaimRegion(t, c.RegionPath, mib, mib, 0, slotOf(0, ns, 1, start), slotOf(1, ns, 1, start+1))
+	foreignStart := m.startTime(foreign)
+	require.NotZero(t, foreignStart)
+	// Rewrite the region in place (the helper keeps its mapping of this inode).
+	writeClaimRegion(t, c.RegionPath, mib, mib, 0, slotOf(0, ns, 1, start), slotOf(1, ns, 1, start+1), slotOf(2, foreignNS, 1, foreignStart))
 	m.claims = &fakeClaims{claims: []claims.PreparedClaim{c}}
 
 	m.sync(context.Background())
 	assert.Equal(t, fmt.Sprintf("version=1\n%d 1 %d %d\n", ns, start, host), readMap(t, c))
+}
+
+// A slot that names a process of the same pid namespace that is not the
+// claim's (e.g. another container of the pod, or a process the container
+// started without the library) is not mapped, and the membership checks
+// of one sync are bounded.
+func TestPIDMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	proc := fakeProc{t: t, root: t.TempDir()}
+	const ns = 4026532500
+	c := hostPIDClaim(t, dir, uidA)
+	other := hostPIDClaim(t, dir, uidB)
+	writeClaimRegion(t, other.RegionPath, mib, mib, 0)
+	var slots []regiontest.Process
+	for i := range maxMembershipChecks + 6 {
+		host := uint32(2000 + i)
+		proc.add(host, ns, uint32(10+i), uint64(100+i))
+		slots = append(slots, slotOf(i, ns, uint32(10+i), uint64(100+i)))
+	}
+	writeClaimRegion(t, c.RegionPath, mib, mib, 0, slots...)
+	for i := range maxMembershipChecks + 6 {
+		switch {
+		case i == 0:
+			// Foreign: no maps at all (e.g. a process of the host).
+		case i == 1:
+			proc.mapFile(2001, other.RegionPath) // another claim's process
+		default:
+			proc.mapFile(uint32(2000+i), c.RegionPath)
+		}
+	}
+	source := &fakeClaims{}
+	source.set(c)
+	clk := &clock{t: time.Unix(1000, 0)}
+	m, err := NewPIDMapper(source, 0)
+	require.NoError(t, err)
+	m.procRoot = proc.root
+	m.now = clk.now
+
+	m.sync(ctx)
+	first := strings.Count(readMap(t, c), "\n") - 1
+	assert.Equal(t, maxMembershipChecks-2, first, "one sync checks at most maxMembershipChecks processes, two of them foreign")
+	m.sync(ctx)
+	got := readMap(t, c)
+	assert.Equal(t, maxMembershipChecks+4, strings.Count(got, "\n")-1, "the next sync carries on")
+	assert.NotContains(t, got, " 2000\n", "a process without the region is not the claim's")
+	assert.NotContains(t, got, " 2001\n", "another claim's process is not this claim's")
+
+	// The foreign process is looked at again only after hostPIDRetry, and
+	// still not mapped.
+	clk.add(hostPIDRetry)
+	m.sync(ctx)
+	assert.Equal(t, got, readMap(t, c))
 }
 
 func TestPIDMapperRunStops(t *testing.T) {
@@ -242,4 +362,41 @@ func BenchmarkPIDMapperScan(b *testing.B) {
 		m.scan(map[uint64]bool{ns: true})
 	}
 	b.ReportMetric(float64(len(entries)), "proc-entries")
+}
+
+// A region a container grew, by writing past its end or by allocating
+// blocks beyond it, is cut back to its size at the next sync; its content
+// is kept.
+func TestPIDMapperCutsBackGrownRegions(t *testing.T) {
+	dir := t.TempDir()
+	c := hostPIDClaim(t, dir, uidA)
+	writeClaimRegion(t, c.RegionPath, mib, mib, 0)
+	before, err := os.ReadFile(c.RegionPath)
+	require.NoError(t, err)
+	m, err := NewPIDMapper(&fakeClaims{claims: []claims.PreparedClaim{c}}, 0)
+	require.NoError(t, err)
+
+	f, err := os.OpenFile(c.RegionPath, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(make([]byte, 8<<20), int64(len(before)))
+	require.NoError(t, err)
+	m.sync(context.Background())
+	after, err := os.ReadFile(c.RegionPath)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+
+	// Blocks past the end without a size change (fallocate KEEP_SIZE).
+	err = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, int64(len(before)), 8<<20)
+	require.NoError(t, f.Close())
+	if err != nil {
+		t.Logf("the file system cannot allocate past the end (%v); size check only", err)
+		return
+	}
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(c.RegionPath, &st))
+	require.Greater(t, st.Blocks*512, int64(len(before))+regionSlack)
+	m.sync(context.Background())
+	require.NoError(t, unix.Stat(c.RegionPath, &st))
+	assert.LessOrEqual(t, st.Blocks*512, int64(len(before))+regionSlack)
+	assert.EqualValues(t, len(before), st.Size)
 }

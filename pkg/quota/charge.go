@@ -1,12 +1,11 @@
 package quota
 
 import (
+	"context"
+	"errors"
 	"fmt"
 
 	resourceapi "k8s.io/api/resource/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
 )
 
 // Usage is an amount of GPU capacity.
@@ -23,36 +22,39 @@ func (u Usage) Add(o Usage) Usage {
 // IsZero is true for no usage.
 func (u Usage) IsZero() bool { return u == Usage{} }
 
+// Granter tells what one device of a request is granted (Sizer).
+type Granter interface {
+	Grant(ctx context.Context, class string, selectors []resourceapi.DeviceSelector, capacity *resourceapi.CapacityRequirements) (Usage, error)
+}
+
 // Charger computes what a claim is charged: the most it can be granted.
 type Charger struct {
-	// DriverName qualifies capacity names ("vgpu.dra.dev/memory").
-	DriverName string
 	// IsOurs tells whether a DeviceClass allocates this driver's GPUs.
 	IsOurs func(className string) bool
-	// MaxGPUMemory returns the largest memory capacity any published GPU
-	// has, or 0 when none is known. A request without a memory amount
-	// gets a whole GPU, so it is charged that much.
-	MaxGPUMemory func() int64
+	// Grants sizes each request the way the allocator rounds it.
+	Grants Granter
 }
 
 // Charge returns the upper bound of what spec can be granted: per request,
-// count times the requested amounts, the whole largest GPU's memory where
-// no memory is requested, and the largest alternative of a firstAvailable
-// list. A claim whose bound is unknown is an error, so that it cannot
-// slip past a limit.
-func (c Charger) Charge(spec *resourceapi.ResourceClaimSpec) (Usage, error) {
+// count times what one device of it is granted (the requested amounts
+// rounded up by the published requestPolicy of the devices it may get,
+// the policy's default where nothing is requested: a whole GPU's memory,
+// no cores), and the largest alternative of a firstAvailable list. A
+// claim whose bound is unknown is an error, so that it cannot slip past a
+// limit.
+func (c Charger) Charge(ctx context.Context, spec *resourceapi.ResourceClaimSpec) (Usage, error) {
 	var total Usage
 	for _, req := range spec.Devices.Requests {
 		var alternatives []Usage
-		if req.Exactly != nil {
-			u, err := c.request(req.Exactly.DeviceClassName, req.Exactly.AllocationMode, req.Exactly.Count, req.Exactly.Capacity)
+		if e := req.Exactly; e != nil {
+			u, err := c.request(ctx, e.DeviceClassName, e.Selectors, e.AllocationMode, e.Count, e.Capacity)
 			if err != nil {
 				return Usage{}, fmt.Errorf("request %q: %w", req.Name, err)
 			}
 			alternatives = append(alternatives, u)
 		}
 		for _, sub := range req.FirstAvailable {
-			u, err := c.request(sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Capacity)
+			u, err := c.request(ctx, sub.DeviceClassName, sub.Selectors, sub.AllocationMode, sub.Count, sub.Capacity)
 			if err != nil {
 				return Usage{}, fmt.Errorf("request %q/%q: %w", req.Name, sub.Name, err)
 			}
@@ -68,7 +70,7 @@ func (c Charger) Charge(spec *resourceapi.ResourceClaimSpec) (Usage, error) {
 	return total, nil
 }
 
-func (c Charger) request(class string, mode resourceapi.DeviceAllocationMode, count int64, capacity *resourceapi.CapacityRequirements) (Usage, error) {
+func (c Charger) request(ctx context.Context, class string, selectors []resourceapi.DeviceSelector, mode resourceapi.DeviceAllocationMode, count int64, capacity *resourceapi.CapacityRequirements) (Usage, error) {
 	if !c.IsOurs(class) {
 		return Usage{}, nil
 	}
@@ -78,29 +80,12 @@ func (c Charger) request(class string, mode resourceapi.DeviceAllocationMode, co
 	if count < 1 {
 		count = 1
 	}
-	var u Usage
-	memory, ok := c.capacity(capacity, devices.CapacityMemory)
-	if ok {
-		u.MemoryBytes = memory.Value()
-	} else {
-		u.MemoryBytes = c.MaxGPUMemory()
-		if u.MemoryBytes <= 0 {
-			return Usage{}, fmt.Errorf("asks for no memory amount, i.e. a whole GPU, but no GPU is published to size it; request memory explicitly")
-		}
+	u, err := c.Grants.Grant(ctx, class, selectors, capacity)
+	if errors.Is(err, ErrNoDevice) {
+		return Usage{}, fmt.Errorf("%w, so what it would be granted (rounded by the GPUs' requestPolicy) is unknown; retry when a matching GPU is published", err)
 	}
-	if cores, ok := c.capacity(capacity, devices.CapacityCores); ok {
-		u.Cores = cores.Value()
+	if err != nil {
+		return Usage{}, err
 	}
 	return Usage{MemoryBytes: u.MemoryBytes * count, Cores: u.Cores * count}, nil
-}
-
-func (c Charger) capacity(capacity *resourceapi.CapacityRequirements, name resourceapi.QualifiedName) (resource.Quantity, bool) {
-	if capacity == nil {
-		return resource.Quantity{}, false
-	}
-	if q, ok := capacity.Requests[name]; ok {
-		return q, true
-	}
-	q, ok := capacity.Requests[resourceapi.QualifiedName(c.DriverName+"/"+string(name))]
-	return q, ok
 }

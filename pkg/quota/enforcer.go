@@ -91,7 +91,7 @@ func (e *Enforcer) Admit(ctx context.Context, claim *resourceapi.ResourceClaim, 
 	if limits.Unlimited() {
 		return nil
 	}
-	charge, err := e.Charger.Charge(&claim.Spec)
+	charge, err := e.Charger.Charge(ctx, &claim.Spec)
 	if err != nil {
 		return fmt.Errorf("namespace %q has a GPU quota: %w", claim.Namespace, err)
 	}
@@ -116,7 +116,7 @@ func (e *Enforcer) Admit(ctx context.Context, claim *resourceapi.ResourceClaim, 
 		if _, charged := entries[string(claim.UID)]; charged {
 			return nil
 		}
-		used, kept, err := e.used(claim.Namespace, entries)
+		used, kept, err := e.used(ctx, claim.Namespace, entries)
 		if err != nil {
 			return err
 		}
@@ -171,7 +171,7 @@ func (e *Enforcer) getLedger(ctx context.Context, namespace string) (*corev1.Con
 // that the ledger does not know (created while the webhook was bypassed or
 // before the limit was set). It returns the entries worth keeping: those
 // whose claim exists or that are younger than the grace period.
-func (e *Enforcer) used(namespace string, entries map[string]entry) (Usage, map[string]entry, error) {
+func (e *Enforcer) used(ctx context.Context, namespace string, entries map[string]entry) (Usage, map[string]entry, error) {
 	claims, err := e.Claims.ResourceClaims(namespace).List(labels.Everything())
 	if err != nil {
 		return Usage{}, nil, fmt.Errorf("list claims of namespace %q: %w", namespace, err)
@@ -196,7 +196,7 @@ func (e *Enforcer) used(namespace string, entries map[string]entry) (Usage, map[
 		// A claim that cannot be charged (e.g. allocationMode All, created
 		// while the webhook was bypassed) counts as nothing here; its
 		// admission, had it happened, would have refused it.
-		if u, err := e.Charger.Charge(&c.Spec); err == nil {
+		if u, err := e.Charger.Charge(ctx, &c.Spec); err == nil {
 			used = used.Add(u)
 		}
 	}

@@ -1,6 +1,7 @@
 package quota
 
 import (
+	"context"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/labels"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -58,7 +59,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 		var used Usage
 		for _, claim := range claims {
-			if u, err := c.Charger.Charge(&claim.Spec); err == nil {
+			// Collect has no context; sizing is local and bounded.
+			if u, err := c.Charger.Charge(context.Background(), &claim.Spec); err == nil {
 				used = used.Add(u)
 			}
 		}

@@ -28,14 +28,22 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
 )
 
 const gi = int64(1) << 30
 
 func isOurs(class string) bool { return strings.HasSuffix(class, ".dra.dev") }
 
-func testCharger(maxGPU int64) Charger {
-	return Charger{DriverName: "vgpu.dra.dev", IsOurs: isOurs, MaxGPUMemory: func() int64 { return maxGPU }}
+// testCharger charges against one 80Gi GPU published with the default
+// policy (min 256Mi, step 1Mi), or none when maxGPU is 0.
+func testCharger(t testing.TB, maxGPU int64) Charger {
+	var gpus []resourceapi.Device
+	if maxGPU > 0 {
+		gpus = append(gpus, publishedGPU(0, "NVIDIA H100 80GB HBM3", maxGPU, devices.Options{}))
+	}
+	return Charger{IsOurs: isOurs, Grants: testSizer(t, gpus...)}
 }
 
 func exact(name, class string, count int64, requests map[resourceapi.QualifiedName]string) resourceapi.DeviceRequest {
@@ -91,27 +99,40 @@ func TestCharge(t *testing.T) {
 		wantErr string
 	}{
 		{
-			name: "count times amounts, other drivers free",
+			name:   "count times amounts, other drivers free",
+			maxGPU: 80 * gi,
 			spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{
 				exact("a", "vgpu.dra.dev", 2, map[resourceapi.QualifiedName]string{"memory": "4Gi", "cores": "30"}),
-				exact("b", "vgpu-work-conserving.dra.dev", 1, map[resourceapi.QualifiedName]string{"vgpu.dra.dev/memory": "1Gi"}),
+				exact("b", "vgpu-work-conserving.dra.dev", 1, map[resourceapi.QualifiedName]string{"memory": "1Gi"}),
 				exact("nic", "nic.example.com", 4, map[resourceapi.QualifiedName]string{"memory": "100Gi"}),
 			}}},
 			want: Usage{MemoryBytes: 9 * gi, Cores: 60},
 		},
 		{
-			name:   "no memory is a whole largest GPU",
+			name:   "no memory is a whole GPU",
 			maxGPU: 80 * gi,
 			spec:   resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{exact("a", "vgpu.dra.dev", 0, nil)}}},
 			want:   Usage{MemoryBytes: 80 * gi},
 		},
 		{
-			name:    "no memory and no GPU known",
-			spec:    resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{exact("a", "vgpu.dra.dev", 1, nil)}}},
-			wantErr: `request "a": asks for no memory amount`,
+			name:   "tiny requests are charged the published minimum",
+			maxGPU: 80 * gi,
+			spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{
+				exact("a", "vgpu.dra.dev", 1, map[resourceapi.QualifiedName]string{"memory": "1"}),
+				exact("b", "vgpu.dra.dev", 1, map[resourceapi.QualifiedName]string{"memory": "1Ki", "cores": "0"}),
+				exact("c", "vgpu.dra.dev", 2, map[resourceapi.QualifiedName]string{"memory": "1m"}),
+				exact("d", "vgpu.dra.dev", 1, map[resourceapi.QualifiedName]string{"memory": "257Mi"}),
+			}}},
+			want: Usage{MemoryBytes: 4*256*mi + 257*mi},
 		},
 		{
-			name: "firstAvailable charges the largest alternative per amount",
+			name:    "no GPU known",
+			spec:    resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{exact("a", "vgpu.dra.dev", 1, nil)}}},
+			wantErr: `request "a": no published GPU matches`,
+		},
+		{
+			name:   "firstAvailable charges the largest alternative per amount",
+			maxGPU: 80 * gi,
 			spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 				Name: "gpu",
 				FirstAvailable: []resourceapi.DeviceSubRequest{
@@ -122,7 +143,8 @@ func TestCharge(t *testing.T) {
 			want: Usage{MemoryBytes: 40 * gi, Cores: 40},
 		},
 		{
-			name: "allocation mode All cannot be bounded",
+			name:   "allocation mode All cannot be bounded",
+			maxGPU: 80 * gi,
 			spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
 				Name: "all", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "vgpu.dra.dev", AllocationMode: resourceapi.DeviceAllocationModeAll},
 			}}}},
@@ -131,7 +153,7 @@ func TestCharge(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := testCharger(tc.maxGPU).Charge(&tc.spec)
+			got, err := testCharger(t, tc.maxGPU).Charge(context.Background(), &tc.spec)
 			if tc.wantErr != "" {
 				require.Error(t, err)
 				assert.Contains(t, err.Error(), tc.wantErr)
@@ -197,7 +219,7 @@ func newFixture(t *testing.T, nsAnnotations map[string]string) *fixture {
 		LedgerNamespace: "vgpu-system",
 		Namespaces:      corelisters.NewNamespaceLister(nsIndexer),
 		Claims:          resourcelisters.NewResourceClaimLister(claims),
-		Charger:         testCharger(80 * gi),
+		Charger:         testCharger(t, 80*gi),
 		Grace:           time.Minute,
 		Now:             func() time.Time { return f.now },
 	}
@@ -338,7 +360,7 @@ func TestCollector(t *testing.T) {
 	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	require.NoError(t, claims.Add(claim("a", "3Gi")))
 	require.NoError(t, claims.Add(claim("b", "1Gi")))
-	c := &Collector{Namespaces: corelisters.NewNamespaceLister(nsIndexer), Claims: resourcelisters.NewResourceClaimLister(claims), Charger: testCharger(0)}
+	c := &Collector{Namespaces: corelisters.NewNamespaceLister(nsIndexer), Claims: resourcelisters.NewResourceClaimLister(claims), Charger: testCharger(t, 80*gi)}
 	want := `
 # HELP vgpu_dra_quota_cores_limit GPU cores quota of the namespace in percent of one GPU (annotation quota.vgpu.dra.dev/cores).
 # TYPE vgpu_dra_quota_cores_limit gauge

@@ -51,7 +51,15 @@ type ClaimValidator struct {
 	LargestGPUMemory func() int64
 	// Quota may be nil (no quota enforcement).
 	Quota QuotaAdmitter
+	// Grants sizes requests the way the allocator rounds them, for the
+	// rounding warning; nil means no such warning.
+	Grants quota.Granter
 }
+
+// roundingWarnThreshold is how much larger than asked a grant may be
+// before admission warns: the device's minimum or step makes the
+// claim (and the namespace's quota) pay for more than it asked.
+const roundingWarnThreshold = 1.10
 
 // Admit implements AdmitFunc.
 func (v *ClaimValidator) Admit(ctx context.Context, req *admissionv1.AdmissionRequest) *admissionv1.AdmissionResponse {
@@ -64,7 +72,7 @@ func (v *ClaimValidator) Admit(ctx context.Context, req *admissionv1.AdmissionRe
 		if err := json.Unmarshal(req.Object.Raw, &claim); err != nil {
 			return denied(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode ResourceClaim: %v", err))
 		}
-		errs, warnings := v.validateSpec(req.Namespace, &claim.Spec, field.NewPath("spec"))
+		errs, warnings := v.validateSpec(ctx, req.Namespace, &claim.Spec, field.NewPath("spec"))
 		if len(errs) > 0 {
 			return invalid(req, errs)
 		}
@@ -89,7 +97,7 @@ func (v *ClaimValidator) Admit(ctx context.Context, req *admissionv1.AdmissionRe
 		if err := json.Unmarshal(req.Object.Raw, &tmpl); err != nil {
 			return denied(http.StatusBadRequest, metav1.StatusReasonBadRequest, fmt.Sprintf("decode ResourceClaimTemplate: %v", err))
 		}
-		errs, warnings := v.validateSpec(req.Namespace, &tmpl.Spec.Spec, field.NewPath("spec", "spec"))
+		errs, warnings := v.validateSpec(ctx, req.Namespace, &tmpl.Spec.Spec, field.NewPath("spec", "spec"))
 		if len(errs) > 0 {
 			return invalid(req, errs)
 		}
@@ -106,7 +114,7 @@ func invalid(req *admissionv1.AdmissionRequest, errs field.ErrorList) *admission
 }
 
 // validateSpec checks the parts of a claim spec that concern this driver.
-func (v *ClaimValidator) validateSpec(namespace string, spec *resourceapi.ResourceClaimSpec, path *field.Path) (field.ErrorList, []string) {
+func (v *ClaimValidator) validateSpec(ctx context.Context, namespace string, spec *resourceapi.ResourceClaimSpec, path *field.Path) (field.ErrorList, []string) {
 	var errs field.ErrorList
 	var warnings []string
 	devicesPath := path.Child("devices")
@@ -117,13 +125,21 @@ func (v *ClaimValidator) validateSpec(namespace string, spec *resourceapi.Resour
 		if e := req.Exactly; e != nil {
 			if v.Classes.IsOurs(e.DeviceClassName) {
 				ours = true
-				errs = append(errs, v.validateRequest(namespace, spec, req.Name, e.DeviceClassName, e.AllocationMode, e.Count, e.Capacity, reqPath.Child("exactly"))...)
+				reqErrs := v.validateRequest(namespace, spec, req.Name, e.DeviceClassName, e.AllocationMode, e.Count, e.Capacity, reqPath.Child("exactly"))
+				errs = append(errs, reqErrs...)
+				if len(reqErrs) == 0 {
+					warnings = append(warnings, v.roundingWarnings(ctx, req.Name, e.DeviceClassName, e.Selectors, e.Capacity)...)
+				}
 			}
 		}
 		for j, sub := range req.FirstAvailable {
 			if v.Classes.IsOurs(sub.DeviceClassName) {
 				ours = true
-				errs = append(errs, v.validateRequest(namespace, spec, req.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Capacity, reqPath.Child("firstAvailable").Index(j))...)
+				reqErrs := v.validateRequest(namespace, spec, req.Name, sub.DeviceClassName, sub.AllocationMode, sub.Count, sub.Capacity, reqPath.Child("firstAvailable").Index(j))
+				errs = append(errs, reqErrs...)
+				if len(reqErrs) == 0 {
+					warnings = append(warnings, v.roundingWarnings(ctx, req.Name+"/"+sub.Name, sub.DeviceClassName, sub.Selectors, sub.Capacity)...)
+				}
 			}
 		}
 		if ours {
@@ -159,6 +175,41 @@ func (v *ClaimValidator) validateSpec(namespace string, spec *resourceapi.Resour
 		}
 	}
 	return errs, warnings
+}
+
+// roundingWarnings warns about each requested amount that one device of
+// the request grants more than roundingWarnThreshold times of (the
+// published minimum or step rounds it up): the limit and the quota charge
+// are the granted amount. A request no GPU can size now gets no warning.
+func (v *ClaimValidator) roundingWarnings(ctx context.Context, name, class string, selectors []resourceapi.DeviceSelector, capacity *resourceapi.CapacityRequirements) []string {
+	if v.Grants == nil || capacity == nil {
+		return nil
+	}
+	granted, err := v.Grants.Grant(ctx, class, selectors, capacity)
+	if err != nil {
+		if !errors.Is(err, quota.ErrNoDevice) {
+			klog.FromContext(ctx).Error(err, "Sizing a request for the rounding warning", "request", name)
+		}
+		return nil
+	}
+	var warnings []string
+	if q, ok := v.capacity(capacity, devices.CapacityMemory); ok && roundedUp(q, granted.MemoryBytes) {
+		warnings = append(warnings, fmt.Sprintf("request %q asks for %s of GPU memory, which the GPUs' published minimum and step round up to %s: that is the limit and what the GPU quota charges",
+			name, q.String(), resource.NewQuantity(granted.MemoryBytes, resource.BinarySI).String()))
+	}
+	if q, ok := v.capacity(capacity, devices.CapacityCores); ok && roundedUp(q, granted.Cores) {
+		warnings = append(warnings, fmt.Sprintf("request %q asks for %s cores, which the GPUs' published policy rounds up to %d: that is the limit and what the GPU quota charges",
+			name, q.String(), granted.Cores))
+	}
+	return warnings
+}
+
+// roundedUp reports whether granted exceeds asked by more than the
+// threshold (compared exactly, in milli-units, so "1m" counts).
+func roundedUp(asked resource.Quantity, granted int64) bool {
+	g := resource.NewQuantity(granted, resource.BinarySI)
+	limit := float64(asked.MilliValue()) * roundingWarnThreshold
+	return float64(g.MilliValue()) > limit
 }
 
 func requestCapacities(req resourceapi.DeviceRequest) []*resourceapi.CapacityRequirements {

@@ -17,6 +17,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/yaml"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocator"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/quota"
 )
 
@@ -326,4 +329,105 @@ func TestClassMatcherRecognisesAdminClasses(t *testing.T) {
 	assert.True(t, m.IsOurs("by-config"))
 	assert.False(t, m.IsOurs("nic"))
 	assert.False(t, m.IsOurs("missing"))
+}
+
+// Whether a class is this driver's does not depend on how its selector is
+// spelled: every equivalent expression is recognised, and expressions that
+// do not restrict devices to this driver are not.
+func TestClassMatcherIgnoresSpelling(t *testing.T) {
+	ours := []string{
+		`device.driver == "vgpu.dra.dev"`,
+		`device.driver == 'vgpu.dra.dev'`,
+		`device.driver=='vgpu.dra.dev'`,
+		`'vgpu.dra.dev' == device.driver`,
+		`device.driver in ["vgpu.dra.dev", "other.example.com"]`,
+		`device.driver.startsWith("vgpu.dra.") && device.driver.endsWith(".dev")`,
+		`(device.driver == "vgpu.dra.dev")
+		  && device.attributes["vgpu.dra.dev"].productName.lowerAscii().contains("a100")`,
+		`device.attributes["vgpu.dra.dev"].productName == "T4" && device.driver == "vgpu.dra.dev"`,
+		`!(device.driver != "vgpu.dra.dev")`,
+		`device.driver == "vgpu" + ".dra.dev"`,
+	}
+	notOurs := []string{
+		`device.driver == "nic.example.com"`,
+		`device.driver != "vgpu.dra.dev"`,
+		`true`,
+		`device.driver != "nic.example.com"`,
+		`device.driver == "vgpu.dra.dev.evil.example.com"`,
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	add := func(name, expr string) {
+		require.NoError(t, indexer.Add(&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}}))
+	}
+	for i, expr := range ours {
+		add(fmt.Sprintf("ours-%d", i), expr)
+	}
+	for i, expr := range notOurs {
+		add(fmt.Sprintf("not-ours-%d", i), expr)
+	}
+	// Two selectors: one restricts the driver, one a product.
+	require.NoError(t, indexer.Add(&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "two-selectors"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{
+			{CEL: &resourceapi.CELDeviceSelector{Expression: `device.attributes["vgpu.dra.dev"].productName == "T4"`}},
+			{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver=="vgpu.dra.dev"`}},
+		}}}))
+	require.NoError(t, indexer.Add(&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "no-selectors"}}))
+	m := &ClassMatcher{DriverName: "vgpu.dra.dev", Names: sets.New[string](), Classes: resourcelisters.NewDeviceClassLister(indexer)}
+	for i, expr := range ours {
+		assert.True(t, m.IsOurs(fmt.Sprintf("ours-%d", i)), "%s", expr)
+	}
+	for i, expr := range notOurs {
+		assert.False(t, m.IsOurs(fmt.Sprintf("not-ours-%d", i)), "%s", expr)
+	}
+	assert.True(t, m.IsOurs("two-selectors"))
+	assert.False(t, m.IsOurs("no-selectors"), "a class without selectors is every driver's; name it to make it ours")
+}
+
+// Admission warns when the published policy rounds a request up by more
+// than 10%, with the amount the limit and the quota will be; the sizes
+// come from the structured allocator over a published GPU.
+func TestClaimValidationWarnsAboutRounding(t *testing.T) {
+	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, slices.Add(&resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver: "vgpu.dra.dev", NodeName: new("node-a"),
+			Pool: resourceapi.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{devices.Device(gpu.Info{
+				UUID: "GPU-00000000-0000-0000-0000-000000000000", ProductName: "Tesla T4", MemoryBytes: uint64(16 * gi), NUMANode: -1,
+			}, devices.Options{})},
+		},
+	}))
+	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, classes.Add(&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "vgpu.dra.dev"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver == "vgpu.dra.dev"`}}},
+	}}))
+	v := testValidator(nil)
+	v.Grants = quota.NewSizer("vgpu.dra.dev", allocator.ClassLister(resourcelisters.NewDeviceClassLister(classes)), resourcelisters.NewResourceSliceLister(slices))
+	srv := serve(t, v.Admit)
+
+	for _, tc := range []struct {
+		memory string
+		warn   string
+	}{
+		{memory: "1", warn: `request "gpu" asks for 1 of GPU memory, which the GPUs' published minimum and step round up to 256Mi`},
+		{memory: "1m", warn: "round up to 256Mi"},
+		{memory: "200Mi", warn: "round up to 256Mi"},
+		{memory: "240Mi"}, // within 10%
+		{memory: "4Gi"},
+		{memory: "1000000001", warn: ""}, // rounded to the next MiB: far below 10%
+	} {
+		claim := resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", UID: "u"}, Spec: claimSpec(t,
+			`{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: "`+tc.memory+`", cores: "5"}}}}]}}`)}
+		resp := post(t, srv, reviewBody(t, claimKind, admissionv1.Create, "team", claim, false))
+		require.True(t, resp.Allowed, tc.memory)
+		if tc.warn == "" {
+			assert.Empty(t, resp.Warnings, tc.memory)
+			continue
+		}
+		require.Len(t, resp.Warnings, 1, tc.memory)
+		assert.Contains(t, resp.Warnings[0], tc.warn)
+		assert.Contains(t, resp.Warnings[0], "quota")
+	}
 }

@@ -49,6 +49,10 @@ CHART=$REPO_ROOT/deployments/helm/vgpu-dra-driver
 RELEASE=vgpu-dra
 RELEASE_NS=vgpu-dra
 E2E_IMAGE_TAG=${E2E_IMAGE_TAG:-e2e1}
+# A DeviceClass of the operator's own, listed in the chart's
+# extraDeviceClasses; the class-recognition spec creates it with a selector
+# spelled differently from the shipped ones.
+E2E_EXTRA_DEVICE_CLASS=${E2E_EXTRA_DEVICE_CLASS:-vgpu-e2e-spelled.dra.dev}
 PLUGIN_SELECTOR=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=kubelet-plugin
 CONTROLLER_SELECTOR=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=controller
 # The kubelet log line count before a plugin instance went away, so that
@@ -266,6 +270,7 @@ chart_install() {
   helm_ install "$RELEASE" "$CHART" -n "$RELEASE_NS" --create-namespace -f "$values" \
     --set image.tag="$E2E_IMAGE_TAG" --set apiServer.host=127.0.0.1 --set apiServer.port=6443 \
     --set "gpu.vendorCDIDirs={$E2E_VENDOR_CDI_DIR}" \
+    --set "controller.webhook.extraDeviceClasses={$E2E_EXTRA_DEVICE_CLASS}" \
     --wait --timeout 3m >>"$E2E_LOGS/helm.log" 2>&1 || {
     tail -n 20 "$E2E_LOGS/helm.log" >&2
     kc get pods -n "$RELEASE_NS" -o wide >&2 || true

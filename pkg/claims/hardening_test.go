@@ -1,0 +1,82 @@
+package claims
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestContainersCannotWriteNodeState checks what a container gets of the
+// node's state: the region file alone read-write, with nosuid, nodev and
+// noexec on it (and on every other writable mount), and host directories
+// that only the plugin can write.
+func TestContainersCannotWriteNodeState(t *testing.T) {
+	env := newTestEnv(t)
+	m := env.newManager(t)
+	prepareOne(t, m, twoGPUClaim(claimA))
+
+	spec := readSpec(t, env, claimA)
+	var writable []string
+	for _, mnt := range spec.ContainerEdits.Mounts {
+		if slices.Contains(mnt.Options, "ro") {
+			continue
+		}
+		writable = append(writable, mnt.ContainerPath)
+		for _, opt := range []string{"nosuid", "nodev", "noexec"} {
+			assert.Contains(t, mnt.Options, opt, "writable mount %s", mnt.ContainerPath)
+		}
+		info, err := os.Stat(mnt.HostPath)
+		require.NoError(t, err)
+		assert.True(t, info.Mode().IsRegular(), "writable mount %s must be a file, not a directory a container can fill", mnt.ContainerPath)
+	}
+	assert.Equal(t, []string{"/usr/local/vgpu/claims/" + claimA + "/shm/region"}, writable)
+
+	err := filepath.Walk(env.stateRoot, func(path string, info os.FileInfo, err error) error {
+		if err != nil || !info.IsDir() {
+			return err
+		}
+		assert.Zero(t, info.Mode().Perm()&0o022, "%s is writable by others than its owner (%s)", path, info.Mode())
+		st := info.Sys().(*syscall.Stat_t)
+		assert.EqualValues(t, os.Geteuid(), st.Uid, "%s is owned by the plugin's user", path)
+		return nil
+	})
+	require.NoError(t, err)
+	info, err := os.Stat(filepath.Join(env.stateRoot, "claims", claimA))
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "no other host user reaches the region a container can chmod")
+}
+
+// TestPrepareRepairsOldClaimDirectories: a claim prepared by an older
+// plugin had a world-writable shm directory that containers could plant
+// files in; preparing it again (restore after a restart) locks it down and
+// removes what was planted, keeping the region.
+func TestPrepareRepairsOldClaimDirectories(t *testing.T) {
+	env := newTestEnv(t)
+	m := env.newManager(t)
+	claim := twoGPUClaim(claimA)
+	prepareOne(t, m, claim)
+
+	shm := filepath.Join(env.stateRoot, "claims", claimA, "shm")
+	regionBefore, err := os.Stat(filepath.Join(shm, "region"))
+	require.NoError(t, err)
+	require.NoError(t, os.Chmod(shm, 0o777))
+	planted := filepath.Join(shm, "planted")
+	require.NoError(t, os.WriteFile(planted, []byte("#!/bin/sh\n"), 0o4755))
+
+	// A new manager (the plugin restarted) restores the claim from its
+	// checkpoint.
+	env.newManager(t)
+
+	info, err := os.Stat(shm)
+	require.NoError(t, err)
+	assert.Equal(t, os.FileMode(0o755), info.Mode().Perm())
+	assert.NoFileExists(t, planted)
+	regionAfter, err := os.Stat(filepath.Join(shm, "region"))
+	require.NoError(t, err)
+	assert.True(t, os.SameFile(regionBefore, regionAfter), "the region containers map is kept")
+}
