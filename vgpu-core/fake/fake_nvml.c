@@ -453,25 +453,70 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
-                                                     nvmlProcessInfo_t *infos)
+/*
+ * Lists the processes with a context or memory on the GPU into infos, whose
+ * entries are elem bytes long (v1: pid and memory; v2/v3: plus instance ids),
+ * with NVML's INSUFFICIENT_SIZE protocol. graphics: the fake runs no
+ * graphics work, so that list is always empty.
+ */
+static nvmlReturn_t list_processes(nvmlDevice_t device, unsigned int *infoCount, void *infos,
+                                   size_t elem, int graphics)
 {
     fake_proc procs[FAKE_MAX_SLOTS];
     REQUIRE_DEVICE(device, i);
     if (infoCount == NULL || (*infoCount > 0 && infos == NULL))
         return NVML_ERROR_INVALID_ARGUMENT;
-    int n = fake_state_processes(&state, i, fake_now_ns(), procs, FAKE_MAX_SLOTS);
+    int n = graphics ? 0 : fake_state_processes(&state, i, fake_now_ns(), procs, FAKE_MAX_SLOTS);
     if ((unsigned int)n > *infoCount) {
         *infoCount = (unsigned int)n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    for (int k = 0; k < n; k++)
-        infos[k] = (nvmlProcessInfo_t){.pid = procs[k].pid,
-                                       .usedGpuMemory = procs[k].used,
-                                       .gpuInstanceId = NO_INSTANCE,
-                                       .computeInstanceId = NO_INSTANCE};
+    for (int k = 0; k < n; k++) {
+        nvmlProcessInfo_t info = {.pid = procs[k].pid,
+                                  .usedGpuMemory = procs[k].used,
+                                  .gpuInstanceId = NO_INSTANCE,
+                                  .computeInstanceId = NO_INSTANCE};
+        /* The v1 layout is a prefix of the v2/v3 one. */
+        memcpy((char *)infos + (size_t)k * elem, &info, elem);
+    }
     *infoCount = (unsigned int)n;
     return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                  nvmlProcessInfo_v1_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 0);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 0);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 0);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                   nvmlProcessInfo_v1_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 1);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 1);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 1);
 }
 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,

@@ -43,8 +43,11 @@
 #define VGPU_REGION_MAGIC 0x3147455255504756ULL
 /* Readers refuse a different major; a newer minor only adds fields in reserved space. */
 #define VGPU_REGION_MAJOR 1
-/* 1: slot device launch_cost_ns (compute limiter); 2: header slots_in_use */
-#define VGPU_REGION_MINOR 2
+/*
+ * 1: slot device launch_cost_ns (compute limiter); 2: header slots_in_use;
+ * 5: device refusals / last_refused_bytes / last_refused_ns (limit hits)
+ */
+#define VGPU_REGION_MINOR 5
 
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_SLOTS 512
@@ -133,7 +136,10 @@ struct vgpu_region_device {
     uint64_t refiller_pidns;         /* 208 pid namespace inode of the refiller */
     uint64_t refiller_lease_ns;      /* 216 CLOCK_MONOTONIC at which the lease expires */
     uint64_t refiller_generation;    /* 224 bumped at every takeover */
-    uint8_t reserved4[24];           /* 232 */
+    /* limit hits (minor 5): allocations refused with CUDA_ERROR_OUT_OF_MEMORY */
+    uint64_t refusals;               /* 232 count, claim-wide */
+    uint64_t last_refused_bytes;     /* 240 requested size of the last refused allocation */
+    uint64_t last_refused_ns;        /* 248 CLOCK_REALTIME of the last refusal */
 };
 
 /* Per-device usage of one process (64 bytes). */
@@ -195,6 +201,9 @@ _Static_assert(offsetof(struct vgpu_region_device, sm_util_percent) == 164, "sm 
 _Static_assert(offsetof(struct vgpu_region_device, refiller_pid) == 192, "refiller offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_lease_ns) == 216, "lease offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_generation) == 224, "refiller gen offset");
+_Static_assert(offsetof(struct vgpu_region_device, refusals) == 232, "refusals offset");
+_Static_assert(offsetof(struct vgpu_region_device, last_refused_bytes) == 240, "last refused bytes offset");
+_Static_assert(offsetof(struct vgpu_region_device, last_refused_ns) == 248, "last refused time offset");
 _Static_assert(sizeof(struct vgpu_region_slot_device) == VGPU_REGION_SLOT_DEVICE_SIZE, "slot device size");
 _Static_assert(offsetof(struct vgpu_region_slot_device, overhead_bytes) == 16, "overhead offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, throttled_ns) == 32, "throttled offset");

@@ -81,6 +81,7 @@ CUresult vgpu_charge_begin(CUdevice dev, uint64_t size, struct vgpu_charge *c)
         /* Bytes of killed processes may still be charged: reclaim them and try once more. */
         if (g->shm == NULL || vgpu_shm_reclaim(g->shm, vgpu_self()) == 0 ||
             reserve(g, size, g->limit) != 0) {
+            vgpu_shm_note_refusal(g->shm, g->rec, size);
             VGPU_INFO("GPU %s: refusing %llu bytes: %llu of %llu in use", g->uuid,
                       (unsigned long long)size, (unsigned long long)vgpu_gpu_used(g),
                       (unsigned long long)g->limit);
@@ -96,8 +97,10 @@ CUresult vgpu_charge_resize(struct vgpu_charge *c, uint64_t size)
     if (c->gpu == NULL || size == c->size)
         return CUDA_SUCCESS;
     if (size > c->size) {
-        if (reserve(c->gpu, size - c->size, c->gpu->limit) != 0)
+        if (reserve(c->gpu, size - c->size, c->gpu->limit) != 0) {
+            vgpu_shm_note_refusal(c->gpu->shm, c->gpu->rec, size);
             return CUDA_ERROR_OUT_OF_MEMORY;
+        }
     } else {
         unreserve(c->gpu, c->size - size);
     }

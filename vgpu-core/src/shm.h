@@ -59,6 +59,14 @@ int vgpu_shm_reserve(struct vgpu_shm *s, int rec, uint64_t size, uint64_t limit)
 /* Subtracts size from the claim-wide counter of rec (saturating at 0). */
 void vgpu_shm_unreserve(struct vgpu_shm *s, int rec, uint64_t size);
 
+/*
+ * Counts one allocation of size bytes on rec refused for the limit
+ * (refusals, last_refused_bytes, last_refused_ns). s may be NULL (a process
+ * without a region): then nothing is recorded. Lock-free; only the refusal
+ * path pays for it.
+ */
+void vgpu_shm_note_refusal(struct vgpu_shm *s, int rec, uint64_t size);
+
 /* Returns the claim-wide counter of rec. */
 uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec);
 
