@@ -60,6 +60,10 @@ const (
 	offDevPeakBytes     = 72
 	offDevComputePolicy = 160
 	offDevSMUtil        = 164
+	// Limit hits (minor 5); zero in older regions, whose bytes were reserved.
+	offDevRefusals         = 232
+	offDevLastRefusedBytes = 240
+	offDevLastRefusedNS    = 248
 )
 
 // Slot field offsets (struct vgpu_region_slot).

@@ -72,6 +72,12 @@ type Device struct {
 	PeakBytes uint64
 	// SMUtilPercent is the claim-wide SM utilisation, clamped to 0..100.
 	SMUtilPercent uint32
+	// Refusals counts allocations refused for the limit (minor 5, 0 before).
+	Refusals uint64
+	// LastRefusedBytes is the requested size of the last refused allocation.
+	LastRefusedBytes uint64
+	// LastRefused is when the last refusal happened; zero when none was recorded.
+	LastRefused time.Time
 }
 
 // Process is one active process slot.
@@ -251,6 +257,11 @@ func parseDevice(b []byte, i int, d *Device) error {
 	d.UsedBytes = le64(b, offDevUsedBytes)
 	d.PeakBytes = max(le64(b, offDevPeakBytes), d.UsedBytes)
 	d.SMUtilPercent = min(le32(b, offDevSMUtil), 100)
+	d.Refusals = le64(b, offDevRefusals)
+	d.LastRefusedBytes = le64(b, offDevLastRefusedBytes)
+	if ns := le64(b, offDevLastRefusedNS); ns != 0 && ns <= math.MaxInt64 {
+		d.LastRefused = time.Unix(0, int64(ns))
+	}
 	return nil
 }
 

@@ -32,6 +32,9 @@ type Device struct {
 	PeakBytes        uint64
 	ComputePolicy    uint32
 	SMUtilPercent    uint32
+	Refusals         uint64
+	LastRefusedBytes uint64
+	LastRefusedNS    uint64
 }
 
 // Process is one active slot to write.
@@ -93,6 +96,9 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 		le.PutUint64(r[72:], d.PeakBytes)
 		le.PutUint32(r[160:], d.ComputePolicy)
 		le.PutUint32(r[164:], d.SMUtilPercent)
+		le.PutUint64(r[232:], d.Refusals)
+		le.PutUint64(r[240:], d.LastRefusedBytes)
+		le.PutUint64(r[248:], d.LastRefusedNS)
 	}
 	for _, p := range procs {
 		if p.Slot < 0 || p.Slot >= 512 {

@@ -61,6 +61,9 @@ static void print_offsets(void)
     OFF(vgpu_region_device, peak_bytes);
     OFF(vgpu_region_device, compute_policy);
     OFF(vgpu_region_device, sm_util_percent);
+    OFF(vgpu_region_device, refusals);
+    OFF(vgpu_region_device, last_refused_bytes);
+    OFF(vgpu_region_device, last_refused_ns);
     OFF(vgpu_region_slot, state);
     OFF(vgpu_region_slot, pid);
     OFF(vgpu_region_slot, host_pid);
@@ -131,6 +134,9 @@ static int write_fixture(const char *path)
     h->slots_in_use = 4; /* slots 0 and 3 are active */
     set_device(&r->devices[0], "GPU-11111111-2222-3333-4444-555555555555", 4ull << 30, 30,
                1610612736ull, 2ull << 30, VGPU_POLICY_STRICT, 25);
+    r->devices[0].refusals = 7;
+    r->devices[0].last_refused_bytes = 3ull << 30;
+    r->devices[0].last_refused_ns = 1700000003000000000ull;
     set_device(&r->devices[1], "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", 8ull << 30, 0,
                512ull << 20, 512ull << 20, VGPU_POLICY_WORK_CONSERVING, 0);
 
