@@ -47,6 +47,11 @@ type deviceUsage struct {
 	processes  int
 	launches   uint64 // monotonic total
 	throttleNS uint64 // monotonic total
+	// refusals counts allocations refused for the limit (monotonic while
+	// the region lives); lastRefused* describe the last one.
+	refusals         uint64
+	lastRefusedBytes uint64
+	lastRefused      time.Time
 }
 
 type gpuSample struct {
@@ -143,6 +148,7 @@ func (m *Monitor) usage(c claims.PreparedClaim, reg *region.Region, seen map[cou
 			u.usedBytes = min(d.UsedBytes, total)
 			u.peakBytes = min(d.PeakBytes, total)
 			u.smUtil = d.SMUtilPercent
+			u.refusals, u.lastRefusedBytes, u.lastRefused = d.Refusals, d.LastRefusedBytes, d.LastRefused
 			for _, p := range reg.Processes {
 				pd := p.Devices[rec]
 				k := procKey{slot: p.Slot, pid: p.PID, pidns: p.PIDNamespace, startTime: p.StartTime}

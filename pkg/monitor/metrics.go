@@ -15,6 +15,7 @@ var (
 // descs are the usage metrics; docs/metrics.md documents each.
 type descs struct {
 	memoryLimit, memoryUsed, memoryPeak, smLimit, smUtil, launches, throttled, processes *prometheus.Desc
+	memoryRefusals                                                                       *prometheus.Desc
 
 	gpuMemoryTotal, gpuMemoryAllocated, gpuCoresAllocated, gpuMemoryUsed, gpuUtil, gpuClaims *prometheus.Desc
 }
@@ -36,6 +37,8 @@ func newDescs() *descs {
 		throttled:   c("vgpu_dra_claim_throttled_seconds_total", "Time the claim's kernel launches waited for their SM share, in seconds."),
 		processes:   c("vgpu_dra_claim_processes", "Processes of the claim using the GPU."),
 
+		memoryRefusals: c("vgpu_dra_claim_memory_refusals_total", "Allocations on the GPU refused because they would exceed the claim's memory limit."),
+
 		gpuMemoryTotal:     g("vgpu_dra_gpu_memory_total_bytes", "Total memory of the GPU, in bytes."),
 		gpuMemoryAllocated: g("vgpu_dra_gpu_prepared_memory_bytes", "Sum of the memory limits of the claims prepared on the GPU, in bytes."),
 		gpuCoresAllocated:  g("vgpu_dra_gpu_prepared_cores_ratio", "Sum of the SM shares of the claims prepared on the GPU, 0..1 (best-effort claims add nothing)."),
@@ -53,6 +56,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	d := c.metrics
 	for _, desc := range []*prometheus.Desc{
 		d.memoryLimit, d.memoryUsed, d.memoryPeak, d.smLimit, d.smUtil, d.launches, d.throttled, d.processes,
+		d.memoryRefusals,
 		d.gpuMemoryTotal, d.gpuMemoryAllocated, d.gpuCoresAllocated, d.gpuMemoryUsed, d.gpuUtil, d.gpuClaims,
 	} {
 		ch <- desc
@@ -104,6 +108,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			gauge(d.processes, float64(u.processes))
 			ch <- prometheus.MustNewConstMetric(d.launches, prometheus.CounterValue, float64(u.launches), labels...)
 			ch <- prometheus.MustNewConstMetric(d.throttled, prometheus.CounterValue, float64(u.throttleNS)/1e9, labels...)
+			ch <- prometheus.MustNewConstMetric(d.memoryRefusals, prometheus.CounterValue, float64(u.refusals), labels...)
 		}
 	}
 

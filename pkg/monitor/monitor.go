@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
@@ -47,6 +48,10 @@ type Monitor struct {
 	nvml       nvml.Interface // set while Run holds NVML initialised
 	handles    map[string]nvml.Device
 	status     map[types.UID]*statusRecord
+
+	// recorder and events belong to Run's goroutine.
+	recorder record.EventRecorder
+	events   limitEvents
 }
 
 // New validates opts and registers the monitor's metrics. Nothing is read
@@ -62,6 +67,9 @@ func New(ctx context.Context, opts Options) (*Monitor, error) {
 	if opts.StatusInterval == 0 {
 		opts.StatusInterval = DefaultStatusInterval
 	}
+	if opts.EventInterval == 0 {
+		opts.EventInterval = DefaultEventInterval
+	}
 	m := &Monitor{
 		opts:       opts,
 		logger:     klog.FromContext(ctx),
@@ -73,6 +81,8 @@ func New(ctx context.Context, opts Options) (*Monitor, error) {
 		regionErrs: map[types.UID]string{},
 		handles:    map[string]nvml.Device{},
 		status:     map[types.UID]*statusRecord{},
+		recorder:   opts.EventRecorder,
+		events:     limitEvents{reported: map[counterKey]uint64{}, lastSent: map[types.UID]time.Time{}},
 		regionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vgpu_dra_monitor_region_errors_total",
 			Help: "Shared regions or NVML queries the monitor could not read, by reason (vanished, corrupt, unreadable, nvml).",
@@ -144,15 +154,19 @@ func (m *Monitor) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), m.informers.Resource().V1().ResourceClaims().Informer().HasSynced) {
 		return nil
 	}
-	if m.opts.StatusInterval < 0 {
-		<-ctx.Done()
-		return nil
+	if m.recorder == nil {
+		recorder, stop := newEventRecorder(ctx, m.opts)
+		defer stop()
+		m.recorder = recorder
 	}
-	logger.V(2).Info("Writing ResourceClaim status", "interval", m.opts.Interval, "statusInterval", m.opts.StatusInterval)
+	logger.V(2).Info("Writing ResourceClaim status and limit events", "interval", m.opts.Interval, "statusInterval", m.opts.StatusInterval, "eventInterval", m.opts.EventInterval)
 	ticker := time.NewTicker(m.opts.Interval)
 	defer ticker.Stop()
 	for {
-		m.writeStatuses(ctx)
+		if m.opts.StatusInterval >= 0 {
+			m.writeStatuses(ctx)
+		}
+		m.emitLimitEvents(ctx, m.snapshot(logger), m.now())
 		select {
 		case <-ctx.Done():
 			return nil
