@@ -54,7 +54,7 @@ static nvmlReturn_t init(void)
     nvmlReturn_t r = NVML_SUCCESS;
     pthread_mutex_lock(&mu);
     if (init_count == 0) {
-        cfg = fake_config_get(&err);
+        cfg = fake_config_view(FAKE_VIEW_NVML, &err);
         if (err != NULL) {
             fprintf(stderr, "fake NVML: %s\n", err);
             r = NVML_ERROR_UNKNOWN;
@@ -293,7 +293,7 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
     REQUIRE_DEVICE(device, i);
     if (minorNumber == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *minorNumber = (unsigned int)i;
+    *minorNumber = (unsigned int)cfg->gpus[i].phys;
     return NVML_SUCCESS;
 }
 
@@ -426,7 +426,7 @@ nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMi
 static void memory_of(int i, unsigned long long *total, unsigned long long *used,
                       unsigned long long *free_bytes)
 {
-    uint64_t t = cfg->gpu_memory, u = fake_state_used(&state, i);
+    uint64_t t = cfg->gpu_memory, u = fake_state_used(&state, cfg->gpus[i].phys);
     *total = t;
     *used = u;
     *free_bytes = u >= t ? 0 : t - u;
@@ -466,7 +466,7 @@ static nvmlReturn_t list_processes(nvmlDevice_t device, unsigned int *infoCount,
     REQUIRE_DEVICE(device, i);
     if (infoCount == NULL || (*infoCount > 0 && infos == NULL))
         return NVML_ERROR_INVALID_ARGUMENT;
-    int n = graphics ? 0 : fake_state_processes(&state, i, fake_now_ns(), procs, FAKE_MAX_SLOTS);
+    int n = graphics ? 0 : fake_state_processes(&state, cfg->gpus[i].phys, fake_now_ns(), procs, FAKE_MAX_SLOTS);
     if ((unsigned int)n > *infoCount) {
         *infoCount = (unsigned int)n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -532,7 +532,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     clock_gettime(CLOCK_REALTIME, &ts);
     unsigned long long stamp = (unsigned long long)ts.tv_sec * 1000000ULL +
                                (unsigned long long)ts.tv_nsec / 1000ULL;
-    int n = fake_state_processes(&state, i, fake_now_ns(), procs, FAKE_MAX_SLOTS);
+    int n = fake_state_processes(&state, cfg->gpus[i].phys, fake_now_ns(), procs, FAKE_MAX_SLOTS);
     unsigned int busy = 0;
     for (int k = 0; k < n && k < FAKE_MAX_SLOTS; k++)
         if (procs[k].sm_util > 0)
@@ -556,7 +556,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     REQUIRE_DEVICE(device, i);
     if (utilization == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    utilization->gpu = fake_state_device_util(&state, i, fake_now_ns());
+    utilization->gpu = fake_state_device_util(&state, cfg->gpus[i].phys, fake_now_ns());
     /* Memory traffic is not simulated. */
     utilization->memory = 0;
     return NVML_SUCCESS;
