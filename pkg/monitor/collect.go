@@ -91,10 +91,11 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 	seenCounters := make(map[counterKey]bool, len(m.counters))
 	seenClaims := make(map[types.UID]bool, len(prepared))
 
-	for _, c := range prepared {
+	reads := m.readRegions(prepared)
+	for i, c := range prepared {
 		seenClaims[c.UID] = true
 		cu := claimUsage{claim: c, pod: m.podNames(c)}
-		reg, err := m.reader.Read(c.RegionPath)
+		reg, err := reads[i].reg, reads[i].err
 		if err != nil {
 			cu.err = err
 			m.regionFailed(logger, c, err)
@@ -113,6 +114,11 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 	for uid := range m.regionErrs {
 		if !seenClaims[uid] {
 			delete(m.regionErrs, uid)
+		}
+	}
+	for uid := range m.regionFDs {
+		if !seenClaims[uid] {
+			m.closeRegion(uid)
 		}
 	}
 	snap.gpus = m.sampleGPUs(logger)

@@ -42,12 +42,14 @@ type Monitor struct {
 	// mu serialises collections and guards everything below.
 	mu         sync.Mutex
 	last       *snapshot
-	reader     *region.Reader
 	counters   map[counterKey]*counterState
 	regionErrs map[types.UID]string
-	nvml       nvml.Interface // set while Run holds NVML initialised
-	handles    map[string]nvml.Device
-	status     map[types.UID]*statusRecord
+	regionFDs  map[types.UID]openRegion
+	// readers are the per-goroutine Readers of parallel collections.
+	readers []*region.Reader
+	nvml    nvml.Interface // set while Run holds NVML initialised
+	handles map[string]nvml.Device
+	status  map[types.UID]*statusRecord
 
 	// recorder and events belong to Run's goroutine.
 	recorder record.EventRecorder
@@ -76,9 +78,9 @@ func New(ctx context.Context, opts Options) (*Monitor, error) {
 		gpus:       make(map[string]gpu.Info, len(opts.GPUs)),
 		metrics:    newDescs(),
 		now:        time.Now,
-		reader:     region.NewReader(),
 		counters:   map[counterKey]*counterState{},
 		regionErrs: map[types.UID]string{},
+		regionFDs:  map[types.UID]openRegion{},
 		handles:    map[string]nvml.Device{},
 		status:     map[types.UID]*statusRecord{},
 		recorder:   opts.EventRecorder,
