@@ -67,7 +67,8 @@ func Severity(e resourceapi.DeviceTaintEffect) int {
 }
 
 // WithTaints returns a copy of pool whose devices carry taints[device name];
-// devices without an entry are published untainted. pool is not modified.
+// devices without an entry are published untainted. Neither pool nor
+// taints is modified or shared with the result.
 func WithTaints(pool resourceslice.Pool, taints map[string][]resourceapi.DeviceTaint) resourceslice.Pool {
 	out := pool
 	out.Slices = make([]resourceslice.Slice, len(pool.Slices))
@@ -75,7 +76,11 @@ func WithTaints(pool resourceslice.Pool, taints map[string][]resourceapi.DeviceT
 		out.Slices[i] = s
 		out.Slices[i].Devices = make([]resourceapi.Device, len(s.Devices))
 		for j, d := range s.Devices {
-			d.Taints = slices.Clone(taints[d.Name])
+			// Deep copies: the slice controller rounds TimeAdded in place.
+			d.Taints = nil
+			for _, t := range taints[d.Name] {
+				d.Taints = append(d.Taints, *t.DeepCopy())
+			}
 			out.Slices[i].Devices[j] = d
 		}
 	}

@@ -37,5 +37,7 @@ func TestWithTaintsTaintsOnlyNamedDevices(t *testing.T) {
 	assert.Empty(t, tainted.Slices[0].Devices[0].Taints)
 	assert.Equal(t, []resourceapi.DeviceTaint{taint}, tainted.Slices[0].Devices[1].Taints)
 	assert.Empty(t, pool.Slices[0].Devices[1].Taints, "the untainted pool is not modified")
+	tainted.Slices[0].Devices[1].Taints[0].TimeAdded.Time = time.Unix(2, 0)
+	assert.Equal(t, time.Unix(1, 0), taint.TimeAdded.Time, "the published taint shares nothing with the caller's")
 	assert.Empty(t, WithTaints(tainted, nil).Slices[0].Devices[1].Taints, "lifting publishes the device without taints")
 }
