@@ -141,6 +141,8 @@ func TestContainerSeesExactlyItsClaimsGPUs(t *testing.T) {
 
 	assert.Equal(t, []string{uuid1}, f.visibleGPUs(pod.Name, "c0"), "one GPU, gpu-1, as CUDA device 0")
 	assert.Equal(t, int64(2*gib), f.probeMemInfo(pod.Name, "c0", 0, uuid1).Total, "CUDA device 0 carries the claim's limit")
+	nv := f.probe(pod.Name, "c0", "nvml")
+	assert.Equal(t, []string{uuid1}, nv[len(nv)-1].UUIDs, "NVML shows gpu-1 alone, as index 0")
 	out, err := f.execIn(pod.Name, "c0", "sh", "-c", "ls /dev | grep '^nvidia[0-9]'")
 	require.NoError(t, err)
 	assert.Equal(t, "nvidia1\n", out, "the CDI spec injected only gpu-1's device node")

@@ -22,6 +22,9 @@ type probeReport struct {
 	Total  int64  `json:"total"`
 	Free   int64  `json:"free"`
 	Error  string `json:"error"`
+	// Count and UUIDs are the nvml action's GPUs.
+	Count int      `json:"count"`
+	UUIDs []string `json:"uuids"`
 }
 
 // result is the CUresult name of a report.
