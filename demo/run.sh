@@ -106,8 +106,7 @@ show_pods() {
     limit=$(sed -n 's/^CUDA_DEVICE_MEMORY_LIMIT_0=//p' <<<"$envs")
     sm=$(sed -n 's/^CUDA_DEVICE_SM_LIMIT_0=//p' <<<"$envs")
     # cuMemGetInfo through libvgpu: total is the limit, total - free what the claim uses.
-    # shellcheck disable=SC2016 # expanded inside the container
-    info=$(kc -n "$NS" exec "$p" -- sh -c 'cuda-probe --device "$(cat /tmp/cuda-device)" mem-info' | tail -n 1)
+    info=$(kc -n "$NS" exec "$p" -- cuda-probe --device 0 mem-info | tail -n 1)
     total=$(sed -n 's/.*"total": *\([0-9]*\).*/\1/p' <<<"$info")
     free=$(sed -n 's/.*"free": *\([0-9]*\).*/\1/p' <<<"$info")
     report=$(kc -n "$NS" logs "$p" 2>/dev/null | sed -n 's/^past the limit: .*"error":"\([A-Z_]*\)".*/past the limit: \1/p')

@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
 
@@ -39,7 +39,11 @@ type driver struct {
 	pool   string
 	// deviceByUUID maps GPU UUIDs to DRA device names for health reports.
 	deviceByUUID map[string]string
-	health       xidSource
+	// health reports XIDs; nil when device health is off.
+	health xidSource
+	// taintPolicy chooses each XID's taint effect; gpus holds the result.
+	taintPolicy devices.TaintPolicy
+	gpus        *gpuHealth
 	// sweep removes leftovers of claims that are no longer prepared (a
 	// crash between unprepare steps of an earlier instance); it runs after
 	// every unprepare call.
@@ -57,6 +61,8 @@ func newDriver(claims claimPreparer, cancel context.CancelCauseFunc, pool string
 		cancel:       cancel,
 		pool:         pool,
 		deviceByUUID: make(map[string]string, len(byName)),
+		taintPolicy:  devices.TaintPolicy{NoExecute: devices.DefaultNoExecuteXIDs()},
+		gpus:         newGPUHealth(),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vgpu_dra_claim_operations_total",
 			Help: "Claims prepared or unprepared by this node's plugin, by operation and result (success or error).",
@@ -122,61 +128,33 @@ func (d *driver) HandleError(ctx context.Context, err error, msg string) {
 	}
 }
 
-// WatchHealthStatus reports every GPU healthy, then marks a GPU unhealthy
-// for good once NVML reports a critical XID on it (recovery needs a GPU
-// reset, which restarts this plugin). Reports are re-sent periodically so the
-// kubelet never times them out.
+// WatchHealthStatus streams the GPUs' health to the kubelet: every GPU
+// healthy until an XID taints it (see watchHealth), then unhealthy until the
+// plugin restarts. Reports are re-sent periodically so the kubelet never
+// times them out, and at once after a change.
 func (d *driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
 	if d.health == nil {
 		return kubeletplugin.ErrHealthNotSupported
 	}
-	logger := klog.FromContext(ctx)
-	events := make(chan gpu.XIDEvent, 16)
-	watchErr := make(chan error, 1)
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	go func() {
-		watchErr <- d.health.Watch(watchCtx, func(ev gpu.XIDEvent) {
-			select {
-			case events <- ev:
-			case <-watchCtx.Done():
-			}
-		})
-	}()
-
-	unhealthy := map[string]string{} // device name -> reason
 	ticker := time.NewTicker(healthResendInterval)
 	defer ticker.Stop()
 	for {
-		report := d.healthReport(unhealthy)
+		unhealthy, changed := d.gpus.state()
 		select {
 		case <-ctx.Done():
 			return nil
-		case reports <- report:
+		case reports <- d.healthReport(unhealthy):
 		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C:
-		case err := <-watchErr:
-			if err != nil && ctx.Err() == nil {
-				return fmt.Errorf("watch XID events: %w", err)
-			}
-			return nil
-		case ev := <-events:
-			name, ok := d.deviceByUUID[ev.UUID]
-			if !ok {
-				logger.V(2).Info("XID on a GPU this plugin does not publish", "uuid", ev.UUID, "xid", ev.XID)
-				continue
-			}
-			reason := fmt.Sprintf("critical XID %d reported by NVML", ev.XID)
-			logger.Info("Marking GPU unhealthy", "device", name, "uuid", ev.UUID, "xid", ev.XID)
-			unhealthy[name] = reason
+		case <-changed:
 		}
 	}
 }
 
-func (d *driver) healthReport(unhealthy map[string]string) kubeletplugin.DeviceHealthReport {
+func (d *driver) healthReport(unhealthy map[string]unhealthyGPU) kubeletplugin.DeviceHealthReport {
 	names := make([]string, 0, len(d.deviceByUUID))
 	for _, name := range d.deviceByUUID {
 		names = append(names, name)
@@ -186,9 +164,9 @@ func (d *driver) healthReport(unhealthy map[string]string) kubeletplugin.DeviceH
 	report := kubeletplugin.DeviceHealthReport{}
 	for _, name := range names {
 		h := kubeletplugin.DeviceHealth{PoolName: d.pool, DeviceName: name, Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
-		if reason, bad := unhealthy[name]; bad {
+		if u, bad := unhealthy[name]; bad {
 			h.Health = kubeletplugin.HealthStatusUnhealthy
-			h.Message = reason
+			h.Message = u.reason
 		}
 		report.Devices = append(report.Devices, h)
 	}

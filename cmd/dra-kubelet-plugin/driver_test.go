@@ -96,18 +96,15 @@ func TestWatchHealthStatusWithoutWatcherIsNotSupported(t *testing.T) {
 	assert.ErrorIs(t, err, kubeletplugin.ErrHealthNotSupported)
 }
 
-func TestWatchHealthStatusMarksXIDDeviceUnhealthy(t *testing.T) {
+func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 	d := newDriver(fakeClaims{}, func(error) {}, "node-a", testGPUs, prometheus.NewRegistry())
-	d.health = fakeXIDs{events: []gpu.XIDEvent{
-		{UUID: "GPU-unknown", XID: 79},
-		{UUID: testGPUs["gpu-1"].UUID, XID: 79},
-	}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reports := make(chan kubeletplugin.DeviceHealthReport)
 	done := make(chan error, 1)
+	// The kubelet's stream starts first: all healthy.
+	d.health = fakeXIDs{}
 	go func() { done <- d.WatchHealthStatus(ctx, reports) }()
-
 	health := func(r kubeletplugin.DeviceHealthReport) map[string]kubeletplugin.HealthStatus {
 		out := map[string]kubeletplugin.HealthStatus{}
 		for _, dev := range r.Devices {
@@ -119,6 +116,23 @@ func TestWatchHealthStatusMarksXIDDeviceUnhealthy(t *testing.T) {
 	first := <-reports
 	assert.Equal(t, map[string]kubeletplugin.HealthStatus{"gpu-0": "Healthy", "gpu-1": "Healthy"}, health(first))
 
+	// A NoSchedule XID, then a fatal one, then a milder one again on gpu-1.
+	d.health = fakeXIDs{events: []gpu.XIDEvent{
+		{UUID: "GPU-unknown", XID: 79},
+		{UUID: testGPUs["gpu-1"].UUID, XID: 94},
+		{UUID: testGPUs["gpu-1"].UUID, XID: 79},
+		{UUID: testGPUs["gpu-1"].UUID, XID: 63},
+	}}
+	var published []map[string][]resourceapi.DeviceTaint
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watchDone := make(chan error, 1)
+	go func() {
+		watchDone <- d.watchHealth(watchCtx, func(_ context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+			published = append(published, taints)
+			return nil
+		})
+	}()
+
 	deadline := time.After(5 * time.Second)
 	for {
 		select {
@@ -129,11 +143,21 @@ func TestWatchHealthStatusMarksXIDDeviceUnhealthy(t *testing.T) {
 			assert.Equal(t, kubeletplugin.HealthStatusHealthy, health(r)["gpu-0"], "an XID on gpu-1 leaves gpu-0 healthy")
 			for _, dev := range r.Devices {
 				if dev.DeviceName == "gpu-1" {
-					assert.Contains(t, dev.Message, "XID 79")
+					assert.Contains(t, dev.Message, "XID")
 				}
 			}
 			cancel()
 			require.NoError(t, <-done)
+			stopWatch()
+			require.NoError(t, <-watchDone)
+			// Published twice: NoSchedule for 94, then NoExecute for 79; 63 is milder and changes nothing.
+			require.Len(t, published, 2)
+			assert.Equal(t, []resourceapi.DeviceTaint{{Key: "vgpu.dra.dev/xid", Value: "94", Effect: resourceapi.DeviceTaintEffectNoSchedule,
+				TimeAdded: published[0]["gpu-1"][0].TimeAdded}}, published[0]["gpu-1"])
+			require.Len(t, published[1]["gpu-1"], 1)
+			assert.Equal(t, "79", published[1]["gpu-1"][0].Value)
+			assert.Equal(t, resourceapi.DeviceTaintEffectNoExecute, published[1]["gpu-1"][0].Effect)
+			assert.NotContains(t, published[1], "gpu-0")
 			return
 		case <-deadline:
 			t.Fatal("gpu-1 was never reported unhealthy")

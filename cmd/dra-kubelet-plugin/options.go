@@ -10,6 +10,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 )
 
@@ -43,8 +44,10 @@ type options struct {
 	memoryMin  resource.Quantity
 	sysfsRoot  string
 
-	deviceHealth bool
-	ignoredXIDs  []uint
+	deviceHealth  bool
+	deviceTaints  bool
+	ignoredXIDs   []uint
+	noExecuteXIDs []uint
 
 	httpAddress   string
 	probeTimeout  time.Duration
@@ -72,6 +75,8 @@ func newOptions() *options {
 		memoryMin:         resource.MustParse("256Mi"),
 		sysfsRoot:         "/sys",
 		deviceHealth:      true,
+		deviceTaints:      true,
+		noExecuteXIDs:     toUints(devices.DefaultNoExecuteXIDs()),
 		httpAddress:       ":8080",
 		probeTimeout:      5 * time.Second,
 		shutdownGrace:     10 * time.Second,
@@ -109,6 +114,8 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "Where the host's sysfs is mounted; used to publish each GPU's PCIe root (resource.kubernetes.io/pcieRoot) for topology-aware placement.")
 	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
 	fs.UintSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
+	fs.BoolVar(&o.deviceTaints, "device-taints", o.deviceTaints, "Taint a GPU in the ResourceSlice (key vgpu.dra.dev/xid, value the XID) when NVML reports a critical XID on it (needs --device-health). The taint is lifted when a restarted plugin finds the GPU healthy.")
+	fs.UintSliceVar(&o.noExecuteXIDs, "noexecute-xids", o.noExecuteXIDs, "XIDs whose taint has effect NoExecute (pods using the GPU are evicted); every other reported XID gets NoSchedule (running pods stay, new claims go elsewhere). The default lists the XIDs after which NVIDIA asks for a GPU reset.")
 
 	fs = named.FlagSet("serving")
 	fs.StringVar(&o.httpAddress, "http-address", o.httpAddress, "Address for /metrics (Prometheus) and /healthz (checks the plugin's gRPC sockets). Empty disables it.")
@@ -170,4 +177,21 @@ func (v *quantityValue) Set(s string) error {
 	}
 	*v.q = q
 	return nil
+}
+
+func toUints(v []uint64) []uint {
+	out := make([]uint, len(v))
+	for i, x := range v {
+		out[i] = uint(x)
+	}
+	return out
+}
+
+// noExecuteXIDList is --noexecute-xids as the taint policy takes it.
+func (o *options) noExecuteXIDList() []uint64 {
+	out := make([]uint64, len(o.noExecuteXIDs))
+	for i, x := range o.noExecuteXIDs {
+		out[i] = uint64(x)
+	}
+	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -118,6 +119,7 @@ func run(ctx context.Context, o *options) error {
 			ignored = append(ignored, uint64(xid))
 		}
 		d.health = gpu.NewXIDWatcher(ignored, gpu.WithNVML(nvmlLib))
+		d.taintPolicy = devices.TaintPolicy{NoExecute: o.noExecuteXIDList()}
 	}
 
 	helperOpts := []kubeletplugin.Option{
@@ -142,6 +144,20 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("publish ResourceSlice: %w", err)
 	}
 	logger.Info("Published ResourceSlice", "pool", o.nodeName, "devices", len(infos))
+	if d.health != nil {
+		publish := func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+			return helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{o.nodeName: devices.WithTaints(pool, taints)}})
+		}
+		if !o.deviceTaints {
+			publish = nil
+		}
+		go func() {
+			// Without XID events the GPUs stay healthy; the plugin keeps serving.
+			if err := d.watchHealth(ctx, publish); err != nil {
+				logger.Error(err, "GPU health watch stopped; GPUs are no longer tainted or reported unhealthy")
+			}
+		}()
+	}
 
 	if o.httpAddress != "" {
 		probe := socketProbe{

@@ -279,6 +279,7 @@ func TestDefaults(t *testing.T) {
 		"--nvidia-host-driver-root=/",
 		"--nvidia-cdi-hook-path=/usr/bin/nvidia-cdi-hook",
 		"--device-health=true",
+		"--device-taints=true",
 		"--memory-min=256Mi",
 		"--memory-step=1Mi",
 	}, plugin.Args)
@@ -357,6 +358,7 @@ func TestRBACLeastPrivilege(t *testing.T) {
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims/driver"}, ResourceNames: []string{driverName},
 			Verbs: []string{"associated-node:update", "associated-node:patch"}},
 		{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get"}},
+		{APIGroups: []string{""}, Resources: []string{"events"}, Verbs: []string{"create", "patch"}},
 	}, role.Rules)
 
 	binding := &rbacv1.ClusterRoleBinding{}
@@ -436,7 +438,8 @@ func TestSimulatedNode(t *testing.T) {
 		"--gpu-edits=cdi-spec",
 		"--vendor-cdi-dirs=/var/lib/vgpu-dra-e2e/cdi",
 		"--vendor-cdi-kind=nvidia.com/gpu",
-		"--device-health=false",
+		"--device-health=true",
+		"--device-taints=true",
 	} {
 		assert.Contains(t, plugin.Args, want)
 	}
@@ -491,6 +494,8 @@ func TestGPUOperatorValues(t *testing.T) {
 		"--nvidia-host-driver-root=/run/nvidia/driver",
 		"--nvidia-cdi-hook-path=/usr/local/nvidia/toolkit/nvidia-cdi-hook",
 		"--ignored-xids=48,94",
+		"--noexecute-xids=79,95",
+		"--device-taints=false",
 	} {
 		assert.Contains(t, plugin.Args, want)
 	}

@@ -162,7 +162,7 @@ type deviceData struct {
 	UUID          string             `json:"uuid"`
 	MemoryUsed    *resource.Quantity `json:"memoryUsed,omitempty"`
 	MemoryPeak    *resource.Quantity `json:"memoryPeak,omitempty"`
-	Refusals      *int64             `json:"refusals,omitempty"`
+	Refusals      *int64             `json:"memoryRefusals,omitempty"`
 	SMUtilization *int64             `json:"smUtilization,omitempty"`
 }
 

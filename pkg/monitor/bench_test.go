@@ -2,6 +2,7 @@ package monitor
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,10 +44,23 @@ func benchmarkCollect(b *testing.B, nClaims, nProcs int) {
 	logger := klog.Background()
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu0 := processCPU(b)
 	for b.Loop() {
 		snap := m.collect(logger)
 		if len(snap.claims) != nClaims || snap.claims[0].devices[0].processes != nProcs {
 			b.Fatalf("collection read %d claims, %d processes", len(snap.claims), snap.claims[0].devices[0].processes)
 		}
 	}
+	// CPU time (user + system, all threads) per collection: unlike ns/op it
+	// does not grow when other processes compete for the CPUs.
+	b.ReportMetric(float64(processCPU(b)-cpu0)/float64(b.N), "cpu-ns/op")
+}
+
+// processCPU is the process's user plus system CPU time.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

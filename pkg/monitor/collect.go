@@ -57,6 +57,11 @@ type deviceUsage struct {
 	// refused counts processes that found no free slot and failed closed
 	// (monotonic, as published in the region).
 	refused uint64
+	// refusals counts allocations refused for the limit (monotonic while
+	// the region lives); lastRefused* describe the last one.
+	refusals         uint64
+	lastRefusedBytes uint64
+	lastRefused      time.Time
 }
 
 type gpuSample struct {
@@ -96,10 +101,11 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 	seenCounters := make(map[counterKey]bool, len(m.counters))
 	seenClaims := make(map[types.UID]bool, len(prepared))
 
-	for _, c := range prepared {
+	reads := m.readRegions(prepared)
+	for i, c := range prepared {
 		seenClaims[c.UID] = true
 		cu := claimUsage{claim: c, pod: m.podNames(c)}
-		reg, err := m.reader.Read(c.RegionPath)
+		reg, err := reads[i].reg, reads[i].err
 		if err != nil {
 			cu.err = err
 			m.regionFailed(logger, c, err)
@@ -124,6 +130,11 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 	for uid := range m.unaccounted {
 		if !seenClaims[uid] {
 			delete(m.unaccounted, uid)
+		}
+	}
+	for uid := range m.regionFDs {
+		if !seenClaims[uid] {
+			m.closeRegion(uid)
 		}
 	}
 	snap.gpus = m.sampleGPUs(logger)
@@ -161,6 +172,7 @@ func (m *Monitor) usage(c claims.PreparedClaim, reg *region.Region, seen map[cou
 			u.smUtil = d.SMUtilPercent
 			u.refused = d.RefusedProcesses
 			u.smShare, u.smShareKnown = m.achievedShare(d)
+			u.refusals, u.lastRefusedBytes, u.lastRefused = d.Refusals, d.LastRefusedBytes, d.LastRefused
 			for _, p := range reg.Processes {
 				if p.FailClosed {
 					u.failClosed++

@@ -15,7 +15,7 @@ var (
 // descs are the usage metrics; docs/metrics.md documents each.
 type descs struct {
 	memoryLimit, memoryUsed, memoryPeak, smLimit, smUtil, smAchieved, launches, throttled, processes *prometheus.Desc
-	failClosed, refused                                                                              *prometheus.Desc
+	failClosed, refused, memoryRefusals                                                              *prometheus.Desc
 
 	gpuMemoryTotal, gpuMemoryAllocated, gpuCoresAllocated, gpuMemoryUsed, gpuUtil, gpuClaims *prometheus.Desc
 }
@@ -40,6 +40,8 @@ func newDescs() *descs {
 		failClosed:  c("vgpu_dra_claim_fail_closed_processes", "Live processes of the claim that refuse every allocation on the GPU because they found the claim's shared region replaced or rewritten (fail closed)."),
 		refused:     c("vgpu_dra_claim_unaccounted_processes_total", "Processes of the claim that found no free slot in its shared region and so refused every allocation on the GPU (fail closed)."),
 
+		memoryRefusals: c("vgpu_dra_claim_memory_refusals_total", "Allocations on the GPU refused because they would exceed the claim's memory limit."),
+
 		gpuMemoryTotal:     g("vgpu_dra_gpu_memory_total_bytes", "Total memory of the GPU, in bytes."),
 		gpuMemoryAllocated: g("vgpu_dra_gpu_prepared_memory_bytes", "Sum of the memory limits of the claims prepared on the GPU, in bytes."),
 		gpuCoresAllocated:  g("vgpu_dra_gpu_prepared_cores_ratio", "Sum of the SM shares of the claims prepared on the GPU, 0..1 (best-effort claims add nothing)."),
@@ -57,7 +59,7 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	d := c.metrics
 	for _, desc := range []*prometheus.Desc{
 		d.memoryLimit, d.memoryUsed, d.memoryPeak, d.smLimit, d.smUtil, d.smAchieved, d.launches, d.throttled, d.processes,
-		d.failClosed, d.refused,
+		d.failClosed, d.refused, d.memoryRefusals,
 		d.gpuMemoryTotal, d.gpuMemoryAllocated, d.gpuCoresAllocated, d.gpuMemoryUsed, d.gpuUtil, d.gpuClaims,
 	} {
 		ch <- desc
@@ -114,6 +116,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(d.refused, prometheus.CounterValue, float64(u.refused), labels...)
 			ch <- prometheus.MustNewConstMetric(d.launches, prometheus.CounterValue, float64(u.launches), labels...)
 			ch <- prometheus.MustNewConstMetric(d.throttled, prometheus.CounterValue, float64(u.throttleNS)/1e9, labels...)
+			ch <- prometheus.MustNewConstMetric(d.memoryRefusals, prometheus.CounterValue, float64(u.refusals), labels...)
 		}
 	}
 

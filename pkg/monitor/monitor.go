@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/informers"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
@@ -41,14 +42,20 @@ type Monitor struct {
 	// mu serialises collections and guards everything below.
 	mu         sync.Mutex
 	last       *snapshot
-	reader     *region.Reader
 	counters   map[counterKey]*counterState
 	regionErrs map[types.UID]string
 	// unaccounted is the last fail-closed state logged per claim.
 	unaccounted map[types.UID]unaccounted
-	nvml        nvml.Interface // set while Run holds NVML initialised
-	handles     map[string]nvml.Device
-	status      map[types.UID]*statusRecord
+	regionFDs   map[types.UID]openRegion
+	// readers are the per-goroutine Readers of parallel collections.
+	readers []*region.Reader
+	nvml    nvml.Interface // set while Run holds NVML initialised
+	handles map[string]nvml.Device
+	status  map[types.UID]*statusRecord
+
+	// recorder and events belong to Run's goroutine.
+	recorder record.EventRecorder
+	events   limitEvents
 }
 
 // New validates opts and registers the monitor's metrics. Nothing is read
@@ -64,18 +71,23 @@ func New(ctx context.Context, opts Options) (*Monitor, error) {
 	if opts.StatusInterval == 0 {
 		opts.StatusInterval = DefaultStatusInterval
 	}
+	if opts.EventInterval == 0 {
+		opts.EventInterval = DefaultEventInterval
+	}
 	m := &Monitor{
 		opts:        opts,
 		logger:      klog.FromContext(ctx),
 		gpus:        make(map[string]gpu.Info, len(opts.GPUs)),
 		metrics:     newDescs(),
 		now:         time.Now,
-		reader:      region.NewReader(),
 		counters:    map[counterKey]*counterState{},
 		regionErrs:  map[types.UID]string{},
-		unaccounted: map[types.UID]unaccounted{},
+		regionFDs:   map[types.UID]openRegion{},
 		handles:     map[string]nvml.Device{},
 		status:      map[types.UID]*statusRecord{},
+		recorder:    opts.EventRecorder,
+		events:      limitEvents{reported: map[counterKey]uint64{}, lastSent: map[types.UID]time.Time{}},
+		unaccounted: map[types.UID]unaccounted{},
 		regionErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vgpu_dra_monitor_region_errors_total",
 			Help: "Shared regions or NVML queries the monitor could not read, by reason (vanished, corrupt, unreadable, nvml).",
@@ -147,15 +159,19 @@ func (m *Monitor) Run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), m.informers.Resource().V1().ResourceClaims().Informer().HasSynced) {
 		return nil
 	}
-	if m.opts.StatusInterval < 0 {
-		<-ctx.Done()
-		return nil
+	if m.recorder == nil {
+		recorder, stop := newEventRecorder(ctx, m.opts)
+		defer stop()
+		m.recorder = recorder
 	}
-	logger.V(2).Info("Writing ResourceClaim status", "interval", m.opts.Interval, "statusInterval", m.opts.StatusInterval)
+	logger.V(2).Info("Writing ResourceClaim status and limit events", "interval", m.opts.Interval, "statusInterval", m.opts.StatusInterval, "eventInterval", m.opts.EventInterval)
 	ticker := time.NewTicker(m.opts.Interval)
 	defer ticker.Stop()
 	for {
-		m.writeStatuses(ctx)
+		if m.opts.StatusInterval >= 0 {
+			m.writeStatuses(ctx)
+		}
+		m.emitLimitEvents(ctx, m.snapshot(logger), m.now())
 		select {
 		case <-ctx.Done():
 			return nil

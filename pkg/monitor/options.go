@@ -8,6 +8,7 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
@@ -50,6 +51,12 @@ type Options struct {
 	// written to a claim's status; bigger changes are written sooner. Zero
 	// means DefaultStatusInterval; negative turns status writing off.
 	StatusInterval time.Duration
+	// EventInterval is the shortest time between two GPUMemoryLimitReached
+	// events of one claim. Zero means DefaultEventInterval.
+	EventInterval time.Duration
+	// EventRecorder, when set, receives the events; otherwise they are
+	// sent through KubeClient. Tests set a fake one.
+	EventRecorder record.EventRecorder
 }
 
 func (o *Options) validate() error {
@@ -65,6 +72,9 @@ func (o *Options) validate() error {
 	}
 	if o.Registry == nil {
 		errs = append(errs, errors.New("metrics registry is required"))
+	}
+	if o.EventInterval < 0 {
+		errs = append(errs, fmt.Errorf("event interval must not be negative, got %s", o.EventInterval))
 	}
 	if o.Interval < 0 {
 		errs = append(errs, fmt.Errorf("interval must not be negative, got %s", o.Interval))

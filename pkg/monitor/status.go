@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -54,6 +55,9 @@ type DeviceData struct {
 	SMUtilization *int64 `json:"smUtilization,omitempty"`
 	// Processes counts the claim's processes using the GPU.
 	Processes *int64 `json:"processes,omitempty"`
+	// MemoryRefusals counts the claim's allocations on the GPU refused for
+	// its memory limit.
+	MemoryRefusals *int64 `json:"memoryRefusals,omitempty"`
 }
 
 // deviceStatus is one entry's content, comparable between writes.
@@ -65,6 +69,7 @@ type deviceStatus struct {
 	memoryUsed  uint64
 	smUtil      int64
 	processes   int64
+	refusals    int64
 }
 
 // statusRecord is what was last written for a claim.
@@ -131,6 +136,7 @@ func deviceStatuses(cu claimUsage) []deviceStatus {
 		if s.ready {
 			u := cu.devices[d.GPU]
 			s.memoryUsed, s.smUtil, s.processes = u.usedBytes, int64(u.smUtil), int64(u.processes)
+			s.refusals = int64(min(u.refusals, math.MaxInt64))
 		}
 		out = append(out, s)
 	}
@@ -153,7 +159,7 @@ func (m *Monitor) statusDue(last *statusRecord, want []deviceStatus, now time.Ti
 		if a != b {
 			changed = true
 		}
-		if a.processes != b.processes || absDiff(a.memoryUsed, b.memoryUsed)*memoryChangeDivisor >= b.memoryLimit && b.memoryLimit > 0 ||
+		if a.processes != b.processes || a.refusals != b.refusals || absDiff(a.memoryUsed, b.memoryUsed)*memoryChangeDivisor >= b.memoryLimit && b.memoryLimit > 0 ||
 			absDiff(uint64(a.smUtil), uint64(b.smUtil)) >= smChangePercent {
 			large = true
 		}
@@ -241,7 +247,7 @@ func deviceData(s deviceStatus) DeviceData {
 	d := DeviceData{UUID: s.uuid, MemoryLimit: bytesQuantity(s.memoryLimit), CoresLimit: s.coresLimit}
 	if s.ready {
 		used := bytesQuantity(s.memoryUsed)
-		d.MemoryUsed, d.SMUtilization, d.Processes = &used, &s.smUtil, &s.processes
+		d.MemoryUsed, d.SMUtilization, d.Processes, d.MemoryRefusals = &used, &s.smUtil, &s.processes, &s.refusals
 	}
 	return d
 }

@@ -22,7 +22,7 @@ const (
 func fixtureBytes(t testing.TB) []byte {
 	t.Helper()
 	b, err := regiontest.Ready(3, 1700000000123456789, []regiontest.Device{
-		{UUID: "GPU-11111111-2222-3333-4444-555555555555", MemoryLimitBytes: 4 * gib, SMLimitPercent: 30, UsedBytes: 1610612736, PeakBytes: 2 * gib, ComputePolicy: 0, SMUtilPercent: 25},
+		{UUID: "GPU-11111111-2222-3333-4444-555555555555", MemoryLimitBytes: 4 * gib, SMLimitPercent: 30, UsedBytes: 1610612736, PeakBytes: 2 * gib, ComputePolicy: 0, SMUtilPercent: 25, Refusals: 7, LastRefusedBytes: 3 * gib, LastRefusedNS: 1700000003000000000},
 		{UUID: "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", MemoryLimitBytes: 8 * gib, UsedBytes: 512 * mib, PeakBytes: 512 * mib, ComputePolicy: 1},
 	}, []regiontest.Process{
 		{Slot: 0, PID: 7, HostPID: 4242, Seq: 6, StartTime: 123456, PIDNamespace: 4026532000, HeartbeatNS: 1700000001000000000, Devices: []regiontest.ProcessDevice{
@@ -41,11 +41,11 @@ func fixtureBytes(t testing.TB) []byte {
 func fixtureRegion() *Region {
 	return &Region{
 		State:      StateReady,
-		Minor:      4,
+		Minor:      5,
 		Generation: 3,
 		InitTime:   time.Unix(0, 1700000000123456789),
 		Devices: []Device{
-			{UUID: "GPU-11111111-2222-3333-4444-555555555555", MemoryLimitBytes: 4 * gib, SMLimitPercent: 30, UsedBytes: 1610612736, PeakBytes: 2 * gib, SMUtilPercent: 25},
+			{UUID: "GPU-11111111-2222-3333-4444-555555555555", MemoryLimitBytes: 4 * gib, SMLimitPercent: 30, UsedBytes: 1610612736, PeakBytes: 2 * gib, SMUtilPercent: 25, Refusals: 7, LastRefusedBytes: 3 * gib, LastRefused: time.Unix(0, 1700000003000000000)},
 			{UUID: "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", MemoryLimitBytes: 8 * gib, UsedBytes: 512 * mib, PeakBytes: 512 * mib},
 		},
 		Processes: []Process{

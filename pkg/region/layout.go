@@ -68,6 +68,10 @@ const (
 	offDevSMUtil           = 164
 	offDevSMShare          = 168 // minor 4
 	offDevSMShareTime      = 176 // minor 4
+	// Limit hits (minor 5); zero in older regions, whose bytes were reserved.
+	offDevRefusals         = 232
+	offDevLastRefusedBytes = 240
+	offDevLastRefusedNS    = 248
 )
 
 // Slot field offsets (struct vgpu_region_slot).

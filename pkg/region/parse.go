@@ -83,6 +83,12 @@ type Device struct {
 	// never or out of range. A stale time means no process of the claim
 	// measures its share any more.
 	SMShareTime time.Time
+	// Refusals counts allocations refused for the limit (minor 5, 0 before).
+	Refusals uint64
+	// LastRefusedBytes is the requested size of the last refused allocation.
+	LastRefusedBytes uint64
+	// LastRefused is when the last refusal happened; zero when none was recorded.
+	LastRefused time.Time
 }
 
 // Process is one active process slot.
@@ -271,6 +277,11 @@ func parseDevice(b []byte, i int, d *Device) error {
 	d.RefusedProcesses = le64(b, offDevRefused)
 	d.SMShareBasisPoints = min(le32(b, offDevSMShare), 10000)
 	d.SMShareTime = unixNano(le64(b, offDevSMShareTime))
+	d.Refusals = le64(b, offDevRefusals)
+	d.LastRefusedBytes = le64(b, offDevLastRefusedBytes)
+	if ns := le64(b, offDevLastRefusedNS); ns != 0 && ns <= math.MaxInt64 {
+		d.LastRefused = time.Unix(0, int64(ns))
+	}
 	return nil
 }
 

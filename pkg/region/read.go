@@ -47,18 +47,42 @@ func NewReader() *Reader {
 // common case, slots that did not change, to a few system calls a region. A missing file yields an error wrapping
 // fs.ErrNotExist; a file that is not a region wraps ErrCorrupt.
 func (r *Reader) Read(path string) (*Region, error) {
+	fd, err := Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = unix.Close(fd) }()
+	return r.ReadFD(fd, path)
+}
+
+// ErrRemoved marks a region file that was deleted while a caller kept it
+// open: its content is no longer the claim's.
+var ErrRemoved = errors.New("region file removed")
+
+// Open opens the region at path for ReadFD, read-only, without following a
+// symlink and without blocking on a FIFO. The caller closes the descriptor.
+func Open(path string) (int, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) {
-			return nil, fmt.Errorf("read region %s: %w: a symlink", path, ErrCorrupt)
+			return -1, fmt.Errorf("read region %s: %w: a symlink", path, ErrCorrupt)
 		}
-		return nil, fmt.Errorf("read region %s: %w", path, &os.PathError{Op: "open", Path: path, Err: err})
+		return -1, fmt.Errorf("read region %s: %w", path, &os.PathError{Op: "open", Path: path, Err: err})
 	}
-	defer func() { _ = unix.Close(fd) }()
+	return fd, nil
+}
 
+// ReadFD is Read on a descriptor from Open, which a caller may keep open
+// across reads to save the path lookup; path only names the file in
+// errors. A file deleted since it was opened yields an error wrapping
+// ErrRemoved.
+func (r *Reader) ReadFD(fd int, path string) (*Region, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return nil, fmt.Errorf("read region %s: stat: %w", path, err)
+	}
+	if st.Nlink == 0 {
+		return nil, fmt.Errorf("read region %s: %w", path, ErrRemoved)
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return nil, fmt.Errorf("read region %s: %w: not a regular file (mode %#o)", path, ErrCorrupt, st.Mode)

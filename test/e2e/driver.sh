@@ -116,7 +116,8 @@ write_vendor_spec() {
   mkdir -p "$E2E_VENDOR_CDI_DIR"
   "$E2E_DRIVER_DIR/bin/fake-gpu-cdi" --output-dir "$E2E_VENDOR_CDI_DIR" \
     --nvml-library "$(_fake_lib libnvidia-ml.so.1)" --cuda-library "$(_fake_lib libcuda.so.1)" \
-    --fake-config "$VGPU_FAKE_CONFIG" --fake-state-dir "$VGPU_FAKE_STATE_DIR" >/dev/null
+    --fake-config "$VGPU_FAKE_CONFIG" --fake-state-dir "$VGPU_FAKE_STATE_DIR" \
+    --dev-root "$E2E_DRIVER_DIR/driver-root/dev" >/dev/null
 }
 
 _slice_published() {

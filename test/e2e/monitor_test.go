@@ -73,7 +73,7 @@ func TestMonitorReportsUsageInMetricsAndClaimStatus(t *testing.T) {
 	uuid := parseConfig(out)["device.0.uuid"]
 
 	const held = 3 * gib / 2
-	h := f.probeHold(pod.Name, "c0", uuid, held)
+	h := f.probeHold(pod.Name, "c0", 0, uuid, held)
 	defer h.stop()
 
 	labels := []string{`namespace="` + f.ns + `"`, `claim="` + claim.Name + `"`, `device_uuid="` + uuid + `"`}

@@ -22,6 +22,9 @@ type probeReport struct {
 	Total  int64  `json:"total"`
 	Free   int64  `json:"free"`
 	Error  string `json:"error"`
+	// Count and UUIDs are the nvml action's GPUs.
+	Count int      `json:"count"`
+	UUIDs []string `json:"uuids"`
 }
 
 // result is the CUresult name of a report.
@@ -63,33 +66,48 @@ func parseReports(out string) ([]probeReport, error) {
 	return reports, nil
 }
 
-// ordinal finds the CUDA device ordinal of a GPU UUID in a container.
-func (f *framework) ordinal(pod, container, uuid string) string {
+// device checks that CUDA device dev in a container is the GPU uuid and
+// returns dev for cuda-probe's --device. A container sees exactly its
+// claims' GPUs, numbered from 0 in PCI bus order (CUDA_DEVICE_ORDER), so
+// a test knows the ordinal: 0 for a container with one claim.
+func (f *framework) device(pod, container string, dev int, uuid string) string {
 	f.t.Helper()
-	// 16 is the most GPUs the fake driver simulates.
-	for i := range 16 {
-		r := f.probe(pod, container, "--device", strconv.Itoa(i), "info")[0]
-		require.Empty(f.t, r.Error, "%s/%s: GPU %s not found among CUDA devices 0..%d", pod, container, uuid, i)
-		if r.UUID == uuid {
-			return strconv.Itoa(i)
-		}
-	}
-	require.FailNow(f.t, "GPU not found", "%s/%s: %s", pod, container, uuid)
-	return ""
+	r := f.probe(pod, container, "--device", strconv.Itoa(dev), "info")[0]
+	require.Empty(f.t, r.Error, "%s/%s: CUDA device %d", pod, container, dev)
+	require.Equal(f.t, uuid, r.UUID, "%s/%s: CUDA device %d is the claim's GPU", pod, container, dev)
+	return strconv.Itoa(dev)
 }
 
-// probeMemInfo reports cuMemGetInfo on one GPU.
-func (f *framework) probeMemInfo(pod, container, uuid string) probeReport {
+// visibleGPUs lists the UUIDs of the CUDA devices a container sees, in
+// ordinal order, checking that the next ordinal is refused.
+func (f *framework) visibleGPUs(pod, container string) []string {
 	f.t.Helper()
-	r := f.probe(pod, container, "--device", f.ordinal(pod, container, uuid), "mem-info")
+	var uuids []string
+	// 16 is the most GPUs the fake driver simulates.
+	for i := range 17 {
+		r := f.probe(pod, container, "--device", strconv.Itoa(i), "info")[0]
+		if r.Error != "" {
+			require.Equal(f.t, "CUDA_ERROR_INVALID_DEVICE", r.Error, "%s/%s: CUDA device %d", pod, container, i)
+			return uuids
+		}
+		uuids = append(uuids, r.UUID)
+	}
+	require.FailNow(f.t, "more CUDA devices than the fake driver simulates", "%s/%s", pod, container)
+	return nil
+}
+
+// probeMemInfo reports cuMemGetInfo on CUDA device dev, the GPU uuid.
+func (f *framework) probeMemInfo(pod, container string, dev int, uuid string) probeReport {
+	f.t.Helper()
+	r := f.probe(pod, container, "--device", f.device(pod, container, dev, uuid), "mem-info")
 	require.Empty(f.t, r[len(r)-1].Error, "%s/%s: mem-info", pod, container)
 	return r[len(r)-1]
 }
 
 // probeAlloc allocates size bytes once and returns the CUresult name.
-func (f *framework) probeAlloc(pod, container, uuid string, size int64) string {
+func (f *framework) probeAlloc(pod, container string, dev int, uuid string, size int64) string {
 	f.t.Helper()
-	r := f.probe(pod, container, "--device", f.ordinal(pod, container, uuid), "alloc", strconv.FormatInt(size, 10))
+	r := f.probe(pod, container, "--device", f.device(pod, container, dev, uuid), "alloc", strconv.FormatInt(size, 10))
 	return r[len(r)-1].result()
 }
 
@@ -106,9 +124,9 @@ func (h holder) stop() {
 
 // probeHold starts cuda-probe holding size bytes until stopped, and returns
 // once the allocation is made.
-func (f *framework) probeHold(pod, container, uuid string, size int64) holder {
+func (f *framework) probeHold(pod, container string, devIndex int, uuid string, size int64) holder {
 	f.t.Helper()
-	dev := f.ordinal(pod, container, uuid)
+	dev := f.device(pod, container, devIndex, uuid)
 	ctx, cancel := context.WithCancel(f.ctx)
 	cmd := exec.CommandContext(ctx, cluster.kubectl, "--kubeconfig="+cluster.kubeconfig,
 		"exec", "-n", f.ns, pod, "-c", container, "--",

@@ -64,10 +64,10 @@ func checkContainer(t *testing.T, f *framework, pod, container string, claim *re
 			assert.Equal(t, *d.Attributes["uuid"].StringValue, uuid, "the config names the allocated GPU %s", dev.Device)
 		}
 	}
-	info := f.probeMemInfo(pod, container, uuid)
+	info := f.probeMemInfo(pod, container, 0, uuid)
 	assert.Equal(t, memory, info.Total, "%s/%s: cuMemGetInfo total on %s (%s)", pod, container, uuid, dev.Device)
-	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc(pod, container, uuid, memory/2), "allocating half the limit")
-	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc(pod, container, uuid, memory+mib), "allocating past the limit")
+	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc(pod, container, 0, uuid, memory/2), "allocating half the limit")
+	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc(pod, container, 0, uuid, memory+mib), "allocating past the limit")
 	return cfg
 }
 
@@ -114,11 +114,11 @@ func TestOneClaimSharedByTwoContainers(t *testing.T) {
 
 	// One limit for both: while c0 holds 3Gi, c1 cannot get 2Gi more.
 	uuid := cfgA["device.0.uuid"]
-	holder := f.probeHold(pod.Name, "c0", uuid, 3*gib)
+	holder := f.probeHold(pod.Name, "c0", 0, uuid, 3*gib)
 	defer holder.stop()
-	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc(pod.Name, "c1", uuid, 2*gib),
+	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc(pod.Name, "c1", 0, uuid, 2*gib),
 		"the second container must see the first one's usage under the shared limit")
-	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc(pod.Name, "c1", uuid, 512*mib),
+	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc(pod.Name, "c1", 0, uuid, 512*mib),
 		"the rest of the shared limit stays usable")
 }
 
@@ -136,16 +136,23 @@ func TestPodWithTwoClaimsOnTwoGPUs(t *testing.T) {
 	first, second := f.claimOf(pod, "first"), f.claimOf(pod, "second")
 	assert.NotEqual(t, allocatedDevice(t, first).Device, allocatedDevice(t, second).Device, "the claims are on two GPUs")
 
-	want := map[*resourceapi.ResourceClaim]int64{first: 4 * gib, second: 6 * gib}
-	for claim, memory := range want {
+	// The container sees exactly the two GPUs, in PCI bus order: gpu-0 is CUDA device 0.
+	var uuids []string
+	for dev, c := range []struct {
+		claim  *resourceapi.ResourceClaim
+		memory int64
+	}{{first, 4 * gib}, {second, 6 * gib}} {
+		claim, memory := c.claim, c.memory
 		out, err := f.execIn(pod.Name, "c0", "cat", path.Join(containerClaims, string(claim.UID), "config"))
 		require.NoError(t, err, "config of claim %s", claim.Name)
 		cfg := parseConfig(out)
 		uuid := cfg["device.0.uuid"]
 		assert.Equal(t, strconv.FormatInt(memory, 10), cfg["device.0.memory_limit_bytes"], "claim %s memory", claim.Name)
-		assert.Equal(t, memory, f.probeMemInfo(pod.Name, "c0", uuid).Total, "cuMemGetInfo total on %s", uuid)
-		assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc(pod.Name, "c0", uuid, memory+mib), "past the limit on %s", uuid)
+		uuids = append(uuids, uuid)
+		assert.Equal(t, memory, f.probeMemInfo(pod.Name, "c0", dev, uuid).Total, "cuMemGetInfo total on %s", uuid)
+		assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc(pod.Name, "c0", dev, uuid, memory+mib), "past the limit on %s", uuid)
 	}
+	assert.Equal(t, uuids, f.visibleGPUs(pod.Name, "c0"), "a pod with two claims sees two GPUs")
 }
 
 func TestTooLargeClaimStaysPending(t *testing.T) {

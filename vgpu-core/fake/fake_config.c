@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "vgpu_nvml.h"
@@ -237,6 +239,7 @@ static void derive_gpus(fake_config *cfg)
                  u[12], u[13], u[14], u[15]);
         /* Spread GPUs over distinct buses as on a real multi-GPU board. */
         g->pci_bus = 0x18u + 0x10u * (unsigned int)i;
+        g->phys = i;
         snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "00000000:%02X:00.0", g->pci_bus);
         snprintf(g->pci_bus_id_legacy, sizeof(g->pci_bus_id_legacy), "0000:%02X:00.0",
                  g->pci_bus);
@@ -332,4 +335,92 @@ const fake_config *fake_config_get(const char **err)
     if (err != NULL)
         *err = g_config_rc == 0 ? NULL : g_config_err;
     return &g_config;
+}
+
+/* Index among the first n GPUs of view named by a CUDA_VISIBLE_DEVICES entry, or -1. */
+static int cuda_entry(const fake_config *view, int n, const char *e, size_t len)
+{
+    char buf[64];
+    int found = -1;
+
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, e, len);
+    buf[len] = '\0';
+    if (strspn(buf, "0123456789") == len) {
+        long v = strtol(buf, NULL, 10);
+        return v < n ? (int)v : -1;
+    }
+    /* A UUID, or an unambiguous prefix of one, as CUDA accepts. */
+    if (strncmp(buf, "GPU-", 4) != 0)
+        return -1;
+    for (int i = 0; i < n; i++) {
+        if (strncasecmp(view->gpus[i].uuid, buf, len) == 0) {
+            if (found >= 0)
+                return -1;
+            found = i;
+        }
+    }
+    return found;
+}
+
+void fake_config_restrict(const fake_config *node, const char *dev_dir, const char *cuda_visible,
+                          fake_config *out)
+{
+    char path[512];
+    fake_config present;
+    int used[FAKE_MAX_GPUS] = {0};
+
+    present = *node;
+    present.gpu_count = 0;
+    snprintf(path, sizeof(path), "%s/nvidiactl", dev_dir);
+    int nodes = access(path, F_OK) == 0;
+    for (int i = 0; i < node->gpu_count; i++) {
+        snprintf(path, sizeof(path), "%s/nvidia%d", dev_dir, node->gpus[i].phys);
+        if (!nodes || access(path, F_OK) == 0)
+            present.gpus[present.gpu_count++] = node->gpus[i];
+    }
+    *out = present;
+    if (cuda_visible == NULL)
+        return;
+    /* Entries up to the first invalid (or repeated) one count, as in CUDA. */
+    out->gpu_count = 0;
+    for (const char *e = cuda_visible; *e != '\0';) {
+        size_t len = strcspn(e, ",");
+        while (len > 0 && isspace((unsigned char)*e)) {
+            e++;
+            len--;
+        }
+        size_t tlen = len;
+        while (tlen > 0 && isspace((unsigned char)e[tlen - 1]))
+            tlen--;
+        int i = cuda_entry(&present, present.gpu_count, e, tlen);
+        if (i < 0 || used[i])
+            break;
+        used[i] = 1;
+        out->gpus[out->gpu_count++] = present.gpus[i];
+        e += len;
+        if (*e == ',')
+            e++;
+    }
+}
+
+static fake_config g_views[2];
+static const char *g_view_err;
+static pthread_once_t g_views_once = PTHREAD_ONCE_INIT;
+
+static void views_once(void)
+{
+    const fake_config *node = fake_config_get(&g_view_err);
+
+    fake_config_restrict(node, "/dev", NULL, &g_views[FAKE_VIEW_NVML]);
+    fake_config_restrict(node, "/dev", getenv("CUDA_VISIBLE_DEVICES"), &g_views[FAKE_VIEW_CUDA]);
+}
+
+const fake_config *fake_config_view(int view, const char **err)
+{
+    pthread_once(&g_views_once, views_once);
+    if (err != NULL)
+        *err = g_view_err;
+    return &g_views[view == FAKE_VIEW_CUDA ? FAKE_VIEW_CUDA : FAKE_VIEW_NVML];
 }

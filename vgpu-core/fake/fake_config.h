@@ -23,6 +23,7 @@ typedef struct fake_gpu {
     char pci_bus_id[32];    /* NVML form: "00000000:BB:00.0" */
     char pci_bus_id_legacy[16]; /* "0000:BB:00.0" */
     unsigned int pci_bus;
+    int phys;               /* index on the node: minor number, device node, shared state */
 } fake_gpu;
 
 typedef struct fake_config {
@@ -52,6 +53,31 @@ typedef struct fake_config {
  * for it; callers decide whether to fail.
  */
 const fake_config *fake_config_get(const char **err);
+
+/* Views of the node's GPUs, see fake_config_view. */
+#define FAKE_VIEW_NVML 0 /* GPUs whose device nodes the process has */
+#define FAKE_VIEW_CUDA 1 /* those, further selected and ordered by CUDA_VISIBLE_DEVICES */
+
+/*
+ * Returns the GPUs a process of this kind sees, as the real driver decides
+ * it: where /dev/nvidiactl exists (a driver's device nodes are present, as
+ * in every container the CDI spec gave GPUs), only GPUs whose
+ * /dev/nvidia<minor> exists; without /dev/nvidiactl every simulated GPU (a
+ * host that simulates no device nodes, e.g. the kubelet plugin in tests).
+ * The CUDA view then applies CUDA_VISIBLE_DEVICES (indices into the
+ * visible GPUs or GPU UUIDs, as the CUDA driver reads it; NVML ignores
+ * it). Visible GPUs are numbered from 0 in that order; gpus[i].phys keeps
+ * the node index. Thread safe; *err as for fake_config_get.
+ */
+const fake_config *fake_config_view(int view, const char **err);
+
+/*
+ * Builds into out the GPUs of node visible with device nodes under dev_dir
+ * and, when cuda_visible is not NULL, selected by that CUDA_VISIBLE_DEVICES
+ * value. Exposed for tests.
+ */
+void fake_config_restrict(const fake_config *node, const char *dev_dir, const char *cuda_visible,
+                          fake_config *out);
 
 /*
  * Loads a configuration into cfg from the environment and the file named by

@@ -45,7 +45,7 @@ static void init_process(void)
 {
     const char *err = NULL;
     char msg[256];
-    g_fake.cfg = fake_config_get(&err);
+    g_fake.cfg = fake_config_view(FAKE_VIEW_CUDA, &err);
     if (err != NULL) {
         fprintf(stderr, "fake libcuda: %s\n", err);
         g_fake.init_result = CUDA_ERROR_INVALID_VALUE;
@@ -292,13 +292,13 @@ int fake_charge(int dev, uint64_t bytes)
 {
     if (bytes == 0)
         return 0;
-    return fake_state_reserve(&g_fake.state, dev, bytes, g_fake.cfg->gpu_memory);
+    return fake_state_reserve(&g_fake.state, g_fake.cfg->gpus[dev].phys, bytes, g_fake.cfg->gpu_memory);
 }
 
 void fake_uncharge(int dev, uint64_t bytes)
 {
     if (bytes != 0)
-        fake_state_release(&g_fake.state, dev, bytes);
+        fake_state_release(&g_fake.state, g_fake.cfg->gpus[dev].phys, bytes);
 }
 
 static int valid_ctx(const fake_ctx *c)
@@ -320,14 +320,14 @@ static CUresult context_open(int dev)
 {
     if (fake_charge(dev, g_fake.cfg->context_memory) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    fake_state_contexts(&g_fake.state, dev, 1);
+    fake_state_contexts(&g_fake.state, g_fake.cfg->gpus[dev].phys, 1);
     return CUDA_SUCCESS;
 }
 
 static void context_close(int dev)
 {
     fake_uncharge(dev, g_fake.cfg->context_memory);
-    fake_state_contexts(&g_fake.state, dev, -1);
+    fake_state_contexts(&g_fake.state, g_fake.cfg->gpus[dev].phys, -1);
 }
 
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
@@ -981,7 +981,7 @@ static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost, int small, in
         now = fake_now_ns();
     }
     /* The simulated timeline decides when it runs: host scheduling cannot stretch it. */
-    uint64_t end = fake_state_run_kernel(&g_fake.state, dev, small, now, s->tail, cost);
+    uint64_t end = fake_state_run_kernel(&g_fake.state, g_fake.cfg->gpus[dev].phys, small, now, s->tail, cost);
     s->tail = end;
     s->pending[s->launches++ % FAKE_QUEUE_DEPTH] = end;
     uint64_t t = atomic_load(&g_fake.dev_tail[dev]);

@@ -587,7 +587,7 @@ static CUresult mem_info(uint64_t *free_out, uint64_t *total_out)
     if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
         return r;
     uint64_t total = g_fake.cfg->gpu_memory;
-    uint64_t used = fake_state_used(&g_fake.state, dev);
+    uint64_t used = fake_state_used(&g_fake.state, g_fake.cfg->gpus[dev].phys);
     *total_out = total;
     *free_out = used >= total ? 0 : total - used;
     return CUDA_SUCCESS;

@@ -54,7 +54,7 @@ static nvmlReturn_t init(void)
     nvmlReturn_t r = NVML_SUCCESS;
     pthread_mutex_lock(&mu);
     if (init_count == 0) {
-        cfg = fake_config_get(&err);
+        cfg = fake_config_view(FAKE_VIEW_NVML, &err);
         if (err != NULL) {
             fprintf(stderr, "fake NVML: %s\n", err);
             r = NVML_ERROR_UNKNOWN;
@@ -293,7 +293,7 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
     REQUIRE_DEVICE(device, i);
     if (minorNumber == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    *minorNumber = (unsigned int)i;
+    *minorNumber = (unsigned int)cfg->gpus[i].phys;
     return NVML_SUCCESS;
 }
 
@@ -426,7 +426,7 @@ nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMi
 static void memory_of(int i, unsigned long long *total, unsigned long long *used,
                       unsigned long long *free_bytes)
 {
-    uint64_t t = cfg->gpu_memory, u = fake_state_used(&state, i);
+    uint64_t t = cfg->gpu_memory, u = fake_state_used(&state, cfg->gpus[i].phys);
     *total = t;
     *used = u;
     *free_bytes = u >= t ? 0 : t - u;
@@ -453,25 +453,70 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
     return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
-                                                     nvmlProcessInfo_t *infos)
+/*
+ * Lists the processes with a context or memory on the GPU into infos, whose
+ * entries are elem bytes long (v1: pid and memory; v2/v3: plus instance ids),
+ * with NVML's INSUFFICIENT_SIZE protocol. graphics: the fake runs no
+ * graphics work, so that list is always empty.
+ */
+static nvmlReturn_t list_processes(nvmlDevice_t device, unsigned int *infoCount, void *infos,
+                                   size_t elem, int graphics)
 {
     fake_proc procs[FAKE_MAX_SLOTS];
     REQUIRE_DEVICE(device, i);
     if (infoCount == NULL || (*infoCount > 0 && infos == NULL))
         return NVML_ERROR_INVALID_ARGUMENT;
-    int n = fake_state_processes(&state, i, fake_now_ns(), procs, FAKE_MAX_SLOTS);
+    int n = graphics ? 0 : fake_state_processes(&state, cfg->gpus[i].phys, fake_now_ns(), procs, FAKE_MAX_SLOTS);
     if ((unsigned int)n > *infoCount) {
         *infoCount = (unsigned int)n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
     }
-    for (int k = 0; k < n; k++)
-        infos[k] = (nvmlProcessInfo_t){.pid = procs[k].pid,
-                                       .usedGpuMemory = procs[k].used,
-                                       .gpuInstanceId = NO_INSTANCE,
-                                       .computeInstanceId = NO_INSTANCE};
+    for (int k = 0; k < n; k++) {
+        nvmlProcessInfo_t info = {.pid = procs[k].pid,
+                                  .usedGpuMemory = procs[k].used,
+                                  .gpuInstanceId = NO_INSTANCE,
+                                  .computeInstanceId = NO_INSTANCE};
+        /* The v1 layout is a prefix of the v2/v3 one. */
+        memcpy((char *)infos + (size_t)k * elem, &info, elem);
+    }
     *infoCount = (unsigned int)n;
     return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                  nvmlProcessInfo_v1_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 0);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 0);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                     nvmlProcessInfo_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 0);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int *infoCount,
+                                                   nvmlProcessInfo_v1_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 1);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 1);
+}
+
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int *infoCount,
+                                                      nvmlProcessInfo_t *infos)
+{
+    return list_processes(device, infoCount, infos, sizeof(*infos), 1);
 }
 
 nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
@@ -488,7 +533,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     uint64_t mono = fake_now_ns();
     unsigned long long real_us = (unsigned long long)ts.tv_sec * 1000000ULL +
                                  (unsigned long long)ts.tv_nsec / 1000ULL;
-    int n = fake_state_processes(&state, i, mono, procs, FAKE_MAX_SLOTS);
+    int n = fake_state_processes(&state, cfg->gpus[i].phys, mono, procs, FAKE_MAX_SLOTS);
     unsigned int busy = 0;
     for (int k = 0; k < n && k < FAKE_MAX_SLOTS; k++)
         if (procs[k].sm_util > 0)
@@ -514,7 +559,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     REQUIRE_DEVICE(device, i);
     if (utilization == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    utilization->gpu = fake_state_device_util(&state, i, fake_now_ns());
+    utilization->gpu = fake_state_device_util(&state, cfg->gpus[i].phys, fake_now_ns());
     /* Memory traffic is not simulated. */
     utilization->memory = 0;
     return NVML_SUCCESS;

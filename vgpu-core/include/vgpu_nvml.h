@@ -142,6 +142,12 @@ typedef struct nvmlUtilization_st {
     unsigned int memory;
 } nvmlUtilization_t;
 
+/* Layout used by the unversioned (v1) process queries. */
+typedef struct nvmlProcessInfo_v1_st {
+    unsigned int pid;
+    unsigned long long usedGpuMemory;
+} nvmlProcessInfo_v1_t;
+
 /* Layout used by the _v2 and _v3 process queries. */
 typedef struct nvmlProcessInfo_st {
     unsigned int pid;
@@ -234,9 +240,24 @@ VGPU_NVML_API(nvmlDeviceIsMigDeviceHandle, (nvmlDevice_t device, unsigned int *i
 /* Memory, processes and utilisation. */
 VGPU_NVML_API(nvmlDeviceGetMemoryInfo, (nvmlDevice_t device, nvmlMemory_t *memory));
 VGPU_NVML_API(nvmlDeviceGetMemoryInfo_v2, (nvmlDevice_t device, nvmlMemory_v2_t *memory));
+VGPU_NVML_API(nvmlDeviceGetComputeRunningProcesses, (nvmlDevice_t device,
+                                                     unsigned int *infoCount,
+                                                     nvmlProcessInfo_v1_t *infos));
+VGPU_NVML_API(nvmlDeviceGetComputeRunningProcesses_v2, (nvmlDevice_t device,
+                                                        unsigned int *infoCount,
+                                                        nvmlProcessInfo_t *infos));
 VGPU_NVML_API(nvmlDeviceGetComputeRunningProcesses_v3, (nvmlDevice_t device,
                                                         unsigned int *infoCount,
                                                         nvmlProcessInfo_t *infos));
+VGPU_NVML_API(nvmlDeviceGetGraphicsRunningProcesses, (nvmlDevice_t device,
+                                                      unsigned int *infoCount,
+                                                      nvmlProcessInfo_v1_t *infos));
+VGPU_NVML_API(nvmlDeviceGetGraphicsRunningProcesses_v2, (nvmlDevice_t device,
+                                                         unsigned int *infoCount,
+                                                         nvmlProcessInfo_t *infos));
+VGPU_NVML_API(nvmlDeviceGetGraphicsRunningProcesses_v3, (nvmlDevice_t device,
+                                                         unsigned int *infoCount,
+                                                         nvmlProcessInfo_t *infos));
 VGPU_NVML_API(nvmlDeviceGetProcessUtilization, (nvmlDevice_t device,
                                                 nvmlProcessUtilizationSample_t *utilization,
                                                 unsigned int *processSamplesCount,

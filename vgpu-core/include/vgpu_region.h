@@ -62,9 +62,10 @@
  * 1: slot device launch_cost_ns (compute limiter); 2: header slots_in_use;
  * 3: exact charging (device charge lock and undo record, slot device
  * charged_bytes, slot flags, device refused_processes);
- * 4: device sm_share_permyriad, sm_share_time_ns (achieved SM share)
+ * 4: device sm_share_permyriad, sm_share_time_ns (achieved SM share);
+ * 5: device refusals / last_refused_bytes / last_refused_ns (limit hits)
  */
-#define VGPU_REGION_MINOR 4
+#define VGPU_REGION_MINOR 5
 
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_SLOTS 512
@@ -172,7 +173,10 @@ struct vgpu_region_device {
     uint64_t refiller_pidns;         /* 208 pid namespace inode of the refiller */
     uint64_t refiller_lease_ns;      /* 216 CLOCK_MONOTONIC at which the lease expires */
     uint64_t refiller_generation;    /* 224 bumped at every takeover */
-    uint8_t reserved4[24];           /* 232 */
+    /* limit hits (minor 5): allocations refused with CUDA_ERROR_OUT_OF_MEMORY */
+    uint64_t refusals;               /* 232 count, claim-wide */
+    uint64_t last_refused_bytes;     /* 240 requested size of the last refused allocation */
+    uint64_t last_refused_ns;        /* 248 CLOCK_REALTIME of the last refusal */
 };
 
 /* Per-device usage of one process (64 bytes). */
@@ -243,6 +247,9 @@ _Static_assert(offsetof(struct vgpu_region_device, sm_share_time_ns) == 176, "sm
 _Static_assert(offsetof(struct vgpu_region_device, refiller_pid) == 192, "refiller offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_lease_ns) == 216, "lease offset");
 _Static_assert(offsetof(struct vgpu_region_device, refiller_generation) == 224, "refiller gen offset");
+_Static_assert(offsetof(struct vgpu_region_device, refusals) == 232, "refusals offset");
+_Static_assert(offsetof(struct vgpu_region_device, last_refused_bytes) == 240, "last refused bytes offset");
+_Static_assert(offsetof(struct vgpu_region_device, last_refused_ns) == 248, "last refused time offset");
 _Static_assert(sizeof(struct vgpu_region_slot_device) == VGPU_REGION_SLOT_DEVICE_SIZE, "slot device size");
 _Static_assert(offsetof(struct vgpu_region_slot_device, overhead_bytes) == 16, "overhead offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, throttled_ns) == 32, "throttled offset");

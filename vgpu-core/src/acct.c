@@ -148,6 +148,19 @@ static bool recover(struct vgpu_gpu *g)
     return !g->fail_closed && n > 0;
 }
 
+/*
+ * Records a refused allocation of size bytes in the region of the claim that
+ * refused it (part), or of every claim on the GPU when none had room (-1),
+ * for the monitor's refusal counters and events.
+ */
+static void note_refusal(struct vgpu_gpu *g, int part, uint64_t size)
+{
+    for (int p = 0; p < g->nparts; p++) {
+        if (part < 0 || p == part)
+            vgpu_shm_note_refusal(g->parts[p].shm, g->parts[p].rec, size);
+    }
+}
+
 /* Reserves size on part, or on the first part with room (part -1). Returns the part or -1. */
 static int reserve_any(struct vgpu_gpu *g, int part, uint64_t size)
 {
@@ -182,6 +195,7 @@ CUresult vgpu_charge_begin(CUdevice dev, int part, uint64_t size, struct vgpu_ch
         if (got < 0 && g->nparts > 0 && recover(g))
             got = reserve_any(g, part, size);
         if (got < 0) {
+            note_refusal(g, part, size);
             VGPU_INFO("GPU %s: refusing %llu bytes: %llu of %llu in use%s", g->uuid,
                       (unsigned long long)size, (unsigned long long)vgpu_gpu_used(g),
                       (unsigned long long)g->limit, g->fail_closed ? " (fail closed)" : "");
@@ -198,8 +212,10 @@ CUresult vgpu_charge_resize(struct vgpu_charge *c, uint64_t size)
     if (c->gpu == NULL || size == c->size)
         return CUDA_SUCCESS;
     if (size > c->size) {
-        if (reserve(c->gpu, c->part, size - c->size, part_limit(c->gpu, c->part)) != 0)
+        if (reserve(c->gpu, c->part, size - c->size, part_limit(c->gpu, c->part)) != 0) {
+            note_refusal(c->gpu, c->part, size);
             return CUDA_ERROR_OUT_OF_MEMORY;
+        }
     } else {
         unreserve(c->gpu, c->part, c->size - size);
     }

@@ -75,16 +75,22 @@
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \
     X(nvmlDeviceGetMemoryInfo)                                                                     \
-    X(nvmlDeviceGetMemoryInfo_v2)
+    X(nvmlDeviceGetMemoryInfo_v2)                                                                  \
+    X(nvmlDeviceGetComputeRunningProcesses)                                                        \
+    X(nvmlDeviceGetComputeRunningProcesses_v2)                                                     \
+    X(nvmlDeviceGetComputeRunningProcesses_v3)                                                     \
+    X(nvmlDeviceGetGraphicsRunningProcesses)                                                       \
+    X(nvmlDeviceGetGraphicsRunningProcesses_v2)                                                    \
+    X(nvmlDeviceGetGraphicsRunningProcesses_v3)                                                    \
+    X(nvmlDeviceGetProcessUtilization)                                                             \
+    X(nvmlDeviceGetUtilizationRates)
 
 /* NVML functions libvgpu.so only calls. */
 #define VGPU_NVML_USED(X)                                                                          \
     X(nvmlInit_v2)                                                                                 \
     X(nvmlDeviceGetUUID)                                                                           \
     X(nvmlDeviceGetIndex)                                                                          \
-    X(nvmlDeviceGetHandleByUUID)                                                                   \
-    X(nvmlDeviceGetComputeRunningProcesses_v3)                                                     \
-    X(nvmlDeviceGetProcessUtilization)
+    X(nvmlDeviceGetHandleByUUID)
 
 #define VGPU_DECLARE_PFN(name) PFN_##name name;
 

@@ -587,6 +587,19 @@ void vgpu_shm_count_refused(struct vgpu_shm *s, int rec)
         __atomic_fetch_add(&s->r->devices[rec].refused_processes, 1, __ATOMIC_RELAXED);
 }
 
+void vgpu_shm_note_refusal(struct vgpu_shm *s, int rec, uint64_t size)
+{
+    struct vgpu_region_device *d;
+
+    if (s == NULL || s->r == NULL)
+        return;
+    d = &s->r->devices[rec];
+    /* The three fields are read together only for display: no seqlock, count last. */
+    __atomic_store_n(&d->last_refused_bytes, size, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->last_refused_ns, realtime_ns(), __ATOMIC_RELAXED);
+    __atomic_fetch_add(&d->refusals, 1, __ATOMIC_RELEASE);
+}
+
 uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec)
 {
     return __atomic_load_n(&s->r->devices[rec].used_bytes, __ATOMIC_ACQUIRE);

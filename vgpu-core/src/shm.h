@@ -84,6 +84,13 @@ void vgpu_shm_slot_mark_fail_closed(struct vgpu_shm *s);
 
 /* Counts one more process refused for want of a free slot on rec. */
 void vgpu_shm_count_refused(struct vgpu_shm *s, int rec);
+/*
+ * Counts one allocation of size bytes on rec refused for the limit
+ * (refusals, last_refused_bytes, last_refused_ns). s may be NULL (a process
+ * without a region): then nothing is recorded. Lock-free; only the refusal
+ * path pays for it.
+ */
+void vgpu_shm_note_refusal(struct vgpu_shm *s, int rec, uint64_t size);
 
 /* Returns the claim-wide counter of rec. */
 uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec);

@@ -13,6 +13,7 @@
  * cannot hold under valgrind: thread counts and timing).
  */
 #include <dirent.h>
+#include <poll.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -76,6 +77,34 @@ static uint64_t region_used(const char *path, const char *uuid)
             used = r.devices[i].used_bytes;
     }
     return used;
+}
+
+static uint64_t now_realtime_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static char *claim_region(void);
+
+/* Refusal counters of device record 0 of the claim's region (read-only, as the monitor does). */
+static uint64_t refusals0(uint64_t *last_bytes, uint64_t *last_ns)
+{
+    struct vgpu_region r;
+    int fd = open(claim_region(), O_RDONLY);
+    bool ok = fd >= 0 && pread(fd, &r, sizeof(r), 0) == (ssize_t)sizeof(r);
+
+    if (fd >= 0)
+        close(fd);
+    if (!ok)
+        return UINT64_MAX;
+    if (last_bytes != NULL)
+        *last_bytes = r.devices[0].last_refused_bytes;
+    if (last_ns != NULL)
+        *last_ns = r.devices[0].last_refused_ns;
+    return r.devices[0].refusals;
 }
 
 static char *claim_region(void)
@@ -151,6 +180,7 @@ static void sc_limit(void)
 {
     CUdeviceptr a = 0, b = 0, c = 0;
     size_t total = 0;
+    uint64_t before, last_bytes = 0, last_ns = 0;
 
     ctx_on(0);
     CHECK_EQ_U64(mem_total(), GiB);
@@ -160,12 +190,21 @@ static void sc_limit(void)
     CHECK(cuMemAlloc_v2(&a, 512 * MiB) == CUDA_SUCCESS);
     CHECK_EQ_U64(used0(), 512 * MiB);
     CHECK_EQ_U64(mem_free(), 512 * MiB);
+    CHECK_EQ_U64(refusals0(NULL, NULL), 0);
+    before = now_realtime_ns();
     CHECK(cuMemAlloc_v2(&b, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK_EQ_U64(b, 0); /* out-param untouched on refusal */
     CHECK_EQ_U64(used0(), 512 * MiB);
+    /* The refusal is counted claim-wide with its size and time (the monitor's limit hits). */
+    CHECK_EQ_U64(refusals0(&last_bytes, &last_ns), 1);
+    CHECK_EQ_U64(last_bytes, 600 * MiB);
+    CHECK(last_ns >= before && last_ns <= now_realtime_ns());
     CHECK(cuMemAlloc_v2(&b, 512 * MiB) == CUDA_SUCCESS);
     CHECK_EQ_U64(mem_free(), 0);
+    CHECK_EQ_U64(refusals0(NULL, NULL), 1);
     CHECK(cuMemAlloc_v2(&c, 1) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(refusals0(&last_bytes, NULL), 2);
+    CHECK_EQ_U64(last_bytes, 1);
     /* NULL-safe out-pointers (OptiX passes NULL for free). */
     CHECK(cuMemGetInfo_v2(NULL, &total) == CUDA_SUCCESS);
     CHECK_EQ_U64(total, GiB);
@@ -1170,6 +1209,95 @@ static void sc_pooldev(void)
     CHECK_EQ_U64(region_used(claim_region(), u1), 0);
 }
 
+/*
+ * Helper of another claim: holds bytes on GPU 0 and keeps it busy with
+ * kernels until stdin closes.
+ */
+static int sc_busyhold(const char *bytes)
+{
+    struct pollfd pfd = {.fd = 0, .events = POLLIN};
+    CUdeviceptr p;
+    CUmodule mod;
+    CUfunction f;
+
+    ctx_on(0);
+    if (cuMemAlloc_v2(&p, strtoull(bytes, NULL, 10)) != CUDA_SUCCESS ||
+        cuModuleLoadData(&mod, "lib_test") != CUDA_SUCCESS ||
+        cuModuleGetFunction(&f, mod, "busy_10000us") != CUDA_SUCCESS)
+        return 2;
+    printf("held\n");
+    fflush(stdout);
+    while (poll(&pfd, 1, 0) == 0)
+        busy_for(f, 50);
+    return check_failures != 0;
+}
+
+/*
+ * Two claims on GPU 0: this process (claim a) and a busy helper of claim b
+ * (pid in VGPU_TEST_OTHER_PID). NVML's process and utilisation queries show
+ * only claim a's processes, with the bytes the claim counts for them.
+ */
+static void sc_nvml_procs(void)
+{
+    unsigned int other = (unsigned int)strtoul(getenv("VGPU_TEST_OTHER_PID"), NULL, 10);
+    nvmlProcessUtilizationSample_t samples[16];
+    nvmlProcessInfo_v1_t v1[8];
+    nvmlProcessInfo_t v3[8];
+    nvmlUtilization_t util;
+    nvmlDevice_t dev;
+    unsigned int n;
+    CUdeviceptr p;
+    CUmodule mod;
+    CUfunction f;
+    bool seen = false;
+
+    ctx_on(0);
+    CHECK(cuMemAlloc_v2(&p, 200 * MiB) == CUDA_SUCCESS);
+    CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetHandleByUUID(getenv("VGPU_TEST_UUID0"), &dev) == NVML_SUCCESS);
+    n = 0;
+    CHECK(nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, NULL) == NVML_ERROR_INSUFFICIENT_SIZE);
+    CHECK_EQ_U64(n, 1);
+    n = 8;
+    CHECK(nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, v3) == NVML_SUCCESS);
+    CHECK_EQ_U64(n, 1);
+    CHECK_EQ_U64(v3[0].pid, (unsigned int)getpid());
+    CHECK_EQ_U64(v3[0].usedGpuMemory, 200 * MiB);
+    n = 8;
+    CHECK(nvmlDeviceGetComputeRunningProcesses_v2(dev, &n, v3) == NVML_SUCCESS);
+    CHECK_EQ_U64(n, 1);
+    CHECK_EQ_U64(v3[0].pid, (unsigned int)getpid());
+    n = 8;
+    CHECK(nvmlDeviceGetComputeRunningProcesses(dev, &n, v1) == NVML_SUCCESS);
+    CHECK_EQ_U64(n, 1);
+    CHECK_EQ_U64(v1[0].pid, (unsigned int)getpid());
+    CHECK_EQ_U64(v1[0].usedGpuMemory, 200 * MiB);
+    n = 8;
+    CHECK(nvmlDeviceGetGraphicsRunningProcesses_v3(dev, &n, v3) == NVML_SUCCESS);
+    CHECK_EQ_U64(n, 0);
+    n = 8;
+    CHECK(nvmlDeviceGetGraphicsRunningProcesses(dev, &n, v1) == NVML_SUCCESS);
+    CHECK_EQ_U64(n, 0);
+    /* Claim b keeps the GPU busy; claim a has run nothing: idle, whatever the GPU does. */
+    n = 16;
+    CHECK(nvmlDeviceGetProcessUtilization(dev, samples, &n, 0) == NVML_ERROR_NOT_FOUND);
+    CHECK(nvmlDeviceGetUtilizationRates(dev, &util) == NVML_SUCCESS);
+    CHECK_EQ_U64(util.gpu, 0);
+    /* Now ours run: only our samples, and the rate is our share. */
+    CHECK(cuModuleLoadData(&mod, "lib_test") == CUDA_SUCCESS);
+    CHECK(cuModuleGetFunction(&f, mod, "busy_2000us") == CUDA_SUCCESS);
+    busy_for(f, 300);
+    n = 16;
+    CHECK(nvmlDeviceGetProcessUtilization(dev, samples, &n, 0) == NVML_SUCCESS);
+    for (unsigned int i = 0; i < n; i++) {
+        CHECK(samples[i].pid != other);
+        seen |= samples[i].pid == (unsigned int)getpid();
+    }
+    CHECK(seen);
+    CHECK(nvmlDeviceGetUtilizationRates(dev, &util) == NVML_SUCCESS);
+    CHECK(util.gpu > 0 && util.gpu <= 100);
+}
+
 /* fork: the child's exit does not release the parent's slot or memory. */
 static void sc_fork(void)
 {
@@ -1522,6 +1650,76 @@ static void expect_slots_exhausted(const char *path)
         close(fd);
 }
 
+/*
+ * Starts a busy helper of a second claim (root-b, 1 GiB on GPU 0), checks
+ * that the fake NVML itself lists it, then runs nvml_procs in claim a.
+ */
+static void expect_two_claims_nvml(void)
+{
+    char rootb[300], cfg[1024], path[600], line[64], pidenv[64];
+    int in[2], out[2], st, fd;
+    unsigned int n = 16;
+    nvmlProcessInfo_t procs[16];
+    nvmlDevice_t dev;
+    bool listed = false;
+    pid_t pid;
+
+    make_std_claim(GiB, "");
+    snprintf(rootb, sizeof(rootb), "%s-b", root);
+    snprintf(path, sizeof(path), "rm -rf %s && mkdir -p %s/claim-b/shm", rootb, rootb);
+    CHECK(system(path) == 0);
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=b\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=0\n", uuids[0]);
+    snprintf(path, sizeof(path), "%s/claim-b/config", rootb);
+    write_file(path, cfg);
+    snprintf(path, sizeof(path), "%s/claim-b/shm/region", rootb);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0666);
+    CHECK(fd >= 0 && ftruncate(fd, VGPU_REGION_SIZE) == 0);
+    close(fd);
+    CHECK(pipe(in) == 0 && pipe(out) == 0);
+    pid = fork();
+    if (pid == 0) {
+        char preload[8192];
+        const char *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
+
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        snprintf(preload, sizeof(preload), "%s%s%s", prefix ? prefix : "", prefix ? ":" : "",
+                 getenv("VGPU_TEST_LIB"));
+        setenv("LD_PRELOAD", preload, 1);
+        setenv("VGPU_CLAIMS_ROOT", rootb, 1);
+        if (vgpu_test_enter_claims_ns(rootb) != 0)
+            _exit(125);
+        execl(self_exe, self_exe, "busyhold", "314572800", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    read_line(out[0], line, sizeof(line));
+    CHECK(strcmp(line, "held") == 0);
+    /* Unfiltered, the driver lists claim b's process: the scenario must not. */
+    CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetHandleByUUID(uuids[0], &dev) == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetComputeRunningProcesses_v3(dev, &n, procs) == NVML_SUCCESS);
+    for (unsigned int i = 0; i < n; i++)
+        listed |= procs[i].pid == (unsigned int)pid;
+    CHECK(listed);
+    snprintf(pidenv, sizeof(pidenv), "VGPU_TEST_OTHER_PID=%d", (int)pid);
+    {
+        const char *env[] = {pidenv, NULL};
+        expect("nvml_procs", env, 0, true);
+    }
+    close(in[1]);
+    waitpid(pid, &st, 0);
+    close(out[0]);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    snprintf(path, sizeof(path), "rm -rf %s", rootb);
+    CHECK(system(path) == 0);
+}
+
 static int run_driver(void)
 {
     char cache[512], errfile[600];
@@ -1553,6 +1751,7 @@ static int run_driver(void)
     expect("pool_race", NULL, 0, true);
     expect("nvml", NULL, 0, true);
     expect("fork", NULL, 0, true);
+    expect_two_claims_nvml();
     {
         /* Fewer kills under valgrind and the sanitizers: each start costs seconds there. */
         const char *env[] = {getenv("VGPU_TEST_VALGRIND") != NULL ? "VGPU_TEST_KILLS=10"
@@ -1699,6 +1898,8 @@ int main(int argc, char **argv)
         return sc_pgrab();
     if (strcmp(argv[1], "churn") == 0 && argc == 3)
         return sc_churn(argv[2]);
+    if (strcmp(argv[1], "busyhold") == 0 && argc == 3)
+        return sc_busyhold(argv[2]);
     static const struct {
         const char *name;
         void (*fn)(void);
@@ -1714,7 +1915,7 @@ int main(int argc, char **argv)
         {"closed", sc_closed},     {"replaced", sc_replaced},
         {"twoclaims", sc_twoclaims}, {"pooldev", sc_pooldev},
         {"twoclaims_capped", sc_twoclaims_capped},
-        {"idle", sc_idle},
+        {"idle", sc_idle},         {"nvml_procs", sc_nvml_procs},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {

@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "vgpu_cuda.h"
+#include "vgpu_nvml.h"
 
 #define MAX_ALLOCS 65536
 
@@ -275,6 +276,39 @@ static int do_info(probe *p)
     return 0;
 }
 
+/* The GPUs NVML shows this process, loaded the way go-nvml and nvidia-smi load it. */
+static int do_nvml(void)
+{
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_GLOBAL);
+    PFN_nvmlInit_v2 init = lib ? (PFN_nvmlInit_v2)dlsym(lib, "nvmlInit_v2") : NULL;
+    PFN_nvmlDeviceGetCount_v2 count =
+        lib ? (PFN_nvmlDeviceGetCount_v2)dlsym(lib, "nvmlDeviceGetCount_v2") : NULL;
+    PFN_nvmlDeviceGetHandleByIndex_v2 handle =
+        lib ? (PFN_nvmlDeviceGetHandleByIndex_v2)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2") : NULL;
+    PFN_nvmlDeviceGetUUID get_uuid =
+        lib ? (PFN_nvmlDeviceGetUUID)dlsym(lib, "nvmlDeviceGetUUID") : NULL;
+    unsigned int n = 0;
+
+    if (init == NULL || count == NULL || handle == NULL || get_uuid == NULL) {
+        printf("{\"action\":\"nvml\",\"error\":\"libnvidia-ml.so.1 not loadable\"}\n");
+        return 1;
+    }
+    if (init() != NVML_SUCCESS || count(&n) != NVML_SUCCESS) {
+        printf("{\"action\":\"nvml\",\"error\":\"NVML init or device count failed\"}\n");
+        return 1;
+    }
+    printf("{\"action\":\"nvml\",\"count\":%u,\"uuids\":[", n);
+    for (unsigned int i = 0; i < n; i++) {
+        char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "";
+        nvmlDevice_t dev;
+        if (handle(i, &dev) != NVML_SUCCESS || get_uuid(dev, uuid, sizeof(uuid)) != NVML_SUCCESS)
+            uuid[0] = '\0';
+        printf("%s\"%s\"", i ? "," : "", uuid);
+    }
+    printf("]}\n");
+    return 0;
+}
+
 static int do_mem_info(probe *p)
 {
     size_t free_b = 0, total = 0;
@@ -501,6 +535,8 @@ static int run_action(probe *p, int argc, char **argv, int *i)
         return do_info(p);
     if (strcmp(a, "mem-info") == 0)
         return do_mem_info(p);
+    if (strcmp(a, "nvml") == 0)
+        return do_nvml();
     if (strcmp(a, "free-all") == 0)
         return do_free_all(p);
     if (strcmp(a, "sync") == 0)

@@ -38,6 +38,9 @@ type Device struct {
 	// update time (CLOCK_REALTIME ns) of layout minor 4.
 	SMShareBasisPoints uint32
 	SMShareTimeNS      uint64
+	Refusals           uint64
+	LastRefusedBytes   uint64
+	LastRefusedNS      uint64
 }
 
 // Process is one active slot to write.
@@ -77,7 +80,7 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 	le := binary.LittleEndian
 	le.PutUint64(b[0:], magic)
 	le.PutUint16(b[8:], 1)
-	le.PutUint16(b[10:], 4)
+	le.PutUint16(b[10:], 5)
 	le.PutUint32(b[12:], 2)
 	le.PutUint64(b[16:], regionSize)
 	le.PutUint32(b[24:], 256)
@@ -106,6 +109,9 @@ func Ready(generation, initTimeNS uint64, devices []Device, procs []Process) ([]
 		le.PutUint64(r[104:], d.RefusedProcesses)
 		le.PutUint32(r[168:], d.SMShareBasisPoints)
 		le.PutUint64(r[176:], d.SMShareTimeNS)
+		le.PutUint64(r[232:], d.Refusals)
+		le.PutUint64(r[240:], d.LastRefusedBytes)
+		le.PutUint64(r[248:], d.LastRefusedNS)
 	}
 	for _, p := range procs {
 		if p.Slot < 0 || p.Slot >= 512 {

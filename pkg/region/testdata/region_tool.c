@@ -69,6 +69,9 @@ static void print_offsets(void)
     OFF(vgpu_region_device, sm_util_percent);
     OFF(vgpu_region_device, sm_share_permyriad);
     OFF(vgpu_region_device, sm_share_time_ns);
+    OFF(vgpu_region_device, refusals);
+    OFF(vgpu_region_device, last_refused_bytes);
+    OFF(vgpu_region_device, last_refused_ns);
     OFF(vgpu_region_slot, state);
     OFF(vgpu_region_slot, pid);
     OFF(vgpu_region_slot, host_pid);
@@ -125,7 +128,7 @@ static int write_fixture(const char *path)
     h = &r->header;
     h->magic = VGPU_REGION_MAGIC;
     h->major = VGPU_REGION_MAJOR;
-    h->minor = 4; /* 2: header.slots_in_use bounds the slots readers look at; 3: charges; 4: SM share */
+    h->minor = 5; /* 2: slots_in_use; 3: charges; 4: SM share; 5: refusals */
     h->init_state = VGPU_REGION_READY;
     h->region_size = VGPU_REGION_SIZE;
     h->header_size = VGPU_REGION_HEADER_SIZE;
@@ -141,6 +144,9 @@ static int write_fixture(const char *path)
     h->slots_in_use = 4; /* slots 0 and 3 are active */
     set_device(&r->devices[0], "GPU-11111111-2222-3333-4444-555555555555", 4ull << 30, 30,
                1610612736ull, 2ull << 30, VGPU_POLICY_STRICT, 25);
+    r->devices[0].refusals = 7;
+    r->devices[0].last_refused_bytes = 3ull << 30;
+    r->devices[0].last_refused_ns = 1700000003000000000ull;
     set_device(&r->devices[1], "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee", 8ull << 30, 0,
                512ull << 20, 512ull << 20, VGPU_POLICY_WORK_CONSERVING, 0);
 

@@ -6,7 +6,11 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -617,6 +621,177 @@ static void test_pid_namespace(const char *probe)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Node indices of the GPUs in view, e.g. "1,3". */
+static const char *phys_list(const fake_config *view)
+{
+    static char buf[128];
+    size_t n = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < view->gpu_count && n + 8 < sizeof(buf); i++)
+        n += (size_t)snprintf(buf + n, sizeof(buf) - n, "%s%d", i ? "," : "", view->gpus[i].phys);
+    return buf;
+}
+
+static void touch(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    int fd = open(path, O_WRONLY | O_CREAT, 0644);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+}
+
+/* Which GPUs a process sees: device nodes first, then CUDA_VISIBLE_DEVICES. */
+static void test_visibility_rules(void)
+{
+    char dev[] = "/tmp/vgpu-fake-dev-XXXXXX", err[256], uuid_prefix[20];
+    fake_config node, v;
+    CHECK(mkdtemp(dev) != NULL);
+    setenv("VGPU_FAKE_GPU_COUNT", "4", 1);
+    CHECK_EQ(fake_config_load(&node, err, sizeof(err)), 0);
+    setenv("VGPU_FAKE_GPU_COUNT", "2", 1);
+
+    /* No driver control node: a host that simulates no device nodes sees all. */
+    touch(dev, "nvidia1");
+    fake_config_restrict(&node, dev, NULL, &v);
+    CHECK(strcmp(phys_list(&v), "0,1,2,3") == 0);
+    /* With nvidiactl, only GPUs with a node, numbered from 0. */
+    touch(dev, "nvidiactl");
+    touch(dev, "nvidia3");
+    fake_config_restrict(&node, dev, NULL, &v);
+    CHECK(strcmp(phys_list(&v), "1,3") == 0);
+    CHECK(strcmp(v.gpus[0].uuid, node.gpus[1].uuid) == 0);
+    CHECK_EQ(v.gpus[0].pci_bus, node.gpus[1].pci_bus);
+    /* CUDA_VISIBLE_DEVICES indexes the visible GPUs, reorders, takes UUIDs and prefixes. */
+    fake_config_restrict(&node, dev, "1,0", &v);
+    CHECK(strcmp(phys_list(&v), "3,1") == 0);
+    fake_config_restrict(&node, dev, " 1 ", &v);
+    CHECK(strcmp(phys_list(&v), "3") == 0);
+    snprintf(uuid_prefix, sizeof(uuid_prefix), "%.12s", node.gpus[3].uuid);
+    fake_config_restrict(&node, dev, uuid_prefix, &v);
+    CHECK(strcmp(phys_list(&v), "3") == 0);
+    /* Up to the first invalid or repeated entry; a GPU without its node is invalid. */
+    fake_config_restrict(&node, dev, "0,7,1", &v);
+    CHECK(strcmp(phys_list(&v), "1") == 0);
+    fake_config_restrict(&node, dev, "0,0", &v);
+    CHECK(strcmp(phys_list(&v), "1") == 0);
+    fake_config_restrict(&node, dev, node.gpus[0].uuid, &v);
+    CHECK_EQ(v.gpu_count, 0);
+    fake_config_restrict(&node, dev, "", &v);
+    CHECK_EQ(v.gpu_count, 0);
+
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dev);
+    CHECK(system(cmd) == 0);
+}
+
+/*
+ * Run as "fake_test view" in a container-like /dev: prints what NVML and
+ * CUDA show, allocates 1 GiB on CUDA device 0 and holds it until stdin
+ * closes.
+ */
+static int view_main(void)
+{
+    unsigned int ncount = 0, minor = 99;
+    int ccount = 0;
+    char nuuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = "", cuuid[64] = "";
+    nvmlDevice_t nd;
+    CUuuid u;
+    CUcontext ctx;
+    CUdeviceptr p;
+
+    if (nvmlInit_v2() != NVML_SUCCESS || nvmlDeviceGetCount_v2(&ncount) != NVML_SUCCESS ||
+        nvmlDeviceGetHandleByIndex_v2(0, &nd) != NVML_SUCCESS ||
+        nvmlDeviceGetUUID(nd, nuuid, sizeof(nuuid)) != NVML_SUCCESS ||
+        nvmlDeviceGetMinorNumber(nd, &minor) != NVML_SUCCESS)
+        return 3;
+    if (cuInit(0) != CUDA_SUCCESS || cuDeviceGetCount(&ccount) != CUDA_SUCCESS ||
+        cuDeviceGetUuid_v2(&u, 0) != CUDA_SUCCESS ||
+        cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS || cuCtxSetCurrent(ctx) != CUDA_SUCCESS ||
+        cuMemAlloc_v2(&p, GiB) != CUDA_SUCCESS)
+        return 4;
+    const unsigned char *b = (const unsigned char *)u.bytes;
+    snprintf(cuuid, sizeof(cuuid),
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+    printf("%u %s %u %d %s\n", ncount, nuuid, minor, ccount, cuuid);
+    fflush(stdout);
+    while (getchar() != EOF) {
+    }
+    return 0;
+}
+
+/*
+ * A process whose /dev has nvidiactl and nvidia1 only (as a container with
+ * a claim on gpu-1 gets from CDI) sees that GPU alone, as NVML index 0 and
+ * CUDA device 0, and its memory lands on the node's GPU 1. Needs root.
+ */
+static void test_visibility_container(const char *cuda_visible, const char *nodes, const char *want_prefix)
+{
+    int in[2], out[2], status;
+    char line[512] = "";
+    if (pipe(in) != 0 || pipe(out) != 0) {
+        CHECK(0);
+        return;
+    }
+    uint64_t used0 = nvml_used();
+    pid_t pid = fork();
+    if (pid == 0) {
+        char exe[4096];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n <= 0 || unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+            mount("tmpfs", "/dev", "tmpfs", 0, "mode=0755") != 0)
+            _exit(125);
+        exe[n] = '\0';
+        mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3));
+        for (const char *s = nodes; *s != '\0'; s += strcspn(s, " "), s += *s == ' ') {
+            char name[32];
+            snprintf(name, sizeof(name), "%.*s", (int)strcspn(s, " "), s);
+            touch("/dev", name);
+        }
+        if (cuda_visible != NULL)
+            setenv("CUDA_VISIBLE_DEVICES", cuda_visible, 1);
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl(exe, exe, "view", (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    FILE *f = fdopen(out[0], "r");
+    if (fgets(line, sizeof(line), f) == NULL) {
+        close(in[1]);
+        waitpid(pid, &status, 0);
+        if (WIFEXITED(status) && WEXITSTATUS(status) == 125) {
+            printf("fake_test: skipping the container visibility test: needs root for a private /dev\n");
+        } else {
+            fprintf(stderr, "view process failed: status %d\n", status);
+            CHECK(0);
+        }
+        fclose(f);
+        return;
+    }
+    line[strcspn(line, "\n")] = '\0';
+    if (strcmp(line, want_prefix) != 0)
+        fprintf(stderr, "view: got \"%s\", want \"%s\"\n", line, want_prefix);
+    CHECK(strcmp(line, want_prefix) == 0);
+    /* Its CUDA device 0 is the node's GPU 1: GPU 0 (nv0 here) did not move. */
+    CHECK_EQ(nvml_used(), used0);
+    nvmlDevice_t nv1;
+    nvmlMemory_t m;
+    CHECK_EQ(nvmlDeviceGetHandleByIndex_v2(1, &nv1), NVML_SUCCESS);
+    CHECK_EQ(nvmlDeviceGetMemoryInfo(nv1, &m), NVML_SUCCESS);
+    CHECK(m.used >= GiB);
+    close(in[1]);
+    waitpid(pid, &status, 0);
+    fclose(f);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 static void remove_state(void)
 {
     char path[256];
@@ -628,8 +803,10 @@ static void remove_state(void)
     rmdir(state_dir);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "view") == 0)
+        return view_main();
     const char *probe = getenv("FAKE_TEST_PROBE"), *libdir = getenv("FAKE_TEST_LIBDIR");
     if (probe == NULL || libdir == NULL || mkdtemp(state_dir) == NULL) {
         fprintf(stderr, "set FAKE_TEST_PROBE and FAKE_TEST_LIBDIR\n");
@@ -645,6 +822,7 @@ int main(void)
 
     test_parse_size();
     test_config_file();
+    test_visibility_rules();
 
     CUdeviceptr p;
     CHECK_EQ(cuMemAlloc_v2(&p, 1), CUDA_ERROR_NOT_INITIALIZED);
@@ -666,6 +844,19 @@ int main(void)
     test_xid_events();
     test_cross_process(probe);
     test_pid_namespace(probe);
+    {
+        char u0[NVML_DEVICE_UUID_V2_BUFFER_SIZE], u1[NVML_DEVICE_UUID_V2_BUFFER_SIZE], want[300];
+        nvmlDevice_t nv1;
+        CHECK_EQ(nvmlDeviceGetHandleByIndex_v2(1, &nv1), NVML_SUCCESS);
+        CHECK_EQ(nvmlDeviceGetUUID(nv0, u0, sizeof(u0)), NVML_SUCCESS);
+        CHECK_EQ(nvmlDeviceGetUUID(nv1, u1, sizeof(u1)), NVML_SUCCESS);
+        /* A claim on gpu-1: one GPU, index 0 in NVML and CUDA, minor 1. */
+        snprintf(want, sizeof(want), "1 %s 1 1 %s", u1, u1);
+        test_visibility_container(NULL, "nvidiactl nvidia1", want);
+        /* Both nodes and CUDA_VISIBLE_DEVICES=1: NVML ignores the variable, CUDA does not. */
+        snprintf(want, sizeof(want), "2 %s 0 1 %s", u0, u1);
+        test_visibility_container("1", "nvidiactl nvidia0 nvidia1", want);
+    }
     CHECK_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
     CHECK_EQ(nvml_process_used((unsigned int)getpid()), -1);
     CHECK_EQ(nvmlShutdown(), NVML_SUCCESS);

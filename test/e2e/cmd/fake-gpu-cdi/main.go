@@ -22,6 +22,7 @@ func main() {
 	flag.StringVar(&in.CUDALibrary, "cuda-library", "", "host path of the fake libcuda.so.1, mounted into containers")
 	flag.StringVar(&in.FakeConfig, "fake-config", os.Getenv(envFakeConfig), "host path of the fake drivers' configuration file, mounted read-only into containers")
 	flag.StringVar(&in.StateDir, "fake-state-dir", os.Getenv(envFakeStateDir), "host path of the simulated GPU state directory, mounted read-write into containers")
+	flag.StringVar(&in.DevRoot, "dev-root", "", "host directory of the fake device nodes (mkdriverroot.sh's DIR/dev); when set, each GPU brings its /dev/nvidia<minor> and containers see only their GPUs")
 	flag.StringVar(&outDir, "output-dir", "", "CDI spec directory to write the spec into")
 	flag.Parse()
 
@@ -35,11 +36,11 @@ func run(in specInput, outDir string) error {
 	if outDir == "" {
 		return errors.New("--output-dir: required")
 	}
-	uuids, err := discoverUUIDs(in.NVMLLibrary)
+	uuids, minors, err := discoverGPUs(in.NVMLLibrary)
 	if err != nil {
 		return err
 	}
-	in.UUIDs = uuids
+	in.UUIDs, in.Minors = uuids, minors
 	spec, err := buildSpec(in)
 	if err != nil {
 		return err
@@ -57,31 +58,37 @@ func run(in specInput, outDir string) error {
 	return nil
 }
 
-// discoverUUIDs lists the GPUs' UUIDs in NVML index order.
-func discoverUUIDs(library string) ([]string, error) {
+// discoverGPUs lists the GPUs' UUIDs and minor numbers in NVML index order.
+func discoverGPUs(library string) ([]string, []int, error) {
 	if library == "" {
-		return nil, errors.New("--nvml-library: required")
+		return nil, nil, errors.New("--nvml-library: required")
 	}
 	lib := nvml.New(nvml.WithLibraryPath(library))
 	if ret := lib.Init(); ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("initialise NVML from %s: %s", library, nvml.ErrorString(ret))
+		return nil, nil, fmt.Errorf("initialise NVML from %s: %s", library, nvml.ErrorString(ret))
 	}
 	defer lib.Shutdown()
 	count, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
-		return nil, fmt.Errorf("count GPUs: %s", nvml.ErrorString(ret))
+		return nil, nil, fmt.Errorf("count GPUs: %s", nvml.ErrorString(ret))
 	}
 	uuids := make([]string, 0, count)
+	minors := make([]int, 0, count)
 	for i := range count {
 		dev, ret := lib.DeviceGetHandleByIndex(i)
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("GPU %d: get handle: %s", i, nvml.ErrorString(ret))
+			return nil, nil, fmt.Errorf("GPU %d: get handle: %s", i, nvml.ErrorString(ret))
 		}
 		uuid, ret := dev.GetUUID()
 		if ret != nvml.SUCCESS {
-			return nil, fmt.Errorf("GPU %d: get UUID: %s", i, nvml.ErrorString(ret))
+			return nil, nil, fmt.Errorf("GPU %d: get UUID: %s", i, nvml.ErrorString(ret))
+		}
+		minor, ret := dev.GetMinorNumber()
+		if ret != nvml.SUCCESS {
+			return nil, nil, fmt.Errorf("GPU %d: get minor number: %s", i, nvml.ErrorString(ret))
 		}
 		uuids = append(uuids, uuid)
+		minors = append(minors, minor)
 	}
-	return uuids, nil
+	return uuids, minors, nil
 }

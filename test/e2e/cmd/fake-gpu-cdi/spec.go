@@ -30,6 +30,14 @@ type specInput struct {
 	NVMLLibrary string // host path of the fake libnvidia-ml.so.1
 	FakeConfig  string // host path of the VGPU_FAKE_CONFIG file
 	StateDir    string // host path of the VGPU_FAKE_STATE_DIR directory
+	// DevRoot is the host directory of the fake device nodes
+	// (vgpu-core/fake/mkdriverroot.sh's DIR/dev). When set, each GPU's
+	// device gets its node /dev/nvidia<minor> and every container the
+	// control nodes, as nvidia-ctk's spec does: the fake drivers then show a
+	// container exactly its GPUs. Minors (NVML minor numbers, parallel to
+	// UUIDs) name the nodes.
+	DevRoot string
+	Minors  []int
 }
 
 func (in specInput) validate() error {
@@ -46,6 +54,14 @@ func (in specInput) validate() error {
 			errs = append(errs, fmt.Errorf("GPU %d: UUID %q reported twice", i, u))
 		}
 		seen[u] = true
+	}
+	if in.DevRoot != "" {
+		if !filepath.IsAbs(in.DevRoot) {
+			errs = append(errs, fmt.Errorf("--dev-root: %q is not an absolute path", in.DevRoot))
+		}
+		if len(in.Minors) != len(in.UUIDs) {
+			errs = append(errs, fmt.Errorf("%d minor numbers for %d GPUs", len(in.Minors), len(in.UUIDs)))
+		}
 	}
 	for _, p := range []struct{ flag, value string }{
 		{"cuda-library", in.CUDALibrary}, {"nvml-library", in.NVMLLibrary},
@@ -82,17 +98,30 @@ func buildSpec(in specInput) (*cdispec.Spec, error) {
 			},
 		},
 	}
-	for _, u := range in.UUIDs {
-		// A device needs at least one edit to be valid; the annotation-like
-		// env names the GPU for people reading a container's environment.
-		spec.Devices = append(spec.Devices, cdispec.Device{
-			Name: u,
-			ContainerEdits: cdispec.ContainerEdits{
-				Env: []string{"VGPU_FAKE_GPU_" + envSuffix(u) + "=1"},
-			},
-		})
+	if in.DevRoot != "" {
+		for _, n := range controlNodes {
+			spec.ContainerEdits.DeviceNodes = append(spec.ContainerEdits.DeviceNodes, deviceNode(in.DevRoot, n))
+		}
+	}
+	for i, u := range in.UUIDs {
+		// The annotation-like env names the GPU for people reading a
+		// container's environment.
+		edits := cdispec.ContainerEdits{Env: []string{"VGPU_FAKE_GPU_" + envSuffix(u) + "=1"}}
+		if in.DevRoot != "" {
+			edits.DeviceNodes = []*cdispec.DeviceNode{deviceNode(in.DevRoot, fmt.Sprintf("nvidia%d", in.Minors[i]))}
+		}
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: u, ContainerEdits: edits})
 	}
 	return spec, nil
+}
+
+// controlNodes are the device nodes every GPU container gets.
+var controlNodes = []string{"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"}
+
+// deviceNode maps the fake node name under devRoot to /dev/name; the
+// runtime takes its type and numbers from the host node.
+func deviceNode(devRoot, name string) *cdispec.DeviceNode {
+	return &cdispec.DeviceNode{Path: "/dev/" + name, HostPath: filepath.Join(devRoot, name)}
 }
 
 func readOnlyMount(host, container string) *cdispec.Mount {

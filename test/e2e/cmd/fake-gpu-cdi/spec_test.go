@@ -85,3 +85,26 @@ func TestBuildSpecRejectsBadInputNamingTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestBuildSpecGivesEachGPUItsDeviceNode(t *testing.T) {
+	in := testInput()
+	in.DevRoot, in.Minors = "/drv/dev", []int{0, 3}
+	spec, err := buildSpec(in)
+	require.NoError(t, err)
+	var common []string
+	for _, n := range spec.ContainerEdits.DeviceNodes {
+		common = append(common, n.Path+"<-"+n.HostPath)
+	}
+	assert.Equal(t, []string{"/dev/nvidiactl<-/drv/dev/nvidiactl", "/dev/nvidia-uvm<-/drv/dev/nvidia-uvm", "/dev/nvidia-uvm-tools<-/drv/dev/nvidia-uvm-tools"}, common)
+	require.Len(t, spec.Devices, 2)
+	require.Len(t, spec.Devices[1].ContainerEdits.DeviceNodes, 1)
+	assert.Equal(t, "/dev/nvidia3", spec.Devices[1].ContainerEdits.DeviceNodes[0].Path)
+	assert.Equal(t, "/drv/dev/nvidia3", spec.Devices[1].ContainerEdits.DeviceNodes[0].HostPath)
+
+	in.Minors = in.Minors[:1]
+	_, err = buildSpec(in)
+	assert.ErrorContains(t, err, "1 minor numbers for 2 GPUs")
+	in.DevRoot = "dev"
+	_, err = buildSpec(in)
+	assert.ErrorContains(t, err, "--dev-root")
+}

@@ -1,0 +1,81 @@
+package monitor
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+)
+
+func newFDTestMonitor(t *testing.T, src *fakeClaims) *Monitor {
+	t.Helper()
+	_, ctx := ktesting.NewTestContext(t)
+	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: src, GPUs: testGPUs,
+		Registry: prometheus.NewRegistry(), Interval: time.Nanosecond})
+	require.NoError(t, err)
+	return m
+}
+
+func TestRegionDescriptorsAreKeptAndRenewed(t *testing.T) {
+	a := preparedClaim(t.TempDir(), uidA, "team-a", "train")
+	writeClaimRegion(t, a.RegionPath, gib, gib, 0, proc(0, 7, gib, 0, 0))
+	src := &fakeClaims{claims: []claims.PreparedClaim{a}}
+	m := newFDTestMonitor(t, src)
+	logger, _ := ktesting.NewTestContext(t)
+
+	snap := m.collect(logger)
+	require.NoError(t, snap.claims[0].err)
+	fd := m.regionFDs[uidA].fd
+	writeClaimRegion(t, a.RegionPath+".new", 2*gib, 2*gib, 0, proc(0, 7, 2*gib, 0, 0))
+	snap = m.collect(logger)
+	assert.Equal(t, fd, m.regionFDs[uidA].fd, "the descriptor is kept between collections")
+	assert.EqualValues(t, gib, snap.claims[0].devices[0].usedBytes)
+
+	// Unprepare and prepare between two collections: the file was replaced.
+	require.NoError(t, os.Rename(a.RegionPath+".new", a.RegionPath))
+	snap = m.collect(logger)
+	require.NoError(t, snap.claims[0].err)
+	assert.EqualValues(t, 2*gib, snap.claims[0].devices[0].usedBytes, "a replaced file is opened again")
+
+	// A file that turns bad is not kept open.
+	require.NoError(t, writeGarbage(a.RegionPath))
+	snap = m.collect(logger)
+	require.Error(t, snap.claims[0].err)
+	assert.NotContains(t, m.regionFDs, types.UID(uidA))
+
+	// A claim that is gone has its descriptor closed.
+	writeClaimRegion(t, a.RegionPath, gib, gib, 0)
+	m.collect(logger)
+	require.Contains(t, m.regionFDs, types.UID(uidA))
+	src.set()
+	m.collect(logger)
+	assert.Empty(t, m.regionFDs)
+}
+
+func TestParallelCollectionReadsEveryClaim(t *testing.T) {
+	dir := t.TempDir()
+	var list []claims.PreparedClaim
+	for i := range 3*parallelReadMin + 5 {
+		c := preparedClaim(dir, types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i)), "ns", fmt.Sprintf("c-%d", i))
+		used := uint64(i+1) * mib
+		writeClaimRegion(t, c.RegionPath, used, used, 0, proc(0, 7, used, 0, 0))
+		list = append(list, c)
+	}
+	m := newFDTestMonitor(t, &fakeClaims{claims: list})
+	logger, _ := ktesting.NewTestContext(t)
+	snap := m.collect(logger)
+	require.Len(t, snap.claims, len(list))
+	for i, cu := range snap.claims {
+		require.NoError(t, cu.err)
+		assert.Equal(t, list[i].UID, cu.claim.UID)
+		assert.EqualValues(t, uint64(i+1)*mib, cu.devices[0].usedBytes, "claim %d", i)
+	}
+}
