@@ -188,9 +188,9 @@ func TestMetricsOnPrometheus(t *testing.T) {
 		uuids[name] = parseConfig(out)["device.0.uuid"]
 	}
 	const heldBytes, fullBytes = 1 << 30, 950 << 20
-	defer f.probeHold("held", "c0", uuids["held"], heldBytes).stop()
-	defer f.probeHold("full", "c0", uuids["full"], fullBytes).stop()
-	defer f.probeRun("busy", "c0", "--device", f.ordinal("busy", "c0", uuids["busy"]), "launch", "110", "5").stop()
+	defer f.probeHold("held", "c0", 0, uuids["held"], heldBytes).stop()
+	defer f.probeHold("full", "c0", 0, uuids["full"], fullBytes).stop()
+	defer f.probeRun("busy", "c0", "--device", f.device("busy", "c0", 0, uuids["busy"]), "launch", "110", "5").stop()
 
 	claimOf := func(name string) map[string]string {
 		return map[string]string{"namespace": f.ns, "claim": claims[name], "device_uuid": uuids[name]}
