@@ -218,7 +218,7 @@ func TestMetricsOnPrometheus(t *testing.T) {
 	waitValue(`vgpu_dra_claim_memory_limit_bytes`, claimOf("held"), "held's limit", func(v float64) bool { return v == float64(2*gib) })
 
 	book := cookbook(t)
-	require.Len(t, book, 8, "the spec covers every cookbook query; a new one needs its check here")
+	require.Len(t, book, 10, "the spec covers every cookbook query; a new one needs its check here")
 	check := func(title string, labels map[string]string, ok func(float64) bool) float64 {
 		t.Helper()
 		q, found := book[title]
@@ -242,6 +242,21 @@ func TestMetricsOnPrometheus(t *testing.T) {
 	check("Claims held back by their SM limit: share of wall time spent throttled", claimOf("busy"), func(v float64) bool { return v > 0.2 && v <= 1.05 })
 	check("Claims using less than a tenth of the SM share they reserved (over-provisioned)", claimOf("held"), func(v float64) bool { return v == 0 })
 	check("Kernel launch rate per pod", map[string]string{"namespace": f.ns, "pod": "busy"}, func(v float64) bool { return v > 0 })
+	// The limiter's error is the achieved share minus the limit, in points,
+	// for the claim that launched kernels under its 10-core limit.
+	check("The limiter's error per claim and GPU, in points", claimOf("busy"), func(v float64) bool {
+		samples, err := f.promQuery(`vgpu_dra_claim_sm_achieved_ratio`)
+		if err != nil {
+			return false
+		}
+		s, found := findSample(samples, claimOf("busy"))
+		return found && math.Abs(v-100*(s.Value-0.1)) < 2
+	})
+	// An idle claim publishes no achieved share, so it is never "off".
+	off, err := f.promQuery(book["Claims more than 3 points off their SM limit (above it, or below it while throttled)"])
+	require.NoError(t, err)
+	_, heldOff := findSample(off, claimOf("held"))
+	assert.False(t, heldOff, "an idle claim is not off its SM limit")
 
 	// Per-GPU queries: the same arithmetic on the raw series.
 	gpu := map[string]string{"node": cluster.node, "device_uuid": uuids["held"]}
