@@ -135,7 +135,11 @@ uint64_t fake_state_run_kernel(fake_state *st, int dev, bool small, uint64_t now
 int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t from,
                              uint64_t to);
 
-/* Bytes in use on dev by all live processes (dead ones reclaimed first). */
+/*
+ * Bytes in use on dev by all live processes (dead ones reclaimed first).
+ * Called from the host pid namespace, it also records the host pid of every
+ * live process, as the kernel driver knows it (see fake_state_processes).
+ */
 uint64_t fake_state_used(fake_state *st, int dev);
 
 /*
