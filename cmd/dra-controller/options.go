@@ -15,7 +15,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
 )
 
-// driverName is the DRA driver name and opaque-config API group (DESIGN.md).
+// driverName is the DRA driver name and opaque-config API group (docs/architecture.md).
 const driverName = "vgpu.dra.dev"
 
 type options struct {

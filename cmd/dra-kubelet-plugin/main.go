@@ -12,7 +12,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 )
 
-// driverName is the DRA driver name and opaque-config API group (DESIGN.md).
+// driverName is the DRA driver name and opaque-config API group (docs/architecture.md).
 const driverName = "vgpu.dra.dev"
 
 func main() {

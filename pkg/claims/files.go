@@ -16,7 +16,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
 )
 
-// Paths inside containers (DESIGN.md, per-claim files).
+// Paths inside containers (docs/architecture.md, contracts).
 const (
 	ContainerRoot        = "/usr/local/vgpu"
 	ContainerLibVGPUPath = ContainerRoot + "/libvgpu.so"
@@ -77,7 +77,7 @@ func containerRegionPath(uid types.UID) string {
 }
 
 // renderConfig produces the claim's config file in the contract format
-// (DESIGN.md): fixed keys, one per line, devices in the claim's GPU order.
+// (docs/architecture.md): fixed keys, one per line, devices in the claim's GPU order.
 func renderConfig(c *PreparedClaim) []byte {
 	var b strings.Builder
 	line := func(key, value string) {

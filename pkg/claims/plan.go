@@ -15,7 +15,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
 
-// Capacity names published for every GPU (DESIGN.md).
+// Capacity names published for every GPU (docs/architecture.md).
 const (
 	capacityMemory resourceapi.QualifiedName = "memory"
 	capacityCores  resourceapi.QualifiedName = "cores"

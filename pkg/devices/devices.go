@@ -162,7 +162,7 @@ func Pool(infos []gpu.Info, opts Options) resourceslice.Pool {
 }
 
 // DriverResources is what the kubelet plugin publishes for a node: one pool
-// named after the node (DESIGN.md), with an empty slice when the node has no
+// named after the node (docs/architecture.md), with an empty slice when the node has no
 // GPU so that the scheduler knows the pool is complete.
 func DriverResources(nodeName string, infos []gpu.Info, opts Options) resourceslice.DriverResources {
 	return resourceslice.DriverResources{

@@ -1,7 +1,7 @@
 /*
  * config.h - the per-claim config file written by the kubelet plugin.
  *
- * Format (contract, DESIGN.md): key=value lines; '#' comments and blank
+ * Format (contract, docs/architecture.md): key=value lines; '#' comments and blank
  * lines are skipped; unknown keys are ignored for forward compatibility.
  * Required: version=1, claim, device.count and, for each k < count,
  * device.<k>.uuid, device.<k>.memory_limit_bytes, device.<k>.sm_limit_percent.
