@@ -1,4 +1,4 @@
-{{/* The DRA driver name (DESIGN.md); fixed, it names the plugin's socket directory. */}}
+{{/* The DRA driver name (docs/architecture.md); fixed, it names the plugin's socket directory. */}}
 {{- define "vgpu-dra.driverName" -}}vgpu.dra.dev{{- end -}}
 
 {{- define "vgpu-dra.name" -}}
