@@ -3,14 +3,18 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "vgpu_region.h"
 
 int vgpu_test_bind_claims(const char *root)
 {
@@ -69,4 +73,30 @@ int vgpu_test_claims_ns_supported(void)
     if (pid > 0)
         waitpid(pid, &st, 0);
     return rc;
+}
+
+int vgpu_test_make_claim(const char *root, const char *uuid)
+{
+    char path[512], cfg[512];
+    FILE *f;
+    int fd;
+
+    snprintf(path, sizeof(path), "mkdir -p %s/a/shm", root);
+    if (system(path) != 0)
+        return -1;
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=%llu\ndevice.0.sm_limit_percent=0\n",
+             uuid, (unsigned long long)(1ull << 30));
+    snprintf(path, sizeof(path), "%s/a/config", root);
+    if ((f = fopen(path, "w")) == NULL)
+        return -1;
+    fputs(cfg, f);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/a/shm/region", root);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0666);
+    if (fd < 0 || ftruncate(fd, VGPU_REGION_SIZE) != 0)
+        return -1;
+    close(fd);
+    return 0;
 }

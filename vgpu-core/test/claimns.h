@@ -31,4 +31,10 @@ int vgpu_test_enter_claims_ns(const char *root);
  */
 int vgpu_test_claims_ns_supported(void);
 
+/*
+ * Writes <root>/a/config (GPU uuid limited to 1 GiB, no SM limit) and its
+ * zero-filled region, as the plugin would. Returns 0 or -1.
+ */
+int vgpu_test_make_claim(const char *root, const char *uuid);
+
 #endif /* VGPU_TEST_CLAIMNS_H */

@@ -231,33 +231,6 @@ static int scenario(void)
     return check_failures != 0;
 }
 
-/* Writes <root>/a/config (GPU 0 limited to 1 GiB) and its region. */
-static int make_claim(const char *root, const char *uuid)
-{
-    char path[512], cfg[512];
-    FILE *f;
-    int fd;
-
-    snprintf(path, sizeof(path), "mkdir -p %s/a/shm", root);
-    if (system(path) != 0)
-        return -1;
-    snprintf(cfg, sizeof(cfg),
-             "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
-             "device.0.memory_limit_bytes=%llu\ndevice.0.sm_limit_percent=0\n",
-             uuid, (unsigned long long)GiB);
-    snprintf(path, sizeof(path), "%s/a/config", root);
-    if ((f = fopen(path, "w")) == NULL)
-        return -1;
-    fputs(cfg, f);
-    fclose(f);
-    snprintf(path, sizeof(path), "%s/a/shm/region", root);
-    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0666);
-    if (fd < 0 || ftruncate(fd, VGPU_REGION_SIZE) != 0)
-        return -1;
-    close(fd);
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     const char *lib = getenv("VGPU_TEST_LIB"), *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
@@ -284,7 +257,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 16; i++)
         p += sprintf(p, "%s%02x", i == 4 || i == 6 || i == 8 || i == 10 ? "-" : "",
                      (unsigned char)u.bytes[i]);
-    if (mkdtemp(root) == NULL || rmdir(root) != 0 || make_claim(root, uuid) != 0) {
+    if (mkdtemp(root) == NULL || rmdir(root) != 0 || vgpu_test_make_claim(root, uuid) != 0) {
         fprintf(stderr, "fidelity_test: cannot set up the claim under %s\n", root);
         return 1;
     }
