@@ -29,6 +29,8 @@
 #define PCI_DEVICE_ID 0x233010deu
 #define PCI_SUBSYSTEM_ID 0x16c110deu
 #define XID_POLL_NS 10000000L
+/* How often an event wait resolves new processes' host pids. */
+#define RESOLVE_PIDS_NS 100000000ULL
 
 struct nvmlDevice_st {
     uint32_t magic;
@@ -689,7 +691,13 @@ nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t *data, unsi
     if (set == NULL || set->magic != NVML_MAGIC_EVENTS || data == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     uint64_t deadline = fake_now_ns() + (uint64_t)timeoutms * 1000000ULL;
+    uint64_t next_resolve = 0;
     for (;;) {
+        /* A host-side waiter stands in for the kernel driver naming new processes. */
+        if (fake_now_ns() >= next_resolve) {
+            fake_state_resolve_host_pids(&state);
+            next_resolve = fake_now_ns() + RESOLVE_PIDS_NS;
+        }
         pthread_mutex_lock(&mu);
         int found = next_event(set, data);
         pthread_mutex_unlock(&mu);

@@ -344,16 +344,10 @@ int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t
     return -1;
 }
 
-/*
- * The kernel driver knows every process by its host pid. The fake learns it
- * from whoever looks from the host namespace: this pass, run on the memory
- * queries the node's NVML users (the kubelet plugin) make all the time,
- * resolves every live process not yet resolved, so a container's own NVML
- * queries see host pids as on a real node.
- */
-static void resolve_host_pids(fake_state_file *f)
+void fake_state_resolve_host_pids(fake_state *st)
 {
-    if (pidns_of("self") != FAKE_INIT_PIDNS_INO)
+    fake_state_file *f = st->file;
+    if (f == NULL || pidns_of("self") != FAKE_INIT_PIDNS_INO)
         return;
     for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
         if (atomic_load(&f->slots[i].active) && atomic_load(&f->ident[i].host_pid) == 0)
@@ -364,7 +358,7 @@ static void resolve_host_pids(fake_state_file *f)
 uint64_t fake_state_used(fake_state *st, int dev)
 {
     fake_state_reclaim(st);
-    resolve_host_pids(st->file);
+    fake_state_resolve_host_pids(st);
     return atomic_load(&st->file->dev_used[dev]);
 }
 

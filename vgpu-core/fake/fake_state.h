@@ -136,9 +136,19 @@ int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t
                              uint64_t to);
 
 /*
- * Bytes in use on dev by all live processes (dead ones reclaimed first).
- * Called from the host pid namespace, it also records the host pid of every
- * live process, as the kernel driver knows it (see fake_state_processes).
+ * The kernel driver knows every process by its host pid from its first
+ * call. The fake learns it from whoever looks from the host pid namespace:
+ * called there, this records the host pid of every live process not yet
+ * resolved, so that callers in containers report host pids too (see
+ * fake_state_processes). A no-op in any other pid namespace or before the
+ * state is open. The node's NVML users call it through memory queries and
+ * XID event waits (the kubelet plugin's health watcher waits all the time).
+ */
+void fake_state_resolve_host_pids(fake_state *st);
+
+/*
+ * Bytes in use on dev by all live processes (dead ones reclaimed first);
+ * also resolves host pids (fake_state_resolve_host_pids).
  */
 uint64_t fake_state_used(fake_state *st, int dev);
 

@@ -621,6 +621,94 @@ static void test_pid_namespace(const char *probe)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* Forks a process into mid's pid namespace that writes nvml_process_used(pid) to fd. */
+static void query_from_namespace(unsigned int pid, int fd)
+{
+    pid_t q = fork();
+    if (q == 0) {
+        long long used = nvml_process_used(pid);
+        _exit(write(fd, &used, sizeof(used)) == (ssize_t)sizeof(used) ? 0 : 1);
+    }
+    if (q > 0)
+        waitpid(q, NULL, 0);
+}
+
+/*
+ * A container's NVML reports host pids soon after its process starts, not
+ * only after the node's next memory query: the host's XID event waits (the
+ * kubelet plugin's health watcher) resolve new processes as the kernel
+ * driver would know them from the start.
+ */
+static void test_event_wait_resolves_pids(const char *probe)
+{
+    int out[2], ask[2], answer[2], report[2], status;
+    char line[512];
+    if (pipe(out) != 0 || pipe(ask) != 0 || pipe(answer) != 0 || pipe(report) != 0) {
+        CHECK(0);
+        return;
+    }
+    pid_t mid = fork();
+    if (mid == 0) {
+        /* Only the parent writes questions: the loop below ends when it closes them. */
+        close(ask[1]);
+        close(answer[0]);
+        int ok = unshare(CLONE_NEWPID) == 0;
+        pid_t holder = ok ? fork() : -1;
+        if (holder == 0) {
+            dup2(out[1], 1);
+            execl(probe, probe, "alloc", "1Gi", "hold", "60", (char *)NULL);
+            _exit(127);
+        }
+        int v = ok ? (int)holder : -errno;
+        if (write(report[1], &v, sizeof(v)) != (ssize_t)sizeof(v))
+            _exit(1);
+        /* Each host pid the parent sends is looked up by a process of the namespace. */
+        unsigned int host;
+        while (ok && read(ask[0], &host, sizeof(host)) == (ssize_t)sizeof(host))
+            query_from_namespace(host, answer[1]);
+        if (holder > 0)
+            waitpid(holder, NULL, 0);
+        _exit(0);
+    }
+    close(out[1]);
+    close(ask[0]);
+    close(answer[1]);
+    close(report[1]);
+    int host_pid = 0;
+    FILE *probe_out = fdopen(out[0], "r");
+    CHECK(read(report[0], &host_pid, sizeof(host_pid)) == (ssize_t)sizeof(host_pid));
+    close(report[0]);
+    if (host_pid <= 0) {
+        printf("fake_test: skipping the event wait test: unshare(CLONE_NEWPID): %s\n",
+               strerror(-host_pid));
+    } else {
+        CHECK(fgets(line, sizeof(line), probe_out) != NULL);
+        CHECK(strstr(line, "\"action\":\"alloc\"") != NULL);
+        unsigned int h = (unsigned int)host_pid;
+        long long seen = 0;
+        /* No host-side call yet: the namespace cannot name its process by its host pid. */
+        CHECK(write(ask[1], &h, sizeof(h)) == (ssize_t)sizeof(h));
+        CHECK(read(answer[0], &seen, sizeof(seen)) == (ssize_t)sizeof(seen));
+        CHECK_EQ(seen, -1);
+        /* An event wait on the host (it times out: no XID) resolves it. */
+        nvmlEventSet_t set;
+        nvmlEventData_t data;
+        CHECK_EQ(nvmlEventSetCreate(&set), NVML_SUCCESS);
+        CHECK_EQ(nvmlDeviceRegisterEvents(nv0, nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+        CHECK_EQ(nvmlEventSetWait_v2(set, &data, 50), NVML_ERROR_TIMEOUT);
+        CHECK_EQ(nvmlEventSetFree(set), NVML_SUCCESS);
+        CHECK(write(ask[1], &h, sizeof(h)) == (ssize_t)sizeof(h));
+        CHECK(read(answer[0], &seen, sizeof(seen)) == (ssize_t)sizeof(seen));
+        CHECK_EQ(seen, (long long)GiB);
+        kill(host_pid, SIGKILL);
+    }
+    close(ask[1]);
+    close(answer[0]);
+    fclose(probe_out);
+    waitpid(mid, &status, 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
 /* Node indices of the GPUs in view, e.g. "1,3". */
 static const char *phys_list(const fake_config *view)
 {
@@ -844,6 +932,7 @@ int main(int argc, char **argv)
     test_xid_events();
     test_cross_process(probe);
     test_pid_namespace(probe);
+    test_event_wait_resolves_pids(probe);
     {
         char u0[NVML_DEVICE_UUID_V2_BUFFER_SIZE], u1[NVML_DEVICE_UUID_V2_BUFFER_SIZE], want[300];
         nvmlDevice_t nv1;
