@@ -132,7 +132,7 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 			delete(m.unaccounted, uid)
 		}
 	}
-	for uid := range m.regionFDs {
+	for uid := range m.regionMaps {
 		if !seenClaims[uid] {
 			m.closeRegion(uid)
 		}

@@ -46,7 +46,7 @@ type Monitor struct {
 	regionErrs map[types.UID]string
 	// unaccounted is the last fail-closed state logged per claim.
 	unaccounted map[types.UID]unaccounted
-	regionFDs   map[types.UID]openRegion
+	regionMaps  map[types.UID]*region.Mapping
 	// readers are the per-goroutine Readers of parallel collections.
 	readers []*region.Reader
 	nvml    nvml.Interface // set while Run holds NVML initialised
@@ -82,7 +82,7 @@ func New(ctx context.Context, opts Options) (*Monitor, error) {
 		now:         time.Now,
 		counters:    map[counterKey]*counterState{},
 		regionErrs:  map[types.UID]string{},
-		regionFDs:   map[types.UID]openRegion{},
+		regionMaps:  map[types.UID]*region.Mapping{},
 		handles:     map[string]nvml.Device{},
 		status:      map[types.UID]*statusRecord{},
 		recorder:    opts.EventRecorder,

@@ -27,6 +27,11 @@ type Reader struct {
 	again []byte
 	slot  []byte
 	seq   []byte
+	// stable says, per slot, whether the last mapped read got a
+	// consistent copy of it.
+	stable []bool
+	// fence is the target of the mapped reader's barrier.
+	fence uint32
 }
 
 // NewReader returns a Reader with its buffers allocated.
@@ -77,18 +82,8 @@ func Open(path string) (int, error) {
 // errors. A file deleted since it was opened yields an error wrapping
 // ErrRemoved.
 func (r *Reader) ReadFD(fd int, path string) (*Region, error) {
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return nil, fmt.Errorf("read region %s: stat: %w", path, err)
-	}
-	if st.Nlink == 0 {
-		return nil, fmt.Errorf("read region %s: %w", path, ErrRemoved)
-	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil, fmt.Errorf("read region %s: %w: not a regular file (mode %#o)", path, ErrCorrupt, st.Mode)
-	}
-	if st.Size != Size {
-		return nil, fmt.Errorf("read region %s: %w: %d bytes, want %d", path, ErrCorrupt, st.Size, Size)
+	if err := checkFile(fd, path); err != nil {
+		return nil, err
 	}
 	// Header, device records and the first few slots in one read; then the
 	// rest of the slots that can be in use, if any. Slot bytes past the
@@ -115,6 +110,25 @@ func (r *Reader) ReadFD(fd int, path string) (*Region, error) {
 		return nil, fmt.Errorf("read region %s: %w", path, err)
 	}
 	return reg, nil
+}
+
+// checkFile is what every read checks first: the descriptor is a regular
+// file of exactly Size bytes still linked in its directory.
+func checkFile(fd int, path string) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fmt.Errorf("read region %s: stat: %w", path, err)
+	}
+	if st.Nlink == 0 {
+		return fmt.Errorf("read region %s: %w", path, ErrRemoved)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("read region %s: %w: not a regular file (mode %#o)", path, ErrCorrupt, st.Mode)
+	}
+	if st.Size != Size {
+		return fmt.Errorf("read region %s: %w: %d bytes, want %d", path, ErrCorrupt, st.Size, Size)
+	}
+	return nil
 }
 
 // readSlot is the seqlock reader of slot i. The owner makes seq odd, updates

@@ -200,23 +200,33 @@ func TestReadSeqlock(t *testing.T) {
 			atomic.AddUint32(seq, 1)
 		}
 	}()
-	r := NewReader()
-	consistent := 0
-	for range 2000 {
-		reg, err := r.Read(path)
-		if !assert.NoError(t, err) {
-			return
-		}
-		for _, p := range reg.Processes {
-			if p.Slot == 0 {
-				if !assert.Equal(t, p.Devices[0].KernelLaunches, p.Devices[0].UsedBytes, "torn read accepted") {
+	mapped, err := Map(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = mapped.Close() })
+	for name, read := range map[string]func(*Reader) (*Region, error){
+		"pread":   func(r *Reader) (*Region, error) { return r.Read(path) },
+		"mapping": func(r *Reader) (*Region, error) { return r.ReadMapping(mapped) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := NewReader()
+			consistent := 0
+			for range 2000 {
+				reg, err := read(r)
+				if !assert.NoError(t, err) {
 					return
 				}
-				consistent++
+				for _, p := range reg.Processes {
+					if p.Slot == 0 {
+						if !assert.Equal(t, p.Devices[0].KernelLaunches, p.Devices[0].UsedBytes, "torn read accepted") {
+							return
+						}
+						consistent++
+					}
+				}
 			}
-		}
+			assert.Positive(t, consistent, "some reads must succeed despite the writer")
+		})
 	}
-	assert.Positive(t, consistent, "some reads must succeed despite the writer")
 }
 
 func TestReadMissingIsNotExist(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
 )
 
-func newFDTestMonitor(t *testing.T, src *fakeClaims) *Monitor {
+func newMappingTestMonitor(t *testing.T, src *fakeClaims) *Monitor {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: src, GPUs: testGPUs,
@@ -24,19 +24,19 @@ func newFDTestMonitor(t *testing.T, src *fakeClaims) *Monitor {
 	return m
 }
 
-func TestRegionDescriptorsAreKeptAndRenewed(t *testing.T) {
+func TestRegionMappingsAreKeptAndRenewed(t *testing.T) {
 	a := preparedClaim(t.TempDir(), uidA, "team-a", "train")
 	writeClaimRegion(t, a.RegionPath, gib, gib, 0, proc(0, 7, gib, 0, 0))
 	src := &fakeClaims{claims: []claims.PreparedClaim{a}}
-	m := newFDTestMonitor(t, src)
+	m := newMappingTestMonitor(t, src)
 	logger, _ := ktesting.NewTestContext(t)
 
 	snap := m.collect(logger)
 	require.NoError(t, snap.claims[0].err)
-	fd := m.regionFDs[uidA].fd
+	mapping := m.regionMaps[uidA]
 	writeClaimRegion(t, a.RegionPath+".new", 2*gib, 2*gib, 0, proc(0, 7, 2*gib, 0, 0))
 	snap = m.collect(logger)
-	assert.Equal(t, fd, m.regionFDs[uidA].fd, "the descriptor is kept between collections")
+	assert.Same(t, mapping, m.regionMaps[uidA], "the mapping is kept between collections")
 	assert.EqualValues(t, gib, snap.claims[0].devices[0].usedBytes)
 
 	// Unprepare and prepare between two collections: the file was replaced.
@@ -49,15 +49,15 @@ func TestRegionDescriptorsAreKeptAndRenewed(t *testing.T) {
 	require.NoError(t, writeGarbage(a.RegionPath))
 	snap = m.collect(logger)
 	require.Error(t, snap.claims[0].err)
-	assert.NotContains(t, m.regionFDs, types.UID(uidA))
+	assert.NotContains(t, m.regionMaps, types.UID(uidA))
 
-	// A claim that is gone has its descriptor closed.
+	// A claim that is gone has its mapping closed.
 	writeClaimRegion(t, a.RegionPath, gib, gib, 0)
 	m.collect(logger)
-	require.Contains(t, m.regionFDs, types.UID(uidA))
+	require.Contains(t, m.regionMaps, types.UID(uidA))
 	src.set()
 	m.collect(logger)
-	assert.Empty(t, m.regionFDs)
+	assert.Empty(t, m.regionMaps)
 }
 
 func TestParallelCollectionReadsEveryClaim(t *testing.T) {
@@ -69,7 +69,7 @@ func TestParallelCollectionReadsEveryClaim(t *testing.T) {
 		writeClaimRegion(t, c.RegionPath, used, used, 0, proc(0, 7, used, 0, 0))
 		list = append(list, c)
 	}
-	m := newFDTestMonitor(t, &fakeClaims{claims: list})
+	m := newMappingTestMonitor(t, &fakeClaims{claims: list})
 	logger, _ := ktesting.NewTestContext(t)
 	snap := m.collect(logger)
 	require.Len(t, snap.claims, len(list))

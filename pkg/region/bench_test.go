@@ -1,0 +1,82 @@
+package region
+
+import (
+	"fmt"
+	"path/filepath"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
+)
+
+// BenchmarkReadRegions reads 1000 regions of one GPU and 8 active
+// processes each, as the monitor's collection does, through kept
+// descriptors (pread) and through kept mappings, alternately in the same
+// run, and reports both per-region CPU times and their ratio.
+func BenchmarkReadRegions(b *testing.B) {
+	const regions, procs = 1000, 8
+	dir := b.TempDir()
+	fds := make([]int, regions)
+	maps := make([]*Mapping, regions)
+	for i := range regions {
+		ps := make([]regiontest.Process, procs)
+		for p := range ps {
+			ps[p] = regiontest.Process{Slot: p, PID: uint32(100 + p), StartTime: uint64(1000 + p), PIDNamespace: 4026532000, Seq: 2,
+				Devices: []regiontest.ProcessDevice{{UsedBytes: 1 << 20, KernelLaunches: uint64(p)}}}
+		}
+		raw, err := regiontest.Ready(1, uint64(time.Now().UnixNano()),
+			[]regiontest.Device{{UUID: fmt.Sprintf("GPU-%08d-0000-0000-0000-000000000000", i), MemoryLimitBytes: 1 << 30}}, ps)
+		require.NoError(b, err)
+		path := filepath.Join(dir, fmt.Sprintf("region-%d", i))
+		require.NoError(b, regiontest.WriteFile(path, raw))
+		fds[i], err = Open(path)
+		require.NoError(b, err)
+		maps[i], err = Map(path)
+		require.NoError(b, err)
+	}
+	b.Cleanup(func() {
+		for i := range regions {
+			_ = unix.Close(fds[i])
+			_ = maps[i].Close()
+		}
+	})
+	r := NewReader()
+	// CPU time of this thread: unlike wall time it does not grow when other
+	// processes compete for the CPUs.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var preadTime, mappedTime time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		start := threadCPU(b)
+		for i := range regions {
+			if reg, err := r.ReadFD(fds[i], "region"); err != nil || len(reg.Processes) != procs {
+				b.Fatalf("pread: %v, %d processes", err, len(reg.Processes))
+			}
+		}
+		mid := threadCPU(b)
+		for i := range regions {
+			if reg, err := r.ReadMapping(maps[i]); err != nil || len(reg.Processes) != procs {
+				b.Fatalf("mapping: %v, %d processes", err, len(reg.Processes))
+			}
+		}
+		preadTime += mid - start
+		mappedTime += threadCPU(b) - mid
+	}
+	n := float64(b.N * regions)
+	b.ReportMetric(float64(preadTime.Nanoseconds())/n, "pread-cpu-ns/region")
+	b.ReportMetric(float64(mappedTime.Nanoseconds())/n, "mapped-cpu-ns/region")
+	b.ReportMetric(float64(mappedTime)/float64(preadTime), "mapped/pread")
+}
+
+func threadCPU(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_THREAD, &ru); err != nil {
+		b.Fatalf("getrusage: %v", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

@@ -1,0 +1,69 @@
+package region
+
+import (
+	"encoding/binary"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestMappingReadsWhatTheFileHolds(t *testing.T) {
+	path := writeRegion(t, fixtureBytes(t))
+	m, err := Map(path)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+	assert.Equal(t, path, m.Path())
+
+	r := NewReader()
+	want, err := r.Read(path)
+	require.NoError(t, err)
+	got, err := r.ReadMapping(m)
+	require.NoError(t, err)
+	assertRegion(t, want, got)
+
+	// Writes through the file show in the mapping: it is shared, not a copy.
+	b := fixtureBytes(t)
+	binary.LittleEndian.PutUint64(b[SlotsOffset+offSlotDevices+offSDKernelLaunches:], 4242)
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = f.WriteAt(b[SlotsOffset:SlotsOffset+SlotSize], SlotsOffset)
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	got, err = r.ReadMapping(m)
+	require.NoError(t, err)
+	require.NotEmpty(t, got.Processes)
+	assert.Equal(t, uint64(4242), got.Processes[0].Devices[0].KernelLaunches)
+}
+
+func TestMappingOfAFileThatChanges(t *testing.T) {
+	t.Run("removed", func(t *testing.T) {
+		path := writeRegion(t, fixtureBytes(t))
+		m, err := Map(path)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Close() })
+		require.NoError(t, os.Remove(path))
+		_, err = NewReader().ReadMapping(m)
+		assert.ErrorIs(t, err, ErrRemoved)
+	})
+	t.Run("truncated", func(t *testing.T) {
+		path := writeRegion(t, fixtureBytes(t))
+		m, err := Map(path)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = m.Close() })
+		require.NoError(t, os.Truncate(path, 100))
+		_, err = NewReader().ReadMapping(m)
+		assert.ErrorIs(t, err, ErrCorrupt)
+		// Truncated after the size check: the copy faults on a page the
+		// file no longer has, and the fault is an error, not a crash.
+		_, err = NewReader().readMapped(m)
+		require.ErrorIs(t, err, ErrCorrupt)
+		assert.Contains(t, err.Error(), "shrank")
+	})
+	t.Run("not a region", func(t *testing.T) {
+		path := writeRegion(t, fixtureBytes(t)[:Size-1])
+		_, err := Map(path)
+		assert.ErrorIs(t, err, ErrCorrupt)
+	})
+}
