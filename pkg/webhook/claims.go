@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -237,7 +238,7 @@ func (v *ClaimValidator) validateRequest(namespace string, spec *resourceapi.Res
 		for _, key := range slices.Sorted(maps.Keys(capacity.Requests)) {
 			q := capacity.Requests[key]
 			p := capPath.Key(string(key))
-			switch v.capacityName(key) {
+			switch key {
 			case devices.CapacityMemory:
 				switch {
 				case q.Sign() <= 0:
@@ -251,6 +252,11 @@ func (v *ClaimValidator) validateRequest(namespace string, spec *resourceapi.Res
 					errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("must be a whole number of percent of the GPU's SM time between 0 and %d", devices.Cores)))
 				}
 			default:
+				if name, ours := strings.CutPrefix(string(key), v.DriverName+"/"); ours && (name == string(devices.CapacityMemory) || name == string(devices.CapacityCores)) {
+					errs = append(errs, field.Invalid(p, string(key), fmt.Sprintf(
+						"write %q: devices publish their capacities unqualified and the scheduler matches the name exactly, so this request could never be allocated", name)))
+					continue
+				}
 				errs = append(errs, field.NotSupported(p, string(key), []string{string(devices.CapacityMemory), string(devices.CapacityCores)}))
 			}
 		}
@@ -263,23 +269,9 @@ func (v *ClaimValidator) validateRequest(namespace string, spec *resourceapi.Res
 	return errs
 }
 
-// capacityName maps a requested capacity key to this driver's unqualified
-// name; keys of other domains map to themselves and are refused.
-func (v *ClaimValidator) capacityName(key resourceapi.QualifiedName) resourceapi.QualifiedName {
-	prefix := resourceapi.QualifiedName(v.DriverName + "/")
-	if len(key) > len(prefix) && key[:len(prefix)] == prefix {
-		return key[len(prefix):]
-	}
-	return key
-}
-
 func (v *ClaimValidator) capacity(c *resourceapi.CapacityRequirements, name resourceapi.QualifiedName) (resource.Quantity, bool) {
-	for key, q := range c.Requests {
-		if v.capacityName(key) == name {
-			return q, true
-		}
-	}
-	return resource.Quantity{}, false
+	q, ok := c.Requests[name]
+	return q, ok
 }
 
 // distinct reports whether a distinctAttribute constraint covers all the

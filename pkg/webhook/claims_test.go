@@ -82,6 +82,8 @@ func TestClaimValidation(t *testing.T) {
 		{
 			name: "qualified capacity names",
 			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {vgpu.dra.dev/memory: 4Gi, vgpu.dra.dev/cores: "30"}}}}]}}`,
+			wantDeny: []string{`spec.devices.requests[0].exactly.capacity.requests[vgpu.dra.dev/memory]`, `write "memory"`,
+				`spec.devices.requests[0].exactly.capacity.requests[vgpu.dra.dev/cores]`, `write "cores"`, "could never be allocated"},
 		},
 		{
 			name: "valid claim config",
