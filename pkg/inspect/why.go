@@ -384,9 +384,10 @@ func (w *why) gpu(ctx context.Context, node *corev1.Node, claim *resourceapi.Res
 		blocked = true
 	}
 	if alt.capacity != nil {
+		// The scheduler matches capacity names exactly: a qualified
+		// vgpu.dra.dev/memory is not the published memory.
 		for name := range alt.capacity.Requests {
-			short := resourceapi.QualifiedName(strings.TrimPrefix(string(name), names.DriverName+"/"))
-			if _, ok := d.Capacity[short]; !ok {
+			if _, ok := d.Capacity[name]; !ok {
 				v.Reasons = append(v.Reasons, fmt.Sprintf("GPU publishes no capacity %s", name))
 				blocked = true
 			}
@@ -523,7 +524,7 @@ func withCapacity(alt alternative, name resourceapi.QualifiedName, v int64) alte
 	reqs := map[resourceapi.QualifiedName]resource.Quantity{}
 	if alt.capacity != nil {
 		for k, q := range alt.capacity.Requests {
-			if strings.TrimPrefix(string(k), names.DriverName+"/") != string(name) {
+			if k != name {
 				reqs[k] = q
 			}
 		}

@@ -73,3 +73,21 @@ func TestWhyScheduledPod(t *testing.T) {
 	assert.Contains(t, exp.Summary, "scheduled on node node-a")
 	assert.Empty(t, exp.GPUs)
 }
+
+// A qualified capacity name is not the published one: the scheduler never
+// allocates such a claim, and why says so on every GPU.
+func TestWhyQualifiedCapacityNeverFits(t *testing.T) {
+	snap := cluster()
+	big := claim("team-b", "big", "1Gi", "")
+	q := big.Spec.Devices.Requests[0].Exactly.Capacity.Requests
+	q["vgpu.dra.dev/memory"] = q["memory"]
+	delete(q, "memory")
+	snap.Claims[3] = big
+	exp, err := Why(t.Context(), snap, "team-b", "big")
+	require.NoError(t, err)
+	require.NotEmpty(t, exp.GPUs)
+	for _, v := range exp.GPUs {
+		assert.False(t, v.Fits, "%s/%s", v.Node, v.GPU)
+		assert.Contains(t, v.Reasons, "GPU publishes no capacity vgpu.dra.dev/memory", "%s/%s", v.Node, v.GPU)
+	}
+}
