@@ -51,6 +51,9 @@ type DeviceData struct {
 	CoresLimit int64 `json:"coresLimit"`
 	// MemoryUsed is the claim's memory use on the GPU.
 	MemoryUsed *resource.Quantity `json:"memoryUsed,omitempty"`
+	// MemoryPeak is the claim's highest memory use on the GPU since its
+	// shared region was initialised.
+	MemoryPeak *resource.Quantity `json:"memoryPeak,omitempty"`
 	// SMUtilization is the claim's recent SM utilisation in percent.
 	SMUtilization *int64 `json:"smUtilization,omitempty"`
 	// Processes counts the claim's processes using the GPU.
@@ -67,6 +70,7 @@ type deviceStatus struct {
 	coresLimit  int64
 	ready       bool
 	memoryUsed  uint64
+	memoryPeak  uint64
 	smUtil      int64
 	processes   int64
 	refusals    int64
@@ -135,7 +139,7 @@ func deviceStatuses(cu claimUsage) []deviceStatus {
 		s := deviceStatus{uuid: g.UUID, memoryLimit: g.MemoryLimitBytes, coresLimit: g.SMLimitPercent, ready: cu.err == nil}
 		if s.ready {
 			u := cu.devices[d.GPU]
-			s.memoryUsed, s.smUtil, s.processes = u.usedBytes, int64(u.smUtil), int64(u.processes)
+			s.memoryUsed, s.memoryPeak, s.smUtil, s.processes = u.usedBytes, u.peakBytes, int64(u.smUtil), int64(u.processes)
 			s.refusals = int64(min(u.refusals, math.MaxInt64))
 		}
 		out = append(out, s)
@@ -246,8 +250,8 @@ func transitionTime(obj *resourceapi.ResourceClaim, driver string, d claims.Prep
 func deviceData(s deviceStatus) DeviceData {
 	d := DeviceData{UUID: s.uuid, MemoryLimit: bytesQuantity(s.memoryLimit), CoresLimit: s.coresLimit}
 	if s.ready {
-		used := bytesQuantity(s.memoryUsed)
-		d.MemoryUsed, d.SMUtilization, d.Processes, d.MemoryRefusals = &used, &s.smUtil, &s.processes, &s.refusals
+		used, peak := bytesQuantity(s.memoryUsed), bytesQuantity(s.memoryPeak)
+		d.MemoryUsed, d.MemoryPeak, d.SMUtilization, d.Processes, d.MemoryRefusals = &used, &peak, &s.smUtil, &s.processes, &s.refusals
 	}
 	return d
 }

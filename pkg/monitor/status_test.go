@@ -82,7 +82,7 @@ func TestClaimStatus(t *testing.T) {
 	assert.Equal(t, "train-0,train-1", m.podNames(a), "pod label lists the reserving pods")
 
 	// A small change waits for the status interval.
-	writeClaimRegion(t, a.RegionPath, gib+mib, gib+mib, 22, proc(0, 7, gib+mib, 20, 0))
+	writeClaimRegion(t, a.RegionPath, gib+mib, 2*gib, 22, proc(0, 7, gib+mib, 20, 0))
 	clk.add(10 * time.Second)
 	m.writeStatuses(ctx)
 	assert.InDelta(t, 1, writes(), 0, "a small change is rate-limited")
@@ -91,6 +91,8 @@ func TestClaimStatus(t *testing.T) {
 	assert.InDelta(t, 2, writes(), 0, "written once the status interval passed")
 	_, data = readStatus()
 	assert.EqualValues(t, gib+mib, data.MemoryUsed.Value())
+	require.NotNil(t, data.MemoryPeak)
+	assert.EqualValues(t, 2*gib, data.MemoryPeak.Value(), "the region's peak, not the current use")
 
 	// A new process is a large change: written after a sixth of the interval.
 	writeClaimRegion(t, a.RegionPath, 2*gib, 2*gib, 22, proc(0, 7, gib, 20, 0), proc(1, 8, gib, 5, 0))
