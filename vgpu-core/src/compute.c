@@ -118,7 +118,7 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
     struct vgpu_gpu *g;
     struct vgpu_compute *c;
     CUdevice dev;
-    uint64_t cost, start, t0, t1;
+    uint64_t cost, wait, t0, now;
 
     if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return;
@@ -137,20 +137,16 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
      */
     __atomic_store_n(&c->launches, __atomic_load_n(&c->launches, __ATOMIC_RELAXED) + 1,
                      __ATOMIC_RELAXED);
-    if (vgpu_bucket_take(c->bucket, cost))
+    wait = vgpu_bucket_take(c->bucket, cost);
+    if (wait == 0)
         return;
-    start = t0 = mono_ns();
-    for (;;) {
-        sleep_ns(vgpu_bucket_wait_ns(c->bucket, cost));
-        t1 = mono_ns();
-        __atomic_fetch_add(&c->throttled_ns, t1 - t0, __ATOMIC_RELAXED);
-        t0 = t1;
-        /* The estimate may have arrived meanwhile (a new process starts at the default). */
-        cost = launch_cost(g);
-        if (t1 - start >= VGPU_WAIT_STARVE_NS ? vgpu_bucket_take_starved(c->bucket, cost)
-                                              : vgpu_bucket_take(c->bucket, cost))
-            return;
+    /* Charged: wait until the refill has paid the debt up to this launch (or the bucket opens). */
+    t0 = now = mono_ns();
+    while (now - t0 < wait && !vgpu_bucket_is_open(c->bucket)) {
+        sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);
+        now = mono_ns();
     }
+    __atomic_fetch_add(&c->throttled_ns, now - t0, __ATOMIC_RELAXED);
 }
 
 /* Copies our counters into our slot for the refiller and the monitor. */

@@ -25,11 +25,10 @@
 #define VGPU_BUCKET_DEPTH_NS 100000000ull
 /* Smallest capacity (tokens), so that tiny rates still admit short kernels. */
 #define VGPU_BUCKET_MIN_CAPACITY 100000ll
-/* Sleeps of a throttled launch stay within these bounds (ns). */
-#define VGPU_WAIT_MIN_NS 20000ull
+/* A waiting launch looks at the bucket at least this often (it may have been opened). */
 #define VGPU_WAIT_MAX_NS 5000000ull
-/* A launch waiting this long no longer needs its whole cost in the bucket. */
-#define VGPU_WAIT_STARVE_NS 50000000ull
+/* No launch waits longer than this for its place in the debt (a bucket's rate fell meanwhile). */
+#define VGPU_WAIT_LIMIT_NS 10000000000ull
 
 /* NVML's per-process smUtil is the busy share of this trailing window. */
 #define VGPU_CTL_WINDOW_NS 1000000000ull
@@ -77,25 +76,17 @@ bool vgpu_bucket_is_open(const struct vgpu_region_device *d);
 void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now);
 
 /*
- * Admission of a launch costing cost tokens: admitted if the balance stays
- * non-negative after charging it, or if the bucket was full (a kernel larger
- * than the bucket runs on a full bucket and leaves a debt, so it is never
- * starved and still pays its full cost). One atomic operation when admitted
- * with tokens to spare. Returns true if admitted (the cost is then charged).
+ * Admission of a launch costing cost tokens. The cost is always charged (one
+ * atomic operation). Returns 0 if the balance is still non-negative: the
+ * launch goes at once. Otherwise the launch has taken its place at the end of
+ * the debt and must wait until the refill has paid everything up to it: the
+ * debt over the rate, returned in ns (at most VGPU_WAIT_LIMIT_NS; with a rate
+ * of 0, VGPU_WAIT_MAX_NS). Waiting launches are admitted in the order they
+ * were charged, whatever their cost: a process charged a large cost is never
+ * starved by one of small launches, and a kernel larger than the bucket
+ * waits for its whole cost.
  */
-bool vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
-
-/*
- * A launch that has waited VGPU_WAIT_STARVE_NS: admitted as soon as the
- * balance is positive, leaving a debt. Without it, a launch that costs more
- * than the tokens ever left over (a new process charged the default cost
- * next to one of small kernels draining the bucket) would wait forever.
- */
-bool vgpu_bucket_take_starved(struct vgpu_region_device *d, uint64_t cost);
-
-/* How long a refused launch of cost should sleep before trying again (ns). */
-uint64_t vgpu_bucket_wait_ns(const struct vgpu_region_device *d, uint64_t cost);
-
+uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
 
 /* Launch-count history and cost estimate of one process (one region slot). */
 struct vgpu_ctl_proc {
@@ -104,8 +95,10 @@ struct vgpu_ctl_proc {
     uint64_t t[VGPU_CTL_HISTORY];
     uint64_t launches[VGPU_CTL_HISTORY];
     bool fresh;        /* appeared while this controller ran: it launched from 0 */
+    uint64_t first_ns; /* when this controller first saw it */
     uint64_t window_end; /* end of the last NVML window used */
     double busy_acc, launch_acc; /* decaying sums of busy ns and launches over windows */
+    bool measured;     /* the estimate is a mean of readings, not a bound from above */
     double cost_ns;    /* current estimate, 0 = none yet */
 };
 

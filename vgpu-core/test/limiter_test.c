@@ -43,38 +43,37 @@ static void test_bucket(void)
     /* 100 ms of refill at 25 %: 25 ms of tokens, full. */
     CHECK_EQ_U64(d.bucket_capacity, 25 * MS);
     CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
-    CHECK(vgpu_bucket_take(&d, 10 * MS));
-    CHECK(vgpu_bucket_take(&d, 10 * MS));
-    /* 5 ms left: a 10 ms launch waits, and is told to wait for the 5 ms it lacks. */
-    CHECK(!vgpu_bucket_take(&d, 10 * MS));
-    CHECK_EQ_U64(d.bucket_tokens, 5 * MS);
-    CHECK_EQ_U64(vgpu_bucket_wait_ns(&d, 10 * MS), VGPU_WAIT_MAX_NS);
-    CHECK_EQ_U64(vgpu_bucket_wait_ns(&d, 6 * MS), 4 * MS);
-    /* Refill credits rate x elapsed once, capped at the capacity. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 10 * MS), 0);
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 10 * MS), 0);
+    /* 5 ms left: a 10 ms launch is charged all the same and waits for the 5 ms of debt (20 ms). */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 10 * MS), 20 * MS);
+    CHECK(d.bucket_tokens == -5 * (int64_t)MS);
+    /* A launch after it queues behind it: the debt grows, nothing is given back. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 1 * MS), 24 * MS);
+    CHECK(d.bucket_tokens == -6 * (int64_t)MS);
+    /* Refill credits rate x elapsed once: 4 ms of refill pay 1 ms. */
     vgpu_bucket_refill(&d, 1000 + 4 * MS);
-    CHECK_EQ_U64(d.bucket_tokens, 6 * MS);
+    CHECK(d.bucket_tokens == -5 * (int64_t)MS);
     vgpu_bucket_refill(&d, 1000 + 4 * MS);
-    CHECK_EQ_U64(d.bucket_tokens, 6 * MS);
+    CHECK(d.bucket_tokens == -5 * (int64_t)MS);
+    vgpu_bucket_refill(&d, 1000 + 24 * MS);
+    CHECK(d.bucket_tokens == 0);
+    /* Capped at the capacity, also after a gap longer than the debt and a bucketful. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 10 * MS), 40 * MS);
     vgpu_bucket_refill(&d, 1000 + 10 * S);
     CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
-    CHECK(vgpu_bucket_take(&d, 18 * MS));
-    /* A starved launch passes on any positive balance and leaves a debt. */
-    CHECK(!vgpu_bucket_take(&d, 8 * MS));
-    CHECK(vgpu_bucket_take_starved(&d, 8 * MS));
-    CHECK(d.bucket_tokens == -1 * (int64_t)MS);
-    CHECK(!vgpu_bucket_take_starved(&d, 1));
-    vgpu_bucket_refill(&d, 1000 + 20 * S);
-    vgpu_bucket_refill(&d, 1000 + 30 * S);
-    /* A kernel larger than the bucket runs on a full bucket and leaves a debt. */
-    CHECK(vgpu_bucket_take(&d, 100 * MS));
+    /* A kernel larger than the bucket waits for its whole cost, even on a full bucket. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 100 * MS), 300 * MS);
     CHECK(d.bucket_tokens == -75 * (int64_t)MS);
-    CHECK(!vgpu_bucket_take(&d, 100 * MS));
-    CHECK(!vgpu_bucket_take(&d, 1));
+    /* One refill after a long gap pays the whole debt. */
+    vgpu_bucket_refill(&d, 1000 + 10 * S + 400 * MS);
+    CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 25 * MS), 0);
     /* Open: everything passes; closing again starts from a full bucket. */
     vgpu_bucket_open(&d);
     CHECK(vgpu_bucket_is_open(&d));
     for (int i = 0; i < 1000; i++)
-        CHECK(vgpu_bucket_take(&d, 50 * MS));
+        CHECK_EQ_U64(vgpu_bucket_take(&d, 50 * MS), 0);
     vgpu_bucket_set_rate(&d, 0.1, 2 * S);
     CHECK(!vgpu_bucket_is_open(&d));
     CHECK_EQ_U64(d.bucket_tokens, 10 * MS);
