@@ -41,15 +41,20 @@ void vgpu_bucket_open(struct vgpu_region_device *d)
     __atomic_store_n(&d->bucket_tokens, VGPU_BUCKET_OPEN, __ATOMIC_RELAXED);
 }
 
+/* Capacity (tokens) of a bucket refilled at rate (fraction of GPU time). */
+static int64_t capacity_for(double rate)
+{
+    int64_t cap = (int64_t)(rate * (double)VGPU_BUCKET_DEPTH_NS);
+
+    return cap < VGPU_BUCKET_MIN_CAPACITY ? VGPU_BUCKET_MIN_CAPACITY : cap;
+}
+
 void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t now)
 {
     double per_s = rate > 0 ? rate * 1e9 : 0;
-    int64_t cap = (int64_t)(per_s * (double)VGPU_BUCKET_DEPTH_NS / 1e9);
-    int64_t t;
+    int64_t cap = capacity_for(rate), t;
     uint64_t last = 0;
 
-    if (cap < VGPU_BUCKET_MIN_CAPACITY)
-        cap = VGPU_BUCKET_MIN_CAPACITY;
     __atomic_store_n(&d->bucket_refill_rate, (uint64_t)per_s, __ATOMIC_RELAXED);
     __atomic_store_n(&d->bucket_capacity, (uint64_t)cap, __ATOMIC_RELAXED);
     t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
@@ -63,9 +68,17 @@ void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t no
 
 void vgpu_bucket_init(struct vgpu_region_device *d, double rate, uint64_t now)
 {
-    vgpu_bucket_set_rate(d, rate, now);
-    __atomic_store_n(&d->bucket_tokens, capacity_of(d), __ATOMIC_RELAXED);
+    uint64_t none = 0;
+    int64_t cap = capacity_for(rate);
+
+    /* Whoever sets the capacity first sets the bucket up: launches charged before stay owed. */
+    if (!__atomic_compare_exchange_n(&d->bucket_capacity, &none, (uint64_t)cap, false,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
     __atomic_store_n(&d->bucket_last_refill_ns, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->bucket_refill_rate, (uint64_t)(rate > 0 ? rate * 1e9 : 0),
+                     __ATOMIC_RELAXED);
+    __atomic_fetch_add(&d->bucket_tokens, cap, __ATOMIC_RELAXED);
 }
 
 void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now)
@@ -121,9 +134,8 @@ void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double 
         if (seed >= CTL_COST_MIN_NS && seed <= CTL_COST_MAX_NS)
             c->procs[i].cost_ns = seed;
     }
-    if (__atomic_load_n(&d->bucket_capacity, __ATOMIC_RELAXED) == 0)
-        vgpu_bucket_init(d, target, now);
-    else if (!vgpu_bucket_is_open(d))
+    vgpu_bucket_init(d, target, now);
+    if (!vgpu_bucket_is_open(d))
         vgpu_bucket_set_rate(d, target, now);
 }
 

@@ -59,7 +59,12 @@
  */
 void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t now);
 
-/* Sets the rate of a bucket never used before and fills it (the refiller's first act). */
+/*
+ * Sets up a bucket that has none yet (capacity 0): its rate, and a full
+ * bucket on top of what launches charged meanwhile owe. A no-op on a bucket
+ * already set up, so every process of the claim calls it at its start and
+ * no launch ever meets a bucket without a rate.
+ */
 void vgpu_bucket_init(struct vgpu_region_device *d, double rate, uint64_t now);
 
 /* Opens the bucket: every launch is admitted at one atomic operation. */

@@ -16,6 +16,7 @@
  * the limit within 2 s of contention, never 5 points below it once
  * contended), high priority, disabled, and the bucket's admission rules.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -38,6 +39,15 @@ static void test_bucket(void)
 {
     struct vgpu_region_device d;
 
+    memset(&d, 0, sizeof(d));
+    /* A launch charged before the bucket is set up stays owed; a second setup changes nothing. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 5 * MS), VGPU_WAIT_MAX_NS);
+    vgpu_bucket_init(&d, 0.25, 1000);
+    CHECK_EQ_U64(d.bucket_tokens, 20 * MS);
+    vgpu_bucket_init(&d, 0.5, 2000);
+    CHECK_EQ_U64(d.bucket_capacity, 25 * MS);
+    CHECK_EQ_U64(d.bucket_last_refill_ns, 1000);
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 20 * MS), 0);
     memset(&d, 0, sizeof(d));
     vgpu_bucket_init(&d, 0.25, 1000);
     /* 100 ms of refill at 25 %: 25 ms of tokens, full. */
@@ -129,33 +139,31 @@ static void test_sensor(void)
 }
 
 /*
- * A GPU booked to 90 % or more by claims running several processes each is
- * the one part of the grid that misses the goals: the model GPU runs queued
- * kernels in launch order, so once it saturates the processes whose queues
- * hold more work take more (and small grids lose their side-by-side runs,
- * so their launches cost more than estimated), while tokens of the others
- * overflow their bucket as their queues are full. Those cells are printed,
- * marked, and held to the bound below instead of the goals.
- */
-#define FULL_BOOKED_BOUND 7.0
-
-/*
- * Start-up of several processes of tiny kernels at a low limit: charged the
+ * Settling is the one goal some cells miss. A GPU booked to 90 % or more by
+ * claims running several processes each: the model GPU runs queued kernels
+ * in launch order, so once it saturates the processes whose queues hold
+ * more work take more for a while; their means stay within the goals, but
+ * two-second means may leave the band again late in the run. Those cells
+ * are printed, marked, and neither their settling nor their lowest second
+ * is asserted; their error and first second are.
+ *
+ * Start-up of four processes of tiny kernels at a low limit: charged the
  * conservative start-up cost, each launches a few times a second, NVML sees
  * nothing, and each step down of the estimate (an upper bound from a window
- * of NVML zeros) needs a window of launches at the previous step's rate.
- * Their settling is held to this instead of 3 s.
+ * of NVML zeros) needs launches at the previous step's rate. Their settling
+ * is held to this instead of 3 s.
  */
-#define SLOW_START_SETTLING_S 5.0
+#define SLOW_START_SETTLING_S 4.5
 
 static void test_grid(void)
 {
     static const unsigned limits[] = {10, 30, 50, 70, 90};
     static const int procs[] = {1, 2, 4};
-    double sum = 0, worst = 0, worst_settle = 0, worst_first = -100, worst_full = 0;
-    int n = 0;
+    double sum = 0, worst = 0, worst_settle = 0, worst_first = -100, worst_low = 100;
+    double worst_slow = 0;
+    int n = 0, unsettled = 0;
 
-    printf("limit procs claims kernels |  share  error  first s  settling (band)\n");
+    printf("limit procs claims kernels |  share  error  first s  settling (band)  lowest s\n");
     for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++) {
         for (size_t b = 0; b < sizeof(procs) / sizeof(procs[0]); b++) {
             for (int nc = 1; nc <= 2; nc++) {
@@ -168,38 +176,51 @@ static void test_grid(void)
                         double target = c == 0 ? limits[a] : 100 - limits[a];
                         double e = absd(cell.share[c] - target);
                         bool slow = k == PLANT_K_100US && procs[b] == 4 && target <= 10;
-                        bool met = e <= 3 && cell.settling_s[c] <= (slow ? SLOW_START_SETTLING_S : 3) &&
-                                   cell.first_s[c] <= target + 5;
+                        bool settled =
+                            cell.settling_s[c] <= (slow ? SLOW_START_SETTLING_S : 3);
 
                         sum += e;
                         n++;
-                        printf("%4.0f%% %5d %6d %7s | %6.2f%% %+5.2f %6.1f%%  %5.2f s (%4.1f)%s\n",
+                        printf("%4.0f%% %5d %6d %7s | %6.2f%% %+5.2f %6.1f%%  %5.2f s (%4.1f) "
+                               "%6.1f%%%s\n",
                                target, procs[b], nc, plant_kernels_name(k), cell.share[c],
                                cell.share[c] - target, cell.first_s[c], cell.settling_s[c],
-                               cell.band[c],
-                               !met ? (full ? "  full, queue-bound" : "  MISSED")
-                                    : slow && cell.settling_s[c] > 3 ? "  slow start" : "");
-                        if (full) {
-                            worst_full = e > worst_full ? e : worst_full;
-                            CHECK(e <= FULL_BOOKED_BOUND);
-                            continue;
-                        }
+                               cell.band[c], cell.low[c],
+                               !settled ? (full ? "  full: left the band late" : "  MISSED")
+                                        : slow && cell.settling_s[c] > 3 ? "  slow start" : "");
                         worst = e > worst ? e : worst;
-                        if (cell.settling_s[c] > worst_settle && !slow)
-                            worst_settle = cell.settling_s[c];
                         if (cell.first_s[c] - target > worst_first)
                             worst_first = cell.first_s[c] - target;
-                        CHECK(met);
+                        CHECK(e <= 3);
+                        CHECK(cell.first_s[c] <= target + 5);
+                        if (slow && cell.settling_s[c] > worst_slow)
+                            worst_slow = cell.settling_s[c];
+                        if (!slow && settled && cell.settling_s[c] > worst_settle)
+                            worst_settle = cell.settling_s[c];
+                        if (full && !settled) {
+                            unsettled++;
+                            continue;
+                        }
+                        CHECK(settled);
+                        /*
+                         * Once settled, no second falls 5 points short, or more than a
+                         * second of such kernels varies by itself (the band is for
+                         * two-second means: x sqrt 2).
+                         */
+                        CHECK(cell.low[c] >= target - fmax(5, cell.band[c] * M_SQRT2));
+                        if (cell.low[c] - target < worst_low)
+                            worst_low = cell.low[c] - target;
                     }
                 }
             }
         }
     }
-    printf("grid: %d claim runs, mean absolute error %.2f points (goal <= 1); outside fully "
-           "booked (>= 90 %%) multi-process cells: worst %.2f (<= 3), worst settling %.2f s (<= 3; "
-           "4 processes of 0.1 ms kernels at 10 %%: <= 5), worst "
-           "first second %+.2f points (<= +5); those cells: worst %.2f\n",
-           n, sum / n, worst, worst_settle, worst_first, worst_full);
+    printf("grid: %d claim runs, mean absolute error %.2f points (goal <= 1), worst %.2f (<= 3), "
+           "worst first second %+.2f points (<= +5), lowest second once settled %+.2f points; "
+           "settling <= %.2f s (<= 3) except 4 processes of 0.1 ms kernels at 10 %% (%.2f s, "
+           "held to <= %.1f) and %d fully booked runs that left the band late\n",
+           n, sum / n, worst, worst_first, worst_low, worst_settle, worst_slow,
+           SLOW_START_SETTLING_S, unsettled);
     CHECK(sum / n <= 1.0);
 }
 
@@ -284,7 +305,8 @@ static void test_join_and_idle(void)
     printf("process busy 3 s / idle 2 s at 30 %%: %.2f%% (ideal 18 %%), busiest second %.2f%%\n",
            before, plant_max_share(&res, 0, 1 * S, 30 * S));
     CHECK(absd(before - 18) <= 1.5);
-    CHECK(plant_max_share(&res, 0, 1 * S, 30 * S) <= 35);
+    /* A busy phase starts on a full bucket: limit + 5 points, plus its burst (3 points). */
+    CHECK(plant_max_share(&res, 0, 1 * S, 30 * S) <= 38);
 }
 
 static void test_work_conserving(void)

@@ -242,6 +242,9 @@ int plant_run(const struct plant_spec *spec, struct plant_result *res)
             rc = -1;
             goto out;
         }
+        /* As every process's library at its start (compute.c). */
+        if (limited(m, c))
+            vgpu_bucket_init(&m->dev[c], spec->claims[c].limit_percent / 100.0, 0);
     }
     while (t < spec->duration_ns) {
         uint64_t next = next_refill < next_ctl ? next_refill : next_ctl;
@@ -409,6 +412,10 @@ int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k
         out->first_s[c] = plant_mean_share(&res, c, 0, 1000000000ull);
         out->settling_s[c] =
             plant_settling_ns(&res, c, target, out->band[c], 0, duration_ns) / 1e9;
+        out->low[c] = plant_min_share(&res, c,
+                                      out->settling_s[c] > 3 ? (uint64_t)(out->settling_s[c] * 1e9)
+                                                             : 3000000000ull,
+                                      duration_ns);
     }
     return 0;
 }

@@ -112,6 +112,7 @@ struct plant_cell {
     double band[2];       /* settling band: 2 points, or 3 x the spread two seconds of
                              kernels of this class have by themselves, if larger */
     double settling_s[2]; /* plant_settling_ns in seconds within band */
+    double low[2];        /* lowest one-second mean once settled (from 3 s at the earliest) */
 };
 
 /*
