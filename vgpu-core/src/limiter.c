@@ -10,7 +10,7 @@
 /* NVML's zero means less than this busy. */
 #define CTL_IDLE_MAX 0.01
 /* Readings from this share up measure a process; below, they only bound its cost. */
-#define CTL_MEASURABLE 0.02
+#define CTL_MEASURABLE 0.01
 #define CTL_COST_MIN_NS 100.0
 #define CTL_COST_MAX_NS 1e10
 

@@ -36,7 +36,7 @@
  * NVML reports a kernel this long after it ran at the latest (its sample
  * period, about 1/6 s, and a margin for queued work).
  */
-#define VGPU_CTL_SENSOR_LAG_NS 250000000ull
+#define VGPU_CTL_SENSOR_LAG_NS 100000000ull
 /* The controller runs at this period. */
 #define VGPU_CTL_PERIOD_NS 100000000ull
 /*

@@ -153,7 +153,7 @@ static void test_sensor(void)
  * of NVML zeros) needs launches at the previous step's rate. Their settling
  * is held to this instead of 3 s.
  */
-#define SLOW_START_SETTLING_S 4.5
+#define SLOW_START_SETTLING_S 3.5
 
 static void test_grid(void)
 {
@@ -208,7 +208,7 @@ static void test_grid(void)
                          * two-second means: x sqrt 2).
                          */
                         CHECK(cell.low[c] >= target - fmax(5, cell.band[c] * M_SQRT2));
-                        if (cell.low[c] - target < worst_low)
+                        if (cell.band[c] * M_SQRT2 <= 5 && cell.low[c] - target < worst_low)
                             worst_low = cell.low[c] - target;
                     }
                 }
@@ -216,7 +216,8 @@ static void test_grid(void)
         }
     }
     printf("grid: %d claim runs, mean absolute error %.2f points (goal <= 1), worst %.2f (<= 3), "
-           "worst first second %+.2f points (<= +5), lowest second once settled %+.2f points; "
+           "worst first second %+.2f points (<= +5), lowest second once settled %+.2f points "
+           "(>= -5; kernels that vary more by themselves: their spread); "
            "settling <= %.2f s (<= 3) except 4 processes of 0.1 ms kernels at 10 %% (%.2f s, "
            "held to <= %.1f) and %d fully booked runs that left the band late\n",
            n, sum / n, worst, worst_first, worst_low, worst_settle, worst_slow,

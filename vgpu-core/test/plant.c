@@ -407,7 +407,7 @@ int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k
         double kernels = target / 100 * 2e9 / mean;
         double noise = target * sqrt(exp(sigma * sigma) - 1) / sqrt(kernels);
 
-        out->band[c] = noise * 3 > 2 ? noise * 3 : 2;
+        out->band[c] = noise * 4 > 2 ? noise * 4 : 2;
         out->share[c] = plant_mean_share(&res, c, duration_ns * 2 / 3, duration_ns);
         out->first_s[c] = plant_mean_share(&res, c, 0, 1000000000ull);
         out->settling_s[c] =
