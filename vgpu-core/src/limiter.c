@@ -107,11 +107,12 @@ uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
 {
     int64_t c = cost > (uint64_t)INT64_MAX / 8 ? INT64_MAX / 8 : (int64_t)cost;
     int64_t t = __atomic_sub_fetch(&d->bucket_tokens, c, __ATOMIC_RELAXED);
-    uint64_t rate = load_u64(&d->bucket_refill_rate);
+    uint64_t rate;
     double w;
 
     if (t >= 0)
         return 0;
+    rate = load_u64(&d->bucket_refill_rate);
     if (rate == 0)
         return VGPU_WAIT_MAX_NS;
     w = (double)-t * 1e9 / (double)rate;
@@ -177,7 +178,10 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
                      uint64_t now)
 {
     struct vgpu_ctl_proc *p;
-    uint64_t we = o->window_end != 0 && o->window_end <= now ? o->window_end : now;
+    /* Without a sample of its own, the process was idle up to NVML's last sample at the latest. */
+    uint64_t we = o->window_end != 0 && o->window_end <= now ? o->window_end
+                  : now > VGPU_CTL_SAMPLE_NS                ? now - VGPU_CTL_SAMPLE_NS
+                                                            : 0;
     uint64_t ws = we > VGPU_CTL_WINDOW_NS ? we - VGPU_CTL_WINDOW_NS : 0;
     double from, to, old, n, n_old, busy;
 

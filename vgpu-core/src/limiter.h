@@ -37,6 +37,8 @@
  * period, about 1/6 s, and a margin for queued work).
  */
 #define VGPU_CTL_SENSOR_LAG_NS 100000000ull
+/* NVML's driver samples utilisation this often (about 1/6 s). */
+#define VGPU_CTL_SAMPLE_NS 166666667ull
 /* The controller runs at this period. */
 #define VGPU_CTL_PERIOD_NS 100000000ull
 /*
@@ -137,7 +139,8 @@ struct vgpu_ctl_obs {
     uint64_t id;           /* identity of the slot's owner */
     uint64_t launches;     /* cumulative launches (slot kernel_launches) */
     double util;           /* NVML smUtil, fraction; 0 when NVML had no sample */
-    uint64_t window_end;   /* end of the window util describes (same clock as now); 0 = now */
+    uint64_t window_end;   /* end of the window util describes (same clock as now); 0 = no
+                              sample: idle up to one sample period before now */
 };
 
 /*

@@ -109,7 +109,7 @@ const char *plant_kernels_name(enum plant_kernels k);
 struct plant_cell {
     double share[2];      /* steady-state mean of each claim (last third of the run) */
     double first_s[2];    /* mean of the first second */
-    double band[2];       /* settling band: 2 points, or 3 x the spread two seconds of
+    double band[2];       /* settling band: 2 points, or 4 x the spread two seconds of
                              kernels of this class have by themselves, if larger */
     double settling_s[2]; /* plant_settling_ns in seconds within band */
     double low[2];        /* lowest one-second mean once settled (from 3 s at the earliest) */
