@@ -131,24 +131,25 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
     if (!__atomic_load_n(&T.started, __ATOMIC_ACQUIRE))
         start_helper();
     cost = launch_cost(g);
+    wait = vgpu_bucket_take(c->bucket, cost);
+    if (wait != 0) {
+        /* Charged: wait until the refill has paid the debt up to this launch (or it opens). */
+        t0 = now = mono_ns();
+        while (now - t0 < wait && !vgpu_bucket_is_open(c->bucket)) {
+            sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);
+            now = mono_ns();
+        }
+        __atomic_fetch_add(&c->throttled_ns, now - t0, __ATOMIC_RELAXED);
+    }
     /*
-     * Plain load and store, not an atomic add: the bucket's is the only atomic
-     * read-modify-write of the fast path. A count lost to two threads of one
-     * process launching at the same instant only nudges the cost estimate,
-     * which the closed loop absorbs.
+     * Counted when it goes to the driver, not while it waits: the cost
+     * estimate divides NVML's busy time by launches that could have run.
+     * Plain load and store, not an atomic add: the bucket's is the only
+     * atomic read-modify-write of the fast path. A count lost to two threads
+     * of one process launching at the same instant only nudges the estimate.
      */
     __atomic_store_n(&c->launches, __atomic_load_n(&c->launches, __ATOMIC_RELAXED) + 1,
                      __ATOMIC_RELAXED);
-    wait = vgpu_bucket_take(c->bucket, cost);
-    if (wait == 0)
-        return;
-    /* Charged: wait until the refill has paid the debt up to this launch (or the bucket opens). */
-    t0 = now = mono_ns();
-    while (now - t0 < wait && !vgpu_bucket_is_open(c->bucket)) {
-        sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);
-        now = mono_ns();
-    }
-    __atomic_fetch_add(&c->throttled_ns, now - t0, __ATOMIC_RELAXED);
 }
 
 /* Copies our counters into our slot for the refiller and the monitor. */

@@ -25,7 +25,8 @@
  *                        20 ms, mix, up to eight cells (24 processes) at a
  *                        time (~5 min; "sweep LIMIT" runs one limit); prints
  *                        the table and checks the goals (mean absolute error
- *                        <= 1, worst <= 3, first second <= limit + 5).
+ *                        <= 1, worst <= 3, first second <= limit + 5, 95 % of
+ *                        the runs settled within 3 s).
  *
  * Env: VGPU_TEST_LIB (libvgpu.so), VGPU_FAKE_STATE_DIR, VGPU_FAKE_GPU_COUNT
  * (>= 4 quick, >= 8 sweep).
@@ -516,6 +517,13 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
     CHECK(sum / runs <= 1);
     CHECK(worst <= 3);
     CHECK(worst_first <= 5);
+    /*
+     * Settling: real time on a shared host, where a starved child leaves a
+     * dip in the GPU's timeline, and four processes of tiny kernels at low
+     * limits start in 3-4 s (see the README): 95 % of the runs within 3 s.
+     */
+    if (only_limit == 0)
+        CHECK(settle[0] >= runs * 95 / 100);
     return 0;
 }
 
