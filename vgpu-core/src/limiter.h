@@ -33,8 +33,8 @@
 /* NVML's per-process smUtil is the busy share of this trailing window. */
 #define VGPU_CTL_WINDOW_NS 1000000000ull
 /*
- * NVML reports a kernel this long after it ran at the latest (its sample
- * period, about 1/6 s, and a margin for queued work).
+ * A launch this much older than the end of an NVML window has run within it
+ * (a queue of a few kernels): only such launches bound a cost from above.
  */
 #define VGPU_CTL_SENSOR_LAG_NS 100000000ull
 /* NVML's driver samples utilisation this often (about 1/6 s). */
@@ -147,11 +147,15 @@ struct vgpu_ctl_obs {
  * Updates the launch-cost estimate of the observed process and returns it
  * (ns; 0 when there is none yet). An estimate is busy / launches over the
  * same NVML window: NVML's window is aligned with the launch counts of the
- * history (so lag and start-up do not bias it), each window is used once,
- * and windows are summed with decaying weights (time constant about a
- * second), so no single reading moves the estimate by more than a fraction.
- * A window without an NVML sample but with launches bounds the cost from
- * above (less than half a percent was busy).
+ * history (so lag and start-up do not bias it) and each window is used once.
+ * While readings are below 1 % (NVML's resolution) or the window holds the
+ * process's start, a reading only bounds the cost from above: (reading +
+ * half a percent) over the launches VGPU_CTL_SENSOR_LAG_NS older than the
+ * window's end, and the estimate only moves down. From a reading of 1 % over
+ * a whole window on it is measured: windows, zeros included, are summed
+ * with decaying weights (time constant about a second), so no single reading
+ * moves it by more than a fraction; a zero for launches it says NVML must
+ * have seen returns it to bounding.
  */
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
                      uint64_t now);
