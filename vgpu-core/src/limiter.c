@@ -3,8 +3,14 @@
 
 #include <string.h>
 
-/* Weight kept by the older windows at each new NVML window (1/6 s): a time constant of ~1 s. */
-#define CTL_COST_DECAY 0.85
+/*
+ * Weight kept by the older windows at each new NVML window (1/6 s): a time
+ * constant of ~0.3 s on top of the window's own second. Longer memories
+ * (0.85: ~1 s) trail the changes of a small grid's cost on a saturated GPU
+ * and let a claim's start-up drag on; the noise of a short memory stays within
+ * what the kernels vary by themselves.
+ */
+#define CTL_COST_DECAY 0.6
 /* A reading stands for up to this much more (half its 1 % step). */
 #define CTL_IDLE_BOUND 0.005
 /* NVML's zero means less than this busy. */

@@ -153,8 +153,8 @@ struct vgpu_ctl_obs {
  * half a percent) over the launches VGPU_CTL_SENSOR_LAG_NS older than the
  * window's end, and the estimate only moves down. From a reading of 1 % over
  * a whole window on it is measured: windows, zeros included, are summed
- * with decaying weights (time constant about a second), so no single reading
- * moves it by more than a fraction; a zero for launches it says NVML must
+ * with decaying weights (time constant ~0.3 s on top of the window's own
+ * second), so no single reading moves it by more than a fraction; a zero for launches it says NVML must
  * have seen returns it to bounding.
  */
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,

@@ -139,28 +139,23 @@ static void test_sensor(void)
 }
 
 /*
- * Settling is the one goal some cells miss. A GPU booked to 90 % or more by
- * claims running several processes each: the model GPU runs queued kernels
- * in launch order, so once it saturates the processes whose queues hold
- * more work take more for a while; their means stay within the goals, but
- * two-second means may leave the band again late in the run. Those cells
- * are printed, marked, and neither their settling nor their lowest second
- * is asserted; their error and first second are.
- *
- * Start-up of four processes of tiny kernels at a low limit: charged the
- * conservative start-up cost, each launches a few times a second, NVML sees
- * nothing, and each step down of the estimate (an upper bound from a window
- * of NVML zeros) needs launches at the previous step's rate. Their settling
- * is held to this instead of 3 s.
+ * Settling is the one goal some cells miss: a GPU booked to 90 % or more by
+ * claims running several processes each. Once it saturates, the claims are
+ * held back by their queues rather than their buckets, and a small grid's
+ * GPU time per launch changes with what runs between its kernels, so the
+ * split wanders for seconds: means stay within the goals, but two-second
+ * means may leave the band again late in the run. Those cells are printed,
+ * marked, and neither their settling nor their lowest second is asserted;
+ * their error and first second are.
  */
-#define SLOW_START_SETTLING_S 3.5
+/* Settling is counted in sample periods: 18 of them (3 s) come to 3.000000006 s. */
+#define SETTLE_GOAL_S 3.000001
 
 static void test_grid(void)
 {
     static const unsigned limits[] = {10, 30, 50, 70, 90};
     static const int procs[] = {1, 2, 4};
     double sum = 0, worst = 0, worst_settle = 0, worst_first = -100, worst_low = 100;
-    double worst_slow = 0;
     int n = 0, unsettled = 0;
 
     printf("limit procs claims kernels |  share  error  first s  settling (band)  lowest s\n");
@@ -175,9 +170,7 @@ static void test_grid(void)
                     for (int c = 0; c < nc; c++) {
                         double target = c == 0 ? limits[a] : 100 - limits[a];
                         double e = absd(cell.share[c] - target);
-                        bool slow = k == PLANT_K_100US && procs[b] == 4 && target <= 10;
-                        bool settled =
-                            cell.settling_s[c] <= (slow ? SLOW_START_SETTLING_S : 3);
+                        bool settled = cell.settling_s[c] <= SETTLE_GOAL_S;
 
                         sum += e;
                         n++;
@@ -186,16 +179,13 @@ static void test_grid(void)
                                target, procs[b], nc, plant_kernels_name(k), cell.share[c],
                                cell.share[c] - target, cell.first_s[c], cell.settling_s[c],
                                cell.band[c], cell.low[c],
-                               !settled ? (full ? "  full: left the band late" : "  MISSED")
-                                        : slow && cell.settling_s[c] > 3 ? "  slow start" : "");
+                               !settled ? (full ? "  full: left the band late" : "  MISSED") : "");
                         worst = e > worst ? e : worst;
                         if (cell.first_s[c] - target > worst_first)
                             worst_first = cell.first_s[c] - target;
                         CHECK(e <= 3);
                         CHECK(cell.first_s[c] <= target + 5);
-                        if (slow && cell.settling_s[c] > worst_slow)
-                            worst_slow = cell.settling_s[c];
-                        if (!slow && settled && cell.settling_s[c] > worst_settle)
+                        if (settled && cell.settling_s[c] > worst_settle)
                             worst_settle = cell.settling_s[c];
                         if (full && !settled) {
                             unsettled++;
@@ -217,11 +207,9 @@ static void test_grid(void)
     }
     printf("grid: %d claim runs, mean absolute error %.2f points (goal <= 1), worst %.2f (<= 3), "
            "worst first second %+.2f points (<= +5), lowest second once settled %+.2f points "
-           "(>= -5; kernels that vary more by themselves: their spread); "
-           "settling <= %.2f s (<= 3) except 4 processes of 0.1 ms kernels at 10 %% (%.2f s, "
-           "held to <= %.1f) and %d fully booked runs that left the band late\n",
-           n, sum / n, worst, worst_first, worst_low, worst_settle, worst_slow,
-           SLOW_START_SETTLING_S, unsettled);
+           "(>= -5; kernels that vary more by themselves: their spread); settling <= %.2f s "
+           "(<= 3) except %d fully booked runs that left the band late\n",
+           n, sum / n, worst, worst_first, worst_low, worst_settle, unsettled);
     CHECK(sum / n <= 1.0);
 }
 
