@@ -56,12 +56,12 @@ void vgpu_compute_setup(struct vgpu_gpu *g, uint32_t sm_limit, uint32_t policy,
     c->high_priority = priority == VGPU_PRIORITY_HIGH;
     c->bucket = g->shm != NULL ? &g->shm->r->devices[g->rec] : &c->private_bucket;
     c->active = g->enforce && !g->fail_closed && sm_limit > 0 && policy != VGPU_POLICY_DISABLED;
-    if (c->active)
-        vgpu_bucket_init(c->bucket, c->target, mono_ns());
-    if (c->active)
-        VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm_limit,
-                  policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
-                  c->high_priority ? ", high priority" : "");
+    if (!c->active)
+        return;
+    vgpu_bucket_init(c->bucket, c->target, mono_ns());
+    VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm_limit,
+              policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
+              c->high_priority ? ", high priority" : "");
 }
 
 /* Our slot's per-device record on g, or NULL without a region slot. */

@@ -90,6 +90,53 @@ static void test_bucket(void)
     /* A tiny rate keeps a minimum capacity so short kernels still pass. */
     vgpu_bucket_set_rate(&d, 0.0001, 3 * S);
     CHECK_EQ_U64(d.bucket_capacity, VGPU_BUCKET_MIN_CAPACITY);
+    /* No launch is told to wait longer than VGPU_WAIT_LIMIT_NS (100 ms at 0.01 % is 1000 s). */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 100 * MS), VGPU_WAIT_LIMIT_NS);
+}
+
+/* The cost estimate's bounds and measurements, driven directly. */
+static void test_cost_estimate(void)
+{
+    static struct vgpu_ctl c;
+    struct vgpu_ctl_obs o = {.slot = 3, .id = 7};
+    uint64_t t;
+
+    /*
+     * A process NVML has no sample of (window_end 0) was idle up to one
+     * sample period ago, not up to now: its launches of the last 1/6 s + lag
+     * bound nothing yet.
+     */
+    vgpu_ctl_init(&c, 0.3);
+    for (t = 100 * MS; t <= 200 * MS; t += 100 * MS) {
+        o.launches = t / MS / 10; /* 100 launches a second */
+        CHECK(vgpu_ctl_cost(&c, &o, true, t) == 0);
+    }
+    /* Later zeros bound it: (0 + 0.5 %) x 1 s over the launches older than the lag. */
+    for (; t <= 2 * S; t += 100 * MS) {
+        o.launches = t / MS / 10;
+        vgpu_ctl_cost(&c, &o, true, t);
+    }
+    CHECK(c.procs[3].cost_ns > 0 && !c.procs[3].measured);
+    CHECK(c.procs[3].cost_ns <= 0.005 * S / 70 && c.procs[3].cost_ns >= 0.005 * S / 110);
+    /* A reading of 1 % over a whole window measures it: 10 ms / 100 launches. */
+    for (; t <= 4 * S; t += 100 * MS) {
+        o.launches = t / MS / 10;
+        o.util = 0.01;
+        o.window_end = t / GPU_SAMPLE_NS * GPU_SAMPLE_NS;
+        vgpu_ctl_cost(&c, &o, true, t);
+    }
+    CHECK(c.procs[3].measured);
+    CHECK(absd(c.procs[3].cost_ns - 0.01 * S / 100) < 0.01 * S / 100 * 0.05);
+    /* NVML sees nothing of launches the estimate says it must see: back to bounding. */
+    o.util = 0;
+    o.launches = t / MS * 2; /* 2000 a second from now on */
+    for (uint64_t end = t + 2 * S; t <= end; t += 100 * MS) {
+        o.launches += 200;
+        o.window_end = t / GPU_SAMPLE_NS * GPU_SAMPLE_NS;
+        vgpu_ctl_cost(&c, &o, true, t);
+    }
+    CHECK(!c.procs[3].measured);
+    CHECK(c.procs[3].cost_ns < 0.01 * S / 100 / 10);
 }
 
 /* The sensor: lagged by a period, whole percents, unbiased jitter; nothing dropped. */
@@ -359,6 +406,7 @@ static void test_bad_spec(void)
 int main(void)
 {
     test_bucket();
+    test_cost_estimate();
     test_sensor();
     test_grid();
     test_pairs();
