@@ -7,8 +7,9 @@
  *
  * Columns: steady-state share (mean of the last 10 s, over the seeds), its
  * error, the first second's share (worst seed), the settling time (worst
- * seed; two-second means within the band). Goals: mean absolute error <= 1
- * point, worst <= 3, settling <= 3 s, first second <= limit + 5.
+ * seed; two-second means within the band: 2 points, or 4 sigma of what
+ * two seconds of such kernels vary by themselves). Goals: mean absolute
+ * error <= 1 point, worst <= 3, settling <= 3 s, first second <= limit + 5.
  *
  * "limiter pair N KERNEL_US" prints instead what the plant predicts for
  * claims at 30 % and 70 % with N processes each running back-to-back
@@ -54,7 +55,7 @@ int main(int argc, char **argv)
     static const unsigned limits[] = {10, 30, 50, 70, 90};
     static const int procs[] = {1, 2, 4};
     double sum = 0, worst = 0, worst_settle = 0, worst_first = -100;
-    int n = 0;
+    int n = 0, late = 0;
 
     if (argc == 4 && strcmp(argv[1], "pair") == 0)
         return pair(atoi(argv[2]), atol(argv[3]));
@@ -92,6 +93,8 @@ int main(int argc, char **argv)
                         n++;
                         worst = e > worst ? e : worst;
                         worst_settle = settle[c] > worst_settle ? settle[c] : worst_settle;
+                        /* Counted in sample periods: 18 of them (3 s) are 3.000000006 s. */
+                        late += settle[c] > 3.000001;
                         worst_first = first[c] - target > worst_first ? first[c] - target
                                                                       : worst_first;
                         printf("%4.0f%% | %5d | %6d | %7s | %6.2f%% | %+5.2f | %6.1f%% | %5.2f s\n",
@@ -103,7 +106,7 @@ int main(int argc, char **argv)
         }
     }
     printf("mean absolute error %.2f points over %d claim runs (goal <= 1); worst %.2f (<= 3); "
-           "worst settling %.2f s (<= 3); worst first second %+.2f points (<= +5)\n",
-           sum / n, n, worst, worst_settle, worst_first);
+           "settling > 3 s in %d (worst %.2f s); worst first second %+.2f points (<= +5)\n",
+           sum / n, n, worst, late, worst_settle, worst_first);
     return 0;
 }

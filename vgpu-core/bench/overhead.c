@@ -225,6 +225,8 @@ int main(int argc, char **argv)
         }
         printf("%-22s direct %7.1f ns   libvgpu %7.1f ns   added %6.1f ns   ratio %.2f\n",
                "cuLaunchKernel, 50% SM", best[0], best[1], best[1] - best[0], best[1] / best[0]);
+        snprintf(cmd, sizeof(cmd), "%s/bench/config", dir);
+        umount2(cmd, MNT_DETACH);
         snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
         return system(cmd) == 0 ? 0 : 1;
     }

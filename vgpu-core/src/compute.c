@@ -56,10 +56,12 @@ void vgpu_compute_setup(struct vgpu_gpu *g, uint32_t sm_limit, uint32_t policy,
     c->high_priority = priority == VGPU_PRIORITY_HIGH;
     c->bucket = g->shm != NULL ? &g->shm->r->devices[g->rec] : &c->private_bucket;
     c->active = g->enforce && !g->fail_closed && sm_limit > 0 && policy != VGPU_POLICY_DISABLED;
-    if (c->active)
-        VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm_limit,
-                  policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
-                  c->high_priority ? ", high priority" : "");
+    if (!c->active)
+        return;
+    vgpu_bucket_init(c->bucket, c->target, mono_ns());
+    VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm_limit,
+              policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
+              c->high_priority ? ", high priority" : "");
 }
 
 /* Our slot's per-device record on g, or NULL without a region slot. */
@@ -118,7 +120,7 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
     struct vgpu_gpu *g;
     struct vgpu_compute *c;
     CUdevice dev;
-    uint64_t cost, start, t0, t1;
+    uint64_t cost, wait, t0, now;
 
     if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return;
@@ -129,28 +131,25 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
     if (!__atomic_load_n(&T.started, __ATOMIC_ACQUIRE))
         start_helper();
     cost = launch_cost(g);
+    wait = vgpu_bucket_take(c->bucket, cost);
+    if (wait != 0) {
+        /* Charged: wait until the refill has paid the debt up to this launch (or it opens). */
+        t0 = now = mono_ns();
+        while (now - t0 < wait && !vgpu_bucket_is_open(c->bucket)) {
+            sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);
+            now = mono_ns();
+        }
+        __atomic_fetch_add(&c->throttled_ns, now - t0, __ATOMIC_RELAXED);
+    }
     /*
-     * Plain load and store, not an atomic add: the bucket's is the only atomic
-     * read-modify-write of the fast path. A count lost to two threads of one
-     * process launching at the same instant only nudges the cost estimate,
-     * which the closed loop absorbs.
+     * Counted when it goes to the driver, not while it waits: the cost
+     * estimate divides NVML's busy time by launches that could have run.
+     * Plain load and store, not an atomic add: the bucket's is the only
+     * atomic read-modify-write of the fast path. A count lost to two threads
+     * of one process launching at the same instant only nudges the estimate.
      */
     __atomic_store_n(&c->launches, __atomic_load_n(&c->launches, __ATOMIC_RELAXED) + 1,
                      __ATOMIC_RELAXED);
-    if (vgpu_bucket_take(c->bucket, cost))
-        return;
-    start = t0 = mono_ns();
-    for (;;) {
-        sleep_ns(vgpu_bucket_wait_ns(c->bucket, cost));
-        t1 = mono_ns();
-        __atomic_fetch_add(&c->throttled_ns, t1 - t0, __ATOMIC_RELAXED);
-        t0 = t1;
-        /* The estimate may have arrived meanwhile (a new process starts at the default). */
-        cost = launch_cost(g);
-        if (t1 - start >= VGPU_WAIT_STARVE_NS ? vgpu_bucket_take_starved(c->bucket, cost)
-                                              : vgpu_bucket_take(c->bucket, cost))
-            return;
-    }
 }
 
 /* Copies our counters into our slot for the refiller and the monitor. */

@@ -3,12 +3,27 @@
 
 #include <string.h>
 
-/* Weight kept by the older windows at each new NVML window (1/6 s): a time constant of ~1 s. */
-#define CTL_COST_DECAY 0.85
-/* A window in which NVML saw nothing was less than this busy (half its 1 % step). */
+/*
+ * Weight kept by the older windows at each new NVML window (1/6 s): a time
+ * constant of ~0.3 s on top of the window's own second. Longer memories
+ * (0.85: ~1 s) trail the changes of a small grid's cost on a saturated GPU
+ * and let a claim's start-up drag on; the noise of a short memory stays within
+ * what the kernels vary by themselves.
+ */
+#define CTL_COST_DECAY 0.6
+/* A reading stands for up to this much more (half its 1 % step). */
 #define CTL_IDLE_BOUND 0.005
+/* NVML's zero means less than this busy. */
+#define CTL_IDLE_MAX 0.01
+/* Readings from this share up measure a process; below, they only bound its cost. */
+#define CTL_MEASURABLE 0.01
 #define CTL_COST_MIN_NS 100.0
 #define CTL_COST_MAX_NS 1e10
+
+static double clamp(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
 
 static uint64_t load_u64(const uint64_t *p)
 {
@@ -32,15 +47,20 @@ void vgpu_bucket_open(struct vgpu_region_device *d)
     __atomic_store_n(&d->bucket_tokens, VGPU_BUCKET_OPEN, __ATOMIC_RELAXED);
 }
 
+/* Capacity (tokens) of a bucket refilled at rate (fraction of GPU time). */
+static int64_t capacity_for(double rate)
+{
+    int64_t cap = (int64_t)(rate * (double)VGPU_BUCKET_DEPTH_NS);
+
+    return cap < VGPU_BUCKET_MIN_CAPACITY ? VGPU_BUCKET_MIN_CAPACITY : cap;
+}
+
 void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t now)
 {
     double per_s = rate > 0 ? rate * 1e9 : 0;
-    int64_t cap = (int64_t)(per_s * (double)VGPU_BUCKET_DEPTH_NS / 1e9);
-    int64_t t;
+    int64_t cap = capacity_for(rate), t;
     uint64_t last = 0;
 
-    if (cap < VGPU_BUCKET_MIN_CAPACITY)
-        cap = VGPU_BUCKET_MIN_CAPACITY;
     __atomic_store_n(&d->bucket_refill_rate, (uint64_t)per_s, __ATOMIC_RELAXED);
     __atomic_store_n(&d->bucket_capacity, (uint64_t)cap, __ATOMIC_RELAXED);
     t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
@@ -54,16 +74,24 @@ void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t no
 
 void vgpu_bucket_init(struct vgpu_region_device *d, double rate, uint64_t now)
 {
-    vgpu_bucket_set_rate(d, rate, now);
-    __atomic_store_n(&d->bucket_tokens, capacity_of(d), __ATOMIC_RELAXED);
+    uint64_t none = 0;
+    int64_t cap = capacity_for(rate);
+
+    /* Whoever sets the capacity first sets the bucket up: launches charged before stay owed. */
+    if (!__atomic_compare_exchange_n(&d->bucket_capacity, &none, (uint64_t)cap, false,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
     __atomic_store_n(&d->bucket_last_refill_ns, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->bucket_refill_rate, (uint64_t)(rate > 0 ? rate * 1e9 : 0),
+                     __ATOMIC_RELAXED);
+    __atomic_fetch_add(&d->bucket_tokens, cap, __ATOMIC_RELAXED);
 }
 
 void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now)
 {
     uint64_t last = load_u64(&d->bucket_last_refill_ns);
     int64_t cap = capacity_of(d), add, t;
-    double amount;
+    double amount, room;
 
     if (now <= last || vgpu_bucket_is_open(d))
         return;
@@ -71,55 +99,30 @@ void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now)
                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         return; /* another refiller credited this interval */
     amount = (double)load_u64(&d->bucket_refill_rate) * (double)(now - last) / 1e9;
-    /* More than a bucketful is capped anyway; this bound also keeps the sum in range. */
-    add = amount >= (double)cap ? cap : (int64_t)amount;
+    /* More than pays the debt and fills the bucket is capped anyway; this keeps the sum in range. */
+    t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
+    room = t < cap ? (double)cap - (double)t : 0;
+    add = amount >= room ? (int64_t)room : (int64_t)amount;
     t = __atomic_add_fetch(&d->bucket_tokens, add, __ATOMIC_RELAXED);
     while (t > cap && !__atomic_compare_exchange_n(&d->bucket_tokens, &t, cap, true,
                                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
     }
 }
 
-bool vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
+uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
 {
     int64_t c = cost > (uint64_t)INT64_MAX / 8 ? INT64_MAX / 8 : (int64_t)cost;
-    int64_t old = __atomic_fetch_sub(&d->bucket_tokens, c, __ATOMIC_RELAXED);
-
-    if (old - c >= 0)
-        return true;
-    /* A full bucket admits anything: the debt is paid by later refills. */
-    if (old >= capacity_of(d))
-        return true;
-    __atomic_fetch_add(&d->bucket_tokens, c, __ATOMIC_RELAXED);
-    return false;
-}
-
-bool vgpu_bucket_take_starved(struct vgpu_region_device *d, uint64_t cost)
-{
-    int64_t c = cost > (uint64_t)INT64_MAX / 8 ? INT64_MAX / 8 : (int64_t)cost;
-    int64_t old = __atomic_fetch_sub(&d->bucket_tokens, c, __ATOMIC_RELAXED);
-
-    if (old > 0)
-        return true;
-    __atomic_fetch_add(&d->bucket_tokens, c, __ATOMIC_RELAXED);
-    return false;
-}
-
-uint64_t vgpu_bucket_wait_ns(const struct vgpu_region_device *d, uint64_t cost)
-{
-    int64_t cap = capacity_of(d);
-    int64_t want = cost < (uint64_t)cap ? (int64_t)cost : cap;
-    int64_t need = want - __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
-    uint64_t rate = load_u64(&d->bucket_refill_rate);
+    int64_t t = __atomic_sub_fetch(&d->bucket_tokens, c, __ATOMIC_RELAXED);
+    uint64_t rate;
     double w;
 
-    if (need <= 0)
-        return VGPU_WAIT_MIN_NS;
+    if (t >= 0)
+        return 0;
+    rate = load_u64(&d->bucket_refill_rate);
     if (rate == 0)
         return VGPU_WAIT_MAX_NS;
-    w = (double)need * 1e9 / (double)rate;
-    if (w < (double)VGPU_WAIT_MIN_NS)
-        return VGPU_WAIT_MIN_NS;
-    return w > (double)VGPU_WAIT_MAX_NS ? VGPU_WAIT_MAX_NS : (uint64_t)w;
+    w = (double)-t * 1e9 / (double)rate;
+    return w < 1 ? 1 : w > (double)VGPU_WAIT_LIMIT_NS ? VGPU_WAIT_LIMIT_NS : (uint64_t)w;
 }
 
 void vgpu_ctl_init(struct vgpu_ctl *c, double target)
@@ -138,9 +141,8 @@ void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double 
         if (seed >= CTL_COST_MIN_NS && seed <= CTL_COST_MAX_NS)
             c->procs[i].cost_ns = seed;
     }
-    if (__atomic_load_n(&d->bucket_capacity, __ATOMIC_RELAXED) == 0)
-        vgpu_bucket_init(d, target, now);
-    else if (!vgpu_bucket_is_open(d))
+    vgpu_bucket_init(d, target, now);
+    if (!vgpu_bucket_is_open(d))
         vgpu_bucket_set_rate(d, target, now);
 }
 
@@ -182,8 +184,12 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
                      uint64_t now)
 {
     struct vgpu_ctl_proc *p;
-    uint64_t we = o->window_end != 0 && o->window_end <= now ? o->window_end : now;
-    double from, to, n, busy;
+    /* Without a sample of its own, the process was idle up to NVML's last sample at the latest. */
+    uint64_t we = o->window_end != 0 && o->window_end <= now ? o->window_end
+                  : now > VGPU_CTL_SAMPLE_NS                ? now - VGPU_CTL_SAMPLE_NS
+                                                            : 0;
+    uint64_t ws = we > VGPU_CTL_WINDOW_NS ? we - VGPU_CTL_WINDOW_NS : 0;
+    double from, to, old, n, n_old, busy;
 
     if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
         return 0;
@@ -202,6 +208,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
         p->id = o->id;
         p->cost_ns = seed;
         p->fresh = seed == 0;
+        p->first_ns = now;
     }
     p->t[p->head] = now;
     p->launches[p->head] = o->launches;
@@ -209,41 +216,47 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
     if (p->n < VGPU_CTL_HISTORY)
         p->n++;
     /* Each NVML window is used once, and only with the launch counts of that very window. */
-    if (!util_known || we <= p->window_end || we < VGPU_CTL_WINDOW_NS ||
-        !launches_at(p, we - VGPU_CTL_WINDOW_NS, &from) || !launches_at(p, we, &to))
+    if (!util_known || we <= p->window_end || !launches_at(p, ws, &from) ||
+        !launches_at(p, we, &to))
         return p->cost_ns;
     p->window_end = we;
     n = to - from;
-    if (n < 0.5)
-        return p->cost_ns; /* no launches say nothing about their cost */
-    busy = o->util * (double)VGPU_CTL_WINDOW_NS;
-    if (o->util <= 0) {
+    /* Launches old enough for NVML to have reported their kernels. */
+    n_old = we > ws + VGPU_CTL_SENSOR_LAG_NS &&
+                    launches_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old) ? old - from : 0;
+    if (!p->measured && (o->util < CTL_MEASURABLE || ws < p->first_ns)) {
         /*
-         * Idle to NVML: only an upper bound, used when the estimate contradicts
-         * it, and only on launches old enough for NVML to have reported their
-         * kernels (a process that just started has no sample yet).
+         * At the sensor's resolution, or over a window in which the process
+         * started (its first launches may still be queued at the window's
+         * end), a reading only bounds the cost from above: (reading + half a
+         * step) over the launches it must have seen.
          */
-        if (!launches_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &to) || to - from < 0.5)
-            return p->cost_ns;
-        n = to - from;
-        busy = CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS;
-        if (p->cost_ns != 0 && p->cost_ns * n <= busy)
-            return p->cost_ns;
+        busy = (o->util + CTL_IDLE_BOUND) * (double)VGPU_CTL_WINDOW_NS;
+        if (n_old >= 0.5 && (p->cost_ns == 0 || busy / n_old < p->cost_ns))
+            p->cost_ns = clamp(busy / n_old, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
+        return p->cost_ns;
+    }
+    if (!p->measured) {
+        p->measured = true;
         p->busy_acc = p->launch_acc = 0;
     }
-    p->busy_acc = p->busy_acc * CTL_COST_DECAY + busy;
+    if (n < 0.5)
+        return p->cost_ns; /* no launches say nothing about their cost */
+    if (o->util <= 0 && n_old >= 0.5 && p->cost_ns * n_old > CTL_IDLE_MAX * VGPU_CTL_WINDOW_NS) {
+        /*
+         * NVML saw nothing of launches that the estimate says it must have
+         * seen: the kernels became shorter. Back to bounding from above.
+         */
+        p->measured = false;
+        p->cost_ns = clamp(CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS / n_old, CTL_COST_MIN_NS,
+                           CTL_COST_MAX_NS);
+        return p->cost_ns;
+    }
+    /* Every reading counts, zeros too: whole percents with jitter average out. */
+    p->busy_acc = p->busy_acc * CTL_COST_DECAY + o->util * (double)VGPU_CTL_WINDOW_NS;
     p->launch_acc = p->launch_acc * CTL_COST_DECAY + n;
-    p->cost_ns = p->busy_acc / p->launch_acc;
-    if (p->cost_ns < CTL_COST_MIN_NS)
-        p->cost_ns = CTL_COST_MIN_NS;
-    if (p->cost_ns > CTL_COST_MAX_NS)
-        p->cost_ns = CTL_COST_MAX_NS;
+    p->cost_ns = clamp(p->busy_acc / p->launch_acc, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
     return p->cost_ns;
-}
-
-static double clamp(double v, double lo, double hi)
-{
-    return v < lo ? lo : v > hi ? hi : v;
 }
 
 bool vgpu_ctl_should_limit(struct vgpu_ctl *c, uint32_t policy, bool high_priority,

@@ -25,19 +25,20 @@
 #define VGPU_BUCKET_DEPTH_NS 100000000ull
 /* Smallest capacity (tokens), so that tiny rates still admit short kernels. */
 #define VGPU_BUCKET_MIN_CAPACITY 100000ll
-/* Sleeps of a throttled launch stay within these bounds (ns). */
-#define VGPU_WAIT_MIN_NS 20000ull
+/* A waiting launch looks at the bucket at least this often (it may have been opened). */
 #define VGPU_WAIT_MAX_NS 5000000ull
-/* A launch waiting this long no longer needs its whole cost in the bucket. */
-#define VGPU_WAIT_STARVE_NS 50000000ull
+/* No launch waits longer than this for its place in the debt (a bucket's rate fell meanwhile). */
+#define VGPU_WAIT_LIMIT_NS 10000000000ull
 
 /* NVML's per-process smUtil is the busy share of this trailing window. */
 #define VGPU_CTL_WINDOW_NS 1000000000ull
 /*
- * NVML reports a kernel this long after it ran at the latest (its sample
- * period, about 1/6 s, and a margin for queued work).
+ * A launch this much older than the end of an NVML window has run within it
+ * (a queue of a few kernels): only such launches bound a cost from above.
  */
-#define VGPU_CTL_SENSOR_LAG_NS 250000000ull
+#define VGPU_CTL_SENSOR_LAG_NS 100000000ull
+/* NVML's driver samples utilisation this often (about 1/6 s). */
+#define VGPU_CTL_SAMPLE_NS 166666667ull
 /* The controller runs at this period. */
 #define VGPU_CTL_PERIOD_NS 100000000ull
 /*
@@ -60,7 +61,12 @@
  */
 void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t now);
 
-/* Sets the rate of a bucket never used before and fills it (the refiller's first act). */
+/*
+ * Sets up a bucket that has none yet (capacity 0): its rate, and a full
+ * bucket on top of what launches charged meanwhile owe. A no-op on a bucket
+ * already set up, so every process of the claim calls it at its start and
+ * no launch ever meets a bucket without a rate.
+ */
 void vgpu_bucket_init(struct vgpu_region_device *d, double rate, uint64_t now);
 
 /* Opens the bucket: every launch is admitted at one atomic operation. */
@@ -77,25 +83,17 @@ bool vgpu_bucket_is_open(const struct vgpu_region_device *d);
 void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now);
 
 /*
- * Admission of a launch costing cost tokens: admitted if the balance stays
- * non-negative after charging it, or if the bucket was full (a kernel larger
- * than the bucket runs on a full bucket and leaves a debt, so it is never
- * starved and still pays its full cost). One atomic operation when admitted
- * with tokens to spare. Returns true if admitted (the cost is then charged).
+ * Admission of a launch costing cost tokens. The cost is always charged (one
+ * atomic operation). Returns 0 if the balance is still non-negative: the
+ * launch goes at once. Otherwise the launch has taken its place at the end of
+ * the debt and must wait until the refill has paid everything up to it: the
+ * debt over the rate, returned in ns (at most VGPU_WAIT_LIMIT_NS; with a rate
+ * of 0, VGPU_WAIT_MAX_NS). Waiting launches are admitted in the order they
+ * were charged, whatever their cost: a process charged a large cost is never
+ * starved by one of small launches, and a kernel larger than the bucket
+ * waits for its whole cost.
  */
-bool vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
-
-/*
- * A launch that has waited VGPU_WAIT_STARVE_NS: admitted as soon as the
- * balance is positive, leaving a debt. Without it, a launch that costs more
- * than the tokens ever left over (a new process charged the default cost
- * next to one of small kernels draining the bucket) would wait forever.
- */
-bool vgpu_bucket_take_starved(struct vgpu_region_device *d, uint64_t cost);
-
-/* How long a refused launch of cost should sleep before trying again (ns). */
-uint64_t vgpu_bucket_wait_ns(const struct vgpu_region_device *d, uint64_t cost);
-
+uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
 
 /* Launch-count history and cost estimate of one process (one region slot). */
 struct vgpu_ctl_proc {
@@ -104,8 +102,10 @@ struct vgpu_ctl_proc {
     uint64_t t[VGPU_CTL_HISTORY];
     uint64_t launches[VGPU_CTL_HISTORY];
     bool fresh;        /* appeared while this controller ran: it launched from 0 */
+    uint64_t first_ns; /* when this controller first saw it */
     uint64_t window_end; /* end of the last NVML window used */
     double busy_acc, launch_acc; /* decaying sums of busy ns and launches over windows */
+    bool measured;     /* the estimate is a mean of readings, not a bound from above */
     double cost_ns;    /* current estimate, 0 = none yet */
 };
 
@@ -139,18 +139,23 @@ struct vgpu_ctl_obs {
     uint64_t id;           /* identity of the slot's owner */
     uint64_t launches;     /* cumulative launches (slot kernel_launches) */
     double util;           /* NVML smUtil, fraction; 0 when NVML had no sample */
-    uint64_t window_end;   /* end of the window util describes (same clock as now); 0 = now */
+    uint64_t window_end;   /* end of the window util describes (same clock as now); 0 = no
+                              sample: idle up to one sample period before now */
 };
 
 /*
  * Updates the launch-cost estimate of the observed process and returns it
  * (ns; 0 when there is none yet). An estimate is busy / launches over the
  * same NVML window: NVML's window is aligned with the launch counts of the
- * history (so lag and start-up do not bias it), each window is used once,
- * and windows are summed with decaying weights (time constant about a
- * second), so no single reading moves the estimate by more than a fraction.
- * A window without an NVML sample but with launches bounds the cost from
- * above (less than half a percent was busy).
+ * history (so lag and start-up do not bias it) and each window is used once.
+ * While readings are below 1 % (NVML's resolution) or the window holds the
+ * process's start, a reading only bounds the cost from above: (reading +
+ * half a percent) over the launches VGPU_CTL_SENSOR_LAG_NS older than the
+ * window's end, and the estimate only moves down. From a reading of 1 % over
+ * a whole window on it is measured: windows, zeros included, are summed
+ * with decaying weights (time constant ~0.3 s on top of the window's own
+ * second), so no single reading moves it by more than a fraction; a zero for launches it says NVML must
+ * have seen returns it to bounding.
  */
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
                      uint64_t now);

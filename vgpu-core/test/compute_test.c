@@ -24,12 +24,15 @@
  *                        second at 100 - limit) x kernels 0.1 ms, 2 ms,
  *                        20 ms, mix, up to eight cells (24 processes) at a
  *                        time (~5 min; "sweep LIMIT" runs one limit); prints
- *                        the table and checks the goals.
+ *                        the table and checks the goals (mean absolute error
+ *                        <= 1, worst <= 3, first second <= limit + 5, 95 % of
+ *                        the runs settled within 3 s).
  *
  * Env: VGPU_TEST_LIB (libvgpu.so), VGPU_FAKE_STATE_DIR, VGPU_FAKE_GPU_COUNT
  * (>= 4 quick, >= 8 sweep).
  */
 #include <fcntl.h>
+#include <math.h>
 #include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -43,6 +46,7 @@
 
 #include "check.h"
 #include "claimns.h"
+#include "fake_cuda.h"
 #include "fake_state.h"
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
@@ -247,6 +251,8 @@ struct cell {
     char root[2][600];
     pid_t pid[2][MAX_PROCS];
     double share[2], first_s[2];
+    double settle_s[2]; /* two-second means within the band from then on */
+    double band[2];
 };
 
 static const char *kernel_of(enum kernels k, int j)
@@ -301,6 +307,38 @@ static double true_share(fake_state *st, const struct cell *c, int a, uint64_t f
     return 100.0 * busy / (double)(to - from);
 }
 
+/*
+ * Settling of claim a of c: from start, the time after which every
+ * two-second mean of its true share (sliding by one sample period, up to
+ * to) stays within the band: 2 points, or 4 sigma of what two seconds of
+ * its kernels vary by themselves (log-normal, FAKE_KERNEL_SIGMA; mixed
+ * kernels: as the 20 ms class), whichever is larger.
+ */
+static void settling(fake_state *st, struct cell *c, int a, uint64_t start, uint64_t to)
+{
+    static const double mean_ns[3] = {100e3, 2e6, 20e6};
+    enum { W = 12 };
+    double share[128], target = c->limit[a];
+    double mean = mean_ns[c->k == K_MIX ? 2 : (int)c->k];
+    double noise = target * sqrt(exp(FAKE_KERNEL_SIGMA * FAKE_KERNEL_SIGMA) - 1) /
+                   sqrt(target / 100 * 2e9 / mean);
+    uint64_t p0 = (start + GPU_SAMPLE_NS - 1) / GPU_SAMPLE_NS;
+    int n = 0, settled = 0;
+
+    c->band[a] = noise * 4 > 2 ? noise * 4 : 2;
+    for (uint64_t p = p0; (p + 1) * GPU_SAMPLE_NS <= to && n < 128; p++)
+        share[n++] = true_share(st, c, a, p * GPU_SAMPLE_NS, (p + 1) * GPU_SAMPLE_NS);
+    for (int k = 0; k + W <= n; k++) {
+        double m = 0;
+
+        for (int j = 0; j < W; j++)
+            m += share[k + j] / W;
+        if (m - target > c->band[a] || target - m > c->band[a])
+            settled = k + 1;
+    }
+    c->settle_s[a] = (double)((p0 + (uint64_t)settled) * GPU_SAMPLE_NS - start) / 1e9;
+}
+
 /* Runs cells in parallel, RUN_S seconds, and measures them while their processes live. */
 static void run_cells(const char *self, const char *base, struct cell *cells, int n,
                       char uuid[][96], fake_state *st)
@@ -319,6 +357,7 @@ static void run_cells(const char *self, const char *base, struct cell *cells, in
         for (int a = 0; a < cells[i].nclaims; a++) {
             cells[i].share[a] = true_share(st, &cells[i], a, start + MEASURE_FROM_S * S, to);
             cells[i].first_s[a] = true_share(st, &cells[i], a, start, start + S);
+            settling(st, &cells[i], a, start, to);
         }
     }
     close(stop_pipe[1]);
@@ -428,8 +467,8 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
     static const int procs[] = {1, 2, 4};
     struct cell all[5 * 3 * 2 * K_COUNT];
     int n = 0;
-    double sum = 0, worst = 0, worst_first = -100;
-    int runs = 0;
+    double sum = 0, worst = 0, worst_first = -100, worst_settle = 0;
+    int runs = 0, settle[3] = {0, 0, 0};
 
     for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++)
         for (size_t b = 0; b < sizeof(procs) / sizeof(procs[0]); b++)
@@ -453,15 +492,17 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
             all[i + j].ord = j;
         run_cells(self, dir, &all[i], batch, uuid, st);
     }
-    printf("limit | procs | claims | kernels |  share  | error | first s\n");
-    printf("------|-------|--------|---------|---------|-------|--------\n");
+    printf("limit | procs | claims | kernels |  share  | error | first s | settling (band)\n");
+    printf("------|-------|--------|---------|---------|-------|---------|----------------\n");
     for (int i = 0; i < n; i++) {
         for (int a = 0; a < all[i].nclaims; a++) {
             double e = all[i].share[a] - all[i].limit[a];
 
-            printf("%4u%% | %5d | %6d | %7s | %6.2f%% | %+5.2f | %5.1f%%\n", all[i].limit[a],
-                   all[i].procs, all[i].nclaims, kernel_names[all[i].k], all[i].share[a], e,
-                   all[i].first_s[a]);
+            printf("%4u%% | %5d | %6d | %7s | %6.2f%% | %+5.2f | %6.1f%% | %5.2f s (%4.1f)\n",
+                   all[i].limit[a], all[i].procs, all[i].nclaims, kernel_names[all[i].k],
+                   all[i].share[a], e, all[i].first_s[a], all[i].settle_s[a], all[i].band[a]);
+            settle[all[i].settle_s[a] <= 3 ? 0 : all[i].settle_s[a] <= 5 ? 1 : 2]++;
+            worst_settle = all[i].settle_s[a] > worst_settle ? all[i].settle_s[a] : worst_settle;
             sum += absd(e);
             worst = absd(e) > worst ? absd(e) : worst;
             if (all[i].first_s[a] - all[i].limit[a] > worst_first)
@@ -470,9 +511,19 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
         }
     }
     printf("mean absolute error %.2f points over %d claim runs (goal <= 1); worst %.2f (<= 3); "
-           "worst first second %+.2f points (<= +5)\n", sum / runs, runs, worst, worst_first);
+           "worst first second %+.2f points (<= +5); settled within 3 s: %d, 3-5 s: %d, later: %d "
+           "(worst %.2f s)\n", sum / runs, runs, worst, worst_first, settle[0], settle[1],
+           settle[2], worst_settle);
     CHECK(sum / runs <= 1);
+    CHECK(worst <= 3);
     CHECK(worst_first <= 5);
+    /*
+     * Settling: real time on a shared host, where a starved child leaves a
+     * dip in the GPU's timeline, and four processes of tiny kernels at low
+     * limits start in 3-4 s (see the README): 95 % of the runs within 3 s.
+     */
+    if (only_limit == 0)
+        CHECK(settle[0] >= runs * 95 / 100);
     return 0;
 }
 

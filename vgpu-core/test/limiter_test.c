@@ -16,6 +16,7 @@
  * the limit within 2 s of contention, never 5 points below it once
  * contended), high priority, disabled, and the bucket's admission rules.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -39,48 +40,103 @@ static void test_bucket(void)
     struct vgpu_region_device d;
 
     memset(&d, 0, sizeof(d));
+    /* A launch charged before the bucket is set up stays owed; a second setup changes nothing. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 5 * MS), VGPU_WAIT_MAX_NS);
+    vgpu_bucket_init(&d, 0.25, 1000);
+    CHECK_EQ_U64(d.bucket_tokens, 20 * MS);
+    vgpu_bucket_init(&d, 0.5, 2000);
+    CHECK_EQ_U64(d.bucket_capacity, 25 * MS);
+    CHECK_EQ_U64(d.bucket_last_refill_ns, 1000);
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 20 * MS), 0);
+    memset(&d, 0, sizeof(d));
     vgpu_bucket_init(&d, 0.25, 1000);
     /* 100 ms of refill at 25 %: 25 ms of tokens, full. */
     CHECK_EQ_U64(d.bucket_capacity, 25 * MS);
     CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
-    CHECK(vgpu_bucket_take(&d, 10 * MS));
-    CHECK(vgpu_bucket_take(&d, 10 * MS));
-    /* 5 ms left: a 10 ms launch waits, and is told to wait for the 5 ms it lacks. */
-    CHECK(!vgpu_bucket_take(&d, 10 * MS));
-    CHECK_EQ_U64(d.bucket_tokens, 5 * MS);
-    CHECK_EQ_U64(vgpu_bucket_wait_ns(&d, 10 * MS), VGPU_WAIT_MAX_NS);
-    CHECK_EQ_U64(vgpu_bucket_wait_ns(&d, 6 * MS), 4 * MS);
-    /* Refill credits rate x elapsed once, capped at the capacity. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 10 * MS), 0);
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 10 * MS), 0);
+    /* 5 ms left: a 10 ms launch is charged all the same and waits for the 5 ms of debt (20 ms). */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 10 * MS), 20 * MS);
+    CHECK(d.bucket_tokens == -5 * (int64_t)MS);
+    /* A launch after it queues behind it: the debt grows, nothing is given back. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 1 * MS), 24 * MS);
+    CHECK(d.bucket_tokens == -6 * (int64_t)MS);
+    /* Refill credits rate x elapsed once: 4 ms of refill pay 1 ms. */
     vgpu_bucket_refill(&d, 1000 + 4 * MS);
-    CHECK_EQ_U64(d.bucket_tokens, 6 * MS);
+    CHECK(d.bucket_tokens == -5 * (int64_t)MS);
     vgpu_bucket_refill(&d, 1000 + 4 * MS);
-    CHECK_EQ_U64(d.bucket_tokens, 6 * MS);
+    CHECK(d.bucket_tokens == -5 * (int64_t)MS);
+    vgpu_bucket_refill(&d, 1000 + 24 * MS);
+    CHECK(d.bucket_tokens == 0);
+    /* Capped at the capacity, also after a gap longer than the debt and a bucketful. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 10 * MS), 40 * MS);
     vgpu_bucket_refill(&d, 1000 + 10 * S);
     CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
-    CHECK(vgpu_bucket_take(&d, 18 * MS));
-    /* A starved launch passes on any positive balance and leaves a debt. */
-    CHECK(!vgpu_bucket_take(&d, 8 * MS));
-    CHECK(vgpu_bucket_take_starved(&d, 8 * MS));
-    CHECK(d.bucket_tokens == -1 * (int64_t)MS);
-    CHECK(!vgpu_bucket_take_starved(&d, 1));
-    vgpu_bucket_refill(&d, 1000 + 20 * S);
-    vgpu_bucket_refill(&d, 1000 + 30 * S);
-    /* A kernel larger than the bucket runs on a full bucket and leaves a debt. */
-    CHECK(vgpu_bucket_take(&d, 100 * MS));
+    /* A kernel larger than the bucket waits for its whole cost, even on a full bucket. */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 100 * MS), 300 * MS);
     CHECK(d.bucket_tokens == -75 * (int64_t)MS);
-    CHECK(!vgpu_bucket_take(&d, 100 * MS));
-    CHECK(!vgpu_bucket_take(&d, 1));
+    /* One refill after a long gap pays the whole debt. */
+    vgpu_bucket_refill(&d, 1000 + 10 * S + 400 * MS);
+    CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 25 * MS), 0);
     /* Open: everything passes; closing again starts from a full bucket. */
     vgpu_bucket_open(&d);
     CHECK(vgpu_bucket_is_open(&d));
     for (int i = 0; i < 1000; i++)
-        CHECK(vgpu_bucket_take(&d, 50 * MS));
+        CHECK_EQ_U64(vgpu_bucket_take(&d, 50 * MS), 0);
     vgpu_bucket_set_rate(&d, 0.1, 2 * S);
     CHECK(!vgpu_bucket_is_open(&d));
     CHECK_EQ_U64(d.bucket_tokens, 10 * MS);
     /* A tiny rate keeps a minimum capacity so short kernels still pass. */
     vgpu_bucket_set_rate(&d, 0.0001, 3 * S);
     CHECK_EQ_U64(d.bucket_capacity, VGPU_BUCKET_MIN_CAPACITY);
+    /* No launch is told to wait longer than VGPU_WAIT_LIMIT_NS (100 ms at 0.01 % is 1000 s). */
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 100 * MS), VGPU_WAIT_LIMIT_NS);
+}
+
+/* The cost estimate's bounds and measurements, driven directly. */
+static void test_cost_estimate(void)
+{
+    static struct vgpu_ctl c;
+    struct vgpu_ctl_obs o = {.slot = 3, .id = 7};
+    uint64_t t;
+
+    /*
+     * A process NVML has no sample of (window_end 0) was idle up to one
+     * sample period ago, not up to now: its launches of the last 1/6 s + lag
+     * bound nothing yet.
+     */
+    vgpu_ctl_init(&c, 0.3);
+    for (t = 100 * MS; t <= 200 * MS; t += 100 * MS) {
+        o.launches = t / MS / 10; /* 100 launches a second */
+        CHECK(vgpu_ctl_cost(&c, &o, true, t) == 0);
+    }
+    /* Later zeros bound it: (0 + 0.5 %) x 1 s over the launches older than the lag. */
+    for (; t <= 2 * S; t += 100 * MS) {
+        o.launches = t / MS / 10;
+        vgpu_ctl_cost(&c, &o, true, t);
+    }
+    CHECK(c.procs[3].cost_ns > 0 && !c.procs[3].measured);
+    CHECK(c.procs[3].cost_ns <= 0.005 * S / 70 && c.procs[3].cost_ns >= 0.005 * S / 110);
+    /* A reading of 1 % over a whole window measures it: 10 ms / 100 launches. */
+    for (; t <= 4 * S; t += 100 * MS) {
+        o.launches = t / MS / 10;
+        o.util = 0.01;
+        o.window_end = t / GPU_SAMPLE_NS * GPU_SAMPLE_NS;
+        vgpu_ctl_cost(&c, &o, true, t);
+    }
+    CHECK(c.procs[3].measured);
+    CHECK(absd(c.procs[3].cost_ns - 0.01 * S / 100) < 0.01 * S / 100 * 0.05);
+    /* NVML sees nothing of launches the estimate says it must see: back to bounding. */
+    o.util = 0;
+    o.launches = t / MS * 2; /* 2000 a second from now on */
+    for (uint64_t end = t + 2 * S; t <= end; t += 100 * MS) {
+        o.launches += 200;
+        o.window_end = t / GPU_SAMPLE_NS * GPU_SAMPLE_NS;
+        vgpu_ctl_cost(&c, &o, true, t);
+    }
+    CHECK(!c.procs[3].measured);
+    CHECK(c.procs[3].cost_ns < 0.01 * S / 100 / 10);
 }
 
 /* The sensor: lagged by a period, whole percents, unbiased jitter; nothing dropped. */
@@ -130,33 +186,26 @@ static void test_sensor(void)
 }
 
 /*
- * A GPU booked to 90 % or more by claims running several processes each is
- * the one part of the grid that misses the goals: the model GPU runs queued
- * kernels in launch order, so once it saturates the processes whose queues
- * hold more work take more (and small grids lose their side-by-side runs,
- * so their launches cost more than estimated), while tokens of the others
- * overflow their bucket as their queues are full. Those cells are printed,
- * marked, and held to the bound below instead of the goals.
+ * Settling is the one goal some cells miss: a GPU booked to 90 % or more by
+ * claims running several processes each. Once it saturates, the claims are
+ * held back by their queues rather than their buckets, and a small grid's
+ * GPU time per launch changes with what runs between its kernels, so the
+ * split wanders for seconds: means stay within the goals, but two-second
+ * means may leave the band again late in the run. Those cells are printed,
+ * marked, and neither their settling nor their lowest second is asserted;
+ * their error and first second are.
  */
-#define FULL_BOOKED_BOUND 7.0
-
-/*
- * Start-up of several processes of tiny kernels at a low limit: charged the
- * conservative start-up cost, each launches a few times a second, NVML sees
- * nothing, and each step down of the estimate (an upper bound from a window
- * of NVML zeros) needs a window of launches at the previous step's rate.
- * Their settling is held to this instead of 3 s.
- */
-#define SLOW_START_SETTLING_S 5.0
+/* Settling is counted in sample periods: 18 of them (3 s) come to 3.000000006 s. */
+#define SETTLE_GOAL_S 3.000001
 
 static void test_grid(void)
 {
     static const unsigned limits[] = {10, 30, 50, 70, 90};
     static const int procs[] = {1, 2, 4};
-    double sum = 0, worst = 0, worst_settle = 0, worst_first = -100, worst_full = 0;
-    int n = 0;
+    double sum = 0, worst = 0, worst_settle = 0, worst_first = -100, worst_low = 100;
+    int n = 0, unsettled = 0;
 
-    printf("limit procs claims kernels |  share  error  first s  settling (band)\n");
+    printf("limit procs claims kernels |  share  error  first s  settling (band)  lowest s\n");
     for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++) {
         for (size_t b = 0; b < sizeof(procs) / sizeof(procs[0]); b++) {
             for (int nc = 1; nc <= 2; nc++) {
@@ -168,39 +217,46 @@ static void test_grid(void)
                     for (int c = 0; c < nc; c++) {
                         double target = c == 0 ? limits[a] : 100 - limits[a];
                         double e = absd(cell.share[c] - target);
-                        bool slow = k == PLANT_K_100US && procs[b] == 4 && target <= 10;
-                        bool met = e <= 3 && cell.settling_s[c] <= (slow ? SLOW_START_SETTLING_S : 3) &&
-                                   cell.first_s[c] <= target + 5;
+                        bool settled = cell.settling_s[c] <= SETTLE_GOAL_S;
 
                         sum += e;
                         n++;
-                        printf("%4.0f%% %5d %6d %7s | %6.2f%% %+5.2f %6.1f%%  %5.2f s (%4.1f)%s\n",
+                        printf("%4.0f%% %5d %6d %7s | %6.2f%% %+5.2f %6.1f%%  %5.2f s (%4.1f) "
+                               "%6.1f%%%s\n",
                                target, procs[b], nc, plant_kernels_name(k), cell.share[c],
                                cell.share[c] - target, cell.first_s[c], cell.settling_s[c],
-                               cell.band[c],
-                               !met ? (full ? "  full, queue-bound" : "  MISSED")
-                                    : slow && cell.settling_s[c] > 3 ? "  slow start" : "");
-                        if (full) {
-                            worst_full = e > worst_full ? e : worst_full;
-                            CHECK(e <= FULL_BOOKED_BOUND);
-                            continue;
-                        }
+                               cell.band[c], cell.low[c],
+                               !settled ? (full ? "  full: left the band late" : "  MISSED") : "");
                         worst = e > worst ? e : worst;
-                        if (cell.settling_s[c] > worst_settle && !slow)
-                            worst_settle = cell.settling_s[c];
                         if (cell.first_s[c] - target > worst_first)
                             worst_first = cell.first_s[c] - target;
-                        CHECK(met);
+                        CHECK(e <= 3);
+                        CHECK(cell.first_s[c] <= target + 5);
+                        if (settled && cell.settling_s[c] > worst_settle)
+                            worst_settle = cell.settling_s[c];
+                        if (full && !settled) {
+                            unsettled++;
+                            continue;
+                        }
+                        CHECK(settled);
+                        /*
+                         * Once settled, no second falls 5 points short, or more than a
+                         * second of such kernels varies by itself (the band is for
+                         * two-second means: x sqrt 2).
+                         */
+                        CHECK(cell.low[c] >= target - fmax(5, cell.band[c] * M_SQRT2));
+                        if (cell.band[c] * M_SQRT2 <= 5 && cell.low[c] - target < worst_low)
+                            worst_low = cell.low[c] - target;
                     }
                 }
             }
         }
     }
-    printf("grid: %d claim runs, mean absolute error %.2f points (goal <= 1); outside fully "
-           "booked (>= 90 %%) multi-process cells: worst %.2f (<= 3), worst settling %.2f s (<= 3; "
-           "4 processes of 0.1 ms kernels at 10 %%: <= 5), worst "
-           "first second %+.2f points (<= +5); those cells: worst %.2f\n",
-           n, sum / n, worst, worst_settle, worst_first, worst_full);
+    printf("grid: %d claim runs, mean absolute error %.2f points (goal <= 1), worst %.2f (<= 3), "
+           "worst first second %+.2f points (<= +5), lowest second once settled %+.2f points "
+           "(>= -5; kernels that vary more by themselves: their spread); settling <= %.2f s "
+           "(<= 3) except %d fully booked runs that left the band late\n",
+           n, sum / n, worst, worst_first, worst_low, worst_settle, unsettled);
     CHECK(sum / n <= 1.0);
 }
 
@@ -285,7 +341,8 @@ static void test_join_and_idle(void)
     printf("process busy 3 s / idle 2 s at 30 %%: %.2f%% (ideal 18 %%), busiest second %.2f%%\n",
            before, plant_max_share(&res, 0, 1 * S, 30 * S));
     CHECK(absd(before - 18) <= 1.5);
-    CHECK(plant_max_share(&res, 0, 1 * S, 30 * S) <= 35);
+    /* A busy phase starts on a full bucket: limit + 5 points, plus its burst (3 points). */
+    CHECK(plant_max_share(&res, 0, 1 * S, 30 * S) <= 38);
 }
 
 static void test_work_conserving(void)
@@ -349,6 +406,7 @@ static void test_bad_spec(void)
 int main(void)
 {
     test_bucket();
+    test_cost_estimate();
     test_sensor();
     test_grid();
     test_pairs();

@@ -12,8 +12,10 @@
  *
  * A process launches asynchronously into its streams, keeping up to depth
  * kernels queued on each, with log-normal durations around a mean (50 us ..
- * 20 ms), through its claim's token bucket exactly as libvgpu.so does (take,
- * else sleep vgpu_bucket_wait_ns and try again); it starts, may alternate
+ * 20 ms), through its claim's token bucket exactly as libvgpu.so does
+ * (charge; if in debt, wait what vgpu_bucket_take says, looking at the
+ * bucket every VGPU_WAIT_MAX_NS; count the launch when it goes; the bucket
+ * set up at the start, as every process's library does); it starts, may alternate
  * busy and idle phases, and may stop. The refiller is elected among the
  * claim's live processes (the lowest index); a new refiller takes over with
  * vgpu_ctl_takeover as compute.c does, refills every PLANT_REFILL_NS and
@@ -109,9 +111,10 @@ const char *plant_kernels_name(enum plant_kernels k);
 struct plant_cell {
     double share[2];      /* steady-state mean of each claim (last third of the run) */
     double first_s[2];    /* mean of the first second */
-    double band[2];       /* settling band: 2 points, or 3 x the spread two seconds of
+    double band[2];       /* settling band: 2 points, or 4 x the spread two seconds of
                              kernels of this class have by themselves, if larger */
     double settling_s[2]; /* plant_settling_ns in seconds within band */
+    double low[2];        /* lowest one-second mean once settled (from 3 s at the earliest) */
 };
 
 /*
