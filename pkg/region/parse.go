@@ -176,8 +176,17 @@ func parse(b []byte, slots slotSource) (*Region, error) {
 		seen[r.Devices[i].UUID] = i
 	}
 
-	var usage []ProcessDevice
-	for i := range slotLimit(b) {
+	limit := slotLimit(b)
+	active := 0
+	for i := range limit {
+		if le32(b, SlotsOffset+i*SlotSize+offSlotState) != slotFree {
+			active++
+		}
+	}
+	// Sized once: growing the slice copied every process a few times.
+	r.Processes = make([]Process, 0, active)
+	usage := make([]ProcessDevice, active*count)
+	for i := range limit {
 		raw := b[SlotsOffset+i*SlotSize:][:SlotSize]
 		if le32(raw, offSlotState) == slotFree {
 			continue
@@ -197,10 +206,6 @@ func parse(b []byte, slots slotSource) (*Region, error) {
 		case slotActive:
 		default:
 			return nil, fmt.Errorf("%w: slots[%d].state = %d, want 0 or 1", ErrCorrupt, i, st)
-		}
-		if len(usage) < count {
-			// One backing array per batch of processes keeps allocations low.
-			usage = make([]ProcessDevice, count*8)
 		}
 		p, err := parseSlot(slot, i, usage[:count:count])
 		if err != nil {
