@@ -18,7 +18,7 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
 GO_PACKAGES := ./...
-BINARIES := dra-kubelet-plugin dra-controller kubectl-vgpu
+BINARIES := dra-kubelet-plugin dra-controller kubectl-vgpu vgpu-install
 # Platforms of the kubectl plugin's release archives.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 RELEASE_DIR := _output/release
@@ -33,9 +33,10 @@ build: vgpu-core $(addprefix $(BIN_DIR)/,$(BINARIES)) ## build libvgpu.so, the f
 $(BIN_DIR)/%: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
 
-# The kubectl plugin runs on users' machines: static, no cgo.
-$(BIN_DIR)/kubectl-vgpu: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/kubectl-vgpu
+# Static, no cgo: the kubectl plugin runs on users' machines, and the image's
+# init container (vgpu-install) runs whatever C library the image holds.
+$(BIN_DIR)/kubectl-vgpu $(BIN_DIR)/vgpu-install: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(@F)
 
 .PHONY: release-kubectl-vgpu
 release-kubectl-vgpu: ## kubectl-vgpu release archives and SHA256SUMS for RELEASE_PLATFORMS (_output/release)

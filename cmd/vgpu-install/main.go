@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/deployments/container/hostinstall"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostinstall"
 )
 
 func main() {
