@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 )
 
@@ -109,8 +110,8 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.nvidiaCDIHookPath, "nvidia-cdi-hook-path", o.nvidiaCDIHookPath, "Host path of nvidia-cdi-hook used in generated hooks (gpu-edits=nvcdi).")
 	fs.StringVar(&o.vendorCDIKind, "vendor-cdi-kind", o.vendorCDIKind, "CDI kind of the vendor spec whose devices are named by GPU UUID (gpu-edits=cdi-spec).")
 	fs.StringSliceVar(&o.vendorCDIDirs, "vendor-cdi-dirs", o.vendorCDIDirs, "Directories searched for the vendor CDI spec (gpu-edits=cdi-spec).")
-	fs.Var(&quantityValue{&o.memoryStep}, "memory-step", "Granularity of the published memory capacity: requests round up to a multiple of it.")
-	fs.Var(&quantityValue{&o.memoryMin}, "memory-min", "Smallest memory a claim can get on one GPU: smaller requests round up to it.")
+	flags.QuantityVar(fs, &o.memoryStep, "memory-step", "Granularity of the published memory capacity: requests round up to a multiple of it.")
+	flags.QuantityVar(fs, &o.memoryMin, "memory-min", "Smallest memory a claim can get on one GPU: smaller requests round up to it.")
 	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "Where the host's sysfs is mounted; used to publish each GPU's PCIe root (resource.kubernetes.io/pcieRoot) for topology-aware placement.")
 	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
 	fs.UintSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
@@ -163,20 +164,6 @@ func (o *options) validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// quantityValue adapts resource.Quantity to pflag.Value.
-type quantityValue struct{ q *resource.Quantity }
-
-func (v *quantityValue) String() string { return v.q.String() }
-func (v *quantityValue) Type() string   { return "quantity" }
-func (v *quantityValue) Set(s string) error {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return err
-	}
-	*v.q = q
-	return nil
 }
 
 func toUints(v []uint64) []uint {
