@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/atomicfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
@@ -152,12 +153,12 @@ func (m *Manager) start(ctx context.Context) error {
 		return err
 	}
 	defer lock.unlock()
-	if err := removeTempFiles(m.opts.StateRoot, checkpointFileName); err != nil {
+	if err := atomicfile.RemoveTemps(m.opts.StateRoot, checkpointFileName); err != nil {
 		return err
 	}
 	preload := []byte(ContainerLibVGPUPath + "\n")
 	if have, err := os.ReadFile(m.layout.preloadPath()); err != nil || string(have) != string(preload) {
-		if err := writeFileAtomic(m.layout.preloadPath(), preload, preloadFileMode); err != nil {
+		if err := atomicfile.WriteFile(m.layout.preloadPath(), preload, preloadFileMode, atomicfile.Durable); err != nil {
 			return fmt.Errorf("write ld.so.preload: %w", err)
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/atomicfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
 )
 
@@ -459,35 +460,15 @@ func (p *PIDMapper) write(uid types.UID, dir string, content []byte) error {
 		p.written[uid] = content
 		return nil
 	}
-	tmp, err := os.CreateTemp(dir, HostPIDFileName+".tmp-*")
+	// Volatile: the map describes running processes and is rebuilt within
+	// an interval; after a crash or reboot an old one only misses entries.
+	err := atomicfile.WriteFile(path, content, hostPIDFileMode, atomicfile.Volatile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("create temporary file for %s: %w", path, err)
+		return err
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	// No fsync: the map describes running processes and is rebuilt within
-	// an interval; after a crash or reboot an old one only misses entries.
-	_, err = tmp.Write(content)
-	if err == nil {
-		err = tmp.Chmod(hostPIDFileMode)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp.Name(), path, err)
-	}
-	committed = true
 	p.written[uid] = content
 	return nil
 }
