@@ -22,7 +22,7 @@ SAN ?= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 FAKE_CFLAGS := $(CFLAGS_BASE) -I$(FAKE_DIR) -fno-ipa-icf
 FAKE_COMMON := $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_gpu.c
 FAKE_HDRS := $(wildcard $(FAKE_DIR)/*.h) include/vgpu_cuda.h include/vgpu_nvml.h
-FAKE_CUDA_SRCS := $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake_cuda_mem.c \
+FAKE_CUDA_SRCS := $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake_cuda_stream.c $(FAKE_DIR)/fake_cuda_mem.c \
 	$(FAKE_DIR)/fake_cuda_host.c $(FAKE_DIR)/fake_cuda_procaddr.c $(FAKE_COMMON)
 FAKE_NVML_SRCS := $(FAKE_DIR)/fake_nvml.c $(FAKE_COMMON)
 # -Bsymbolic: like the real driver, the fakes' own references (the
