@@ -298,10 +298,10 @@ func TestPIDMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
 	}
 	writeClaimRegion(t, c.RegionPath, mib, mib, 0, slots...)
 	for i := range maxMembershipChecks + 6 {
-		switch {
-		case i == 0:
+		switch i {
+		case 0:
 			// Foreign: no maps at all (e.g. a process of the host).
-		case i == 1:
+		case 1:
 			proc.mapFile(2001, other.RegionPath) // another claim's process
 		default:
 			proc.mapFile(uint32(2000+i), c.RegionPath)
