@@ -12,12 +12,10 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocator"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
 )
-
-// driverName is the DRA driver name and opaque-config API group (docs/architecture.md).
-const driverName = "vgpu.dra.dev"
 
 type options struct {
 	kube         daemon.KubeClientOptions
@@ -73,12 +71,12 @@ func newOptions() *options {
 		tlsCertFile:         "/etc/vgpu-dra/tls/tls.crt",
 		tlsKeyFile:          "/etc/vgpu-dra/tls/tls.key",
 		tlsReloadInterval:   10 * time.Second,
-		deviceClasses:       []string{"vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu-unenforced.dra.dev"},
-		adminOnlyClasses:    []string{"vgpu-unenforced.dra.dev"},
+		deviceClasses:       names.DeviceClasses(),
+		adminOnlyClasses:    []string{names.DeviceClassUnenforced},
 		adminNamespaces:     []string{"kube-system"},
 		maxMemory:           resource.MustParse("1Ti"),
 		quotaGrace:          time.Minute,
-		hamiDeviceClass:     "vgpu.dra.dev",
+		hamiDeviceClass:     names.DeviceClass,
 		hamiCount:           string(compat.DefaultCountResource),
 		hamiMemory:          string(compat.DefaultMemoryResource),
 		hamiMemoryPercent:   string(compat.DefaultMemoryPercentageResource),

@@ -11,6 +11,7 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 )
@@ -65,7 +66,7 @@ func newOptions() *options {
 		stateRoot:         "/var/lib/vgpu-dra",
 		cdiRoot:           "/var/run/cdi",
 		registrarDir:      kubeletplugin.KubeletRegistryDir,
-		pluginDataDir:     kubeletplugin.KubeletPluginsDir + "/" + driverName,
+		pluginDataDir:     kubeletplugin.KubeletPluginsDir + "/" + names.DriverName,
 		libvgpuPath:       "/usr/local/vgpu/libvgpu.so",
 		gpuEdits:          gpuEditsNVCDI,
 		nvidiaDriverRoot:  "/",
@@ -115,7 +116,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "Where the host's sysfs is mounted; used to publish each GPU's PCIe root (resource.kubernetes.io/pcieRoot) for topology-aware placement.")
 	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
 	fs.UintSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
-	fs.BoolVar(&o.deviceTaints, "device-taints", o.deviceTaints, "Taint a GPU in the ResourceSlice (key vgpu.dra.dev/xid, value the XID) when NVML reports a critical XID on it (needs --device-health). The taint is lifted when a restarted plugin finds the GPU healthy.")
+	fs.BoolVar(&o.deviceTaints, "device-taints", o.deviceTaints, "Taint a GPU in the ResourceSlice (key "+names.TaintKeyXID+", value the XID) when NVML reports a critical XID on it (needs --device-health). The taint is lifted when a restarted plugin finds the GPU healthy.")
 	fs.UintSliceVar(&o.noExecuteXIDs, "noexecute-xids", o.noExecuteXIDs, "XIDs whose taint has effect NoExecute (pods using the GPU are evicted); every other reported XID gets NoSchedule (running pods stay, new claims go elsewhere). The default lists the XIDs after which NVIDIA asks for a GPU reset.")
 
 	fs = named.FlagSet("serving")

@@ -21,6 +21,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
@@ -57,7 +58,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	manager, err := claims.NewManager(ctx, claims.Options{
-		DriverName:  driverName,
+		DriverName:  names.DriverName,
 		NodeName:    o.nodeName,
 		StateRoot:   o.stateRoot,
 		CDIRoot:     o.cdiRoot,
@@ -90,7 +91,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	d.sweep(ctx)
 	mon, err := monitor.New(ctx, monitor.Options{
-		DriverName:     driverName,
+		DriverName:     names.DriverName,
 		NodeName:       o.nodeName,
 		Claims:         manager,
 		GPUs:           infos,
@@ -123,7 +124,7 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	helperOpts := []kubeletplugin.Option{
-		kubeletplugin.DriverName(driverName),
+		kubeletplugin.DriverName(names.DriverName),
 		kubeletplugin.NodeName(o.nodeName),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.RegistrarDirectoryPath(o.registrarDir),
@@ -186,9 +187,9 @@ func run(ctx context.Context, o *options) error {
 // naming, so /healthz probes the sockets this instance really serves.
 func registrarSocketName(registrarDir, podUID string) string {
 	if podUID != "" {
-		return kubeletplugin.RollingUpdateRegistrarSocketFile(registrarDir, driverName, types.UID(podUID))
+		return kubeletplugin.RollingUpdateRegistrarSocketFile(registrarDir, names.DriverName, types.UID(podUID))
 	}
-	return driverName + "-reg.sock"
+	return names.DriverName + "-reg.sock"
 }
 
 func draSocketName(podUID string) string {
