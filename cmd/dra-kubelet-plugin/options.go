@@ -13,6 +13,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 )
 
@@ -85,7 +86,7 @@ func newOptions() *options {
 
 		monitorInterval:     monitor.DefaultInterval,
 		claimStatusInterval: monitor.DefaultStatusInterval,
-		hostPIDInterval:     monitor.DefaultHostPIDInterval,
+		hostPIDInterval:     hostpids.DefaultInterval,
 	}
 }
 

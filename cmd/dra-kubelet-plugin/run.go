@@ -23,6 +23,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
 )
@@ -81,15 +82,7 @@ func run(ctx context.Context, o *options) error {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d := newDriver(manager, cancel, o.nodeName, byName, registry)
 
-	// Directories of claims no longer prepared are removed once the manager
-	// has recovered, and again after every unprepare; the monitor reads the
-	// prepared claims' regions.
-	d.sweep = func(ctx context.Context) {
-		if _, err := monitor.RemoveStaleClaimDirs(ctx, manager.ClaimsDir(), manager, monitor.DefaultStaleDirAge); err != nil {
-			klog.FromContext(ctx).Error(err, "Removing directories of claims that are no longer prepared failed")
-		}
-	}
-	d.sweep(ctx)
+	// The monitor reads the prepared claims' regions.
 	mon, err := monitor.New(ctx, monitor.Options{
 		DriverName:     names.DriverName,
 		NodeName:       o.nodeName,
@@ -109,7 +102,7 @@ func run(ctx context.Context, o *options) error {
 			cancel(fmt.Errorf("usage monitor: %w", err))
 		}
 	}()
-	pidMapper, err := monitor.NewPIDMapper(manager, o.hostPIDInterval)
+	pidMapper, err := hostpids.NewMapper(manager, o.hostPIDInterval)
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,7 @@ const (
 	shmDirName         = "shm"
 	regionFileName     = "region"
 	hostDirName        = "host"
+	hostPIDsFileName   = "pids"
 	preloadFileName    = "ld.so.preload"
 	checkpointFileName = "checkpoint.json"
 
@@ -69,9 +70,12 @@ func (l layout) configPath(uid types.UID) string {
 func (l layout) shmDir(uid types.UID) string     { return filepath.Join(l.claimDir(uid), shmDirName) }
 func (l layout) regionPath(uid types.UID) string { return filepath.Join(l.shmDir(uid), regionFileName) }
 func (l layout) hostDir(uid types.UID) string    { return filepath.Join(l.claimDir(uid), hostDirName) }
-func (l layout) preloadPath() string             { return filepath.Join(l.stateRoot, preloadFileName) }
-func (l layout) checkpointPath() string          { return filepath.Join(l.stateRoot, checkpointFileName) }
-func containerClaimDir(uid types.UID) string     { return ContainerClaimsRoot + "/" + string(uid) }
+func (l layout) hostPIDsPath(uid types.UID) string {
+	return filepath.Join(l.hostDir(uid), hostPIDsFileName)
+}
+func (l layout) preloadPath() string         { return filepath.Join(l.stateRoot, preloadFileName) }
+func (l layout) checkpointPath() string      { return filepath.Join(l.stateRoot, checkpointFileName) }
+func containerClaimDir(uid types.UID) string { return ContainerClaimsRoot + "/" + string(uid) }
 func containerRegionPath(uid types.UID) string {
 	return containerClaimDir(uid) + "/" + shmDirName + "/" + regionFileName
 }

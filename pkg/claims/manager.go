@@ -98,13 +98,17 @@ type Manager struct {
 	cp *checkpoint
 	// afterStep, when set, runs after each step; an error fails the step.
 	afterStep func(step, types.UID) error
+	// staleDirAge is how long the directory of a claim that is not prepared
+	// must be untouched before the sweep removes it.
+	staleDirAge time.Duration
 }
 
 // NewManager loads the checkpoint, writes StateRoot/ld.so.preload and
 // recovers: claims whose prepare did not complete are rolled back, completed
 // claims get missing files and CDI specs recreated (after a reboot the CDI
 // root is empty; what cannot be recreated yet is retried in the background
-// until ctx ends). A checkpoint that cannot be read or verified is an error:
+// until ctx ends), and directories of claims that are not prepared are
+// removed. A checkpoint that cannot be read or verified is an error:
 // the manager refuses to start rather than forget prepared claims.
 func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if opts.BootIDPath == "" {
@@ -119,10 +123,11 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, layout: layout{stateRoot: opts.StateRoot}, specs: specs}
+	m := &Manager{opts: opts, layout: layout{stateRoot: opts.StateRoot}, specs: specs, staleDirAge: DefaultStaleDirAge}
 	if err := m.start(ctx); err != nil {
 		return nil, err
 	}
+	m.sweep(ctx)
 	return m, nil
 }
 
@@ -132,10 +137,6 @@ func (m *Manager) step(s step, uid types.UID) error {
 	}
 	return m.afterStep(s, uid)
 }
-
-// ClaimsDir is the host directory that holds one directory per prepared
-// claim (StateRoot/claims).
-func (m *Manager) ClaimsDir() string { return m.layout.claimsDir() }
 
 // PreparedClaims returns the completed claims, sorted by namespace and name.
 // If the checkpoint cannot be read, the state of the last call is returned.
@@ -151,7 +152,7 @@ func (m *Manager) PreparedClaims() []PreparedClaim {
 		if rec.State == statePrepareCompleted {
 			c := rec.deepCopy()
 			c.RegionPath = m.layout.regionPath(c.UID)
-			c.HostDir = m.layout.hostDir(c.UID)
+			c.HostPIDsPath = m.layout.hostPIDsPath(c.UID)
 			out = append(out, c)
 		}
 	}
