@@ -10,7 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static int check_failures;
+/*
+ * The failure count of the program. Weak, so that a test program split into
+ * several files (lib_test) has one counter, not one per file.
+ */
+__attribute__((weak)) int check_failures;
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
