@@ -18,10 +18,14 @@ export CGO_CFLAGS ?= -O2 -g -Wno-deprecated-declarations
 export CGO_ENABLED := 1
 
 GO_PACKAGES := ./...
-BINARIES := dra-kubelet-plugin dra-controller kubectl-vgpu
+BINARIES := dra-kubelet-plugin dra-controller kubectl-vgpu vgpu-install
 # Platforms of the kubectl plugin's release archives.
 RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
 RELEASE_DIR := _output/release
+# Pinned linter (`make lint`); golangci-lint is served by the Go module proxy.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := _output/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
+FUZZTIME ?= 30s
 
 .PHONY: help
 help: ## show this help
@@ -33,9 +37,10 @@ build: vgpu-core $(addprefix $(BIN_DIR)/,$(BINARIES)) ## build libvgpu.so, the f
 $(BIN_DIR)/%: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
 
-# The kubectl plugin runs on users' machines: static, no cgo.
-$(BIN_DIR)/kubectl-vgpu: FORCE
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/kubectl-vgpu
+# Static, no cgo: the kubectl plugin runs on users' machines, and the image's
+# init container (vgpu-install) runs whatever C library the image holds.
+$(BIN_DIR)/kubectl-vgpu $(BIN_DIR)/vgpu-install: FORCE
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(@F)
 
 .PHONY: release-kubectl-vgpu
 release-kubectl-vgpu: ## kubectl-vgpu release archives and SHA256SUMS for RELEASE_PLATFORMS (_output/release)
@@ -56,7 +61,7 @@ vgpu-core: ## build libvgpu.so, the fake CUDA/NVML drivers and cuda-probe
 	$(MAKE) -C vgpu-core
 
 .PHONY: test
-test: fmt-check vet vgpu-core ## all checks and unit tests (Go with -race, vgpu-core C suite)
+test: fmt-check vet lint vgpu-core ## all checks and unit tests (Go with -race, vgpu-core C suite)
 	VGPU_FAKE_NVML_LIB=$(FAKE_LIB_DIR)/libnvidia-ml.so.1 \
 	VGPU_CORE_BUILD=$(abspath $(VGPU_CORE_BUILD)) \
 		$(GO) test -race -count=1 $(GO_PACKAGES)
@@ -76,9 +81,22 @@ bench: vgpu-core ## benchmarks: prepare path (Go) and interception overhead (C)
 	$(GO) test -run '^$$' -bench . -benchmem $(GO_PACKAGES)
 	$(MAKE) -C vgpu-core bench
 
+.PHONY: lint
+lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml (pinned version, installed into _output/tools on first use)
+	$(GOLANGCI_LINT) run ./...
+
+# The pinned linter, built from the Go module proxy (a few minutes, once).
+$(GOLANGCI_LINT):
+	GOBIN=$(abspath $(@D)) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+
 .PHONY: fuzz
-fuzz: ## run the Go fuzz targets for a short while each
-	$(GO) test -run '^$$' -fuzz FuzzDecode -fuzztime 30s ./pkg/api
+fuzz: ## run every Go fuzz target (func Fuzz* in *_test.go) for FUZZTIME each (default 30s)
+	grep -rE --include='*_test.go' '^func Fuzz[A-Za-z0-9_]*\(' pkg cmd | \
+	  sed -E 's|^(.*)/[^/]*:func (Fuzz[A-Za-z0-9_]*)\(.*|\1 \2|' | sort | \
+	  while read -r dir target; do \
+	    echo "== $$target ./$$dir"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) "./$$dir" </dev/null; \
+	  done
 
 .PHONY: image
 image: build ## driver image as a docker-save tar without a container engine (_output/images/vgpu-dra-driver.tar)
@@ -89,7 +107,7 @@ chart-test: ## helm lint and template tests of the chart (also part of make test
 	$(GO) test -count=1 ./deployments/...
 
 .PHONY: demo
-demo: build ## the main job: simulated GPUs shared by workloads under hard limits (root; first run ~12 min)
+demo: build ## the main job: simulated GPUs shared by workloads under hard limits (root; first run ~20 min, then ~1 min)
 	./demo/run.sh
 
 .PHONY: demo-down
@@ -97,7 +115,7 @@ demo-down: ## remove the demo and stop its local cluster
 	./demo/run.sh down
 
 .PHONY: e2e
-e2e: build ## end-to-end specs on a fresh local cluster, always torn down (root; first run ~12 min)
+e2e: build ## end-to-end specs on a fresh local cluster, always torn down (root; first run ~20 min, then ~7 min)
 	./test/e2e/run.sh
 
 .PHONY: e2e-cluster-up

@@ -8,8 +8,8 @@
 #
 # Needs the build outputs of `make build`: bin/dra-kubelet-plugin and
 # vgpu-core/build/libvgpu.so (bin/dra-controller is added when present). It
-# builds bin/vgpu-install (static, the chart's init container) and
-# bin/kubectl-vgpu (static, the kubectl plugin) itself.
+# (re)builds bin/vgpu-install (static, the chart's init container) and
+# bin/kubectl-vgpu (static, the kubectl plugin) with make, at $VERSION.
 #
 # Environment:
 #   VERSION            image version (default: git describe, else "dev")
@@ -42,10 +42,7 @@ done
 controller=()
 [ -f bin/dra-controller ] && controller=(--controller bin/dra-controller)
 
-# Static, so that they run whatever C library the image holds.
-CGO_ENABLED=0 "$GO" build -trimpath -o bin/vgpu-install ./deployments/container/vgpu-install
-CGO_ENABLED=0 "$GO" build -trimpath -ldflags "-X github.com/vgpu-dra/vgpu-dra-driver/pkg/version.Version=$VERSION" \
-  -o bin/kubectl-vgpu ./cmd/kubectl-vgpu
+make --no-print-directory GO="$GO" VERSION="$VERSION" bin/vgpu-install bin/kubectl-vgpu
 [ "${target[0]}" = --output ] && mkdir -p "$(dirname "$OUTPUT")"
 "$GO" run ./deployments/container/imagebuild --plugin bin/dra-kubelet-plugin "${controller[@]}" \
   --installer bin/vgpu-install --kubectl-vgpu bin/kubectl-vgpu --libvgpu vgpu-core/build/libvgpu.so --version "$VERSION" "${target[@]}"

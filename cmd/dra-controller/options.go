@@ -12,11 +12,10 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocator"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
 )
-
-// driverName is the DRA driver name and opaque-config API group (docs/architecture.md).
-const driverName = "vgpu.dra.dev"
 
 type options struct {
 	kube         daemon.KubeClientOptions
@@ -72,12 +71,12 @@ func newOptions() *options {
 		tlsCertFile:         "/etc/vgpu-dra/tls/tls.crt",
 		tlsKeyFile:          "/etc/vgpu-dra/tls/tls.key",
 		tlsReloadInterval:   10 * time.Second,
-		deviceClasses:       []string{"vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu-unenforced.dra.dev"},
-		adminOnlyClasses:    []string{"vgpu-unenforced.dra.dev"},
+		deviceClasses:       names.DeviceClasses(),
+		adminOnlyClasses:    []string{names.DeviceClassUnenforced},
 		adminNamespaces:     []string{"kube-system"},
 		maxMemory:           resource.MustParse("1Ti"),
 		quotaGrace:          time.Minute,
-		hamiDeviceClass:     "vgpu.dra.dev",
+		hamiDeviceClass:     names.DeviceClass,
 		hamiCount:           string(compat.DefaultCountResource),
 		hamiMemory:          string(compat.DefaultMemoryResource),
 		hamiMemoryPercent:   string(compat.DefaultMemoryPercentageResource),
@@ -119,7 +118,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringSliceVar(&o.deviceClasses, "device-classes", o.deviceClasses, "DeviceClasses of this driver whose requests are validated and charged to the quota. Classes whose selectors pick this driver's devices (evaluated with the scheduler's CEL library, whatever their spelling) or that carry its config are recognised as well.")
 	fs.StringSliceVar(&o.adminOnlyClasses, "admin-only-device-classes", o.adminOnlyClasses, "DeviceClasses that switch limits off; claims and templates may name them only in --admin-namespaces.")
 	fs.StringSliceVar(&o.adminNamespaces, "admin-namespaces", o.adminNamespaces, "Namespaces allowed to use --admin-only-device-classes.")
-	fs.Var(&quantityValue{&o.maxMemory}, "max-memory-per-device", "Largest memory request accepted for one GPU; anything larger is refused as a unit mistake.")
+	flags.QuantityVar(fs, &o.maxMemory, "max-memory-per-device", "Largest memory request accepted for one GPU; anything larger is refused as a unit mistake.")
 	fs.DurationVar(&o.quotaGrace, "quota-grace-period", o.quotaGrace, "How long a quota charge counts before its claim appears in the informer cache; also how long a charge of a claim that was never created (rejected later) lingers.")
 
 	fs = named.FlagSet("HAMi compatibility")
@@ -209,20 +208,6 @@ func (o *options) resourceNames() compat.ResourceNames {
 		Cores:            corev1.ResourceName(o.hamiCores),
 		Priority:         corev1.ResourceName(o.hamiPriority),
 	}
-}
-
-// quantityValue adapts resource.Quantity to pflag.Value.
-type quantityValue struct{ q *resource.Quantity }
-
-func (v *quantityValue) String() string { return v.q.String() }
-func (v *quantityValue) Type() string   { return "quantity" }
-func (v *quantityValue) Set(s string) error {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return err
-	}
-	*v.q = q
-	return nil
 }
 
 // policies returns the validated default placement policies.

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
 )
@@ -37,7 +38,7 @@ func TestValidate(t *testing.T) {
 		{"bad node policy", func(o *options) { o.defaultNodePolicy = "pack" }, `--default-node-policy: "pack" is not a placement policy`},
 		{"bad GPU policy", func(o *options) { o.defaultGPUPolicy = "" }, `--default-gpu-policy: "" is not a placement policy`},
 		{"zero fallback delay", func(o *options) { o.fallbackAfter = 0 }, "--policy-fallback-delay: must be positive"},
-		{"zero memory cap", func(o *options) { require.NoError(t, (&quantityValue{&o.maxMemory}).Set("0")) }, "--max-memory-per-device: must be positive"},
+		{"zero memory cap", func(o *options) { o.maxMemory = resource.MustParse("0") }, "--max-memory-per-device: must be positive"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

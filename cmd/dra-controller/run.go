@@ -31,6 +31,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat/templates"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/quota"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
@@ -61,11 +62,11 @@ func run(ctx context.Context, o *options) error {
 	classes := factory.Resource().V1().DeviceClasses().Lister()
 	templateLister := templateFactory.Resource().V1().ResourceClaimTemplates().Lister()
 
-	matcher := &webhook.ClassMatcher{DriverName: driverName, Names: sets.New(o.deviceClasses...), Classes: classes}
+	matcher := &webhook.ClassMatcher{DriverName: names.DriverName, Names: sets.New(o.deviceClasses...), Classes: classes}
 	largestGPU := func() int64 { return largestGPUMemory(slices) }
 	// Requests are sized by the scheduler's own allocator over the
 	// published devices, so a charge is what the claim will be granted.
-	sizer := quota.NewSizer(driverName, allocator.ClassLister(classes), slices)
+	sizer := quota.NewSizer(names.DriverName, allocator.ClassLister(classes), slices)
 	charger := quota.Charger{IsOurs: matcher.IsOurs, Grants: sizer}
 	enforcer := &quota.Enforcer{
 		Client: client, LedgerNamespace: o.podNamespace, Namespaces: namespaces, Claims: claims,
@@ -74,7 +75,7 @@ func run(ctx context.Context, o *options) error {
 
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	registry.MustRegister(&allocmetrics.Collector{DriverName: driverName, Slices: slices, Claims: claims})
+	registry.MustRegister(&allocmetrics.Collector{DriverName: names.DriverName, Slices: slices, Claims: claims})
 	registry.MustRegister(&quota.Collector{Namespaces: namespaces, Claims: claims, Charger: charger})
 	leaderGauge := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "vgpu_dra_controller_leader",
@@ -106,7 +107,7 @@ func run(ctx context.Context, o *options) error {
 
 	mux := http.NewServeMux()
 	mux.Handle(webhook.ValidateClaimsPath, webhook.Handler("validate-claims", (&webhook.ClaimValidator{
-		DriverName:       driverName,
+		DriverName:       names.DriverName,
 		Classes:          matcher,
 		AdminOnlyClasses: sets.New(o.adminOnlyClasses...),
 		AdminNamespaces:  sets.New(o.adminNamespaces...),
@@ -116,7 +117,7 @@ func run(ctx context.Context, o *options) error {
 		Grants:           sizer,
 	}).Admit, webhookMetrics))
 	mux.Handle(webhook.MutatePodsPath, webhook.Handler("mutate-pods", (&webhook.PodMutator{
-		Compat:        compat.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, DriverName: driverName},
+		Compat:        compat.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, DriverName: names.DriverName},
 		AllNamespaces: o.hamiAllNamespaces,
 		Client:        client,
 		Namespaces:    namespaces,
@@ -182,7 +183,7 @@ func runLeader(ctx context.Context, o *options, client kubernetes.Interface, fac
 		Claims: factory.Resource().V1().ResourceClaims(),
 		Slices: factory.Resource().V1().ResourceSlices(),
 		Allocator: allocator.Config{
-			DriverName: driverName,
+			DriverName: names.DriverName,
 			Classes:    allocator.ClassLister(factory.Resource().V1().DeviceClasses().Lister()),
 			IsOurs:     matcher.IsOurs,
 		},
@@ -267,7 +268,7 @@ func largestGPUMemory(slices resourcelisters.ResourceSliceLister) int64 {
 		return 0
 	}
 	var most int64
-	for _, p := range compat.Products(all, driverName) {
+	for _, p := range compat.Products(all, names.DriverName) {
 		most = max(most, p.MemoryBytes)
 	}
 	return most

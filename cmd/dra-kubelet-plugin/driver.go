@@ -44,10 +44,6 @@ type driver struct {
 	// taintPolicy chooses each XID's taint effect; gpus holds the result.
 	taintPolicy devices.TaintPolicy
 	gpus        *gpuHealth
-	// sweep removes leftovers of claims that are no longer prepared (a
-	// crash between unprepare steps of an earlier instance); it runs after
-	// every unprepare call.
-	sweep func(context.Context)
 
 	operations *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
@@ -104,9 +100,6 @@ func (d *driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	}
 	for _, e := range results {
 		d.operations.WithLabelValues("unprepare", resultLabel(e)).Inc()
-	}
-	if d.sweep != nil {
-		d.sweep(ctx)
 	}
 	return results, nil
 }

@@ -164,12 +164,3 @@ func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 		}
 	}
 }
-
-func TestUnprepareSweepsLeftovers(t *testing.T) {
-	d := newDriver(fakeClaims{}, func(error) {}, "node-a", testGPUs, prometheus.NewRegistry())
-	swept := 0
-	d.sweep = func(context.Context) { swept++ }
-	_, err := d.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{{UID: "a"}})
-	require.NoError(t, err)
-	assert.Equal(t, 1, swept, "every unprepare call ends with a sweep of stale claim directories")
-}

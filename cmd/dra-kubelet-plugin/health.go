@@ -11,6 +11,8 @@ import (
 	"k8s.io/klog/v2"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // socketProbe checks the two gRPC services the kubelet depends on by calling
@@ -36,8 +38,8 @@ func (p socketProbe) check(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("registration GetInfo on %s: %w", p.registrarSocket, err)
 	}
-	if info.GetName() != driverName {
-		return fmt.Errorf("registration socket %s serves driver %q, want %q", p.registrarSocket, info.GetName(), driverName)
+	if info.GetName() != names.DriverName {
+		return fmt.Errorf("registration socket %s serves driver %q, want %q", p.registrarSocket, info.GetName(), names.DriverName)
 	}
 
 	draConn, err := dialUnix(p.draSocket)

@@ -12,9 +12,6 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 )
 
-// driverName is the DRA driver name and opaque-config API group (docs/architecture.md).
-const driverName = "vgpu.dra.dev"
-
 func main() {
 	daemon.Execute(newCommand())
 }

@@ -11,6 +11,9 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 )
 
@@ -64,7 +67,7 @@ func newOptions() *options {
 		stateRoot:         "/var/lib/vgpu-dra",
 		cdiRoot:           "/var/run/cdi",
 		registrarDir:      kubeletplugin.KubeletRegistryDir,
-		pluginDataDir:     kubeletplugin.KubeletPluginsDir + "/" + driverName,
+		pluginDataDir:     kubeletplugin.KubeletPluginsDir + "/" + names.DriverName,
 		libvgpuPath:       "/usr/local/vgpu/libvgpu.so",
 		gpuEdits:          gpuEditsNVCDI,
 		nvidiaDriverRoot:  "/",
@@ -83,7 +86,7 @@ func newOptions() *options {
 
 		monitorInterval:     monitor.DefaultInterval,
 		claimStatusInterval: monitor.DefaultStatusInterval,
-		hostPIDInterval:     monitor.DefaultHostPIDInterval,
+		hostPIDInterval:     hostpids.DefaultInterval,
 	}
 }
 
@@ -109,12 +112,12 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.nvidiaCDIHookPath, "nvidia-cdi-hook-path", o.nvidiaCDIHookPath, "Host path of nvidia-cdi-hook used in generated hooks (gpu-edits=nvcdi).")
 	fs.StringVar(&o.vendorCDIKind, "vendor-cdi-kind", o.vendorCDIKind, "CDI kind of the vendor spec whose devices are named by GPU UUID (gpu-edits=cdi-spec).")
 	fs.StringSliceVar(&o.vendorCDIDirs, "vendor-cdi-dirs", o.vendorCDIDirs, "Directories searched for the vendor CDI spec (gpu-edits=cdi-spec).")
-	fs.Var(&quantityValue{&o.memoryStep}, "memory-step", "Granularity of the published memory capacity: requests round up to a multiple of it.")
-	fs.Var(&quantityValue{&o.memoryMin}, "memory-min", "Smallest memory a claim can get on one GPU: smaller requests round up to it.")
+	flags.QuantityVar(fs, &o.memoryStep, "memory-step", "Granularity of the published memory capacity: requests round up to a multiple of it.")
+	flags.QuantityVar(fs, &o.memoryMin, "memory-min", "Smallest memory a claim can get on one GPU: smaller requests round up to it.")
 	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "Where the host's sysfs is mounted; used to publish each GPU's PCIe root (resource.kubernetes.io/pcieRoot) for topology-aware placement.")
 	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
 	fs.UintSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
-	fs.BoolVar(&o.deviceTaints, "device-taints", o.deviceTaints, "Taint a GPU in the ResourceSlice (key vgpu.dra.dev/xid, value the XID) when NVML reports a critical XID on it (needs --device-health). The taint is lifted when a restarted plugin finds the GPU healthy.")
+	fs.BoolVar(&o.deviceTaints, "device-taints", o.deviceTaints, "Taint a GPU in the ResourceSlice (key "+names.TaintKeyXID+", value the XID) when NVML reports a critical XID on it (needs --device-health). The taint is lifted when a restarted plugin finds the GPU healthy.")
 	fs.UintSliceVar(&o.noExecuteXIDs, "noexecute-xids", o.noExecuteXIDs, "XIDs whose taint has effect NoExecute (pods using the GPU are evicted); every other reported XID gets NoSchedule (running pods stay, new claims go elsewhere). The default lists the XIDs after which NVIDIA asks for a GPU reset.")
 
 	fs = named.FlagSet("serving")
@@ -163,20 +166,6 @@ func (o *options) validate() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// quantityValue adapts resource.Quantity to pflag.Value.
-type quantityValue struct{ q *resource.Quantity }
-
-func (v *quantityValue) String() string { return v.q.String() }
-func (v *quantityValue) Type() string   { return "quantity" }
-func (v *quantityValue) Set(s string) error {
-	q, err := resource.ParseQuantity(s)
-	if err != nil {
-		return err
-	}
-	*v.q = q
-	return nil
 }
 
 func toUints(v []uint64) []uint {

@@ -21,7 +21,9 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
 )
@@ -57,7 +59,7 @@ func run(ctx context.Context, o *options) error {
 		return err
 	}
 	manager, err := claims.NewManager(ctx, claims.Options{
-		DriverName:  driverName,
+		DriverName:  names.DriverName,
 		NodeName:    o.nodeName,
 		StateRoot:   o.stateRoot,
 		CDIRoot:     o.cdiRoot,
@@ -80,17 +82,9 @@ func run(ctx context.Context, o *options) error {
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d := newDriver(manager, cancel, o.nodeName, byName, registry)
 
-	// Directories of claims no longer prepared are removed once the manager
-	// has recovered, and again after every unprepare; the monitor reads the
-	// prepared claims' regions.
-	d.sweep = func(ctx context.Context) {
-		if _, err := monitor.RemoveStaleClaimDirs(ctx, manager.ClaimsDir(), manager, monitor.DefaultStaleDirAge); err != nil {
-			klog.FromContext(ctx).Error(err, "Removing directories of claims that are no longer prepared failed")
-		}
-	}
-	d.sweep(ctx)
+	// The monitor reads the prepared claims' regions.
 	mon, err := monitor.New(ctx, monitor.Options{
-		DriverName:     driverName,
+		DriverName:     names.DriverName,
 		NodeName:       o.nodeName,
 		Claims:         manager,
 		GPUs:           infos,
@@ -108,7 +102,7 @@ func run(ctx context.Context, o *options) error {
 			cancel(fmt.Errorf("usage monitor: %w", err))
 		}
 	}()
-	pidMapper, err := monitor.NewPIDMapper(manager, o.hostPIDInterval)
+	pidMapper, err := hostpids.NewMapper(manager, o.hostPIDInterval)
 	if err != nil {
 		return err
 	}
@@ -123,7 +117,7 @@ func run(ctx context.Context, o *options) error {
 	}
 
 	helperOpts := []kubeletplugin.Option{
-		kubeletplugin.DriverName(driverName),
+		kubeletplugin.DriverName(names.DriverName),
 		kubeletplugin.NodeName(o.nodeName),
 		kubeletplugin.KubeClient(client),
 		kubeletplugin.RegistrarDirectoryPath(o.registrarDir),
@@ -186,9 +180,9 @@ func run(ctx context.Context, o *options) error {
 // naming, so /healthz probes the sockets this instance really serves.
 func registrarSocketName(registrarDir, podUID string) string {
 	if podUID != "" {
-		return kubeletplugin.RollingUpdateRegistrarSocketFile(registrarDir, driverName, types.UID(podUID))
+		return kubeletplugin.RollingUpdateRegistrarSocketFile(registrarDir, names.DriverName, types.UID(podUID))
 	}
-	return driverName + "-reg.sock"
+	return names.DriverName + "-reg.sock"
 }
 
 func draSocketName(podUID string) string {

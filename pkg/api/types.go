@@ -3,12 +3,14 @@ package api
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 const (
 	// GroupName is the API group of the opaque configuration; it equals the
 	// driver name so that DRA routes the config to this driver.
-	GroupName = "vgpu.dra.dev"
+	GroupName = names.DriverName
 	// Version is the only served version of the opaque configuration.
 	Version = "v1alpha1"
 	// Kind is the kind of the opaque configuration object.

@@ -10,11 +10,13 @@ import (
 	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 const (
 	// Vendor is the CDI vendor of the per-claim specs.
-	Vendor = "k8s.vgpu.dra.dev"
+	Vendor = names.CDIVendor
 	// Class is the CDI class of the per-claim specs.
 	Class = "claim"
 	// Kind is the CDI kind (vendor/class) of the per-claim specs.
@@ -86,7 +88,7 @@ func (c *ClaimSpecs) Write(claimUID string, common cdispec.ContainerEdits, devic
 		Devices:        devices,
 		ContainerEdits: common,
 	}
-	version, err := cdiapi.MinimumRequiredVersion(spec)
+	version, err := cdispec.MinimumRequiredVersion(spec)
 	if err != nil {
 		return fmt.Errorf("determine CDI spec version for claim %s: %w", claimUID, err)
 	}

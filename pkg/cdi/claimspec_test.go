@@ -43,7 +43,7 @@ func TestClaimSpecsLifecycle(t *testing.T) {
 	assert.Equal(t, specs.Path(claimUID), dev.GetSpec().GetPath())
 	assert.Equal(t, []string{"CUDA_DEVICE_SM_LIMIT_0=30"}, dev.ContainerEdits.Env)
 	assert.Equal(t, common, dev.GetSpec().ContainerEdits)
-	want, err := cdiapi.MinimumRequiredVersion(&cdispec.Spec{Kind: Kind, Devices: devices, ContainerEdits: common})
+	want, err := cdispec.MinimumRequiredVersion(&cdispec.Spec{Kind: Kind, Devices: devices, ContainerEdits: common})
 	require.NoError(t, err)
 	assert.Equal(t, want, dev.GetSpec().Version)
 

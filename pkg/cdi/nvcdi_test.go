@@ -9,6 +9,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/dgxa100"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
@@ -20,10 +21,10 @@ const mockDriverVersion = "550.54.15"
 
 // newMockNVML returns go-nvml's DGX A100 mock, completed with the one query
 // nvcdi makes that the mock does not answer.
-func newMockNVML() *dgxa100.Server {
+func newMockNVML() *server.Server {
 	srv := dgxa100.New()
 	for _, d := range srv.Devices {
-		d.(*dgxa100.Device).IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
+		d.(*server.Device).IsMigDeviceHandleFunc = func() (bool, nvml.Return) { return false, nvml.SUCCESS }
 	}
 	return srv
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/atomicfile"
 )
 
 const checkpointVersion = 1
@@ -185,7 +186,7 @@ func (c *checkpoint) save(path string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(path, data, checkpointFileMode); err != nil {
+	if err := atomicfile.WriteFile(path, data, checkpointFileMode, atomicfile.Durable); err != nil {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return nil

@@ -62,7 +62,7 @@ func TestConcurrentCalls(t *testing.T) {
 	assert.Equal(t, shared.UID, claims[0].UID)
 	assert.Equal(t, prepared, env.diskState(t, string(shared.UID)))
 	results := unprepare(t, m, string(shared.UID))
-	assert.NoError(t, results[types.UID(shared.UID)])
+	assert.NoError(t, results[shared.UID])
 	assert.Empty(t, env.newManager(t).PreparedClaims(), "the checkpoint agrees")
 }
 

@@ -13,6 +13,8 @@
 // so two plugin instances (a rolling update) can share one node.
 //
 // Manager implements the prepare and unprepare halves of the kubeletplugin
-// DRAPlugin interface. docs/prepare.md describes the files, the checkpoint
+// DRAPlugin interface. One claim's prepare pipeline is in prepare.go (after
+// plan.go turns the allocation into limits), unprepare in unprepare.go,
+// recovery at startup in recovery.go, and the on-disk layout in files.go. docs/prepare.md describes the files, the checkpoint
 // format and the recovery rules.
 package claims

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 const bytesPerMiB = 1 << 20
@@ -75,8 +76,8 @@ func limitEdits(c *PreparedClaim, gpuIndex int) cdispec.ContainerEdits {
 	g := c.GPUs[gpuIndex]
 	i := strconv.Itoa(gpuIndex)
 	return cdispec.ContainerEdits{Env: []string{
-		"CUDA_DEVICE_MEMORY_LIMIT_" + i + "=" + strconv.FormatUint(g.MemoryLimitBytes/bytesPerMiB, 10) + "m",
-		"CUDA_DEVICE_SM_LIMIT_" + i + "=" + strconv.FormatInt(g.SMLimitPercent, 10),
+		names.EnvMemoryLimitPrefix + i + "=" + strconv.FormatUint(g.MemoryLimitBytes/bytesPerMiB, 10) + "m",
+		names.EnvSMLimitPrefix + i + "=" + strconv.FormatInt(g.SMLimitPercent, 10),
 	}}
 }
 
@@ -86,8 +87,8 @@ func limitEdits(c *PreparedClaim, gpuIndex int) cdispec.ContainerEdits {
 func (m *Manager) claimEdits(c *PreparedClaim) cdispec.ContainerEdits {
 	edits := cdispec.ContainerEdits{
 		Env: []string{
-			"CUDA_DEVICE_MEMORY_SHARED_CACHE=" + containerRegionPath(c.UID),
-			"CUDA_DEVICE_ORDER=PCI_BUS_ID",
+			names.EnvSharedRegion + "=" + containerRegionPath(c.UID),
+			names.EnvCUDADeviceOrder + "=PCI_BUS_ID",
 		},
 		Mounts: []*cdispec.Mount{
 			{HostPath: m.opts.LibVGPUPath, ContainerPath: ContainerLibVGPUPath, Options: readOnlyBind},

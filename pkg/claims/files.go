@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/atomicfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
 )
 
@@ -31,6 +32,7 @@ const (
 	shmDirName         = "shm"
 	regionFileName     = "region"
 	hostDirName        = "host"
+	hostPIDsFileName   = "pids"
 	preloadFileName    = "ld.so.preload"
 	checkpointFileName = "checkpoint.json"
 
@@ -51,8 +53,7 @@ const (
 	preloadFileMode    = 0o644
 	checkpointFileMode = 0o600
 
-	configFormatVersion   = 1
-	tempFileNameSeparator = ".tmp-"
+	configFormatVersion = 1
 )
 
 // layout names the host files of the manager. Every claim UID passed in has
@@ -69,9 +70,12 @@ func (l layout) configPath(uid types.UID) string {
 func (l layout) shmDir(uid types.UID) string     { return filepath.Join(l.claimDir(uid), shmDirName) }
 func (l layout) regionPath(uid types.UID) string { return filepath.Join(l.shmDir(uid), regionFileName) }
 func (l layout) hostDir(uid types.UID) string    { return filepath.Join(l.claimDir(uid), hostDirName) }
-func (l layout) preloadPath() string             { return filepath.Join(l.stateRoot, preloadFileName) }
-func (l layout) checkpointPath() string          { return filepath.Join(l.stateRoot, checkpointFileName) }
-func containerClaimDir(uid types.UID) string     { return ContainerClaimsRoot + "/" + string(uid) }
+func (l layout) hostPIDsPath(uid types.UID) string {
+	return filepath.Join(l.hostDir(uid), hostPIDsFileName)
+}
+func (l layout) preloadPath() string         { return filepath.Join(l.stateRoot, preloadFileName) }
+func (l layout) checkpointPath() string      { return filepath.Join(l.stateRoot, checkpointFileName) }
+func containerClaimDir(uid types.UID) string { return ContainerClaimsRoot + "/" + string(uid) }
 func containerRegionPath(uid types.UID) string {
 	return containerClaimDir(uid) + "/" + shmDirName + "/" + regionFileName
 }
@@ -117,7 +121,7 @@ func (l layout) writeClaimConfig(c *PreparedClaim) error {
 	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
 		return nil
 	}
-	if err := writeFileAtomic(path, want, configFileMode); err != nil {
+	if err := atomicfile.WriteFile(path, want, configFileMode, atomicfile.Durable); err != nil {
 		return fmt.Errorf("write claim config: %w", err)
 	}
 	return nil
@@ -201,68 +205,5 @@ func (l layout) removeClaimDir(uid types.UID) error {
 	if err := os.RemoveAll(l.claimDir(uid)); err != nil {
 		return fmt.Errorf("remove claim directory: %w", err)
 	}
-	return syncDir(l.claimsDir())
-}
-
-// writeFileAtomic replaces path with data so that readers see either the old
-// or the new content, also after a crash: temp file, fsync, rename, fsync of
-// the directory.
-func writeFileAtomic(path string, data []byte, mode fs.FileMode) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+tempFileNameSeparator+"*")
-	if err != nil {
-		return fmt.Errorf("create temporary file for %s: %w", path, err)
-	}
-	tmpPath := tmp.Name()
-	committed := false
-	defer func() {
-		if !committed {
-			_ = os.Remove(tmpPath)
-		}
-	}()
-	_, err = tmp.Write(data)
-	if err == nil {
-		err = tmp.Chmod(mode)
-	}
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", tmpPath, err)
-	}
-	if err := os.Rename(tmpPath, path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmpPath, path, err)
-	}
-	committed = true
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	defer func() { _ = d.Close() }()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
-}
-
-// removeTempFiles deletes temporary files a crash left in dir.
-func removeTempFiles(dir, base string) error {
-	matches, err := filepath.Glob(filepath.Join(dir, base+tempFileNameSeparator+"*"))
-	if err != nil {
-		return fmt.Errorf("list temporary files in %s: %w", dir, err)
-	}
-	var errs []error
-	for _, p := range matches {
-		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	return atomicfile.SyncDir(l.claimsDir())
 }

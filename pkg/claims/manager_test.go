@@ -180,7 +180,7 @@ device.1.sm_limit_percent=30
 	assert.Equal(t, types.UID(claimA), claims[0].UID)
 	assert.Equal(t, "train", claims[0].Name)
 	assert.Equal(t, filepath.Join(claimDir, "shm", "region"), claims[0].RegionPath)
-	assert.Equal(t, filepath.Join(claimDir, "host"), claims[0].HostDir)
+	assert.Equal(t, filepath.Join(claimDir, "host", "pids"), claims[0].HostPIDsPath)
 	assert.Equal(t, []GPULimit{
 		{UUID: uuid1, MemoryLimitBytes: uint64(8 * gib), SMLimitPercent: 0},
 		{UUID: uuid0, MemoryLimitBytes: uint64(4 * gib), SMLimitPercent: 30},

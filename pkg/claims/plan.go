@@ -12,14 +12,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
 
-// Capacity names published for every GPU (docs/architecture.md).
+// Capacity names published for every GPU (docs/architecture.md, contracts).
 const (
-	capacityMemory resourceapi.QualifiedName = "memory"
-	capacityCores  resourceapi.QualifiedName = "cores"
-	maxCores                                 = 100
+	capacityMemory = names.CapacityMemory
+	capacityCores  = names.CapacityCores
+	maxCores       = 100
 )
 
 // validateUID accepts only canonical UUIDs, the form Kubernetes gives every

@@ -157,3 +157,43 @@ func prepareResult(c *PreparedClaim) kubeletplugin.PrepareResult {
 	}
 	return kubeletplugin.PrepareResult{Devices: devices}
 }
+
+// ensure creates whatever is missing of a claim's files and CDI spec,
+// leaving existing, correct ones in place. writeSpec rewrites the CDI spec
+// even if one exists, for claims the checkpoint did not know.
+func (m *Manager) ensure(ctx context.Context, c *PreparedClaim, writeSpec bool) error {
+	if err := m.layout.writeClaimConfig(c); err != nil {
+		return err
+	}
+	if err := m.step(stepConfig, c.UID); err != nil {
+		return err
+	}
+	if err := m.layout.createRegion(c.UID); err != nil {
+		return err
+	}
+	if err := m.layout.createHostDir(c.UID); err != nil {
+		return err
+	}
+	if err := m.step(stepRegion, c.UID); err != nil {
+		return err
+	}
+	exists := false
+	if !writeSpec {
+		var err error
+		if exists, err = m.specs.Exists(string(c.UID)); err != nil {
+			return err
+		}
+	}
+	if !exists {
+		if err := m.writeCDISpec(ctx, c); err != nil {
+			return err
+		}
+	}
+	return m.step(stepCDISpec, c.UID)
+}
+
+// rollback removes everything prepare may have written for the claim except
+// its checkpoint entry.
+func (m *Manager) rollback(uid types.UID) error {
+	return errors.Join(m.specs.Remove(string(uid)), m.layout.removeClaimDir(uid))
+}

@@ -25,10 +25,10 @@ type PreparedClaim struct {
 	// RegionPath is the host path of the claim's shared region, set by
 	// Manager.PreparedClaims.
 	RegionPath string `json:"-"`
-	// HostDir is the host path of the claim's directory of host-written
-	// state, mounted read-only into its containers; set by
-	// Manager.PreparedClaims.
-	HostDir string `json:"-"`
+	// HostPIDsPath is the host path of the claim's host pid map
+	// (host/pids, in the directory mounted read-only into its containers),
+	// which package hostpids writes; set by Manager.PreparedClaims.
+	HostPIDsPath string `json:"-"`
 }
 
 // Settings are the per-claim values of the config file.

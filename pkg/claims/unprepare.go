@@ -12,8 +12,18 @@ import (
 // UnprepareResourceClaims removes each claim's CDI spec, then its directory,
 // then its checkpoint entry. The files are removed by UID even when the
 // checkpoint does not know the claim, so unpreparing is complete after any
-// crash; a claim that was never prepared succeeds.
+// crash; a claim that was never prepared succeeds. It ends with a sweep of
+// the directories of claims that are no longer prepared (left by a crash
+// between the steps of an earlier instance).
 func (m *Manager) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	results, err := m.unprepare(ctx, claims)
+	if err == nil {
+		m.sweep(ctx)
+	}
+	return results, err
+}
+
+func (m *Manager) unprepare(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	logger := klog.FromContext(ctx)
 	end, err := m.begin()
 	if err != nil {

@@ -85,8 +85,10 @@ func TestServeHTTPServesUntilShutdown(t *testing.T) {
 	assert.Equal(t, "ok", string(body))
 
 	stop(time.Second)
-	_, err = http.Get("http://" + addr + "/healthz")
-	assert.Error(t, err, "nothing serves after shutdown")
+	resp, err = http.Get("http://" + addr + "/healthz")
+	if !assert.Error(t, err, "nothing serves after shutdown") {
+		_ = resp.Body.Close()
+	}
 
 	_, err = ServeHTTP(context.Background(), "not-an-address", mux)
 	assert.ErrorContains(t, err, "--http-address")

@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
 
@@ -447,4 +448,13 @@ func TestAllocateTwoGPUsDistinct(t *testing.T) {
 
 func rawJSON(s string) runtime.RawExtension {
 	return runtime.RawExtension{Raw: []byte(s)}
+}
+
+// The manifests ship exactly the classes the code names (names.DeviceClasses).
+func TestShippedClassesAreTheNamedOnes(t *testing.T) {
+	var shipped []string
+	for name := range loadClasses(t) {
+		shipped = append(shipped, name)
+	}
+	assert.ElementsMatch(t, names.DeviceClasses(), shipped)
 }

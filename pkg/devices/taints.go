@@ -8,11 +8,13 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // TaintKeyXID is the key of the taint a GPU gets when NVML reports a
 // critical XID error on it; the value is the XID number.
-const TaintKeyXID = DriverName + "/xid"
+const TaintKeyXID = names.TaintKeyXID
 
 // DefaultNoExecuteXIDs are the XIDs after which the GPU cannot run work
 // until it is reset, so pods using it are evicted (NoExecute) rather than

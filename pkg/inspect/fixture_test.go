@@ -168,6 +168,6 @@ func cluster() *Snapshot {
 }
 
 func xid(d resourceapi.Device) resourceapi.Device {
-	d.Taints = []resourceapi.DeviceTaint{{Key: names.DriverName + "/xid", Value: "79", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	d.Taints = []resourceapi.DeviceTaint{{Key: names.TaintKeyXID, Value: "79", Effect: resourceapi.DeviceTaintEffectNoSchedule}}
 	return d
 }

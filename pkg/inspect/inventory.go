@@ -20,7 +20,7 @@ import (
 
 // DefaultClasses are the DeviceClasses the chart installs; classes an
 // administrator adds count as vGPU classes when they select this driver.
-var DefaultClasses = []string{"vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu-unenforced.dra.dev"}
+var DefaultClasses = names.DeviceClasses()
 
 // gpuKey names a published device: pool and device name.
 type gpuKey struct{ pool, device string }

@@ -14,12 +14,12 @@ const none = "<none>"
 // PrintNodes writes the GPU table of `kubectl vgpu nodes`; wide adds the
 // GPU UUID.
 func PrintNodes(out io.Writer, rows []GPURow, wide bool) error {
-	w := printers.GetNewTabWriter(out)
+	w := newTable(out)
 	head := "NODE\tGPU\tPRODUCT\tMEMORY\tALLOCATED\tUSED\tCORES\tCORES-ALLOC\tCLAIMS\tHEALTH\tTAINTS"
 	if wide {
 		head += "\tUUID"
 	}
-	fmt.Fprintln(w, head)
+	w.println(head)
 	for _, r := range rows {
 		taints := none
 		if len(r.Taints) > 0 {
@@ -32,7 +32,7 @@ func PrintNodes(out io.Writer, rows []GPURow, wide bool) error {
 		if wide {
 			line += "\t" + orDash(r.UUID)
 		}
-		fmt.Fprintln(w, line)
+		w.println(line)
 	}
 	return w.Flush()
 }
@@ -40,7 +40,7 @@ func PrintNodes(out io.Writer, rows []GPURow, wide bool) error {
 // PrintClaims writes the claim table of `kubectl vgpu claims`; the
 // namespace column appears for all namespaces, wide adds the GPU UUID.
 func PrintClaims(out io.Writer, rows []ClaimRow, allNamespaces, wide bool) error {
-	w := printers.GetNewTabWriter(out)
+	w := newTable(out)
 	head := "CLAIM\tPODS\tSTATE\tNODE\tGPU\tMEMORY\tCORES\tUSED\tPEAK\tREFUSALS\tSM-UTIL"
 	if allNamespaces {
 		head = "NAMESPACE\t" + head
@@ -48,7 +48,7 @@ func PrintClaims(out io.Writer, rows []ClaimRow, allNamespaces, wide bool) error
 	if wide {
 		head += "\tUUID"
 	}
-	fmt.Fprintln(w, head)
+	w.println(head)
 	for _, r := range rows {
 		pods := none
 		if len(r.Pods) > 0 {
@@ -67,7 +67,7 @@ func PrintClaims(out io.Writer, rows []ClaimRow, allNamespaces, wide bool) error
 		if wide {
 			cells = append(cells, orDash(r.UUID))
 		}
-		fmt.Fprintln(w, strings.Join(cells, "\t"))
+		w.println(strings.Join(cells, "\t"))
 	}
 	return w.Flush()
 }
@@ -76,32 +76,36 @@ func PrintClaims(out io.Writer, rows []ClaimRow, allNamespaces, wide bool) error
 // claims, the nodes, the GPUs and the suggestion. Without wide, GPUs where
 // the request fits are left out when some GPU refuses it.
 func PrintWhy(out io.Writer, exp *Explanation, wide bool) error {
-	fmt.Fprintf(out, "Pod %s/%s (%s): %s\n", exp.Namespace, exp.Pod, exp.Phase, exp.Summary)
-	w := printers.GetNewTabWriter(out)
-	fmt.Fprintln(w, "\nCLAIM\tSTATE\tNODE\tREQUESTS")
+	text := &stickyWriter{w: out}
+	text.printf("Pod %s/%s (%s): %s\n", exp.Namespace, exp.Pod, exp.Phase, exp.Summary)
+	if text.err != nil {
+		return text.err
+	}
+	w := newTable(out)
+	w.println("\nCLAIM\tSTATE\tNODE\tREQUESTS")
 	for _, c := range exp.Claims {
 		name := c.Claim
 		if name == "" {
 			name = c.Entry + " (template " + c.Template + ")"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", name, c.State, orDash(c.Node), strings.Join(c.Requests, "; "))
+		w.printf("%s\t%s\t%s\t%s\n", name, c.State, orDash(c.Node), strings.Join(c.Requests, "; "))
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	w = printers.GetNewTabWriter(out)
+	w = newTable(out)
 	if len(exp.Nodes) > 0 {
-		fmt.Fprintln(w, "\nNODE\tFITS\tWHY\tFITS IF")
+		w.println("\nNODE\tFITS\tWHY\tFITS IF")
 		for _, n := range exp.Nodes {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", n.Node, yesNo(n.Fits), n.Reason, orDash(n.FitsIf))
+			w.printf("%s\t%s\t%s\t%s\n", n.Node, yesNo(n.Fits), n.Reason, orDash(n.FitsIf))
 		}
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	w = printers.GetNewTabWriter(out)
+	w = newTable(out)
 	if len(exp.GPUs) > 0 {
-		fmt.Fprintln(w, "\nNODE\tGPU\tCLAIM\tREQUEST\tFITS\tWHY\tFITS IF")
+		w.println("\nNODE\tGPU\tCLAIM\tREQUEST\tFITS\tWHY\tFITS IF")
 		for _, v := range exp.GPUs {
 			if v.Fits && !wide {
 				continue
@@ -110,16 +114,16 @@ func PrintWhy(out io.Writer, exp *Explanation, wide bool) error {
 			if v.Fits {
 				why = "fits"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Node, v.GPU, v.Claim, v.Request, yesNo(v.Fits), why, orDash(v.FitsIf))
+			w.printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\n", v.Node, v.GPU, v.Claim, v.Request, yesNo(v.Fits), why, orDash(v.FitsIf))
 		}
 	}
 	if err := w.Flush(); err != nil {
 		return err
 	}
 	if exp.Suggestion != "" {
-		fmt.Fprintf(out, "\nSmallest change: %s.\n", exp.Suggestion)
+		text.printf("\nSmallest change: %s.\n", exp.Suggestion)
 	}
-	return nil
+	return text.err
 }
 
 func yesNo(b bool) string {
@@ -156,4 +160,42 @@ func withShare(v, total int64, unit func(int64) string) string {
 		return unit(v)
 	}
 	return fmt.Sprintf("%s (%d%%)", unit(v), v*100/total)
+}
+
+// stickyWriter keeps the first write error and skips every write after it,
+// so a table is written with plain calls and the error checked once.
+type stickyWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (s *stickyWriter) printf(format string, args ...any) {
+	if s.err == nil {
+		_, s.err = fmt.Fprintf(s.w, format, args...)
+	}
+}
+
+func (s *stickyWriter) println(line string) {
+	if s.err == nil {
+		_, s.err = fmt.Fprintln(s.w, line)
+	}
+}
+
+// table aligns tab-separated cells in columns, as kubectl prints them.
+type table struct {
+	stickyWriter
+	tw interface{ Flush() error }
+}
+
+func newTable(out io.Writer) *table {
+	tw := printers.GetNewTabWriter(out)
+	return &table{stickyWriter: stickyWriter{w: tw}, tw: tw}
+}
+
+// Flush writes the aligned table and returns the first error.
+func (t *table) Flush() error {
+	if t.err != nil {
+		return t.err
+	}
+	return t.tw.Flush()
 }

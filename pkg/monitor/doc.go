@@ -8,8 +8,7 @@
 // and is logged, and its claim's usage series are dropped rather than kept
 // stale. The same snapshot feeds a rate-limited writer of
 // ResourceClaim.status.devices, so `kubectl describe resourceclaim` shows
-// limits and live use. RemoveStaleClaimDirs keeps the claims directory free
-// of directories whose claims are no longer prepared. PIDMapper writes each
-// claim's host pid map (host/pids), with which libvgpu.so inside a pid
-// namespace matches NVML's per-process data, which names host pids.
+// limits and live use. It only reads: the claims and the paths of their
+// files come from package claims (ClaimSource), which alone writes and
+// removes the claim directories; package hostpids writes the host pid maps.
 package monitor

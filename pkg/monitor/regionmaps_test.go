@@ -49,12 +49,12 @@ func TestRegionMappingsAreKeptAndRenewed(t *testing.T) {
 	require.NoError(t, writeGarbage(a.RegionPath))
 	snap = m.collect(logger)
 	require.Error(t, snap.claims[0].err)
-	assert.NotContains(t, m.regionMaps, types.UID(uidA))
+	assert.NotContains(t, m.regionMaps, uidA)
 
 	// A claim that is gone has its mapping closed.
 	writeClaimRegion(t, a.RegionPath, gib, gib, 0)
 	m.collect(logger)
-	require.Contains(t, m.regionMaps, types.UID(uidA))
+	require.Contains(t, m.regionMaps, uidA)
 	src.set()
 	m.collect(logger)
 	assert.Empty(t, m.regionMaps)

@@ -18,8 +18,13 @@ var cTool struct {
 	out  []byte
 }
 
-// buildCTool compiles testdata/region_tool.c against vgpu_region.h once per
-// test binary and returns its path; tests skip without gcc.
+// coreDir is vgpu-core, relative to this package.
+const coreDir = "../../vgpu-core"
+
+// buildCTool compiles vgpu-core's region-writer (tools/region-writer.c, the
+// one C writer of regions for the cross-language tests) against
+// vgpu_region.h once per test binary and returns its path; tests skip
+// without gcc.
 func buildCTool(t *testing.T) string {
 	t.Helper()
 	gcc, err := exec.LookPath("gcc")
@@ -31,11 +36,13 @@ func buildCTool(t *testing.T) string {
 		if cTool.err != nil {
 			return
 		}
-		cTool.path = filepath.Join(cTool.dir, "region_tool")
-		cTool.out, cTool.err = exec.Command(gcc, "-std=c11", "-Wall", "-Wextra", "-Werror",
-			"-I", headerDir, "-o", cTool.path, filepath.Join("testdata", "region_tool.c")).CombinedOutput()
+		cTool.path = filepath.Join(cTool.dir, "region-writer")
+		cTool.out, cTool.err = exec.Command(gcc, "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
+			"-I", headerDir, "-I", filepath.Join(coreDir, "src"), "-o", cTool.path,
+			filepath.Join(coreDir, "tools", "region-writer.c"), filepath.Join(coreDir, "src", "parse.c"),
+			filepath.Join(coreDir, "src", "config.c")).CombinedOutput()
 	})
-	require.NoError(t, cTool.err, "compile testdata/region_tool.c: %s", cTool.out)
+	require.NoError(t, cTool.err, "compile vgpu-core/tools/region-writer.c: %s", cTool.out)
 	return cTool.path
 }
 

@@ -18,7 +18,7 @@ const (
 	mib = uint64(1) << 20
 )
 
-// fixtureBytes builds with regiontest the state that region_tool.c writes.
+// fixtureBytes builds with regiontest the state that region-writer --fixture writes.
 func fixtureBytes(t testing.TB) []byte {
 	t.Helper()
 	b, err := regiontest.Ready(3, 1700000000123456789, []regiontest.Device{
@@ -67,8 +67,8 @@ func fixtureRegion() *Region {
 // tests built on regiontest exercise the real layout.
 func TestReadRegionWrittenByC(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "region")
-	out, err := exec.Command(buildCTool(t), "write", path).CombinedOutput()
-	require.NoError(t, err, "region_tool write: %s", out)
+	out, err := exec.Command(buildCTool(t), "--fixture", path).CombinedOutput()
+	require.NoError(t, err, "region-writer --fixture: %s", out)
 
 	got, err := NewReader().Read(path)
 	require.NoError(t, err)
@@ -85,12 +85,9 @@ func TestReadRegionWrittenByC(t *testing.T) {
 }
 
 // TestReadRegionWriterTool reads regions written by vgpu-core's
-// region-writer (make -C vgpu-core region-writer).
+// region-writer from its command line.
 func TestReadRegionWriterTool(t *testing.T) {
-	tool := filepath.Join("..", "..", "vgpu-core", "build", "region-writer")
-	if _, err := os.Stat(tool); err != nil {
-		t.Skipf("%s not built (make -C vgpu-core region-writer): %v", tool, err)
-	}
+	tool := buildCTool(t)
 	dir := t.TempDir()
 	write := func(name string, args ...string) string {
 		path := filepath.Join(dir, name)

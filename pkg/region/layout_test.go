@@ -13,7 +13,7 @@ import (
 // TestLayoutMatchesHeader compares every constant and field offset the
 // reader uses with what the C compiler makes of vgpu_region.h.
 func TestLayoutMatchesHeader(t *testing.T) {
-	out, err := exec.Command(buildCTool(t), "offsets").Output()
+	out, err := exec.Command(buildCTool(t), "--layout").Output()
 	require.NoError(t, err)
 
 	fromC := map[string]uint64{}

@@ -24,7 +24,7 @@ func scrape(t *testing.T) string {
 	t.Helper()
 	resp, err := http.Get("http://" + cluster.pluginHTTP + "/metrics")
 	require.NoError(t, err, "scrape the plugin's metrics")
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err, "read the plugin's metrics")
 	require.Equal(t, http.StatusOK, resp.StatusCode, "GET /metrics: %s", body)

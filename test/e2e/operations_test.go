@@ -33,9 +33,9 @@ func injectXID(t *testing.T, uuid string, xid int) {
 	path := filepath.Join(cluster.runDir, "driver", "fake-state", "xid-events")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
 	require.NoError(t, err, "open the fake NVML's XID event file")
-	defer f.Close()
 	_, err = fmt.Fprintf(f, "%s %d\n", uuid, xid)
 	require.NoError(t, err, "inject XID %d on %s", xid, uuid)
+	require.NoError(t, f.Close(), "close the fake NVML's XID event file")
 }
 
 // publishedGPU returns the published device named name.
@@ -140,7 +140,7 @@ func TestContainerSeesExactlyItsClaimsGPUs(t *testing.T) {
 	uuid1 := *publishedGPU(t, f, "gpu-1").Attributes["uuid"].StringValue
 
 	assert.Equal(t, []string{uuid1}, f.visibleGPUs(pod.Name, "c0"), "one GPU, gpu-1, as CUDA device 0")
-	assert.Equal(t, int64(2*gib), f.probeMemInfo(pod.Name, "c0", 0, uuid1).Total, "CUDA device 0 carries the claim's limit")
+	assert.Equal(t, 2*gib, f.probeMemInfo(pod.Name, "c0", 0, uuid1).Total, "CUDA device 0 carries the claim's limit")
 	nv := f.probe(pod.Name, "c0", "nvml")
 	assert.Equal(t, []string{uuid1}, nv[len(nv)-1].UUIDs, "NVML shows gpu-1 alone, as index 0")
 	out, err := f.execIn(pod.Name, "c0", "sh", "-c", "ls /dev | grep '^nvidia[0-9]'")

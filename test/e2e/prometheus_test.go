@@ -62,7 +62,7 @@ scrape_configs:
 		if f.t.Failed() {
 			f.t.Logf("===== prometheus.log (tail) =====\n%s", tailFile(logFile.Name(), 40))
 		}
-		logFile.Close()
+		_ = logFile.Close()
 	})
 	f.poll("Prometheus ready and both targets up", time.Minute, func() (bool, error) {
 		up, err := f.promQuery(`up`)
@@ -85,7 +85,7 @@ func (f *framework) promQuery(q string) ([]promSample, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`

@@ -22,7 +22,7 @@ SAN ?= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 FAKE_CFLAGS := $(CFLAGS_BASE) -I$(FAKE_DIR) -fno-ipa-icf
 FAKE_COMMON := $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_gpu.c
 FAKE_HDRS := $(wildcard $(FAKE_DIR)/*.h) include/vgpu_cuda.h include/vgpu_nvml.h
-FAKE_CUDA_SRCS := $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake_cuda_mem.c \
+FAKE_CUDA_SRCS := $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake_cuda_stream.c $(FAKE_DIR)/fake_cuda_mem.c \
 	$(FAKE_DIR)/fake_cuda_host.c $(FAKE_DIR)/fake_cuda_procaddr.c $(FAKE_COMMON)
 FAKE_NVML_SRCS := $(FAKE_DIR)/fake_nvml.c $(FAKE_COMMON)
 # -Bsymbolic: like the real driver, the fakes' own references (the
@@ -70,11 +70,11 @@ $(BUILD)/fake-san/cuda-probe: tools/cuda-probe.c include/vgpu_cuda.h
 # The test links both fakes as a -lcuda -lnvidia-ml application would, and
 # runs cuda-probe (from the same directory set) as a second process.
 FAKE_TEST_SRCS := $(FAKE_DIR)/test/fake_test.c $(FAKE_DIR)/fake_config.c
-FAKE_TEST_DEPS := $(FAKE_TEST_SRCS) $(FAKE_DIR)/test/fake_check.h $(FAKE_HDRS)
+FAKE_TEST_DEPS := $(FAKE_TEST_SRCS) test/check.h $(FAKE_HDRS)
 
 define fake_test
 $(1)/fake_test: $$(FAKE_TEST_DEPS) $(1)/libcuda.so $(1)/libnvidia-ml.so
-	$$(CC) $$(FAKE_CFLAGS) $(2) -o $$@ $$(FAKE_TEST_SRCS) -L$(1) \
+	$$(CC) $$(FAKE_CFLAGS) -Itest $(2) -o $$@ $$(FAKE_TEST_SRCS) -L$(1) \
 		-Wl,-rpath,$$(abspath $(1)) -lcuda -lnvidia-ml -ldl -lpthread
 endef
 

@@ -84,6 +84,17 @@ extern fake_process g_fake;
 /* CUDA_SUCCESS when cuInit succeeded in this process (not a forked child). */
 CUresult fake_ready(void);
 
+/* Returns fake_ready()'s error from the calling entry point, if any. */
+#define REQUIRE_READY()                 \
+    do {                                \
+        CUresult r_ = fake_ready();     \
+        if (r_ != CUDA_SUCCESS)         \
+            return r_;                  \
+    } while (0)
+
+/* Thread-specific key of each thread's per-thread default streams. */
+extern pthread_key_t ptds_key;
+
 /* The current context's device, or CUDA_ERROR_INVALID_CONTEXT. */
 CUresult fake_current_device(int *dev);
 

@@ -17,6 +17,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vgpu_reserve.h"
+
 /* Takes (F_OFD_SETLK) or drops the lock byte of slot i; returns 0 on success. */
 static int slot_lock(int fd, int i, short type)
 {
@@ -276,18 +278,12 @@ int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)
 {
     _Atomic uint64_t *used = &st->file->dev_used[dev];
     int reclaimed = 0;
-    uint64_t cur = atomic_load(used);
-    for (;;) {
-        if (bytes > total || cur > total - bytes) {
-            if (reclaimed)
-                return -1;
-            fake_state_reclaim(st);
-            reclaimed = 1;
-            cur = atomic_load(used);
-            continue;
-        }
-        if (atomic_compare_exchange_weak(used, &cur, cur + bytes))
-            break;
+    /* total is never 0 (the config refuses it), so it is a real bound. */
+    while (vgpu_reserve(used, bytes, total) != 0) {
+        if (reclaimed)
+            return -1;
+        fake_state_reclaim(st);
+        reclaimed = 1;
     }
     atomic_fetch_add(&st->file->slots[st->slot].dev[dev].used, bytes);
     return 0;

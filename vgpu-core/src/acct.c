@@ -3,46 +3,23 @@
 
 #include "log.h"
 #include "shm.h"
+#include "vgpu_reserve.h"
 
 /* One map per kind for the whole process; guarded by vgpu_lock(). */
 static struct vgpu_ptrmap maps[VGPU_KIND_COUNT];
-
-static int private_reserve(struct vgpu_gpu *g, uint64_t size, uint64_t limit)
-{
-    uint64_t cur = __atomic_load_n(&g->private_used, __ATOMIC_RELAXED), next;
-
-    do {
-        if (cur > UINT64_MAX - size)
-            return -1;
-        next = cur + size;
-        if (limit != 0 && next > limit)
-            return -1;
-    } while (!__atomic_compare_exchange_n(&g->private_used, &cur, next, true, __ATOMIC_ACQ_REL,
-                                          __ATOMIC_RELAXED));
-    return 0;
-}
-
-static void private_unreserve(struct vgpu_gpu *g, uint64_t size)
-{
-    uint64_t cur = __atomic_load_n(&g->private_used, __ATOMIC_RELAXED);
-
-    while (!__atomic_compare_exchange_n(&g->private_used, &cur, cur > size ? cur - size : 0, true,
-                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-    }
-}
 
 /* Reserves size on claim part of g (limit 0: whatever the limit). 0 or -1. */
 static int reserve(struct vgpu_gpu *g, int part, uint64_t size, uint64_t limit)
 {
     if (g->nparts == 0)
-        return private_reserve(g, size, limit);
+        return vgpu_reserve(&g->private_used, size, limit);
     return vgpu_shm_reserve(g->parts[part].shm, g->parts[part].rec, size, limit);
 }
 
 static void unreserve(struct vgpu_gpu *g, int part, uint64_t size)
 {
     if (g->nparts == 0)
-        private_unreserve(g, size);
+        vgpu_unreserve(&g->private_used, size);
     else
         vgpu_shm_unreserve(g->parts[part].shm, g->parts[part].rec, size);
 }
@@ -68,7 +45,7 @@ uint64_t vgpu_gpu_used(const struct vgpu_gpu *g)
     uint64_t sum = 0;
 
     if (g->nparts == 0)
-        return __atomic_load_n(&g->private_used, __ATOMIC_ACQUIRE);
+        return atomic_load_explicit(&g->private_used, memory_order_acquire);
     for (int p = 0; p < g->nparts; p++) {
         uint64_t u = vgpu_shm_used(g->parts[p].shm, g->parts[p].rec);
         sum = u > UINT64_MAX - sum ? UINT64_MAX : sum + u;

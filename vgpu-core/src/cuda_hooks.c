@@ -11,6 +11,7 @@
 #include "hooks.h"
 #include "gpus.h"
 #include "log.h"
+#include "nvml_hooks.h"
 #include "pools.h"
 
 /* Loads the driver and our limits; a driver without the function reports NOT_INITIALIZED. */

@@ -16,6 +16,7 @@
 #include "injected.h"
 #include "log.h"
 #include "parse.h"
+#include "vgpu_env.h"
 
 struct claim {
     char dir[PATH_MAX];
@@ -225,7 +226,7 @@ static void load_claims(void)
         free(set);
         return;
     }
-    vgpu_injected_find(VGPU_MOUNTINFO_PATH, VGPU_CANONICAL_CLAIMS_ROOT, getenv("VGPU_CLAIMS_ROOT"),
+    vgpu_injected_find(VGPU_MOUNTINFO_PATH, VGPU_CANONICAL_CLAIMS_ROOT, getenv(VGPU_ENV_CLAIMS_ROOT),
                        set);
     for (int i = 0; i < set->count && i < VGPU_INJECTED_MAX; i++)
         load_claim(set->root, &set->configs[i]);
@@ -238,7 +239,7 @@ static void load_claims(void)
 static void set_log_level(void)
 {
     enum vgpu_log_level level = VGPU_LOG_WARNING;
-    const char *env = getenv("LIBCUDA_LOG_LEVEL");
+    const char *env = getenv(VGPU_ENV_LOG_LEVEL);
     bool from_config = false;
 
     /* The most verbose level any claim asks for wins: the admin asked for it. */
@@ -250,7 +251,7 @@ static void set_log_level(void)
         }
     }
     if (!from_config && env != NULL && vgpu_log_parse_level(env, &level) != 0)
-        VGPU_WARN("LIBCUDA_LOG_LEVEL: unknown value %.32s, using warning", env);
+        VGPU_WARN(VGPU_ENV_LOG_LEVEL ": unknown value %.32s, using warning", env);
     vgpu_log_set_level(level);
 }
 
@@ -313,7 +314,7 @@ static bool any_sm_limit(void)
         }
     }
     for (char **e = environ; e != NULL && *e != NULL; e++) {
-        if (strncmp(*e, "CUDA_DEVICE_SM_LIMIT", strlen("CUDA_DEVICE_SM_LIMIT")) == 0)
+        if (strncmp(*e, VGPU_ENV_SM_LIMIT, strlen(VGPU_ENV_SM_LIMIT)) == 0)
             return true;
     }
     return false;
@@ -357,11 +358,11 @@ static int env_memory_limit(int index, uint64_t *out, char *err)
 
     *out = 0;
     if (index >= 0) {
-        snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT_%d", index);
+        snprintf(name, sizeof(name), VGPU_ENV_MEMORY_LIMIT "_%d", index);
         v = getenv(name);
     }
     if (v == NULL) {
-        snprintf(name, sizeof(name), "CUDA_DEVICE_MEMORY_LIMIT");
+        snprintf(name, sizeof(name), VGPU_ENV_MEMORY_LIMIT);
         v = getenv(name);
     }
     if (v == NULL)
@@ -384,11 +385,11 @@ static int env_sm_limit(int index, uint32_t *out, char *err)
 
     *out = 0;
     if (index >= 0) {
-        snprintf(name, sizeof(name), "CUDA_DEVICE_SM_LIMIT_%d", index);
+        snprintf(name, sizeof(name), VGPU_ENV_SM_LIMIT "_%d", index);
         v = getenv(name);
     }
     if (v == NULL) {
-        snprintf(name, sizeof(name), "CUDA_DEVICE_SM_LIMIT");
+        snprintf(name, sizeof(name), VGPU_ENV_SM_LIMIT);
         v = getenv(name);
     }
     if (v == NULL)
@@ -534,7 +535,7 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
             VGPU_WARN("ignoring %s; GPU %s has no SM limit", sm_err, uuid[0] ? uuid : "(unknown)");
             sm_env = 0;
         }
-        cache = getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE");
+        cache = getenv(VGPU_ENV_SHARED_REGION);
         if (cache != NULL && cache[0] != '\0' && uuid[0] != '\0') {
             struct vgpu_part *pt = &g->parts[0];
 

@@ -9,6 +9,7 @@
 #ifndef VGPU_GPUS_H
 #define VGPU_GPUS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -43,7 +44,7 @@ struct vgpu_gpu {
     struct vgpu_shm *shm;            /* parts[0].shm (compute limiter, overhead), or NULL */
     struct vgpu_hostpids *hostpids;  /* the claim's host pid map, NULL standalone */
     int rec;                         /* parts[0].rec */
-    uint64_t private_used;           /* counter used when nparts is 0 */
+    _Atomic uint64_t private_used;   /* counter used when nparts is 0 (vgpu_reserve.h) */
     struct vgpu_compute compute;     /* SM limiter */
 };
 

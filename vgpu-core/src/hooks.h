@@ -26,11 +26,4 @@ void *vgpu_hook_substitute(const char *symbol, void *fn, int version, cuuint64_t
  */
 void *vgpu_dlsym_intercept(void *handle, const char *name);
 
-/*
- * Refreshes the NVML-reported context overhead of this process on g (rule in
- * README.md); lives with the NVML code it depends on (nvml_hooks.c).
- */
-struct vgpu_gpu;
-void vgpu_overhead_refresh(struct vgpu_gpu *g);
-
 #endif /* VGPU_HOOKS_H */

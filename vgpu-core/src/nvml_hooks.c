@@ -11,10 +11,10 @@
 #include "acct.h"
 #include "compute.h"
 #include "driver.h"
-#include "hooks.h"
 #include "gpus.h"
 #include "hostpids.h"
 #include "log.h"
+#include "nvml_hooks.h"
 #include "shm.h"
 
 /* Maps an NVML device to our state by its UUID (NVML indexes are not CUDA ordinals). */

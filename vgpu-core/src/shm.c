@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "vgpu_reserve.h"
 
 static uint64_t realtime_ns(void)
 {
@@ -511,8 +512,7 @@ int vgpu_shm_reserve(struct vgpu_shm *s, int rec, uint64_t size, uint64_t limit)
     charge_lock(s, rec, s->slot);
     used = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
     charged = s->r->slots[s->slot].devices[rec].charged_bytes;
-    if (used <= UINT64_MAX - size && charged <= UINT64_MAX - size &&
-        (limit == 0 || used + size <= limit)) {
+    if (vgpu_reserve_fits(used, size, limit) && charged <= UINT64_MAX - size) {
         charge_set(s, rec, s->slot, used + size, charged + size);
         rc = 0;
     }

@@ -1,6 +1,7 @@
 /*
- * check.h - minimal assertions for the C tests: a failed check prints where
- * and what, counts, and lets the test go on so one run shows every failure.
+ * check.h - minimal assertions for every C test of vgpu-core (library, fake
+ * drivers, limiter): a failed check prints where and what, counts, and lets
+ * the test go on so one run shows every failure.
  */
 #ifndef VGPU_CHECK_H
 #define VGPU_CHECK_H
@@ -9,7 +10,11 @@
 #include <stdio.h>
 #include <string.h>
 
-static int check_failures;
+/*
+ * The failure count of the program. Weak, so that a test program split into
+ * several files (lib_test) has one counter, not one per file.
+ */
+__attribute__((weak)) int check_failures;
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -25,6 +30,17 @@ static int check_failures;
         if (a_ != b_) {                                                                            \
             fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%" PRIu64 " != %" PRIu64 ")\n",        \
                     __FILE__, __LINE__, #a, #b, a_, b_);                                           \
+            check_failures++;                                                                      \
+        }                                                                                          \
+    } while (0)
+
+/* Compares two signed integers (or enum results), printing both on mismatch. */
+#define CHECK_EQ(a, b)                                                                             \
+    do {                                                                                           \
+        long long a_ = (long long)(a), b_ = (long long)(b);                                        \
+        if (a_ != b_) {                                                                            \
+            fprintf(stderr, "%s:%d: CHECK failed: %s == %s (%lld != %lld)\n", __FILE__, __LINE__, \
+                    #a, #b, a_, b_);                                                               \
             check_failures++;                                                                      \
         }                                                                                          \
     } while (0)

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
@@ -22,6 +23,7 @@
 #include "procinfo.h"
 #include "ptrmap.h"
 #include "shm.h"
+#include "vgpu_reserve.h"
 
 static void test_parse_size(void)
 {
@@ -692,6 +694,62 @@ static void test_charge_undo(void)
     vgpu_shm_detach(&s);
 }
 
+/* vgpu_reserve.h: bounds, wrap-around, and no overshoot under contention. */
+#define RESERVE_THREADS 4
+#define RESERVE_TRIES 20000
+
+struct reserve_worker {
+    _Atomic uint64_t *counter;
+    uint64_t granted;
+};
+
+static void *reserve_worker_run(void *arg)
+{
+    struct reserve_worker *w = arg;
+
+    for (int i = 0; i < RESERVE_TRIES; i++)
+        if (vgpu_reserve(w->counter, 3, 30000) == 0)
+            w->granted += 3;
+    return NULL;
+}
+
+static void test_reserve(void)
+{
+    _Atomic uint64_t counter = 0;
+    struct reserve_worker workers[RESERVE_THREADS];
+    pthread_t threads[RESERVE_THREADS];
+    uint64_t granted = 0;
+
+    CHECK(vgpu_reserve_fits(0, 10, 10));
+    CHECK(!vgpu_reserve_fits(1, 10, 10));
+    CHECK(vgpu_reserve_fits(UINT64_MAX - 1, 1, 0));
+    CHECK(!vgpu_reserve_fits(UINT64_MAX, 1, 0));
+    CHECK(!vgpu_reserve_fits(2, UINT64_MAX - 1, 0));
+
+    CHECK(vgpu_reserve(&counter, 8, 10) == 0);
+    CHECK(vgpu_reserve(&counter, 3, 10) == -1);
+    CHECK_EQ_U64(atomic_load(&counter), 8);
+    CHECK(vgpu_reserve(&counter, 2, 10) == 0);
+    CHECK(vgpu_reserve(&counter, UINT64_MAX, 0) == -1);
+    CHECK_EQ_U64(atomic_load(&counter), 10);
+    vgpu_unreserve(&counter, 4);
+    CHECK_EQ_U64(atomic_load(&counter), 6);
+    vgpu_unreserve(&counter, 100);
+    CHECK_EQ_U64(atomic_load(&counter), 0);
+
+    for (int i = 0; i < RESERVE_THREADS; i++) {
+        workers[i] = (struct reserve_worker){.counter = &counter};
+        CHECK(pthread_create(&threads[i], NULL, reserve_worker_run, &workers[i]) == 0);
+    }
+    for (int i = 0; i < RESERVE_THREADS; i++) {
+        pthread_join(threads[i], NULL);
+        granted += workers[i].granted;
+    }
+    /* Exactly up to the limit: every grant counted, none past it. */
+    CHECK_EQ_U64(granted, 30000);
+    CHECK_EQ_U64(atomic_load(&counter), 30000);
+}
+
 int main(void)
 {
     char cmd[64];
@@ -712,6 +770,7 @@ int main(void)
     test_region_race();
     test_region_reclaim();
     test_charge_undo();
+    test_reserve();
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", tmpdir);

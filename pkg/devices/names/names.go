@@ -28,3 +28,36 @@ const (
 	CapacityMemory resourceapi.QualifiedName = "memory"
 	CapacityCores  resourceapi.QualifiedName = "cores"
 )
+
+// DeviceClasses users select (deviceclasses/, docs/api.md). The default
+// class carries the driver's name.
+const (
+	DeviceClass               = DriverName
+	DeviceClassWorkConserving = "vgpu-work-conserving.dra.dev"
+	DeviceClassUnenforced     = "vgpu-unenforced.dra.dev"
+)
+
+// DeviceClasses returns every class of the driver, the default first.
+func DeviceClasses() []string {
+	return []string{DeviceClass, DeviceClassWorkConserving, DeviceClassUnenforced}
+}
+
+// TaintKeyXID is the key of the ResourceSlice device taint a GPU gets when
+// NVML reports a critical XID on it; the value is the XID.
+const TaintKeyXID = DriverName + "/xid"
+
+// CDIVendor is the vendor of the claims' CDI devices ("<vendor>/claim=...").
+const CDIVendor = "k8s." + DriverName
+
+// Environment variables the CDI spec sets in a claim's containers and
+// libvgpu.so reads (vgpu-core/include/vgpu_env.h spells the same names; a
+// test compares them). The limits are per CUDA device index: the prefix is
+// followed by the index.
+const (
+	EnvMemoryLimitPrefix = "CUDA_DEVICE_MEMORY_LIMIT_"
+	EnvSMLimitPrefix     = "CUDA_DEVICE_SM_LIMIT_"
+	EnvSharedRegion      = "CUDA_DEVICE_MEMORY_SHARED_CACHE"
+	// EnvCUDADeviceOrder is CUDA's own: set to PCI_BUS_ID so CUDA device 0
+	// is the claim's first GPU in bus order, as NVML and the limits count.
+	EnvCUDADeviceOrder = "CUDA_DEVICE_ORDER"
+)

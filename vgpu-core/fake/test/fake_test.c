@@ -19,7 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "fake_check.h"
+#include "check.h"
 #include "fake_config.h"
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
@@ -28,7 +28,6 @@
 #define MiB (1ULL << 20)
 #define GPU_MEMORY (8 * GiB)
 
-int fake_check_failures;
 static char state_dir[] = "/tmp/vgpu-fake-test-XXXXXX";
 static nvmlDevice_t nv0;
 
@@ -71,7 +70,7 @@ static void test_parse_size(void)
         if ((rc == 0) != cases[i].ok || (cases[i].ok && v != cases[i].want)) {
             fprintf(stderr, "parse_size(\"%s\") = %d, %llu\n", cases[i].in, rc,
                     (unsigned long long)v);
-            fake_check_failures++;
+            check_failures++;
         }
     }
 }
@@ -367,7 +366,7 @@ static void test_proc_address(void)
             fprintf(stderr, "cuGetProcAddress(%s, %d, %llu) = %d status %d -> %s\n",
                     cases[i].name, cases[i].version, (unsigned long long)cases[i].flags, (int)r,
                     (int)st, symbol_of(fn));
-            fake_check_failures++;
+            check_failures++;
         }
     }
     /* Every exported variant keeps its own address (dladdr names it). */
@@ -381,7 +380,7 @@ static void test_proc_address(void)
         void *fn = dlsym(RTLD_DEFAULT, exported[i]);
         if (strcmp(symbol_of(fn), exported[i]) != 0) {
             fprintf(stderr, "dladdr(%s) = %s\n", exported[i], symbol_of(fn));
-            fake_check_failures++;
+            check_failures++;
         }
     }
 }
@@ -950,10 +949,5 @@ int main(int argc, char **argv)
     CHECK_EQ(nvml_process_used((unsigned int)getpid()), -1);
     CHECK_EQ(nvmlShutdown(), NVML_SUCCESS);
     remove_state();
-    if (fake_check_failures != 0) {
-        fprintf(stderr, "fake_test: %d check(s) failed\n", fake_check_failures);
-        return 1;
-    }
-    printf("fake_test: all checks passed\n");
-    return 0;
+    return check_report("fake_test");
 }

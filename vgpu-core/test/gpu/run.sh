@@ -52,7 +52,7 @@ device.0.memory_limit_bytes=$limit
 device.0.sm_limit_percent=0
 CFG
 truncate -s "$(make -s -C "$core" region-writer >/dev/null && "$core/build/region-writer" --layout \
-    | python3 -c 'import json,sys; print(json.load(sys.stdin)["size"])')" "$claims/gpu-test/shm/region"
+    | awk '$1 == "VGPU_REGION_SIZE" {print $2}')" "$claims/gpu-test/shm/region"
 chmod 0666 "$claims/gpu-test/shm/region"
 echo "$uuid limit $limit"
 

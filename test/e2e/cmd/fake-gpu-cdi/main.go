@@ -67,7 +67,7 @@ func discoverGPUs(library string) ([]string, []int, error) {
 	if ret := lib.Init(); ret != nvml.SUCCESS {
 		return nil, nil, fmt.Errorf("initialise NVML from %s: %s", library, nvml.ErrorString(ret))
 	}
-	defer lib.Shutdown()
+	defer func() { _ = lib.Shutdown() }()
 	count, ret := lib.DeviceGetCount()
 	if ret != nvml.SUCCESS {
 		return nil, nil, fmt.Errorf("count GPUs: %s", nvml.ErrorString(ret))

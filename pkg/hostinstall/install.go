@@ -14,6 +14,8 @@ import (
 	"slices"
 
 	"k8s.io/klog/v2"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/atomicfile"
 )
 
 // hashLen is the number of hex digits of the content hash in a versioned
@@ -109,34 +111,10 @@ func ensureCopy(src, dst, sum string) (bool, error) {
 	}
 	defer func() { _ = in.Close() }()
 
-	tmp, err := os.CreateTemp(filepath.Dir(dst), "."+filepath.Base(dst)+".tmp-*")
-	if err != nil {
-		return false, fmt.Errorf("create temporary file next to %s: %w", dst, err)
+	if err := atomicfile.Write(dst, in, fileMode, atomicfile.Durable); err != nil {
+		return false, fmt.Errorf("copy %s: %w", src, err)
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = tmp.Close()
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	if _, err := io.Copy(tmp, in); err != nil {
-		return false, fmt.Errorf("copy %s to %s: %w", src, tmp.Name(), err)
-	}
-	if err := tmp.Chmod(fileMode); err != nil {
-		return false, fmt.Errorf("set mode of %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return false, fmt.Errorf("sync %s: %w", tmp.Name(), err)
-	}
-	if err := tmp.Close(); err != nil {
-		return false, fmt.Errorf("close %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return false, fmt.Errorf("rename %s to %s: %w", tmp.Name(), dst, err)
-	}
-	committed = true
-	return true, syncDir(filepath.Dir(dst))
+	return true, nil
 }
 
 // switchLink points dir/name at target with a single rename, which replaces
@@ -153,14 +131,15 @@ func switchLink(dir, name, target string) error {
 		_ = os.Remove(tmp)
 		return fmt.Errorf("switch %s to %s: %w", filepath.Join(dir, name), target, err)
 	}
-	return syncDir(dir)
+	return atomicfile.SyncDir(dir)
 }
 
 // prune removes versions of name other than keep..., plus temporary files
 // that an interrupted install left behind.
 func prune(dir, name string, keep ...string) ([]string, error) {
-	pattern := regexp.MustCompile(`^(` + regexp.QuoteMeta(name) + `\.[0-9a-f]{` + fmt.Sprint(hashLen) + `}|\.` +
-		regexp.QuoteMeta(name) + `\.[0-9a-f]{` + fmt.Sprint(hashLen) + `}\.tmp-.*)$`)
+	// Temporary files of installers before this one were hidden (".name...").
+	version := regexp.QuoteMeta(name) + `\.[0-9a-f]{` + fmt.Sprint(hashLen) + `}`
+	pattern := regexp.MustCompile(`^(` + version + `|\.?` + version + regexp.QuoteMeta(atomicfile.TempInfix) + `.*)$`)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
@@ -177,17 +156,4 @@ func prune(dir, name string, keep ...string) ([]string, error) {
 		removed = append(removed, p)
 	}
 	return removed, nil
-}
-
-// syncDir makes a rename in dir durable across a power loss.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("open directory %s: %w", dir, err)
-	}
-	defer func() { _ = d.Close() }()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync directory %s: %w", dir, err)
-	}
-	return nil
 }

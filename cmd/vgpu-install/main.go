@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/deployments/container/hostinstall"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostinstall"
 )
 
 func main() {
@@ -18,7 +18,7 @@ func main() {
 		"Path of libvgpu.so on the host (as mounted in this container at the same path); must match the plugin's --libvgpu-path.")
 	klog.InitFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: vgpu-install [flags]\n\nInstalls libvgpu.so onto the host as a versioned file and switches the destination link to it atomically.\n\n")
+		_, _ = fmt.Fprintf(fs.Output(), "Usage: vgpu-install [flags]\n\nInstalls libvgpu.so onto the host as a versioned file and switches the destination link to it atomically.\n\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {

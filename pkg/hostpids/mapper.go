@@ -1,4 +1,4 @@
-package monitor
+package hostpids
 
 import (
 	"bufio"
@@ -20,16 +20,16 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/atomicfile"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
 )
 
-// Host pid map of a claim (contract with libvgpu.so, vgpu-core/src/hostpids.h).
+// Host pid map of a claim (contract with libvgpu.so, vgpu-core/src/hostpids.h),
+// at claims.PreparedClaim.HostPIDsPath.
 const (
-	// HostPIDFileName is the map's name in the claim's host directory
-	// (claims.PreparedClaim.HostDir).
-	HostPIDFileName = "pids"
-	// DefaultHostPIDInterval is how often the maps are brought up to date.
-	DefaultHostPIDInterval = time.Second
+	// DefaultInterval is how often the maps are brought up to date.
+	DefaultInterval = time.Second
 
 	hostPIDFormatVersion = 1
 	hostPIDFileMode      = 0o644
@@ -50,6 +50,11 @@ const (
 	regionSlack = 1 << 20
 )
 
+// ClaimSource lists the claims prepared on this node; *claims.Manager is one.
+type ClaimSource interface {
+	PreparedClaims() []claims.PreparedClaim
+}
+
 // procID identifies a process of a region slot in its own pid namespace.
 type procID struct {
 	pidNS     uint64
@@ -69,8 +74,8 @@ type fileID struct {
 	ino uint64
 }
 
-// PIDMapper writes, for every prepared claim, the host pids of the
-// processes in the claim's shared region to <HostDir>/pids, so that
+// Mapper writes, for every prepared claim, the host pids of the
+// processes in the claim's shared region to its HostPIDsPath, so that
 // libvgpu.so inside a container (own pid namespace and /proc) can match
 // NVML's per-process data, which names host pids. It must run in the
 // host pid namespace.
@@ -85,7 +90,7 @@ type fileID struct {
 // pid of a process that is not the claim's own. Membership checks are
 // bounded per sync (maxMembershipChecks). The file is replaced atomically
 // and only when its content changes.
-type PIDMapper struct {
+type Mapper struct {
 	claims   ClaimSource
 	interval time.Duration
 	procRoot string
@@ -106,9 +111,9 @@ type PIDMapper struct {
 	errs map[types.UID]string
 }
 
-// NewPIDMapper returns a PIDMapper over the claims of source that updates
-// the maps every interval (zero means DefaultHostPIDInterval).
-func NewPIDMapper(source ClaimSource, interval time.Duration) (*PIDMapper, error) {
+// NewMapper returns a Mapper over the claims of source that updates
+// the maps every interval (zero means DefaultInterval).
+func NewMapper(source ClaimSource, interval time.Duration) (*Mapper, error) {
 	if source == nil {
 		return nil, errors.New("host pid mapper: claim source is required")
 	}
@@ -116,9 +121,9 @@ func NewPIDMapper(source ClaimSource, interval time.Duration) (*PIDMapper, error
 		return nil, fmt.Errorf("host pid mapper: interval must not be negative, got %s", interval)
 	}
 	if interval == 0 {
-		interval = DefaultHostPIDInterval
+		interval = DefaultInterval
 	}
-	return &PIDMapper{
+	return &Mapper{
 		claims:   source,
 		interval: interval,
 		procRoot: "/proc",
@@ -132,7 +137,7 @@ func NewPIDMapper(source ClaimSource, interval time.Duration) (*PIDMapper, error
 }
 
 // Run updates the maps every interval until ctx ends.
-func (p *PIDMapper) Run(ctx context.Context) {
+func (p *Mapper) Run(ctx context.Context) {
 	klog.FromContext(ctx).V(2).Info("Writing host pid maps", "interval", p.interval)
 	ticker := time.NewTicker(p.interval)
 	defer ticker.Stop()
@@ -147,24 +152,24 @@ func (p *PIDMapper) Run(ctx context.Context) {
 }
 
 // sync brings every prepared claim's map up to date once.
-func (p *PIDMapper) sync(ctx context.Context) {
+func (p *Mapper) sync(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	prepared := p.claims.PreparedClaims()
 	live := make(map[types.UID]bool, len(prepared))
 	// Every region first: a /proc scan then reads the status of only the
 	// processes in the namespaces of some claim.
 	type claimProcs struct {
-		uid     types.UID
-		hostDir string
-		region  fileID
-		ids     []procID
+		uid    types.UID
+		path   string
+		region fileID
+		ids    []procID
 	}
 	var work []claimProcs
 	seen := map[claimProc]bool{}
 	namespaces := map[uint64]bool{}
 	for _, c := range prepared {
 		live[c.UID] = true
-		if c.HostDir == "" || c.RegionPath == "" {
+		if c.HostPIDsPath == "" || c.RegionPath == "" {
 			continue
 		}
 		if trimmed, err := trimRegion(c.RegionPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -185,7 +190,7 @@ func (p *PIDMapper) sync(ctx context.Context) {
 			p.logOnce(logger, c.UID, err, "Cannot identify the claim's region for its host pid map")
 			continue
 		}
-		w := claimProcs{uid: c.UID, hostDir: c.HostDir, region: regionFile}
+		w := claimProcs{uid: c.UID, path: c.HostPIDsPath, region: regionFile}
 		for _, proc := range reg.Processes {
 			id := procID{pidNS: proc.PIDNamespace, pid: proc.PID, startTime: proc.StartTime}
 			if id.pidNS != 0 {
@@ -206,7 +211,7 @@ func (p *PIDMapper) sync(ctx context.Context) {
 				lines = append(lines, fmt.Sprintf("%d %d %d %d", id.pidNS, id.pid, id.startTime, host))
 			}
 		}
-		if err := p.write(c.uid, c.hostDir, renderHostPIDs(lines)); err != nil {
+		if err := p.write(c.uid, c.path, renderHostPIDs(lines)); err != nil {
 			p.logOnce(logger, c.uid, err, "Cannot write the claim's host pid map")
 			continue
 		}
@@ -230,7 +235,7 @@ func (p *PIDMapper) sync(ctx context.Context) {
 	}
 }
 
-func (p *PIDMapper) logOnce(logger klog.Logger, uid types.UID, err error, msg string) {
+func (p *Mapper) logOnce(logger klog.Logger, uid types.UID, err error, msg string) {
 	if p.errs[uid] == err.Error() {
 		return
 	}
@@ -242,7 +247,7 @@ func (p *PIDMapper) logOnce(logger klog.Logger, uid types.UID, err error, msg st
 // be found or is not the claim's (does not map the claim's region). The
 // /proc index of the processes in namespaces is built at most once per
 // sync, and only when a process is new.
-func (p *PIDMapper) resolve(id claimProc, region fileID, namespaces map[uint64]bool, index **procIndex) uint32 {
+func (p *Mapper) resolve(id claimProc, region fileID, namespaces map[uint64]bool, index **procIndex) uint32 {
 	if host, ok := p.resolved[id]; ok {
 		if p.matches(host, id.procID) {
 			return host
@@ -274,7 +279,7 @@ func (p *PIDMapper) resolve(id claimProc, region fileID, namespaces map[uint64]b
 }
 
 // mapsFile reports whether /proc/<pid>/maps has a mapping of file.
-func (p *PIDMapper) mapsFile(pid uint32, file fileID) bool {
+func (p *Mapper) mapsFile(pid uint32, file fileID) bool {
 	f, err := os.Open(filepath.Join(p.procRoot, strconv.FormatUint(uint64(pid), 10), "maps"))
 	if err != nil {
 		return false
@@ -325,14 +330,14 @@ func statFileID(path string) (fileID, error) {
 }
 
 // matches reports whether host pid host still is the process id.
-func (p *PIDMapper) matches(host uint32, id procID) bool {
+func (p *Mapper) matches(host uint32, id procID) bool {
 	dir := filepath.Join(p.procRoot, strconv.FormatUint(uint64(host), 10))
 	ns, ok := pidNamespace(dir)
 	return ok && ns == id.pidNS && innermostPID(dir) == id.pid && p.startTime(host) == id.startTime
 }
 
 // startTime returns field 22 of /proc/<pid>/stat, 0 if unreadable.
-func (p *PIDMapper) startTime(pid uint32) uint64 {
+func (p *Mapper) startTime(pid uint32) uint64 {
 	b, err := os.ReadFile(filepath.Join(p.procRoot, strconv.FormatUint(uint64(pid), 10), "stat"))
 	if err != nil {
 		return 0
@@ -367,7 +372,7 @@ type procIndex struct {
 
 // scan reads every process's pid namespace under the proc root, and the
 // innermost pid of those in namespaces.
-func (p *PIDMapper) scan(namespaces map[uint64]bool) *procIndex {
+func (p *Mapper) scan(namespaces map[uint64]bool) *procIndex {
 	idx := &procIndex{candidates: map[nsPID][]uint32{}}
 	entries, err := os.ReadDir(p.procRoot)
 	if err != nil {
@@ -450,44 +455,23 @@ func renderHostPIDs(lines []string) []byte {
 // write replaces the claim's map with content unless it has it already.
 // A missing host directory (claim prepared by an older plugin, or being
 // unprepared) is not an error: there is no one to read the map.
-func (p *PIDMapper) write(uid types.UID, dir string, content []byte) error {
+func (p *Mapper) write(uid types.UID, path string, content []byte) error {
 	if have, ok := p.written[uid]; ok && bytes.Equal(have, content) {
 		return nil
 	}
-	path := filepath.Join(dir, HostPIDFileName)
 	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, content) {
 		p.written[uid] = content
 		return nil
 	}
-	tmp, err := os.CreateTemp(dir, HostPIDFileName+".tmp-*")
+	// Volatile: the map describes running processes and is rebuilt within
+	// an interval; after a crash or reboot an old one only misses entries.
+	err := atomicfile.WriteFile(path, content, hostPIDFileMode, atomicfile.Volatile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("create temporary file for %s: %w", path, err)
+		return err
 	}
-	committed := false
-	defer func() {
-		if !committed {
-			_ = os.Remove(tmp.Name())
-		}
-	}()
-	// No fsync: the map describes running processes and is rebuilt within
-	// an interval; after a crash or reboot an old one only misses entries.
-	_, err = tmp.Write(content)
-	if err == nil {
-		err = tmp.Chmod(hostPIDFileMode)
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("write %s: %w", tmp.Name(), err)
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("rename %s to %s: %w", tmp.Name(), path, err)
-	}
-	committed = true
 	p.written[uid] = content
 	return nil
 }

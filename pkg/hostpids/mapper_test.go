@@ -1,4 +1,4 @@
-package monitor
+package hostpids
 
 import (
 	"context"
@@ -69,8 +69,8 @@ func (f fakeProc) remove(host uint32) {
 // hostPIDClaim is a prepared claim under dir with its host directory made.
 func hostPIDClaim(t *testing.T, dir string, uid types.UID) claims.PreparedClaim {
 	c := preparedClaim(dir, uid, "default", "train")
-	c.HostDir = filepath.Join(dir, string(uid), "host")
-	require.NoError(t, os.MkdirAll(c.HostDir, 0o755))
+	c.HostPIDsPath = filepath.Join(dir, string(uid), "host", "pids")
+	require.NoError(t, os.MkdirAll(filepath.Dir(c.HostPIDsPath), 0o755))
 	return c
 }
 
@@ -81,7 +81,7 @@ func slotOf(slot int, ns uint64, pid uint32, start uint64) regiontest.Process {
 
 func readMap(t *testing.T, c claims.PreparedClaim) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(c.HostDir, HostPIDFileName))
+	b, err := os.ReadFile(c.HostPIDsPath)
 	require.NoError(t, err)
 	return string(b)
 }
@@ -93,7 +93,7 @@ func inode(t *testing.T, path string) uint64 {
 	return info.Sys().(*syscall.Stat_t).Ino
 }
 
-func TestPIDMapperFakeProc(t *testing.T) {
+func TestMapperFakeProc(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	proc := fakeProc{t: t, root: t.TempDir()}
@@ -117,13 +117,13 @@ func TestPIDMapperFakeProc(t *testing.T) {
 	source := &fakeClaims{}
 	source.set(c)
 	clk := &clock{t: time.Unix(1000, 0)}
-	m, err := NewPIDMapper(source, 0)
+	m, err := NewMapper(source, 0)
 	require.NoError(t, err)
 	m.procRoot = proc.root
 	m.now = clk.now
 
 	m.sync(ctx)
-	path := filepath.Join(c.HostDir, HostPIDFileName)
+	path := c.HostPIDsPath
 	assert.Equal(t, "version=1\n4026532500 1 5555 1000\n4026532600 1 6666 1001\n", readMap(t, c))
 	info, err := os.Stat(path)
 	require.NoError(t, err)
@@ -152,31 +152,31 @@ func TestPIDMapperFakeProc(t *testing.T) {
 	proc.remove(1001)
 	m.sync(ctx)
 	assert.Equal(t, "version=1\n4026532500 7 1 1002\n", readMap(t, c))
-	entries, err := os.ReadDir(c.HostDir)
+	entries, err := os.ReadDir(filepath.Dir(c.HostPIDsPath))
 	require.NoError(t, err)
 	assert.Len(t, entries, 1, "no temporary files are left behind")
 }
 
-func TestPIDMapperSkipsWhatItCannotWrite(t *testing.T) {
+func TestMapperSkipsWhatItCannotWrite(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	proc := fakeProc{t: t, root: t.TempDir()}
 	proc.add(1000, 4026532500, 1, 5555)
 
 	withoutHostDir := preparedClaim(dir, uidA, "default", "a")
-	withoutHostDir.HostDir = filepath.Join(dir, string(uidA), "host")
+	withoutHostDir.HostPIDsPath = filepath.Join(dir, string(uidA), "host", "pids")
 	writeClaimRegion(t, withoutHostDir.RegionPath, mib, mib, 0, slotOf(0, 4026532500, 1, 5555))
 	noRegion := hostPIDClaim(t, dir, uidB)
 	source := &fakeClaims{}
 	source.set(withoutHostDir, noRegion)
-	m, err := NewPIDMapper(source, time.Second)
+	m, err := NewMapper(source, time.Second)
 	require.NoError(t, err)
 	m.procRoot = proc.root
 
 	m.sync(ctx)
-	_, err = os.Stat(withoutHostDir.HostDir)
+	_, err = os.Stat(filepath.Dir(withoutHostDir.HostPIDsPath))
 	assert.True(t, errors.Is(err, os.ErrNotExist), "the mapper never creates a claim's directories")
-	_, err = os.Stat(filepath.Join(noRegion.HostDir, HostPIDFileName))
+	_, err = os.Stat(noRegion.HostPIDsPath)
 	assert.True(t, errors.Is(err, os.ErrNotExist), "no map without a region")
 
 	// A corrupt region leaves the last map in place and is reported once.
@@ -188,10 +188,10 @@ func TestPIDMapperSkipsWhatItCannotWrite(t *testing.T) {
 	assert.Contains(t, m.errs[uidB], "corrupt region")
 }
 
-func TestNewPIDMapperValidates(t *testing.T) {
-	_, err := NewPIDMapper(nil, time.Second)
+func TestNewMapperValidates(t *testing.T) {
+	_, err := NewMapper(nil, time.Second)
 	assert.ErrorContains(t, err, "claim source")
-	_, err = NewPIDMapper(&fakeClaims{}, -time.Second)
+	_, err = NewMapper(&fakeClaims{}, -time.Second)
 	assert.ErrorContains(t, err, "interval must not be negative")
 }
 
@@ -251,7 +251,7 @@ func startInNewPIDNamespace(t *testing.T, regionPath string) uint32 {
 // Real processes, each pid 1 of a new pid namespace: the claim's (it maps
 // the region) is mapped to the pid this (host namespace) process knows it
 // by; a foreign one that a slot names all the same is not.
-func TestPIDMapperRealProcess(t *testing.T) {
+func TestMapperRealProcess(t *testing.T) {
 	dir := t.TempDir()
 	c := hostPIDClaim(t, dir, uidA)
 	writeClaimRegion(t, c.RegionPath, mib, mib, 0)
@@ -264,7 +264,7 @@ func TestPIDMapperRealProcess(t *testing.T) {
 	foreignNS, ok := pidNamespace(filepath.Join("/proc", strconv.FormatUint(uint64(foreign), 10)))
 	require.True(t, ok)
 
-	m, err := NewPIDMapper(&fakeClaims{}, 0)
+	m, err := NewMapper(&fakeClaims{}, 0)
 	require.NoError(t, err)
 	start := m.startTime(host)
 	require.NotZero(t, start)
@@ -282,7 +282,7 @@ func TestPIDMapperRealProcess(t *testing.T) {
 // claim's (e.g. another container of the pod, or a process the container
 // started without the library) is not mapped, and the membership checks
 // of one sync are bounded.
-func TestPIDMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
+func TestMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	proc := fakeProc{t: t, root: t.TempDir()}
@@ -298,10 +298,10 @@ func TestPIDMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
 	}
 	writeClaimRegion(t, c.RegionPath, mib, mib, 0, slots...)
 	for i := range maxMembershipChecks + 6 {
-		switch {
-		case i == 0:
+		switch i {
+		case 0:
 			// Foreign: no maps at all (e.g. a process of the host).
-		case i == 1:
+		case 1:
 			proc.mapFile(2001, other.RegionPath) // another claim's process
 		default:
 			proc.mapFile(uint32(2000+i), c.RegionPath)
@@ -310,7 +310,7 @@ func TestPIDMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
 	source := &fakeClaims{}
 	source.set(c)
 	clk := &clock{t: time.Unix(1000, 0)}
-	m, err := NewPIDMapper(source, 0)
+	m, err := NewMapper(source, 0)
 	require.NoError(t, err)
 	m.procRoot = proc.root
 	m.now = clk.now
@@ -331,9 +331,9 @@ func TestPIDMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
 	assert.Equal(t, got, readMap(t, c))
 }
 
-func TestPIDMapperRunStops(t *testing.T) {
+func TestMapperRunStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	m, err := NewPIDMapper(&fakeClaims{}, time.Millisecond)
+	m, err := NewMapper(&fakeClaims{}, time.Millisecond)
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() {
@@ -348,11 +348,11 @@ func TestPIDMapperRunStops(t *testing.T) {
 	}
 }
 
-// BenchmarkPIDMapperScan measures one scan of this machine's /proc, the
+// BenchmarkMapperScan measures one scan of this machine's /proc, the
 // cost of a sync that meets a new process, with every process in a
 // claim's namespace (the worst case: a container of the host namespace).
-func BenchmarkPIDMapperScan(b *testing.B) {
-	m, err := NewPIDMapper(&fakeClaims{}, 0)
+func BenchmarkMapperScan(b *testing.B) {
+	m, err := NewMapper(&fakeClaims{}, 0)
 	require.NoError(b, err)
 	entries, err := os.ReadDir("/proc")
 	require.NoError(b, err)
@@ -367,13 +367,13 @@ func BenchmarkPIDMapperScan(b *testing.B) {
 // A region a container grew, by writing past its end or by allocating
 // blocks beyond it, is cut back to its size at the next sync; its content
 // is kept.
-func TestPIDMapperCutsBackGrownRegions(t *testing.T) {
+func TestMapperCutsBackGrownRegions(t *testing.T) {
 	dir := t.TempDir()
 	c := hostPIDClaim(t, dir, uidA)
 	writeClaimRegion(t, c.RegionPath, mib, mib, 0)
 	before, err := os.ReadFile(c.RegionPath)
 	require.NoError(t, err)
-	m, err := NewPIDMapper(&fakeClaims{claims: []claims.PreparedClaim{c}}, 0)
+	m, err := NewMapper(&fakeClaims{claims: []claims.PreparedClaim{c}}, 0)
 	require.NoError(t, err)
 
 	f, err := os.OpenFile(c.RegionPath, os.O_WRONLY, 0)

@@ -1,0 +1,363 @@
+package allocator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	resourcehelper "k8s.io/component-helpers/resource"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
+	"k8s.io/klog/v2"
+)
+
+// syncPod allocates a gated pod's claims, or checks whether an ungated
+// pod that this controller placed is stuck.
+func (c *Controller) syncPod(ctx context.Context, namespace, name string, retries int) (time.Duration, error) {
+	pod, err := c.pods.Pods(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read pod %s/%s from the cache: %w", namespace, name, err)
+	}
+	logger := klog.LoggerWithValues(klog.FromContext(ctx), "pod", klog.KObj(pod))
+	ctx = klog.NewContext(ctx, logger)
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil {
+		return 0, nil
+	}
+	if !hasGate(pod) {
+		return c.checkFallback(ctx, pod)
+	}
+
+	claims, missing, err := c.podClaims(ctx, pod)
+	if err != nil {
+		return 0, err
+	}
+	if missing {
+		logger.V(4).Info("Waiting for the pod's claims to be created")
+		return missingClaimRetry, nil
+	}
+	var unallocated []*resourceapi.ResourceClaim
+	ours := false
+	for _, claim := range claims {
+		if claim.DeletionTimestamp != nil {
+			logger.V(4).Info("Waiting for a claim being deleted to go away", "claim", klog.KObj(claim))
+			return missingClaimRetry, nil
+		}
+		ours = ours || c.usesOurClasses(claim)
+		if claim.Status.Allocation == nil {
+			unallocated = append(unallocated, claim)
+		}
+	}
+	if len(unallocated) == 0 || !ours {
+		// Nothing to decide: every claim is allocated (perhaps by an
+		// earlier run that stopped before removing the gate), or no claim
+		// asks for this driver's GPUs.
+		return 0, c.ungate(ctx, pod)
+	}
+
+	policies, err := PodPolicies(pod, c.opts.Defaults)
+	if err != nil {
+		c.opts.Recorder.Eventf(pod, corev1.EventTypeWarning, ReasonInvalidPolicy, "%v; using %s/%s", err, policies.Node, policies.GPU)
+	}
+	nodes, err := c.candidateNodes(claims)
+	if err != nil {
+		return 0, err
+	}
+	if c.slicesChanged.Swap(false) {
+		all, err := c.slices.List(labels.Everything())
+		if err != nil {
+			c.slicesChanged.Store(true)
+			return 0, fmt.Errorf("list ResourceSlices: %w", err)
+		}
+		c.alloc.SetSlices(all)
+	}
+
+	decision, err := c.alloc.Allocate(ctx, Request{Pod: pod, Claims: unallocated, Nodes: nodes, Policies: policies})
+	var unfit *UnschedulableError
+	switch {
+	case errors.As(err, &unfit):
+		released, err := c.releasePartial(ctx, claims)
+		if err != nil {
+			return 0, err
+		}
+		if released {
+			// Claims allocated by an earlier run tied the pod to a node
+			// where the rest does not fit: start over without them once
+			// the cache shows them released.
+			return retryAfterRelease, nil
+		}
+		c.opts.Recorder.Eventf(pod, corev1.EventTypeWarning, ReasonFallback,
+			"No node can take the pod's claims by policy (%v); leaving allocation to kube-scheduler", unfit)
+		return 0, c.ungate(ctx, pod)
+	case err != nil:
+		if retries >= maxRetries {
+			c.opts.Recorder.Eventf(pod, corev1.EventTypeWarning, ReasonAllocationError,
+				"Policy allocation failed %d times (%v); leaving allocation to kube-scheduler", retries+1, err)
+			return 0, c.ungate(ctx, pod)
+		}
+		return 0, err
+	}
+
+	for i, claim := range unallocated {
+		if err := c.writeAllocation(ctx, claim, decision.Allocations[i]); err != nil {
+			// Later claims were not written: free what was assumed for them.
+			// Written ones stay; the retry builds on them.
+			for _, rest := range unallocated[i:] {
+				c.alloc.Forget(rest.UID)
+			}
+			return 0, fmt.Errorf("write allocation of claim %s: %w", klog.KObj(claim), err)
+		}
+	}
+	c.assumePod(pod, decision.Node)
+	c.opts.Recorder.Eventf(pod, corev1.EventTypeNormal, ReasonAllocated, "Allocated %s on node %s (node policy %s, GPU policy %s, topology %s)",
+		strings.Join(devicesOf(decision), ", "), decision.Node, policies.Node, policies.GPU, decision.Topology)
+	return 0, c.ungate(ctx, pod)
+}
+
+// podClaims returns the pod's claims; missing is true while one has not
+// been created yet.
+func (c *Controller) podClaims(ctx context.Context, pod *corev1.Pod) (claims []*resourceapi.ResourceClaim, missing bool, err error) {
+	for i := range pod.Spec.ResourceClaims {
+		name, mustCheckOwner, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		if errors.Is(err, resourceclaim.ErrClaimNotFound) {
+			return nil, true, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if name == nil {
+			continue
+		}
+		claim, err := c.claims.ResourceClaims(pod.Namespace).Get(*name)
+		if apierrors.IsNotFound(err) {
+			// Not in the cache yet, or really missing: ask the API server.
+			claim, err = c.opts.Client.ResourceV1().ResourceClaims(pod.Namespace).Get(ctx, *name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil, true, nil
+			}
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("read claim %s/%s: %w", pod.Namespace, *name, err)
+		}
+		if mustCheckOwner {
+			if err := resourceclaim.IsForPod(pod, claim, false); err != nil {
+				return nil, false, err
+			}
+		}
+		claims = append(claims, claim)
+	}
+	return claims, false, nil
+}
+
+func (c *Controller) usesOurClasses(claim *resourceapi.ResourceClaim) bool {
+	for i := range claim.Spec.Devices.Requests {
+		for _, alt := range alternatives(&claim.Spec.Devices.Requests[i]) {
+			if c.opts.Allocator.IsOurs(alt.class) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// candidateNodes lists the nodes where the pod's allocated claims are
+// available (all nodes when none is allocated).
+func (c *Controller) candidateNodes(claims []*resourceapi.ResourceClaim) ([]*corev1.Node, error) {
+	all, err := c.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var selectors []*nodeaffinity.NodeSelector
+	for _, claim := range claims {
+		if claim.Status.Allocation == nil || claim.Status.Allocation.NodeSelector == nil {
+			continue
+		}
+		s, err := nodeaffinity.NewNodeSelector(claim.Status.Allocation.NodeSelector)
+		if err != nil {
+			return nil, fmt.Errorf("claim %s: status.allocation.nodeSelector: %w", klog.KObj(claim), err)
+		}
+		selectors = append(selectors, s)
+	}
+	if len(selectors) == 0 {
+		return all, nil
+	}
+	return slices.DeleteFunc(all, func(n *corev1.Node) bool {
+		return slices.ContainsFunc(selectors, func(s *nodeaffinity.NodeSelector) bool { return !s.Match(n) })
+	}), nil
+}
+
+// writeAllocation adds the finalizer, then the allocation, as the scheduler
+// does: a claim never carries an allocation of ours without our finalizer.
+func (c *Controller) writeAllocation(ctx context.Context, claim *resourceapi.ResourceClaim, alloc *resourceapi.AllocationResult) error {
+	claims := c.opts.Client.ResourceV1().ResourceClaims(claim.Namespace)
+	claim = claim.DeepCopy()
+	if !slices.Contains(claim.Finalizers, Finalizer) {
+		claim.Finalizers = append(claim.Finalizers, Finalizer)
+		updated, err := claims.Update(ctx, claim, metav1.UpdateOptions{})
+		if err != nil {
+			return fmt.Errorf("add finalizer %s: %w", Finalizer, err)
+		}
+		claim = updated
+	}
+	claim.Status.Allocation = alloc.DeepCopy()
+	// With device binding conditions enabled, kube-scheduler stamps an
+	// allocation without a timestamp when it reserves the claim; the
+	// allocation is immutable, so that update would fail forever.
+	if claim.Status.Allocation.AllocationTimestamp == nil {
+		claim.Status.Allocation.AllocationTimestamp = &metav1.Time{Time: c.now()}
+	}
+	if _, err := claims.UpdateStatus(ctx, claim, metav1.UpdateOptions{}); err != nil {
+		return fmt.Errorf("update status.allocation: %w", err)
+	}
+	return nil
+}
+
+// ungate removes SchedulingGate; the patch tests the gate's position so
+// that a concurrent change to the gates fails instead of removing another.
+func (c *Controller) ungate(ctx context.Context, pod *corev1.Pod) error {
+	i := slices.IndexFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == SchedulingGate })
+	if i < 0 {
+		return nil
+	}
+	patch := fmt.Sprintf(`[{"op":"test","path":"/spec/schedulingGates/%d/name","value":%q},{"op":"remove","path":"/spec/schedulingGates/%d"}]`, i, SchedulingGate, i)
+	_, err := c.opts.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.JSONPatchType, []byte(patch), metav1.PatchOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		// The patch's test fails when pod is a stale copy whose gate an
+		// earlier pass removed already: that is success, not an error.
+		if current, getErr := c.opts.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{}); apierrors.IsNotFound(getErr) ||
+			(getErr == nil && !slices.ContainsFunc(current.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == SchedulingGate })) {
+			return nil
+		}
+		return fmt.Errorf("remove scheduling gate %s from pod %s: %w", SchedulingGate, klog.KObj(pod), err)
+	}
+	klog.FromContext(ctx).V(2).Info("Removed scheduling gate")
+	return nil
+}
+
+// checkFallback releases the allocations of an ungated pod that the
+// scheduler has not been able to place for FallbackAfter, so that the
+// scheduler allocates its claims itself.
+func (c *Controller) checkFallback(ctx context.Context, pod *corev1.Pod) (time.Duration, error) {
+	cond := unschedulable(pod)
+	if cond == nil {
+		return 0, nil
+	}
+	claims, _, err := c.podClaims(ctx, pod)
+	if err != nil {
+		return 0, err
+	}
+	var ours []*resourceapi.ResourceClaim
+	for _, claim := range claims {
+		if ownedAllocation(claim) && len(claim.Status.ReservedFor) == 0 {
+			ours = append(ours, claim)
+		}
+	}
+	if len(ours) == 0 {
+		return 0, nil
+	}
+	if wait := c.opts.FallbackAfter - c.now().Sub(cond.LastTransitionTime.Time); wait > 0 {
+		return wait, nil
+	}
+	names := make([]string, 0, len(ours))
+	for _, claim := range ours {
+		if err := c.release(ctx, claim); err != nil {
+			return 0, err
+		}
+		names = append(names, claim.Name)
+	}
+	c.forgetPod(pod.UID)
+	c.opts.Recorder.Eventf(pod, corev1.EventTypeWarning, ReasonReleased,
+		"kube-scheduler could not place the pod where its claims were allocated by policy (%s); released claims %s so that kube-scheduler allocates them",
+		cond.Message, strings.Join(names, ", "))
+	return 0, nil
+}
+
+// requested sums the requests of the pods bound to the node and of those
+// this controller placed there that are not bound yet.
+func (c *Controller) requested(node string) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	add := func(list corev1.ResourceList) {
+		for name, q := range list {
+			sum := total[name]
+			sum.Add(q)
+			total[name] = sum
+		}
+		pods := total[corev1.ResourcePods]
+		pods.Add(*resource.NewQuantity(1, resource.DecimalSI))
+		total[corev1.ResourcePods] = pods
+	}
+	objs, err := c.podIndex.ByIndex(nodeNameIndex, node)
+	if err != nil {
+		utilruntime.HandleError(fmt.Errorf("pods on node %s: %w", node, err))
+	}
+	for _, obj := range objs {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		add(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	}
+	c.assumedMu.Lock()
+	defer c.assumedMu.Unlock()
+	for _, p := range c.assumed {
+		if p.node == node {
+			add(p.requests)
+		}
+	}
+	return total
+}
+
+func (c *Controller) assumePod(pod *corev1.Pod, node string) {
+	c.assumedMu.Lock()
+	defer c.assumedMu.Unlock()
+	c.assumed[pod.UID] = assumedPod{node: node, requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})}
+}
+
+func (c *Controller) forgetPod(uid types.UID) {
+	c.assumedMu.Lock()
+	defer c.assumedMu.Unlock()
+	delete(c.assumed, uid)
+}
+
+func hasGate(pod *corev1.Pod) bool {
+	return slices.ContainsFunc(pod.Spec.SchedulingGates, func(g corev1.PodSchedulingGate) bool { return g.Name == SchedulingGate })
+}
+
+// unschedulable returns the pod's PodScheduled condition when the scheduler
+// reported it unschedulable.
+func unschedulable(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		cond := &pod.Status.Conditions[i]
+		if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonUnschedulable {
+			return cond
+		}
+	}
+	return nil
+}
+
+// devicesOf lists "node/device" of a decision's results.
+func devicesOf(d *Decision) []string {
+	var out []string
+	for _, a := range d.Allocations {
+		for _, r := range a.Devices.Results {
+			out = append(out, r.Pool+"/"+r.Device)
+		}
+	}
+	return out
+}

@@ -1,0 +1,679 @@
+/*
+ * fake_cuda_stream.c - fake CUDA driver: modules, streams, stream capture,
+ * kernel launches and graphs.
+ *
+ * Kernels do nothing; each launch occupies its stream for a busy time,
+ * recorded in the shared state so that NVML reports utilisation and
+ * synchronisation waits for it.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "fake_cuda.h"
+
+#include <errno.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* ------------------------------------------------------------------------ */
+/* Modules                                                                  */
+/* ------------------------------------------------------------------------ */
+
+#define FAKE_MAGIC_MODULE 0x4d4f4401u
+#define FAKE_MAGIC_FUNC 0x46554e01u
+
+typedef struct fake_func {
+    uint32_t magic;
+    uint64_t cost_ns;
+    int lognormal; /* cost_ns is the mean of log-normal durations */
+    struct fake_func *next;
+    char name[];
+} fake_func;
+
+typedef struct fake_module {
+    uint32_t magic;
+    fake_func *funcs;
+} fake_module;
+
+/*
+ * Busy time encoded in a kernel name ending in "_<N>us" (fixed), or
+ * "_ln<N>us" (log-normal durations of mean N us, see fake_cuda.h); else the
+ * default.
+ */
+static uint64_t kernel_cost(const char *name, int *lognormal)
+{
+    size_t n = strlen(name);
+    *lognormal = 0;
+    if (n < 4 || strcmp(name + n - 2, "us") != 0)
+        return g_fake.cfg->kernel_ns;
+    size_t end = n - 2, i = end;
+    while (i > 0 && name[i - 1] >= '0' && name[i - 1] <= '9')
+        i--;
+    if (i == end || end - i > 12)
+        return g_fake.cfg->kernel_ns;
+    size_t digits = i;
+    if (i >= 3 && name[i - 1] == 'n' && name[i - 2] == 'l' && name[i - 3] == '_') {
+        *lognormal = 1;
+        i -= 2;
+    }
+    if (i == 0 || name[i - 1] != '_') {
+        *lognormal = 0;
+        return g_fake.cfg->kernel_ns;
+    }
+    uint64_t us = 0;
+    for (size_t k = digits; k < end; k++)
+        us = us * 10 + (uint64_t)(name[k] - '0');
+    return us * 1000;
+}
+
+CUresult cuModuleLoadData(CUmodule *module, const void *image)
+{
+    REQUIRE_READY();
+    int dev;
+    if (module == NULL || image == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_module *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    m->magic = FAKE_MAGIC_MODULE;
+    *module = (CUmodule)m;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
+{
+    REQUIRE_READY();
+    fake_module *m = (fake_module *)hmod;
+    if (hfunc == NULL || name == NULL || *name == '\0')
+        return CUDA_ERROR_INVALID_VALUE;
+    if (m == NULL || m->magic != FAKE_MAGIC_MODULE)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    fake_func *f = m->funcs;
+    while (f != NULL && strcmp(f->name, name) != 0)
+        f = f->next;
+    if (f == NULL) {
+        size_t n = strlen(name);
+        f = calloc(1, sizeof(*f) + n + 1);
+        if (f != NULL) {
+            f->magic = FAKE_MAGIC_FUNC;
+            f->cost_ns = kernel_cost(name, &f->lognormal);
+            memcpy(f->name, name, n + 1);
+            f->next = m->funcs;
+            m->funcs = f;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    if (f == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *hfunc = (CUfunction)f;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule hmod)
+{
+    REQUIRE_READY();
+    fake_module *m = (fake_module *)hmod;
+    if (m == NULL || m->magic != FAKE_MAGIC_MODULE)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    for (fake_func *f = m->funcs, *next; f != NULL; f = next) {
+        next = f->next;
+        f->magic = 0;
+        free(f);
+    }
+    m->magic = 0;
+    free(m);
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Streams                                                                  */
+/* ------------------------------------------------------------------------ */
+
+static fake_stream *per_thread_stream(int dev)
+{
+    fake_stream **streams = pthread_getspecific(ptds_key);
+    if (streams == NULL) {
+        streams = calloc(FAKE_MAX_GPUS, sizeof(*streams));
+        if (streams == NULL || pthread_setspecific(ptds_key, streams) != 0) {
+            free(streams);
+            return NULL;
+        }
+    }
+    if (streams[dev] == NULL) {
+        streams[dev] = calloc(1, sizeof(fake_stream));
+        if (streams[dev] != NULL) {
+            streams[dev]->magic = FAKE_MAGIC_STREAM;
+            streams[dev]->dev = dev;
+        }
+    }
+    return streams[dev];
+}
+
+fake_stream *fake_resolve_stream(CUstream h, int ptsz, int dev)
+{
+    if (h == NULL)
+        return ptsz ? per_thread_stream(dev) : &g_fake.legacy[dev];
+    if (h == CU_STREAM_LEGACY)
+        return &g_fake.legacy[dev];
+    if (h == CU_STREAM_PER_THREAD)
+        return per_thread_stream(dev);
+    fake_stream *s = (fake_stream *)h;
+    return s->magic == FAKE_MAGIC_STREAM ? s : NULL;
+}
+
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)
+{
+    REQUIRE_READY();
+    int dev;
+    if (phStream == NULL || (Flags & ~(unsigned int)CU_STREAM_NON_BLOCKING) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    s->magic = FAKE_MAGIC_STREAM;
+    s->dev = dev;
+    pthread_mutex_lock(&g_fake.mu);
+    s->next = g_fake.streams;
+    g_fake.streams = s;
+    pthread_mutex_unlock(&g_fake.mu);
+    *phStream = (CUstream)s;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamGetDevice(CUstream hStream, CUdevice *device)
+{
+    REQUIRE_READY();
+    int dev;
+    if (device == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, 0, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *device = s->dev;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamDestroy_v2(CUstream hStream)
+{
+    REQUIRE_READY();
+    fake_stream *s = (fake_stream *)hStream;
+    if (s == NULL || s == (fake_stream *)CU_STREAM_LEGACY ||
+        s == (fake_stream *)CU_STREAM_PER_THREAD || s->magic != FAKE_MAGIC_STREAM)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    for (fake_stream **p = &g_fake.streams; *p != NULL; p = &(*p)->next) {
+        if (*p == s) {
+            *p = s->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    /* Queued work still counts as busy in the shared timeline. */
+    s->magic = 0;
+    free(s);
+    return CUDA_SUCCESS;
+}
+
+static void sleep_until(uint64_t t)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ULL),
+                          .tv_nsec = (long)(t % 1000000000ULL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static CUresult stream_sync(CUstream hStream, int ptsz)
+{
+    REQUIRE_READY();
+    int dev;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+        /* Synchronizing a capturing stream is illegal and ruins the capture. */
+        s->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+        pthread_mutex_unlock(&g_fake.mu);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    uint64_t tail = s->tail;
+    pthread_mutex_unlock(&g_fake.mu);
+    sleep_until(tail);
+    pthread_mutex_lock(&g_fake.mu);
+    fake_pools_release_on_sync(s->dev);
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream hStream)
+{
+    return stream_sync(hStream, 0);
+}
+
+CUresult cuStreamSynchronize_ptsz(CUstream hStream)
+{
+    return stream_sync(hStream, 1);
+}
+
+CUresult cuCtxSynchronize(void)
+{
+    REQUIRE_READY();
+    int dev;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&g_fake.mu);
+    int capturing = 0;
+    for (fake_stream *s = g_fake.streams; s != NULL; s = s->next) {
+        if (s->dev == dev && s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE &&
+            s->capture_mode != CU_STREAM_CAPTURE_MODE_RELAXED) {
+            s->capture = CU_STREAM_CAPTURE_STATUS_INVALIDATED;
+            capturing = 1;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    if (capturing)
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    sleep_until(atomic_load(&g_fake.dev_tail[dev]));
+    pthread_mutex_lock(&g_fake.mu);
+    fake_pools_release_on_sync(dev);
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Stream capture                                                           */
+/* ------------------------------------------------------------------------ */
+
+static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, int ptsz)
+{
+    REQUIRE_READY();
+    int dev;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (s == &g_fake.legacy[dev])
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fake.mu);
+    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+        r = CUDA_ERROR_ILLEGAL_STATE;
+    } else {
+        s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
+        s->capture_mode = mode;
+        s->capture_id = ++g_fake.capture_seq;
+        s->capture_cost = 0;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuStreamBeginCapture_v2(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, 0);
+}
+
+CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode)
+{
+    return begin_capture(hStream, mode, 1);
+}
+
+#define FAKE_MAGIC_GRAPH 0x47524101u
+#define FAKE_MAGIC_EXEC 0x47455801u
+
+/* A captured graph or its executable: the summed busy time of its kernels. */
+typedef struct fake_graph {
+    uint32_t magic;
+    uint64_t cost_ns;
+} fake_graph;
+
+static CUresult end_capture(CUstream hStream, CUgraph *phGraph, int ptsz)
+{
+    REQUIRE_READY();
+    int dev;
+    if (phGraph == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    CUstreamCaptureStatus st = s->capture;
+    uint64_t cost = s->capture_cost;
+    s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    pthread_mutex_unlock(&g_fake.mu);
+    *phGraph = NULL;
+    if (st == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    fake_graph *g = malloc(sizeof(*g));
+    if (g == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    g->magic = FAKE_MAGIC_GRAPH;
+    g->cost_ns = cost;
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, 0);
+}
+
+CUresult cuStreamEndCapture_ptsz(CUstream hStream, CUgraph *phGraph)
+{
+    return end_capture(hStream, phGraph, 1);
+}
+
+static CUresult capture_info(CUstream hStream, int ptsz, CUstreamCaptureStatus *status,
+                             cuuint64_t *id)
+{
+    REQUIRE_READY();
+    int dev;
+    if (status == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    *status = s->capture;
+    if (id != NULL)
+        *id = s->capture_id;
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return capture_info(hStream, 0, captureStatus, NULL);
+}
+
+CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captureStatus)
+{
+    return capture_info(hStream, 1, captureStatus, NULL);
+}
+
+/* The graph and dependency outputs are not modelled: always empty. */
+static void no_dependencies(CUgraph *graph_out, const CUgraphNode **deps,
+                            const CUgraphEdgeData **edges, size_t *num)
+{
+    if (graph_out != NULL)
+        *graph_out = NULL;
+    if (deps != NULL)
+        *deps = NULL;
+    if (edges != NULL)
+        *edges = NULL;
+    if (num != NULL)
+        *num = 0;
+}
+
+CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   size_t *numDependencies_out)
+{
+    CUresult r = capture_info(hStream, 0, captureStatus_out, id_out);
+    if (r == CUDA_SUCCESS)
+        no_dependencies(graph_out, dependencies_out, NULL, numDependencies_out);
+    return r;
+}
+
+CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream,
+                                        CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        size_t *numDependencies_out)
+{
+    CUresult r = capture_info(hStream, 1, captureStatus_out, id_out);
+    if (r == CUDA_SUCCESS)
+        no_dependencies(graph_out, dependencies_out, NULL, numDependencies_out);
+    return r;
+}
+
+CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
+                                   cuuint64_t *id_out, CUgraph *graph_out,
+                                   const CUgraphNode **dependencies_out,
+                                   const CUgraphEdgeData **edgeData_out,
+                                   size_t *numDependencies_out)
+{
+    CUresult r = capture_info(hStream, 0, captureStatus_out, id_out);
+    if (r == CUDA_SUCCESS)
+        no_dependencies(graph_out, dependencies_out, edgeData_out, numDependencies_out);
+    return r;
+}
+
+CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
+                                        CUstreamCaptureStatus *captureStatus_out,
+                                        cuuint64_t *id_out, CUgraph *graph_out,
+                                        const CUgraphNode **dependencies_out,
+                                        const CUgraphEdgeData **edgeData_out,
+                                        size_t *numDependencies_out)
+{
+    CUresult r = capture_info(hStream, 1, captureStatus_out, id_out);
+    if (r == CUDA_SUCCESS)
+        no_dependencies(graph_out, dependencies_out, edgeData_out, numDependencies_out);
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Launches                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Queues busy time on a stream. A capturing stream only records it into the
+ * graph being built. A stream with FAKE_QUEUE_DEPTH kernels pending blocks
+ * the caller until the oldest finishes, as a full launch queue does.
+ */
+static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost, int small, int lognormal)
+{
+    int dev;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
+    if (s == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (s->dev != dev)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (cost == 0 && s->capture == CU_STREAM_CAPTURE_STATUS_NONE)
+        return CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fake.mu);
+    if (lognormal) {
+        if (g_fake.rng == 0)
+            g_fake.rng = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL + 1;
+        cost = gpu_rand_lognormal(&g_fake.rng, cost, FAKE_KERNEL_SIGMA, FAKE_KERNEL_MIN_NS,
+                                  FAKE_KERNEL_MAX_NS);
+    }
+    if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        s->capture_cost += cost;
+        pthread_mutex_unlock(&g_fake.mu);
+        return CUDA_SUCCESS;
+    }
+    if (s->capture == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+        pthread_mutex_unlock(&g_fake.mu);
+        return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+    }
+    uint64_t oldest = s->pending[s->launches % FAKE_QUEUE_DEPTH];
+    uint64_t now = fake_now_ns();
+    if (oldest > now) {
+        pthread_mutex_unlock(&g_fake.mu);
+        sleep_until(oldest);
+        pthread_mutex_lock(&g_fake.mu);
+        now = fake_now_ns();
+    }
+    /* The simulated timeline decides when it runs: host scheduling cannot stretch it. */
+    uint64_t end = fake_state_run_kernel(&g_fake.state, g_fake.cfg->gpus[dev].phys, small, now, s->tail, cost);
+    s->tail = end;
+    s->pending[s->launches++ % FAKE_QUEUE_DEPTH] = end;
+    uint64_t t = atomic_load(&g_fake.dev_tail[dev]);
+    while (t < end && !atomic_compare_exchange_weak(&g_fake.dev_tail[dev], &t, end))
+        ;
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned int gz,
+                       unsigned int bx, unsigned int by, unsigned int bz, CUstream hStream,
+                       int ptsz)
+{
+    REQUIRE_READY();
+    fake_func *fn = (fake_func *)f;
+    if (fn == NULL || fn->magic != FAKE_MAGIC_FUNC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (gx == 0 || gy == 0 || gz == 0 || bx == 0 || by == 0 || bz == 0 ||
+        (uint64_t)bx * by * bz > 1024)
+        return CUDA_ERROR_INVALID_VALUE;
+    /* Fewer blocks than SMs leave room for another stream's small kernel beside it. */
+    int small = (uint64_t)gx * gy * gz < (uint64_t)g_fake.cfg->multiprocessors;
+    return enqueue(hStream, ptsz, fn->cost_ns, small, fn->lognormal);
+}
+
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                        unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                        unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                        void **kernelParams, void **extra)
+{
+    (void)sharedMemBytes;
+    (void)kernelParams;
+    (void)extra;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, 0);
+}
+
+CUresult cuLaunchKernel_ptsz(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                             unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
+                             unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream,
+                             void **kernelParams, void **extra)
+{
+    (void)sharedMemBytes;
+    (void)kernelParams;
+    (void)extra;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, 1);
+}
+
+static CUresult launch_ex(const CUlaunchConfig *config, CUfunction f, int ptsz)
+{
+    if (config == NULL || (config->numAttrs > 0 && config->attrs == NULL))
+        return CUDA_ERROR_INVALID_VALUE;
+    return launch(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                  config->blockDimY, config->blockDimZ, config->hStream, ptsz);
+}
+
+CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                          void **extra)
+{
+    (void)kernelParams;
+    (void)extra;
+    return launch_ex(config, f, 0);
+}
+
+CUresult cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **kernelParams,
+                               void **extra)
+{
+    (void)kernelParams;
+    (void)extra;
+    return launch_ex(config, f, 1);
+}
+
+CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
+                                   unsigned int gridDimZ, unsigned int blockDimX,
+                                   unsigned int blockDimY, unsigned int blockDimZ,
+                                   unsigned int sharedMemBytes, CUstream hStream,
+                                   void **kernelParams)
+{
+    (void)sharedMemBytes;
+    (void)kernelParams;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, 0);
+}
+
+CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
+                                        unsigned int gridDimY, unsigned int gridDimZ,
+                                        unsigned int blockDimX, unsigned int blockDimY,
+                                        unsigned int blockDimZ, unsigned int sharedMemBytes,
+                                        CUstream hStream, void **kernelParams)
+{
+    (void)sharedMemBytes;
+    (void)kernelParams;
+    return launch(f, gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, hStream, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Graphs                                                                   */
+/* ------------------------------------------------------------------------ */
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
+    REQUIRE_READY();
+    fake_graph *g = (fake_graph *)hGraph;
+    (void)flags;
+    if (phGraphExec == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL || g->magic != FAKE_MAGIC_GRAPH)
+        return CUDA_ERROR_INVALID_HANDLE;
+    fake_graph *e = malloc(sizeof(*e));
+    if (e == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->magic = FAKE_MAGIC_EXEC;
+    e->cost_ns = g->cost_ns;
+    *phGraphExec = (CUgraphExec)e;
+    return CUDA_SUCCESS;
+}
+
+static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, int ptsz)
+{
+    REQUIRE_READY();
+    fake_graph *e = (fake_graph *)hGraphExec;
+    if (e == NULL || e->magic != FAKE_MAGIC_EXEC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return enqueue(hStream, ptsz, e->cost_ns, 0, 0);
+}
+
+CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_launch(hGraphExec, hStream, 0);
+}
+
+CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_launch(hGraphExec, hStream, 1);
+}
+
+static CUresult graph_free(fake_graph *g, uint32_t magic)
+{
+    REQUIRE_READY();
+    if (g == NULL || g->magic != magic)
+        return CUDA_ERROR_INVALID_HANDLE;
+    g->magic = 0;
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    return graph_free((fake_graph *)hGraphExec, FAKE_MAGIC_EXEC);
+}
+
+CUresult cuGraphDestroy(CUgraph hGraph)
+{
+    return graph_free((fake_graph *)hGraph, FAKE_MAGIC_GRAPH);
+}

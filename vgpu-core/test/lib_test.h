@@ -1,0 +1,94 @@
+/*
+ * lib_test.h - what the files of the library test program share: lib_test.c
+ * (the driver: claims, expectations, main) and the scenarios it runs
+ * preloaded, by topic in lib_test_memory.c, lib_test_sharing.c and
+ * lib_test_nvml.c, with their helpers in lib_test_helpers.c.
+ */
+#ifndef VGPU_LIB_TEST_H
+#define VGPU_LIB_TEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vgpu_cuda.h"
+
+#define MiB (1024ull * 1024ull)
+#define GiB (1024ull * MiB)
+#define PHYS (16 * GiB) /* VGPU_FAKE_GPU_MEMORY in the Makefile */
+
+extern char self_exe[4096]; /* this program, re-run for scenarios and helpers */
+extern char root[256];      /* claims root of the current scenario */
+extern char uuids[2][64];   /* fake GPU UUIDs */
+
+/* Helpers used inside preloaded scenario processes (lib_test_helpers.c). */
+
+/* Makes a context on CUDA device dev current and returns it. */
+CUcontext ctx_on(int dev);
+/* Claim-wide used bytes of uuid in the region at path (read-only, as the monitor does). */
+uint64_t region_used(const char *path, const char *uuid);
+uint64_t now_realtime_ns(void);
+/* Refusal counters of device record 0 of the claim's region (read-only, as the monitor does). */
+uint64_t refusals0(uint64_t *last_bytes, uint64_t *last_ns);
+/* Path of the claim's region (CUDA_DEVICE_MEMORY_SHARED_CACHE). */
+char *claim_region(void);
+/* Claim-wide used bytes on GPU 0. */
+uint64_t used0(void);
+/* Free and total memory of the current context's device, as CUDA reports them. */
+uint64_t mem_free(void);
+uint64_t mem_total(void);
+/* Starts this program with args, its stdin and stdout piped to us. */
+pid_t spawn_helper(char *const args[], int *to, int *from);
+/* Reads one line from fd into buf. */
+void read_line(int fd, char *buf, size_t len);
+/* A pool on GPU 0 whose release threshold keeps everything it reserves. */
+CUmemoryPool keeping_pool(void);
+
+/* What the region says about device uuid: the invariant's terms. */
+struct region_view {
+    uint64_t used;        /* device.used_bytes */
+    uint64_t charged_sum; /* sum over active slots of charged_bytes */
+    uint64_t own_charged; /* the caller's slot, by pid */
+    int active;           /* active slots */
+    uint32_t lock, undo;  /* charge_lock, undo_slot */
+    uint64_t refused;     /* refused_processes */
+    int fail_closed;      /* active slots flagged fail closed */
+};
+bool region_view(const char *path, const char *uuid, struct region_view *v);
+
+/* Scenarios: run in a preloaded process by name (see main in lib_test.c). */
+
+/* lib_test_memory.c */
+void sc_limit(void);
+void sc_paths(void);
+void sc_procaddr(void);
+int sc_hold(const char *bytes);
+int sc_grab(void);
+void sc_pools(void);
+int sc_pgrab(void);
+void sc_pool_race(void);
+void sc_pooldev(void);
+
+/* lib_test_sharing.c */
+void sc_share(void);
+int sc_churn(const char *seed_arg);
+void sc_killstress(void);
+void sc_lastkill(void);
+void sc_race(void);
+void sc_fail_closed(void);
+void sc_closed(void);
+void sc_replaced(void);
+void sc_twoclaims(void);
+void sc_twoclaims_capped(void);
+
+/* lib_test_nvml.c */
+void sc_expect_total(void);
+void sc_nvml(void);
+void sc_overhead(void);
+void sc_hostpid(void);
+int sc_busyhold(const char *bytes);
+void sc_nvml_procs(void);
+void sc_fork(void);
+void sc_idle(void);
+
+#endif /* VGPU_LIB_TEST_H */
