@@ -2,7 +2,7 @@
 #include "acct.h"
 
 #include "log.h"
-#include "shm.h"
+#include "region.h"
 #include "vgpu_reserve.h"
 
 /* One map per kind for the whole process; guarded by vgpu_lock(). */

@@ -3,7 +3,7 @@
  * or roll back after it, and match frees through per-kind tracking maps.
  *
  * A reservation moves the claim-wide counter in the shared region and this
- * process's slot together, under the device record's charge lock (shm.h),
+ * process's slot together, under the device record's charge lock (region.h),
  * so processes racing for the last bytes never exceed the limit together,
  * and a process killed at any instant leaves the counter equal to what the
  * live processes hold. Without a region (standalone mode only) a

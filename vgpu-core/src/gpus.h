@@ -13,11 +13,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "compute.h"
+#include "limiter.h"
 #include "config.h"
 #include "hostpids.h"
 #include "procinfo.h"
-#include "shm.h"
+#include "region.h"
 #include "vgpu_cuda.h"
 
 #define VGPU_MAX_GPUS 64

@@ -1,12 +1,12 @@
 /*
  * launch_hooks.c - the kernel and graph launch wrappers: every launch path
  * of the driver API, with its _ptsz variant, goes through the compute
- * limiter's admission (compute.h) before the driver sees it.
+ * limiter's admission (limiter.h) before the driver sees it.
  *
  * With no SM limit anywhere in the process the wrapper costs one load of a
  * flag on top of the lazy-initialisation checks every wrapper makes.
  */
-#include "compute.h"
+#include "limiter.h"
 #include "driver.h"
 #include "gpus.h"
 

@@ -1,307 +1,406 @@
 /* limiter.c - see limiter.h. */
 #include "limiter.h"
 
-#include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "driver.h"
+#include "gpus.h"
+#include "log.h"
+#include "nvml_hooks.h"
+#include "region.h"
+
+#define MAX_SAMPLES 256
+
+bool vgpu_compute_any;
+
+/* The helper thread: one per process, started lazily, restarted in a fork child. */
+static struct {
+    pthread_mutex_t mu;
+    bool started;
+    bool stopping; /* process exit: no more NVML calls (its destructors may have run) */
+} T = {.mu = PTHREAD_MUTEX_INITIALIZER};
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static uint64_t wall_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void sleep_ns(uint64_t ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(ns / 1000000000ull),
+                          .tv_nsec = (long)(ns % 1000000000ull)};
+
+    nanosleep(&ts, NULL);
+}
+
+void vgpu_compute_setup(struct vgpu_gpu *g, uint32_t sm_limit, uint32_t policy,
+                        enum vgpu_priority priority)
+{
+    struct vgpu_compute *c = &g->compute;
+
+    c->target = sm_limit / 100.0;
+    c->policy = policy;
+    c->high_priority = priority == VGPU_PRIORITY_HIGH;
+    c->bucket = g->shm != NULL ? &g->shm->r->devices[g->rec] : &c->private_bucket;
+    c->active = g->enforce && !g->fail_closed && sm_limit > 0 && policy != VGPU_POLICY_DISABLED;
+    if (!c->active)
+        return;
+    vgpu_bucket_init(c->bucket, c->target, mono_ns());
+    VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm_limit,
+              policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
+              c->high_priority ? ", high priority" : "");
+}
+
+/* Our slot's per-device record on g, or NULL without a region slot. */
+static struct vgpu_region_slot_device *own_slot(const struct vgpu_gpu *g)
+{
+    if (g->shm == NULL || g->shm->slot < 0)
+        return NULL;
+    return &g->shm->r->slots[g->shm->slot].devices[g->rec];
+}
+
+static uint64_t launch_cost(const struct vgpu_gpu *g)
+{
+    const struct vgpu_region_slot_device *sd = own_slot(g);
+    uint64_t c = sd != NULL ? __atomic_load_n(&sd->launch_cost_ns, __ATOMIC_RELAXED)
+                            : __atomic_load_n(&g->compute.private_cost_ns, __ATOMIC_RELAXED);
+
+    return c != 0 ? c : VGPU_CTL_DEFAULT_COST_NS;
+}
+
+/* Launches into a capturing stream only build a graph: its launch is charged instead. */
+static bool capturing(CUstream s, bool ptsz)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    PFN_cuStreamIsCapturing q = ptsz ? vgpu_cu.cuStreamIsCapturing_ptsz : vgpu_cu.cuStreamIsCapturing;
+
+    return q != NULL && q(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+static void *helper_main(void *arg);
+
+static void start_helper(void)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    sigset_t all, old;
+
+    pthread_mutex_lock(&T.mu);
+    if (!T.started) {
+        /* Signals stay with the application's threads. */
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&t, &attr, helper_main, NULL) == 0)
+            __atomic_store_n(&T.started, true, __ATOMIC_RELEASE);
+        else
+            VGPU_ERROR("cannot start the compute limiter thread: SM limits are not refilled");
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    }
+    pthread_mutex_unlock(&T.mu);
+}
+
+void vgpu_compute_admit(CUstream hStream, bool ptsz)
+{
+    struct vgpu_gpu *g;
+    struct vgpu_compute *c;
+    CUdevice dev;
+    uint64_t cost, wait, t0, now;
+
+    if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return;
+    g = vgpu_gpu_for_cuda(dev);
+    if (g == NULL || !g->compute.active || capturing(hStream, ptsz))
+        return;
+    c = &g->compute;
+    if (!__atomic_load_n(&T.started, __ATOMIC_ACQUIRE))
+        start_helper();
+    cost = launch_cost(g);
+    wait = vgpu_bucket_take(c->bucket, cost);
+    if (wait != 0) {
+        /* Charged: wait until the refill has paid the debt up to this launch (or it opens). */
+        t0 = now = mono_ns();
+        while (now - t0 < wait && !vgpu_bucket_is_open(c->bucket)) {
+            sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);
+            now = mono_ns();
+        }
+        __atomic_fetch_add(&c->throttled_ns, now - t0, __ATOMIC_RELAXED);
+    }
+    /*
+     * Counted when it goes to the driver, not while it waits: the cost
+     * estimate divides NVML's busy time by launches that could have run.
+     * Plain load and store, not an atomic add: the bucket's is the only
+     * atomic read-modify-write of the fast path. A count lost to two threads
+     * of one process launching at the same instant only nudges the estimate.
+     */
+    __atomic_store_n(&c->launches, __atomic_load_n(&c->launches, __ATOMIC_RELAXED) + 1,
+                     __ATOMIC_RELAXED);
+}
+
+/* Copies our counters into our slot for the refiller and the monitor. */
+static void publish(struct vgpu_gpu *g)
+{
+    struct vgpu_compute *c = &g->compute;
+
+    if (g->shm == NULL)
+        return;
+    vgpu_lock();
+    vgpu_shm_slot_set_compute(g->shm, g->rec, __atomic_load_n(&c->launches, __ATOMIC_RELAXED),
+                              __atomic_load_n(&c->throttled_ns, __ATOMIC_RELAXED));
+    vgpu_unlock();
+}
 
 /*
- * Weight kept by the older windows at each new NVML window (1/6 s): a time
- * constant of ~0.3 s on top of the window's own second. Longer memories
- * (0.85: ~1 s) trail the changes of a small grid's cost on a saturated GPU
- * and let a claim's start-up drag on; the noise of a short memory stays within
- * what the kernels vary by themselves.
+ * The refiller lease: whoever moves refiller_lease_ns forward from an
+ * expired value by compare-and-swap owns the bucket until it lapses; the
+ * owner renews it by compare-and-swap from the value it wrote, so a process
+ * that stalled past its lease learns that it was replaced.
  */
-#define CTL_COST_DECAY 0.6
-/* A reading stands for up to this much more (half its 1 % step). */
-#define CTL_IDLE_BOUND 0.005
-/* NVML's zero means less than this busy. */
-#define CTL_IDLE_MAX 0.01
-/* Readings from this share up measure a process; below, they only bound its cost. */
-#define CTL_MEASURABLE 0.01
-#define CTL_COST_MIN_NS 100.0
-#define CTL_COST_MAX_NS 1e10
-
-static double clamp(double v, double lo, double hi)
+static bool hold_lease(struct vgpu_gpu *g, uint64_t now)
 {
-    return v < lo ? lo : v > hi ? hi : v;
-}
+    struct vgpu_compute *c = &g->compute;
+    struct vgpu_region_device *d = c->bucket;
+    const struct vgpu_procinfo *self = vgpu_self();
+    uint64_t cur;
 
-static uint64_t load_u64(const uint64_t *p)
-{
-    return __atomic_load_n(p, __ATOMIC_RELAXED);
-}
-
-static int64_t capacity_of(const struct vgpu_region_device *d)
-{
-    uint64_t cap = load_u64(&d->bucket_capacity);
-
-    return cap > (uint64_t)INT64_MAX / 8 ? INT64_MAX / 8 : (int64_t)cap;
-}
-
-bool vgpu_bucket_is_open(const struct vgpu_region_device *d)
-{
-    return __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED) > INT64_MAX / 8;
-}
-
-void vgpu_bucket_open(struct vgpu_region_device *d)
-{
-    __atomic_store_n(&d->bucket_tokens, VGPU_BUCKET_OPEN, __ATOMIC_RELAXED);
-}
-
-/* Capacity (tokens) of a bucket refilled at rate (fraction of GPU time). */
-static int64_t capacity_for(double rate)
-{
-    int64_t cap = (int64_t)(rate * (double)VGPU_BUCKET_DEPTH_NS);
-
-    return cap < VGPU_BUCKET_MIN_CAPACITY ? VGPU_BUCKET_MIN_CAPACITY : cap;
-}
-
-void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t now)
-{
-    double per_s = rate > 0 ? rate * 1e9 : 0;
-    int64_t cap = capacity_for(rate), t;
-    uint64_t last = 0;
-
-    __atomic_store_n(&d->bucket_refill_rate, (uint64_t)per_s, __ATOMIC_RELAXED);
-    __atomic_store_n(&d->bucket_capacity, (uint64_t)cap, __ATOMIC_RELAXED);
-    t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
-    while (t > cap && !__atomic_compare_exchange_n(&d->bucket_tokens, &t, cap, true,
-                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-    /* Refill time starts now for a bucket that never had one. */
-    __atomic_compare_exchange_n(&d->bucket_last_refill_ns, &last, now, false, __ATOMIC_RELAXED,
-                                __ATOMIC_RELAXED);
-}
-
-void vgpu_bucket_init(struct vgpu_region_device *d, double rate, uint64_t now)
-{
-    uint64_t none = 0;
-    int64_t cap = capacity_for(rate);
-
-    /* Whoever sets the capacity first sets the bucket up: launches charged before stay owed. */
-    if (!__atomic_compare_exchange_n(&d->bucket_capacity, &none, (uint64_t)cap, false,
-                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        return;
-    __atomic_store_n(&d->bucket_last_refill_ns, now, __ATOMIC_RELAXED);
-    __atomic_store_n(&d->bucket_refill_rate, (uint64_t)(rate > 0 ? rate * 1e9 : 0),
-                     __ATOMIC_RELAXED);
-    __atomic_fetch_add(&d->bucket_tokens, cap, __ATOMIC_RELAXED);
-}
-
-void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now)
-{
-    uint64_t last = load_u64(&d->bucket_last_refill_ns);
-    int64_t cap = capacity_of(d), add, t;
-    double amount, room;
-
-    if (now <= last || vgpu_bucket_is_open(d))
-        return;
-    if (!__atomic_compare_exchange_n(&d->bucket_last_refill_ns, &last, now, false,
-                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        return; /* another refiller credited this interval */
-    amount = (double)load_u64(&d->bucket_refill_rate) * (double)(now - last) / 1e9;
-    /* More than pays the debt and fills the bucket is capped anyway; this keeps the sum in range. */
-    t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
-    room = t < cap ? (double)cap - (double)t : 0;
-    add = amount >= room ? (int64_t)room : (int64_t)amount;
-    t = __atomic_add_fetch(&d->bucket_tokens, add, __ATOMIC_RELAXED);
-    while (t > cap && !__atomic_compare_exchange_n(&d->bucket_tokens, &t, cap, true,
-                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
-}
-
-uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
-{
-    int64_t c = cost > (uint64_t)INT64_MAX / 8 ? INT64_MAX / 8 : (int64_t)cost;
-    int64_t t = __atomic_sub_fetch(&d->bucket_tokens, c, __ATOMIC_RELAXED);
-    uint64_t rate;
-    double w;
-
-    if (t >= 0)
-        return 0;
-    rate = load_u64(&d->bucket_refill_rate);
-    if (rate == 0)
-        return VGPU_WAIT_MAX_NS;
-    w = (double)-t * 1e9 / (double)rate;
-    return w < 1 ? 1 : w > (double)VGPU_WAIT_LIMIT_NS ? VGPU_WAIT_LIMIT_NS : (uint64_t)w;
-}
-
-void vgpu_ctl_init(struct vgpu_ctl *c, double target)
-{
-    memset(c, 0, sizeof(*c));
-    c->target = target;
-}
-
-void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double target,
-                       const uint64_t *seed_cost_ns, uint64_t now)
-{
-    vgpu_ctl_init(c, target);
-    for (int i = 0; seed_cost_ns != NULL && i < VGPU_REGION_MAX_SLOTS; i++) {
-        double seed = (double)seed_cost_ns[i];
-
-        if (seed >= CTL_COST_MIN_NS && seed <= CTL_COST_MAX_NS)
-            c->procs[i].cost_ns = seed;
-    }
-    vgpu_bucket_init(d, target, now);
-    if (!vgpu_bucket_is_open(d))
-        vgpu_bucket_set_rate(d, target, now);
-}
-
-/* Cumulative launches of p at time t, interpolated from its history; false if unknown. */
-static bool launches_at(const struct vgpu_ctl_proc *p, uint64_t t, double *out)
-{
-    unsigned oldest = (p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY;
-    uint64_t t0 = p->t[oldest];
-
-    if (p->n == 0)
+    if (g->shm == NULL)
+        return true; /* process-private bucket: always ours */
+    if (c->owner) {
+        cur = c->lease_ns;
+        if (__atomic_compare_exchange_n(&d->refiller_lease_ns, &cur, now + VGPU_REFILLER_LEASE_NS,
+                                        false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+            c->lease_ns = now + VGPU_REFILLER_LEASE_NS;
+            return true;
+        }
+        VGPU_INFO("GPU %s: refiller lease taken over by pid %u", g->uuid,
+                  __atomic_load_n(&d->refiller_pid, __ATOMIC_RELAXED));
+        c->owner = false;
         return false;
-    if (t < t0) {
-        /* Before its first record: a process that appeared meanwhile had launched nothing. */
-        if (!p->fresh)
-            return false;
-        if (t + VGPU_CTL_PERIOD_NS <= t0) {
-            *out = 0;
-            return true;
-        }
-        *out = (double)p->launches[oldest] * (double)(t + VGPU_CTL_PERIOD_NS - t0) /
-               (double)VGPU_CTL_PERIOD_NS;
-        return true;
     }
-    for (unsigned k = 1; k < p->n; k++) {
-        unsigned a = (oldest + k - 1) % VGPU_CTL_HISTORY, b = (oldest + k) % VGPU_CTL_HISTORY;
-
-        if (t <= p->t[b]) {
-            double f = p->t[b] > p->t[a] ? (double)(t - p->t[a]) / (double)(p->t[b] - p->t[a]) : 1;
-
-            *out = (double)p->launches[a] + f * (double)(p->launches[b] - p->launches[a]);
-            return true;
-        }
-    }
-    *out = (double)p->launches[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+    cur = __atomic_load_n(&d->refiller_lease_ns, __ATOMIC_ACQUIRE);
+    if (now < cur || !__atomic_compare_exchange_n(&d->refiller_lease_ns, &cur,
+                                                  now + VGPU_REFILLER_LEASE_NS, false,
+                                                  __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return false;
+    c->owner = true;
+    c->lease_ns = now + VGPU_REFILLER_LEASE_NS;
+    __atomic_store_n(&d->refiller_pid, (uint32_t)self->pid, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->refiller_start_time, self->start_time, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->refiller_pidns, self->pidns, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&d->refiller_generation, 1, __ATOMIC_RELEASE);
+    VGPU_INFO("GPU %s: this process refills the claim's SM bucket", g->uuid);
     return true;
 }
 
-double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
-                     uint64_t now)
+/*
+ * A new refiller starts from the target, not from the previous refiller's
+ * state, seeded with the launch-cost estimates published in the slots.
+ */
+static int start_controller(struct vgpu_gpu *g, uint64_t now)
 {
-    struct vgpu_ctl_proc *p;
-    /* Without a sample of its own, the process was idle up to NVML's last sample at the latest. */
-    uint64_t we = o->window_end != 0 && o->window_end <= now ? o->window_end
-                  : now > VGPU_CTL_SAMPLE_NS                ? now - VGPU_CTL_SAMPLE_NS
-                                                            : 0;
-    uint64_t ws = we > VGPU_CTL_WINDOW_NS ? we - VGPU_CTL_WINDOW_NS : 0;
-    double from, to, old, n, n_old, busy;
+    /* Static: only the helper thread runs this. */
+    static uint64_t seed[VGPU_REGION_MAX_SLOTS];
+    struct vgpu_compute *c = &g->compute;
 
-    if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
-        return 0;
-    p = &c->procs[o->slot];
-    if (p->id != o->id || (p->n > 0 && o->launches < p->launches[(p->head + VGPU_CTL_HISTORY - 1) %
-                                                                   VGPU_CTL_HISTORY])) {
-        /*
-         * A new owner. At the first tick the owners are the takeover's: their
-         * published estimates (seeds) are kept, and one without any is new
-         * enough to have launched from 0 in our history ("fresh"), as is
-         * every process that appears later.
-         */
-        double seed = c->last_ns == 0 ? p->cost_ns : 0;
+    if (c->ctl == NULL) {
+        c->ctl = malloc(sizeof(*c->ctl));
+        if (c->ctl == NULL)
+            return -1;
+    }
+    for (int s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
+        const struct vgpu_region_slot *sl = g->shm != NULL ? &g->shm->r->slots[s] : NULL;
 
-        memset(p, 0, sizeof(*p));
-        p->id = o->id;
-        p->cost_ns = seed;
-        p->fresh = seed == 0;
-        p->first_ns = now;
+        seed[s] = sl != NULL && __atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) == VGPU_SLOT_ACTIVE
+                      ? __atomic_load_n(&sl->devices[g->rec].launch_cost_ns, __ATOMIC_RELAXED)
+                      : 0;
     }
-    p->t[p->head] = now;
-    p->launches[p->head] = o->launches;
-    p->head = (p->head + 1) % VGPU_CTL_HISTORY;
-    if (p->n < VGPU_CTL_HISTORY)
-        p->n++;
-    /* Each NVML window is used once, and only with the launch counts of that very window. */
-    if (!util_known || we <= p->window_end || !launches_at(p, ws, &from) ||
-        !launches_at(p, we, &to))
-        return p->cost_ns;
-    p->window_end = we;
-    n = to - from;
-    /* Launches old enough for NVML to have reported their kernels. */
-    n_old = we > ws + VGPU_CTL_SENSOR_LAG_NS &&
-                    launches_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old) ? old - from : 0;
-    if (!p->measured && (o->util < CTL_MEASURABLE || ws < p->first_ns)) {
-        /*
-         * At the sensor's resolution, or over a window in which the process
-         * started (its first launches may still be queued at the window's
-         * end), a reading only bounds the cost from above: (reading + half a
-         * step) over the launches it must have seen.
-         */
-        busy = (o->util + CTL_IDLE_BOUND) * (double)VGPU_CTL_WINDOW_NS;
-        if (n_old >= 0.5 && (p->cost_ns == 0 || busy / n_old < p->cost_ns))
-            p->cost_ns = clamp(busy / n_old, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
-        return p->cost_ns;
-    }
-    if (!p->measured) {
-        p->measured = true;
-        p->busy_acc = p->launch_acc = 0;
-    }
-    if (n < 0.5)
-        return p->cost_ns; /* no launches say nothing about their cost */
-    if (o->util <= 0 && n_old >= 0.5 && p->cost_ns * n_old > CTL_IDLE_MAX * VGPU_CTL_WINDOW_NS) {
-        /*
-         * NVML saw nothing of launches that the estimate says it must have
-         * seen: the kernels became shorter. Back to bounding from above.
-         */
-        p->measured = false;
-        p->cost_ns = clamp(CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS / n_old, CTL_COST_MIN_NS,
-                           CTL_COST_MAX_NS);
-        return p->cost_ns;
-    }
-    /* Every reading counts, zeros too: whole percents with jitter average out. */
-    p->busy_acc = p->busy_acc * CTL_COST_DECAY + o->util * (double)VGPU_CTL_WINDOW_NS;
-    p->launch_acc = p->launch_acc * CTL_COST_DECAY + n;
-    p->cost_ns = clamp(p->busy_acc / p->launch_acc, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
-    return p->cost_ns;
+    vgpu_ctl_takeover(c->ctl, c->bucket, c->target, seed, now);
+    c->next_tick_ns = now;
+    return 0;
 }
 
-bool vgpu_ctl_should_limit(struct vgpu_ctl *c, uint32_t policy, bool high_priority,
-                           bool foreign_busy, uint64_t now)
+static uint64_t slot_id(const struct vgpu_region_slot *sl)
 {
-    if (foreign_busy)
-        c->contended_until_ns = now + VGPU_CTL_CONTENTION_HOLD_NS;
-    switch (policy) {
-    case VGPU_POLICY_DISABLED:
-        return false;
-    case VGPU_POLICY_WORK_CONSERVING:
-        return !high_priority && now < c->contended_until_ns;
-    default:
-        return true;
+    return sl->start_time * 1000003ull ^ ((uint64_t)sl->pid << 32) ^ sl->pidns;
+}
+
+/* Looks up pid among the NVML samples (marked matched) and fills o's util and window. */
+static void util_of(uint32_t pid, const struct vgpu_sm_sample *s, int n, bool *matched,
+                    struct vgpu_ctl_obs *o)
+{
+    for (int i = 0; i < n; i++) {
+        if (s[i].pid == pid) {
+            matched[i] = true;
+            o->util = s[i].sm_util / 100.0;
+            o->window_end = s[i].window_end_ns;
+            return;
+        }
     }
 }
 
-void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t)
+/* One control period of the claim on g (we hold the lease). */
+static void control(struct vgpu_gpu *g, uint64_t now)
 {
-    double util = 0, dt = c->last_ns != 0 && t->now > c->last_ns
-                              ? (double)(t->now - c->last_ns) : 0;
+    /* Static: only the helper thread runs this, and 30 KiB would crowd its stack. */
+    static struct vgpu_ctl_obs obs[VGPU_REGION_MAX_SLOTS];
+    static double cost[VGPU_REGION_MAX_SLOTS];
+    struct vgpu_sm_sample samples[MAX_SAMPLES];
+    bool matched[MAX_SAMPLES] = {false};
+    struct vgpu_compute *c = &g->compute;
+    struct vgpu_ctl_tick t = {.now = now, .policy = c->policy, .high_priority = c->high_priority,
+                              .obs = obs, .cost_ns = cost};
+    int ns = __atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE)
+                 ? -1 : vgpu_nvml_sm_samples(g->uuid, samples, MAX_SAMPLES);
 
-    for (int i = 0; i < t->nobs; i++) {
-        t->cost_ns[i] = vgpu_ctl_cost(c, &t->obs[i], t->util_known, t->now);
-        util += t->obs[i].util;
-    }
-    t->util = util;
-    if (t->util_known && dt > 0) {
-        /* The monitor's achieved share: NVML's readings averaged over the last ~10 s. */
-        double keep = 1 - clamp(dt / (double)VGPU_CTL_SHARE_TAU_NS, 0, 1);
+    t.util_known = ns >= 0;
+    if (ns < 0)
+        ns = 0;
+    if (g->shm == NULL) {
+        uint32_t pid = vgpu_self_host_pid(g);
 
-        c->share_sum = c->share_sum * keep + util * dt;
-        c->share_weight = c->share_weight * keep + dt;
-        __atomic_store_n(&d->sm_util_percent, (uint32_t)(clamp(util, 0, 1) * 100 + 0.5),
-                         __ATOMIC_RELAXED);
-        __atomic_store_n(&d->sm_share_permyriad,
-                         (uint32_t)(clamp(c->share_sum / c->share_weight, 0, 1) * 10000 + 0.5),
-                         __ATOMIC_RELAXED);
-        t->share_updated = true;
+        obs[0] = (struct vgpu_ctl_obs){.slot = 0, .id = 1,
+            .launches = __atomic_load_n(&c->launches, __ATOMIC_RELAXED)};
+        util_of(pid, samples, ns, matched, &obs[0]);
+        t.util_known &= pid != 0;
+        t.nobs = 1;
+    } else {
+        struct vgpu_region *r = g->shm->r;
+
+        /* Learn (and publish) our own host pid first, so our slot is matched by name. */
+        vgpu_self_host_pid(g);
+        for (int s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
+            const struct vgpu_region_slot *sl = &r->slots[s];
+            const struct vgpu_region_slot_device *sd = &sl->devices[g->rec];
+            uint32_t host_pid = __atomic_load_n(&sl->host_pid, __ATOMIC_RELAXED);
+
+            if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) != VGPU_SLOT_ACTIVE)
+                continue;
+            /* Another process of the claim that does not know its host pid: ask the map. */
+            if (host_pid == 0 && g->hostpids != NULL)
+                host_pid = vgpu_hostpids_lookup(g->hostpids,
+                                                __atomic_load_n(&sl->pidns, __ATOMIC_RELAXED),
+                                                __atomic_load_n(&sl->pid, __ATOMIC_RELAXED),
+                                                __atomic_load_n(&sl->start_time, __ATOMIC_RELAXED));
+            obs[t.nobs] = (struct vgpu_ctl_obs){.slot = s, .id = slot_id(sl),
+                .launches = __atomic_load_n(&sd->kernel_launches, __ATOMIC_RELAXED)};
+            if (host_pid != 0)
+                util_of(host_pid, samples, ns, matched, &obs[t.nobs]);
+            /* A launching process NVML cannot name would be counted as idle. */
+            if (host_pid == 0 && obs[t.nobs].launches > 0)
+                t.util_known = false;
+            t.nobs++;
+        }
     }
-    c->last_ns = t->now;
-    t->limited = vgpu_ctl_should_limit(c, t->policy, t->high_priority, t->foreign_busy, t->now);
-    if (!t->limited) {
-        vgpu_bucket_open(d);
+    for (int i = 0; i < ns; i++)
+        t.foreign_busy |= !matched[i] && samples[i].sm_util > 0;
+    vgpu_ctl_tick(c->ctl, c->bucket, &t);
+    if (t.share_updated)
+        __atomic_store_n(&c->bucket->sm_share_time_ns, wall_ns(), __ATOMIC_RELAXED);
+    for (int i = 0; i < t.nobs; i++) {
+        uint64_t est = (uint64_t)cost[i];
+
+        if (g->shm == NULL) {
+            if (est != 0)
+                __atomic_store_n(&c->private_cost_ns, est, __ATOMIC_RELAXED);
+            continue;
+        }
+        struct vgpu_region_slot_device *sd = &g->shm->r->slots[obs[i].slot].devices[g->rec];
+        if (est != 0)
+            __atomic_store_n(&sd->launch_cost_ns, est, __ATOMIC_RELAXED);
+        __atomic_store_n(&sd->sm_util_percent, (uint32_t)(obs[i].util * 100 + 0.5),
+                         __ATOMIC_RELAXED);
+    }
+    VGPU_DEBUG("GPU %s: claim share %.1f%%%s (%.2f%% averaged), %s", g->uuid, t.util * 100,
+               t.util_known ? "" : " (unknown)",
+               __atomic_load_n(&c->bucket->sm_share_permyriad, __ATOMIC_RELAXED) / 100.0,
+               t.limited ? "limiting" : "open");
+}
+
+/* The helper's work on one GPU each period. */
+static void service(struct vgpu_gpu *g, uint64_t now)
+{
+    struct vgpu_compute *c = &g->compute;
+    bool was_owner = c->owner;
+
+    if (__atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE))
+        return;
+    publish(g);
+    if (!hold_lease(g, now))
+        return;
+    if ((!was_owner || c->ctl == NULL) && start_controller(g, now) != 0) {
+        VGPU_ERROR("GPU %s: out of memory for the SM controller", g->uuid);
         return;
     }
-    vgpu_bucket_set_rate(d, c->target, t->now);
+    c->owner = true;
+    vgpu_bucket_refill(c->bucket, now);
+    if (now >= c->next_tick_ns) {
+        control(g, now);
+        c->next_tick_ns = now + VGPU_CTL_PERIOD_NS;
+    }
+}
+
+static void *helper_main(void *arg)
+{
+    struct vgpu_gpu *gpus[VGPU_MAX_GPUS];
+
+    (void)arg;
+    for (;;) {
+        int n = vgpu_gpus_snapshot(gpus, VGPU_MAX_GPUS);
+        uint64_t now = mono_ns();
+
+        for (int i = 0; i < n; i++) {
+            if (gpus[i]->compute.active)
+                service(gpus[i], now);
+        }
+        sleep_ns(VGPU_REFILL_PERIOD_NS);
+    }
+    return NULL;
+}
+
+void vgpu_compute_forked(void)
+{
+    struct vgpu_gpu *gpus[VGPU_MAX_GPUS];
+    int n = vgpu_gpus_snapshot_locked(gpus, VGPU_MAX_GPUS);
+
+    pthread_mutex_init(&T.mu, NULL);
+    T.started = false;
+    /* The parent's leases and counters are the parent's. */
+    for (int i = 0; i < n; i++) {
+        gpus[i]->compute.owner = false;
+        gpus[i]->compute.launches = 0;
+        gpus[i]->compute.throttled_ns = 0;
+    }
+}
+
+void vgpu_compute_exit(void)
+{
+    struct vgpu_gpu *gpus[VGPU_MAX_GPUS];
+    int n = vgpu_gpus_snapshot_locked(gpus, VGPU_MAX_GPUS);
+
+    __atomic_store_n(&T.stopping, true, __ATOMIC_RELEASE);
+    for (int i = 0; i < n; i++) {
+        struct vgpu_compute *c = &gpus[i]->compute;
+        uint64_t mine = c->lease_ns;
+
+        /* Expire our lease so that a surviving process refills without a gap. */
+        if (c->owner && gpus[i]->shm != NULL)
+            __atomic_compare_exchange_n(&c->bucket->refiller_lease_ns, &mine, 0, false,
+                                        __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+    }
 }

@@ -9,13 +9,13 @@
 #include <time.h>
 
 #include "acct.h"
-#include "compute.h"
+#include "limiter.h"
 #include "driver.h"
 #include "gpus.h"
 #include "hostpids.h"
 #include "log.h"
 #include "nvml_hooks.h"
-#include "shm.h"
+#include "region.h"
 
 /* Maps an NVML device to our state by its UUID (NVML indexes are not CUDA ordinals). */
 static struct vgpu_gpu *gpu_of(nvmlDevice_t device)

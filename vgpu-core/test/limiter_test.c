@@ -1,5 +1,5 @@
 /*
- * limiter_test.c - the compute limiter (src/limiter.c) against the simulated
+ * limiter_test.c - the compute limiter (src/limiter_math.c) against the simulated
  * plant (test/plant.c): deterministic, no threads, no clocks. Every share
  * is the true busy share of the model GPU, not what the limiter's sensor
  * (the modelled NVML) said.

@@ -113,7 +113,7 @@ static void try_launch(struct model *m, int i, uint64_t t)
             p->wait_until = t + wait;
         }
         if (p->pending && t < p->wait_until && !vgpu_bucket_is_open(&m->dev[c])) {
-            /* As compute.c: a look at the bucket every VGPU_WAIT_MAX_NS at least. */
+            /* As limiter.c: a look at the bucket every VGPU_WAIT_MAX_NS at least. */
             p->next_try = p->wait_until - t < VGPU_WAIT_MAX_NS ? p->wait_until : t + VGPU_WAIT_MAX_NS;
             return;
         }
@@ -242,7 +242,7 @@ int plant_run(const struct plant_spec *spec, struct plant_result *res)
             rc = -1;
             goto out;
         }
-        /* As every process's library at its start (compute.c). */
+        /* As every process's library at its start (limiter.c). */
         if (limited(m, c))
             vgpu_bucket_init(&m->dev[c], spec->claims[c].limit_percent / 100.0, 0);
     }

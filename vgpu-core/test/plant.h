@@ -1,6 +1,6 @@
 /*
  * plant.h - a deterministic model of a GPU, its driver and the processes of
- * several claims, to drive the compute limiter (src/limiter.c) in virtual
+ * several claims, to drive the compute limiter (src/limiter_math.c) in virtual
  * time, without threads or clocks.
  *
  * The GPU and NVML are the model the fake driver follows in real time
@@ -18,7 +18,7 @@
  * set up at the start, as every process's library does); it starts, may alternate
  * busy and idle phases, and may stop. The refiller is elected among the
  * claim's live processes (the lowest index); a new refiller takes over with
- * vgpu_ctl_takeover as compute.c does, refills every PLANT_REFILL_NS and
+ * vgpu_ctl_takeover as limiter.c does, refills every PLANT_REFILL_NS and
  * runs vgpu_ctl_tick every VGPU_CTL_PERIOD_NS on what NVML reports.
  *
  * Results are the ground truth: each claim's true share of every sample
@@ -31,7 +31,7 @@
 #include <stdint.h>
 
 #include "fake_gpu.h"
-#include "limiter.h"
+#include "limiter_math.h"
 
 #define PLANT_MAX_CLAIMS 4
 #define PLANT_MAX_PROCS 16

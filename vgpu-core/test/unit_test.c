@@ -22,7 +22,7 @@
 #include "parse.h"
 #include "procinfo.h"
 #include "ptrmap.h"
-#include "shm.h"
+#include "region.h"
 #include "vgpu_reserve.h"
 
 static void test_parse_size(void)

@@ -1,5 +1,5 @@
 /*
- * shm.h - one process's attachment to a claim's shared region
+ * region.h - one process's attachment to a claim's shared region
  * (layout and protocol: include/vgpu_region.h).
  *
  * Memory counters change under the device record's charge lock, a spin lock
@@ -9,8 +9,8 @@
  * device record, claiming a slot, reclaiming the slots of dead processes.
  * Callers serialise the rare operations within a process (vgpu_lock()).
  */
-#ifndef VGPU_SHM_H
-#define VGPU_SHM_H
+#ifndef VGPU_SRC_REGION_H
+#define VGPU_SRC_REGION_H
 
 #include <limits.h>
 #include <stdbool.h>
@@ -132,4 +132,4 @@ void vgpu_shm_release_slot(struct vgpu_shm *s);
 /* Validates a header read from a region; returns NULL or a description of the problem. */
 const char *vgpu_region_check_header(const struct vgpu_region_header *h);
 
-#endif /* VGPU_SHM_H */
+#endif /* VGPU_SRC_REGION_H */

@@ -1,5 +1,5 @@
-/* shm.c - see shm.h. */
-#include "shm.h"
+/* region.c - see region.h. */
+#include "region.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,0 +1,307 @@
+/* limiter_math.c - see limiter_math.h. */
+#include "limiter_math.h"
+
+#include <string.h>
+
+/*
+ * Weight kept by the older windows at each new NVML window (1/6 s): a time
+ * constant of ~0.3 s on top of the window's own second. Longer memories
+ * (0.85: ~1 s) trail the changes of a small grid's cost on a saturated GPU
+ * and let a claim's start-up drag on; the noise of a short memory stays within
+ * what the kernels vary by themselves.
+ */
+#define CTL_COST_DECAY 0.6
+/* A reading stands for up to this much more (half its 1 % step). */
+#define CTL_IDLE_BOUND 0.005
+/* NVML's zero means less than this busy. */
+#define CTL_IDLE_MAX 0.01
+/* Readings from this share up measure a process; below, they only bound its cost. */
+#define CTL_MEASURABLE 0.01
+#define CTL_COST_MIN_NS 100.0
+#define CTL_COST_MAX_NS 1e10
+
+static double clamp(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+static uint64_t load_u64(const uint64_t *p)
+{
+    return __atomic_load_n(p, __ATOMIC_RELAXED);
+}
+
+static int64_t capacity_of(const struct vgpu_region_device *d)
+{
+    uint64_t cap = load_u64(&d->bucket_capacity);
+
+    return cap > (uint64_t)INT64_MAX / 8 ? INT64_MAX / 8 : (int64_t)cap;
+}
+
+bool vgpu_bucket_is_open(const struct vgpu_region_device *d)
+{
+    return __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED) > INT64_MAX / 8;
+}
+
+void vgpu_bucket_open(struct vgpu_region_device *d)
+{
+    __atomic_store_n(&d->bucket_tokens, VGPU_BUCKET_OPEN, __ATOMIC_RELAXED);
+}
+
+/* Capacity (tokens) of a bucket refilled at rate (fraction of GPU time). */
+static int64_t capacity_for(double rate)
+{
+    int64_t cap = (int64_t)(rate * (double)VGPU_BUCKET_DEPTH_NS);
+
+    return cap < VGPU_BUCKET_MIN_CAPACITY ? VGPU_BUCKET_MIN_CAPACITY : cap;
+}
+
+void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t now)
+{
+    double per_s = rate > 0 ? rate * 1e9 : 0;
+    int64_t cap = capacity_for(rate), t;
+    uint64_t last = 0;
+
+    __atomic_store_n(&d->bucket_refill_rate, (uint64_t)per_s, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->bucket_capacity, (uint64_t)cap, __ATOMIC_RELAXED);
+    t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
+    while (t > cap && !__atomic_compare_exchange_n(&d->bucket_tokens, &t, cap, true,
+                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+    /* Refill time starts now for a bucket that never had one. */
+    __atomic_compare_exchange_n(&d->bucket_last_refill_ns, &last, now, false, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
+}
+
+void vgpu_bucket_init(struct vgpu_region_device *d, double rate, uint64_t now)
+{
+    uint64_t none = 0;
+    int64_t cap = capacity_for(rate);
+
+    /* Whoever sets the capacity first sets the bucket up: launches charged before stay owed. */
+    if (!__atomic_compare_exchange_n(&d->bucket_capacity, &none, (uint64_t)cap, false,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    __atomic_store_n(&d->bucket_last_refill_ns, now, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->bucket_refill_rate, (uint64_t)(rate > 0 ? rate * 1e9 : 0),
+                     __ATOMIC_RELAXED);
+    __atomic_fetch_add(&d->bucket_tokens, cap, __ATOMIC_RELAXED);
+}
+
+void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now)
+{
+    uint64_t last = load_u64(&d->bucket_last_refill_ns);
+    int64_t cap = capacity_of(d), add, t;
+    double amount, room;
+
+    if (now <= last || vgpu_bucket_is_open(d))
+        return;
+    if (!__atomic_compare_exchange_n(&d->bucket_last_refill_ns, &last, now, false,
+                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return; /* another refiller credited this interval */
+    amount = (double)load_u64(&d->bucket_refill_rate) * (double)(now - last) / 1e9;
+    /* More than pays the debt and fills the bucket is capped anyway; this keeps the sum in range. */
+    t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
+    room = t < cap ? (double)cap - (double)t : 0;
+    add = amount >= room ? (int64_t)room : (int64_t)amount;
+    t = __atomic_add_fetch(&d->bucket_tokens, add, __ATOMIC_RELAXED);
+    while (t > cap && !__atomic_compare_exchange_n(&d->bucket_tokens, &t, cap, true,
+                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
+uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
+{
+    int64_t c = cost > (uint64_t)INT64_MAX / 8 ? INT64_MAX / 8 : (int64_t)cost;
+    int64_t t = __atomic_sub_fetch(&d->bucket_tokens, c, __ATOMIC_RELAXED);
+    uint64_t rate;
+    double w;
+
+    if (t >= 0)
+        return 0;
+    rate = load_u64(&d->bucket_refill_rate);
+    if (rate == 0)
+        return VGPU_WAIT_MAX_NS;
+    w = (double)-t * 1e9 / (double)rate;
+    return w < 1 ? 1 : w > (double)VGPU_WAIT_LIMIT_NS ? VGPU_WAIT_LIMIT_NS : (uint64_t)w;
+}
+
+void vgpu_ctl_init(struct vgpu_ctl *c, double target)
+{
+    memset(c, 0, sizeof(*c));
+    c->target = target;
+}
+
+void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double target,
+                       const uint64_t *seed_cost_ns, uint64_t now)
+{
+    vgpu_ctl_init(c, target);
+    for (int i = 0; seed_cost_ns != NULL && i < VGPU_REGION_MAX_SLOTS; i++) {
+        double seed = (double)seed_cost_ns[i];
+
+        if (seed >= CTL_COST_MIN_NS && seed <= CTL_COST_MAX_NS)
+            c->procs[i].cost_ns = seed;
+    }
+    vgpu_bucket_init(d, target, now);
+    if (!vgpu_bucket_is_open(d))
+        vgpu_bucket_set_rate(d, target, now);
+}
+
+/* Cumulative launches of p at time t, interpolated from its history; false if unknown. */
+static bool launches_at(const struct vgpu_ctl_proc *p, uint64_t t, double *out)
+{
+    unsigned oldest = (p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY;
+    uint64_t t0 = p->t[oldest];
+
+    if (p->n == 0)
+        return false;
+    if (t < t0) {
+        /* Before its first record: a process that appeared meanwhile had launched nothing. */
+        if (!p->fresh)
+            return false;
+        if (t + VGPU_CTL_PERIOD_NS <= t0) {
+            *out = 0;
+            return true;
+        }
+        *out = (double)p->launches[oldest] * (double)(t + VGPU_CTL_PERIOD_NS - t0) /
+               (double)VGPU_CTL_PERIOD_NS;
+        return true;
+    }
+    for (unsigned k = 1; k < p->n; k++) {
+        unsigned a = (oldest + k - 1) % VGPU_CTL_HISTORY, b = (oldest + k) % VGPU_CTL_HISTORY;
+
+        if (t <= p->t[b]) {
+            double f = p->t[b] > p->t[a] ? (double)(t - p->t[a]) / (double)(p->t[b] - p->t[a]) : 1;
+
+            *out = (double)p->launches[a] + f * (double)(p->launches[b] - p->launches[a]);
+            return true;
+        }
+    }
+    *out = (double)p->launches[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+    return true;
+}
+
+double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
+                     uint64_t now)
+{
+    struct vgpu_ctl_proc *p;
+    /* Without a sample of its own, the process was idle up to NVML's last sample at the latest. */
+    uint64_t we = o->window_end != 0 && o->window_end <= now ? o->window_end
+                  : now > VGPU_CTL_SAMPLE_NS                ? now - VGPU_CTL_SAMPLE_NS
+                                                            : 0;
+    uint64_t ws = we > VGPU_CTL_WINDOW_NS ? we - VGPU_CTL_WINDOW_NS : 0;
+    double from, to, old, n, n_old, busy;
+
+    if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
+        return 0;
+    p = &c->procs[o->slot];
+    if (p->id != o->id || (p->n > 0 && o->launches < p->launches[(p->head + VGPU_CTL_HISTORY - 1) %
+                                                                   VGPU_CTL_HISTORY])) {
+        /*
+         * A new owner. At the first tick the owners are the takeover's: their
+         * published estimates (seeds) are kept, and one without any is new
+         * enough to have launched from 0 in our history ("fresh"), as is
+         * every process that appears later.
+         */
+        double seed = c->last_ns == 0 ? p->cost_ns : 0;
+
+        memset(p, 0, sizeof(*p));
+        p->id = o->id;
+        p->cost_ns = seed;
+        p->fresh = seed == 0;
+        p->first_ns = now;
+    }
+    p->t[p->head] = now;
+    p->launches[p->head] = o->launches;
+    p->head = (p->head + 1) % VGPU_CTL_HISTORY;
+    if (p->n < VGPU_CTL_HISTORY)
+        p->n++;
+    /* Each NVML window is used once, and only with the launch counts of that very window. */
+    if (!util_known || we <= p->window_end || !launches_at(p, ws, &from) ||
+        !launches_at(p, we, &to))
+        return p->cost_ns;
+    p->window_end = we;
+    n = to - from;
+    /* Launches old enough for NVML to have reported their kernels. */
+    n_old = we > ws + VGPU_CTL_SENSOR_LAG_NS &&
+                    launches_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old) ? old - from : 0;
+    if (!p->measured && (o->util < CTL_MEASURABLE || ws < p->first_ns)) {
+        /*
+         * At the sensor's resolution, or over a window in which the process
+         * started (its first launches may still be queued at the window's
+         * end), a reading only bounds the cost from above: (reading + half a
+         * step) over the launches it must have seen.
+         */
+        busy = (o->util + CTL_IDLE_BOUND) * (double)VGPU_CTL_WINDOW_NS;
+        if (n_old >= 0.5 && (p->cost_ns == 0 || busy / n_old < p->cost_ns))
+            p->cost_ns = clamp(busy / n_old, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
+        return p->cost_ns;
+    }
+    if (!p->measured) {
+        p->measured = true;
+        p->busy_acc = p->launch_acc = 0;
+    }
+    if (n < 0.5)
+        return p->cost_ns; /* no launches say nothing about their cost */
+    if (o->util <= 0 && n_old >= 0.5 && p->cost_ns * n_old > CTL_IDLE_MAX * VGPU_CTL_WINDOW_NS) {
+        /*
+         * NVML saw nothing of launches that the estimate says it must have
+         * seen: the kernels became shorter. Back to bounding from above.
+         */
+        p->measured = false;
+        p->cost_ns = clamp(CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS / n_old, CTL_COST_MIN_NS,
+                           CTL_COST_MAX_NS);
+        return p->cost_ns;
+    }
+    /* Every reading counts, zeros too: whole percents with jitter average out. */
+    p->busy_acc = p->busy_acc * CTL_COST_DECAY + o->util * (double)VGPU_CTL_WINDOW_NS;
+    p->launch_acc = p->launch_acc * CTL_COST_DECAY + n;
+    p->cost_ns = clamp(p->busy_acc / p->launch_acc, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
+    return p->cost_ns;
+}
+
+bool vgpu_ctl_should_limit(struct vgpu_ctl *c, uint32_t policy, bool high_priority,
+                           bool foreign_busy, uint64_t now)
+{
+    if (foreign_busy)
+        c->contended_until_ns = now + VGPU_CTL_CONTENTION_HOLD_NS;
+    switch (policy) {
+    case VGPU_POLICY_DISABLED:
+        return false;
+    case VGPU_POLICY_WORK_CONSERVING:
+        return !high_priority && now < c->contended_until_ns;
+    default:
+        return true;
+    }
+}
+
+void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t)
+{
+    double util = 0, dt = c->last_ns != 0 && t->now > c->last_ns
+                              ? (double)(t->now - c->last_ns) : 0;
+
+    for (int i = 0; i < t->nobs; i++) {
+        t->cost_ns[i] = vgpu_ctl_cost(c, &t->obs[i], t->util_known, t->now);
+        util += t->obs[i].util;
+    }
+    t->util = util;
+    if (t->util_known && dt > 0) {
+        /* The monitor's achieved share: NVML's readings averaged over the last ~10 s. */
+        double keep = 1 - clamp(dt / (double)VGPU_CTL_SHARE_TAU_NS, 0, 1);
+
+        c->share_sum = c->share_sum * keep + util * dt;
+        c->share_weight = c->share_weight * keep + dt;
+        __atomic_store_n(&d->sm_util_percent, (uint32_t)(clamp(util, 0, 1) * 100 + 0.5),
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->sm_share_permyriad,
+                         (uint32_t)(clamp(c->share_sum / c->share_weight, 0, 1) * 10000 + 0.5),
+                         __ATOMIC_RELAXED);
+        t->share_updated = true;
+    }
+    c->last_ns = t->now;
+    t->limited = vgpu_ctl_should_limit(c, t->policy, t->high_priority, t->foreign_busy, t->now);
+    if (!t->limited) {
+        vgpu_bucket_open(d);
+        return;
+    }
+    vgpu_bucket_set_rate(d, c->target, t->now);
+}

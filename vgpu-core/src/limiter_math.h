@@ -1,0 +1,198 @@
+/*
+ * limiter_math.h - the compute limiter's arithmetic: the claim-wide token bucket
+ * and the closed-loop controller that sets its refill rate.
+ *
+ * Nothing here reads a clock, sleeps or starts a thread: every function gets
+ * "now" from its caller. The library drives it with CLOCK_MONOTONIC and NVML
+ * (limiter.c); the unit test drives it with a discrete-time model of a GPU,
+ * so the controller that ships is the controller that is tested.
+ *
+ * Units: one token is one nanosecond of estimated GPU time. A rate is a
+ * fraction of GPU time (0.3 = 30 %), stored in the region as tokens per
+ * second.
+ */
+#ifndef VGPU_LIMITER_MATH_H
+#define VGPU_LIMITER_MATH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vgpu_region.h"
+
+/* Balance that stands for "not throttling" (workConserving without contention). */
+#define VGPU_BUCKET_OPEN (INT64_MAX / 4)
+/* The bucket holds this much refill time: the largest burst above the share. */
+#define VGPU_BUCKET_DEPTH_NS 100000000ull
+/* Smallest capacity (tokens), so that tiny rates still admit short kernels. */
+#define VGPU_BUCKET_MIN_CAPACITY 100000ll
+/* A waiting launch looks at the bucket at least this often (it may have been opened). */
+#define VGPU_WAIT_MAX_NS 5000000ull
+/* No launch waits longer than this for its place in the debt (a bucket's rate fell meanwhile). */
+#define VGPU_WAIT_LIMIT_NS 10000000000ull
+
+/* NVML's per-process smUtil is the busy share of this trailing window. */
+#define VGPU_CTL_WINDOW_NS 1000000000ull
+/*
+ * A launch this much older than the end of an NVML window has run within it
+ * (a queue of a few kernels): only such launches bound a cost from above.
+ */
+#define VGPU_CTL_SENSOR_LAG_NS 100000000ull
+/* NVML's driver samples utilisation this often (about 1/6 s). */
+#define VGPU_CTL_SAMPLE_NS 166666667ull
+/* The controller runs at this period. */
+#define VGPU_CTL_PERIOD_NS 100000000ull
+/*
+ * Launch cost assumed before a process's first estimate (ns of GPU time):
+ * the longest kernel we plan for, so a process starts below its share,
+ * never above it; its first estimate follows NVML's first sample.
+ */
+#define VGPU_CTL_DEFAULT_COST_NS 20000000ull
+/* Launch counts kept per process, one per control period (covers a window and its lag). */
+#define VGPU_CTL_HISTORY 20
+/* workConserving: contention is remembered this long after it was last seen. */
+#define VGPU_CTL_CONTENTION_HOLD_NS 2000000000ull
+/* Time constant of the achieved share published for the monitor. */
+#define VGPU_CTL_SHARE_TAU_NS 10000000000ull
+
+/*
+ * Sets the refill rate (fraction of GPU time) and the capacity derived from
+ * it. An open bucket (or a balance above the new capacity) is reset to a full
+ * bucket, so throttling starts with at most one burst.
+ */
+void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t now);
+
+/*
+ * Sets up a bucket that has none yet (capacity 0): its rate, and a full
+ * bucket on top of what launches charged meanwhile owe. A no-op on a bucket
+ * already set up, so every process of the claim calls it at its start and
+ * no launch ever meets a bucket without a rate.
+ */
+void vgpu_bucket_init(struct vgpu_region_device *d, double rate, uint64_t now);
+
+/* Opens the bucket: every launch is admitted at one atomic operation. */
+void vgpu_bucket_open(struct vgpu_region_device *d);
+
+/* Whether the bucket is open. */
+bool vgpu_bucket_is_open(const struct vgpu_region_device *d);
+
+/*
+ * Adds rate x (now - last refill) tokens, capped at the capacity. Safe
+ * against a concurrent refiller (the elapsed interval is claimed by
+ * compare-and-swap, so no time is credited twice).
+ */
+void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now);
+
+/*
+ * Admission of a launch costing cost tokens. The cost is always charged (one
+ * atomic operation). Returns 0 if the balance is still non-negative: the
+ * launch goes at once. Otherwise the launch has taken its place at the end of
+ * the debt and must wait until the refill has paid everything up to it: the
+ * debt over the rate, returned in ns (at most VGPU_WAIT_LIMIT_NS; with a rate
+ * of 0, VGPU_WAIT_MAX_NS). Waiting launches are admitted in the order they
+ * were charged, whatever their cost: a process charged a large cost is never
+ * starved by one of small launches, and a kernel larger than the bucket
+ * waits for its whole cost.
+ */
+uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
+
+/* Launch-count history and cost estimate of one process (one region slot). */
+struct vgpu_ctl_proc {
+    uint64_t id;       /* identity of the slot owner; a new owner restarts the history */
+    unsigned n, head;  /* ring of (time, cumulative launches) */
+    uint64_t t[VGPU_CTL_HISTORY];
+    uint64_t launches[VGPU_CTL_HISTORY];
+    bool fresh;        /* appeared while this controller ran: it launched from 0 */
+    uint64_t first_ns; /* when this controller first saw it */
+    uint64_t window_end; /* end of the last NVML window used */
+    double busy_acc, launch_acc; /* decaying sums of busy ns and launches over windows */
+    bool measured;     /* the estimate is a mean of readings, not a bound from above */
+    double cost_ns;    /* current estimate, 0 = none yet */
+};
+
+/* Controller state of one claim on one GPU. */
+struct vgpu_ctl {
+    double target;               /* fraction of GPU time, (0, 1] */
+    double share_sum, share_weight; /* decaying time-weighted sums of the claim's share:
+                                       their ratio is its mean over ~VGPU_CTL_SHARE_TAU_NS */
+    uint64_t last_ns;            /* time of the last tick, 0 = none */
+    uint64_t contended_until_ns; /* workConserving: throttle until then */
+    struct vgpu_ctl_proc procs[VGPU_REGION_MAX_SLOTS];
+};
+
+/* Starts a controller for target (fraction of GPU time). */
+void vgpu_ctl_init(struct vgpu_ctl *c, double target);
+
+/*
+ * A process becomes the claim's refiller: starts c for target and sets the
+ * bucket's rate to it (a bucket never used is filled). Nothing of a previous
+ * refiller's control state is inherited (its rate may have been computed for
+ * another limit or other processes); the launch-cost estimates it published
+ * seed ours (seed_cost_ns per slot, 0 = none), since they describe the
+ * processes, not the refiller.
+ */
+void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double target,
+                       const uint64_t *seed_cost_ns, uint64_t now);
+
+/* What the refiller observed of one process of the claim this period. */
+struct vgpu_ctl_obs {
+    int slot;              /* region slot index (0..VGPU_REGION_MAX_SLOTS-1) */
+    uint64_t id;           /* identity of the slot's owner */
+    uint64_t launches;     /* cumulative launches (slot kernel_launches) */
+    double util;           /* NVML smUtil, fraction; 0 when NVML had no sample */
+    uint64_t window_end;   /* end of the window util describes (same clock as now); 0 = no
+                              sample: idle up to one sample period before now */
+};
+
+/*
+ * Updates the launch-cost estimate of the observed process and returns it
+ * (ns; 0 when there is none yet). An estimate is busy / launches over the
+ * same NVML window: NVML's window is aligned with the launch counts of the
+ * history (so lag and start-up do not bias it) and each window is used once.
+ * While readings are below 1 % (NVML's resolution) or the window holds the
+ * process's start, a reading only bounds the cost from above: (reading +
+ * half a percent) over the launches VGPU_CTL_SENSOR_LAG_NS older than the
+ * window's end, and the estimate only moves down. From a reading of 1 % over
+ * a whole window on it is measured: windows, zeros included, are summed
+ * with decaying weights (time constant ~0.3 s on top of the window's own
+ * second), so no single reading moves it by more than a fraction; a zero for launches it says NVML must
+ * have seen returns it to bounding.
+ */
+double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
+                     uint64_t now);
+
+/*
+ * Whether the claim is throttled now. strict: always; disabled: never;
+ * workConserving: while another claim's process was seen busy on the GPU in
+ * the last VGPU_CTL_CONTENTION_HOLD_NS (held so that throttling does not
+ * flap), except for a high-priority claim, which contention never throttles.
+ */
+bool vgpu_ctl_should_limit(struct vgpu_ctl *c, uint32_t policy, bool high_priority,
+                           bool foreign_busy, uint64_t now);
+
+/* One control period of a claim on a GPU. */
+struct vgpu_ctl_tick {
+    uint64_t now;
+    uint32_t policy;   /* VGPU_POLICY_* */
+    bool high_priority;
+    bool util_known;   /* NVML answered and every process could be matched */
+    bool foreign_busy; /* a process outside the claim ran kernels on the GPU */
+    int nobs;
+    const struct vgpu_ctl_obs *obs;
+    double *cost_ns;   /* out, one per obs: launch cost to charge (0 = default) */
+    double util;       /* out: the claim's measured share now, fraction */
+    bool share_updated; /* out: the device's sm_share_permyriad was updated */
+    bool limited;      /* out: the bucket is throttling */
+};
+
+/*
+ * The refiller's control period: updates every process's launch-cost
+ * estimate and the achieved share, decides the policy, and either opens the
+ * bucket or sets its rate. The loop closes through the cost estimates: with
+ * every launch charged its measured GPU time, the bucket's rate is the
+ * share, so no integrator sits on top of them to wind up or to be inherited;
+ * a new refiller restarts at the target. Refilling is separate
+ * (vgpu_bucket_refill, more often).
+ */
+void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t);
+
+#endif /* VGPU_LIMITER_MATH_H */
