@@ -57,6 +57,7 @@ type options struct {
 	fallbackAfter     time.Duration
 
 	httpAddress   string
+	profiling     bool
 	shutdownGrace time.Duration
 }
 
@@ -141,6 +142,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 
 	fs = named.FlagSet("serving")
 	fs.StringVar(&o.httpAddress, "http-address", o.httpAddress, "Address for /metrics (Prometheus), /healthz and /readyz (informer caches synced). Empty disables it.")
+	fs.BoolVar(&o.profiling, "profiling", o.profiling, "Serve Go's pprof profiles under /debug/pprof/ on --http-address, for finding where time goes (docs/scale.md). Off by default: profiles reveal internals and cost CPU while taken.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", o.shutdownGrace, "Time allowed for in-flight requests after SIGTERM.")
 }
 

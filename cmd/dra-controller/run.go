@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync/atomic"
 
@@ -92,7 +93,7 @@ func run(ctx context.Context, o *options) error {
 	defer templateFactory.Shutdown()
 	var ready atomic.Bool
 	if o.httpAddress != "" {
-		stop, err := daemon.ServeHTTP(ctx, o.httpAddress, httpHandler(registry, &ready))
+		stop, err := daemon.ServeHTTP(ctx, o.httpAddress, httpHandler(registry, &ready, o.profiling))
 		if err != nil {
 			return err
 		}
@@ -286,9 +287,16 @@ func waitSynced(ctx context.Context, factories ...informers.SharedInformerFactor
 }
 
 // httpHandler serves /metrics, /healthz and /readyz (ready once the
-// informer caches have synced).
-func httpHandler(registry *prometheus.Registry, ready *atomic.Bool) http.Handler {
+// informer caches have synced), and with profiling Go's pprof handlers.
+func httpHandler(registry *prometheus.Registry, ready *atomic.Bool, profiling bool) http.Handler {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
