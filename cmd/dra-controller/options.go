@@ -63,7 +63,10 @@ type options struct {
 
 func newOptions() *options {
 	return &options{
-		kube:                daemon.KubeClientOptions{QPS: 20, Burst: 40, Component: "dra-controller"},
+		// The policy allocator writes three times per pod (claim finalizer,
+		// claim allocation, pod gate) plus an event; 100 QPS keeps up with
+		// kube-scheduler's binding rate (docs/scale.md).
+		kube:                daemon.KubeClientOptions{QPS: 100, Burst: 200, Component: "dra-controller"},
 		leaderElect:         true,
 		leaseName:           "vgpu-dra-controller",
 		leaseDuration:       15 * time.Second,

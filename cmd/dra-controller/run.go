@@ -63,6 +63,7 @@ func run(ctx context.Context, o *options) error {
 	templateLister := templateFactory.Resource().V1().ResourceClaimTemplates().Lister()
 
 	matcher := &webhook.ClassMatcher{DriverName: driverName, Names: sets.New(o.deviceClasses...), Classes: classes}
+	gate := newPolicyGate(o, client, factory, matcher)
 	largestGPU := func() int64 { return largestGPUMemory(slices) }
 	// Requests are sized by the scheduler's own allocator over the
 	// published devices, so a charge is what the claim will be granted.
@@ -124,14 +125,7 @@ func run(ctx context.Context, o *options) error {
 		Slices:        slices,
 		Templates:     &templates.Ensurer{Client: client, Templates: templateLister, TouchInterval: o.templateTouch},
 	}).Admit, webhookMetrics))
-	mux.Handle(webhook.GatePodsPath, webhook.Handler("gate-pods", (&webhook.PolicyGate{
-		Mode:       webhook.PolicyAllocationMode(o.policyAllocation),
-		Classes:    matcher,
-		Client:     client,
-		Namespaces: namespaces,
-		Templates:  templateLister,
-		Claims:     claims,
-	}).Admit, webhookMetrics))
+	mux.Handle(webhook.GatePodsPath, webhook.Handler("gate-pods", gate.Admit, webhookMetrics))
 	served, err := webhook.Serve(ctx, webhook.ServerOptions{
 		Address: o.webhookAddress, CertFile: o.tlsCertFile, KeyFile: o.tlsKeyFile,
 		ReloadInterval: o.tlsReloadInterval, ShutdownGrace: o.shutdownGrace,
@@ -162,6 +156,22 @@ func run(ctx context.Context, o *options) error {
 		return cause
 	}
 	return nil
+}
+
+// newPolicyGate builds the scheduling-gate webhook. It reads every
+// ResourceClaimTemplate from the factory's cache: the gate judges users'
+// templates, which the cache of generated templates does not hold, and
+// reading each from the API server would cost one request per pod created,
+// taken from the same client rate limit as the policy allocator's writes.
+func newPolicyGate(o *options, client kubernetes.Interface, factory informers.SharedInformerFactory, matcher *webhook.ClassMatcher) *webhook.PolicyGate {
+	return &webhook.PolicyGate{
+		Mode:       webhook.PolicyAllocationMode(o.policyAllocation),
+		Classes:    matcher,
+		Client:     client,
+		Namespaces: factory.Core().V1().Namespaces().Lister(),
+		Templates:  factory.Resource().V1().ResourceClaimTemplates().Lister(),
+		Claims:     factory.Resource().V1().ResourceClaims().Lister(),
+	}
 }
 
 // runLeader runs what only the leader may do: the policy allocator (the

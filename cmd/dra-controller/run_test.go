@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -8,6 +10,18 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
 )
 
 func TestHTTPHandlerServesProfilesOnlyWhenAsked(t *testing.T) {
@@ -26,4 +40,45 @@ func TestHTTPHandlerServesProfilesOnlyWhenAsked(t *testing.T) {
 	assert.Equal(t, http.StatusOK, get(on, "/debug/pprof/heap"), "named profiles are served by the index handler")
 	assert.Equal(t, http.StatusOK, get(on, "/healthz"), "profiling does not hide the other endpoints")
 	assert.Equal(t, http.StatusServiceUnavailable, get(on, "/readyz"))
+}
+
+func TestPolicyGateReadsUserTemplatesFromTheCache(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	// A user's template: not labelled as generated, so only an unfiltered
+	// cache holds it.
+	tmpl := &resourceapi.ResourceClaimTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "gpu-4g", Namespace: "team"},
+		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+			Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: driverName}}},
+		}}},
+	}
+	client := fake.NewClientset(tmpl)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	o := newOptions()
+	o.policyAllocation = string(webhook.PolicyAllocationCluster)
+	gate := newPolicyGate(o, client, factory, &webhook.ClassMatcher{DriverName: driverName, Names: sets.New(driverName)})
+	defer factory.Shutdown() // after cancel: the informers stop with ctx
+	defer cancel()
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		require.True(t, ok, "cache of %v", typ)
+	}
+	client.ClearActions()
+
+	pod := corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "team"},
+		Spec:       corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("gpu-4g")}}},
+	}
+	raw, err := json.Marshal(pod)
+	require.NoError(t, err)
+	for range 3 {
+		resp := gate.Admit(ctx, &admissionv1.AdmissionRequest{
+			Operation: admissionv1.Create, Namespace: "team",
+			Kind:   metav1.GroupVersionKind{Version: "v1", Kind: "Pod"},
+			Object: runtime.RawExtension{Raw: raw},
+		})
+		require.True(t, resp.Allowed)
+		assert.Contains(t, string(resp.Patch), "vgpu.dra.dev/policy-allocation", "the pod is gated")
+	}
+	assert.Empty(t, client.Actions(), "no request to the API server per admitted pod")
 }

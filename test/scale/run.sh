@@ -48,8 +48,8 @@ APISERVER_PORT=16443
 KCM_PORT=20257
 SCHEDULER_PORT=20259
 KWOK_PORT=20247
-CONTROLLER_WEBHOOK=127.0.0.1:18443
-CONTROLLER_HTTP=127.0.0.1:18091
+CONTROLLER_WEBHOOK=127.0.0.1:28443
+CONTROLLER_HTTP=127.0.0.1:28091
 
 KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 RESULTS=$E2E_RUN_DIR/results
@@ -120,7 +120,7 @@ build_kwok() {
 }
 
 write_pki() {
-  make_pki 127.0.0.1
+  make_pki "$(node_ip)"
   sed -i "s#https://127.0.0.1:6443#https://127.0.0.1:$APISERVER_PORT#" "$E2E_PKI"/*.kubeconfig
   # The controller's webhook serving certificate, for the API server to call it on loopback.
   (cd "$E2E_PKI" && _pki_cert controller vgpu-dra-controller "" "IP:127.0.0.1")
@@ -146,7 +146,8 @@ start_plane() {
   wait_started etcd "etcd health" 60 curl -sf "http://127.0.0.1:$ETCD_PORT/health" || return 1
 
   start_bg kube-apiserver "$E2E_BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
-    --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$APISERVER_PORT" \
+    --bind-address=127.0.0.1 --advertise-address="$(node_ip)" --secure-port="$APISERVER_PORT" \
+    --endpoint-reconciler-type=none \
     --client-ca-file="$E2E_PKI/ca.crt" \
     --tls-cert-file="$E2E_PKI/apiserver.crt" --tls-private-key-file="$E2E_PKI/apiserver.key" \
     --service-account-key-file="$E2E_PKI/sa.pub" --service-account-signing-key-file="$E2E_PKI/sa.key" \

@@ -200,6 +200,10 @@ func measure(ctx context.Context, client kubernetes.Interface, o podsOptions) (*
 
 	t := &tracker{created: map[string]time.Time{}, bound: map[string]time.Time{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(o.namespace))
+	// Shutdown waits for the informers, which stop with informerCtx.
+	defer factory.Shutdown()
+	informerCtx, stopInformers := context.WithCancel(ctx)
+	defer stopInformers()
 	podInformer := factory.Core().V1().Pods().Informer()
 	if _, err := podInformer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    t.observe,
@@ -207,8 +211,7 @@ func measure(ctx context.Context, client kubernetes.Interface, o podsOptions) (*
 	}); err != nil {
 		return nil, fmt.Errorf("pod informer: %w", err)
 	}
-	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	factory.Start(informerCtx.Done())
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.HasSynced) {
 		return nil, fmt.Errorf("pod informer did not sync: %w", ctx.Err())
 	}
@@ -265,7 +268,7 @@ func measure(ctx context.Context, client kubernetes.Interface, o podsOptions) (*
 	steadyCreated := time.Since(steadyStart)
 	t.settle(ctx, names[:o.steady], o.settle)
 	arm.Steady = t.phase(names[:o.steady], steadyStart, o.rate, steadyCreated)
-	logger.Info("Steady phase done", "bound", arm.Steady.Bound, "p50", arm.Steady.P50, "p99", arm.Steady.P99)
+	logger.Info("Steady phase done", "created", steadyCreated.Round(time.Millisecond), "bound", arm.Steady.Bound, "p50", arm.Steady.P50, "p99", arm.Steady.P99)
 
 	// Burst: every remaining pod as fast as the workers can create them.
 	burstStart := time.Now()
@@ -285,7 +288,7 @@ func measure(ctx context.Context, client kubernetes.Interface, o podsOptions) (*
 	burstCreated := time.Since(burstStart)
 	t.settle(ctx, names[o.steady:], o.settle)
 	arm.Burst = t.phase(names[o.steady:], burstStart, 0, burstCreated)
-	logger.Info("Burst phase done", "bound", arm.Burst.Bound, "throughput", arm.Burst.Throughput, "p50", arm.Burst.P50, "p99", arm.Burst.P99)
+	logger.Info("Burst phase done", "created", burstCreated.Round(time.Millisecond), "bound", arm.Burst.Bound, "throughput", arm.Burst.Throughput, "p50", arm.Burst.P50, "p99", arm.Burst.P99)
 	if err := profiles.Wait(); err != nil {
 		logger.Error(err, "CPU profile")
 	}
