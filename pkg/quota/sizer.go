@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -38,6 +40,16 @@ type Sizer struct {
 	Slices     resourcelisters.ResourceSliceLister
 
 	celCache *cel.Cache
+
+	// groups caches deviceGroups' result for the slices it was built from:
+	// grouping marshals every published device, which on a thousand nodes
+	// was the controller's hottest path, once per admitted claim
+	// (docs/scale.md). Informers replace an object on every change, so a
+	// slice seen at the same address with the same resourceVersion is
+	// unchanged.
+	groupsMu   sync.Mutex
+	groupsFrom map[*resourceapi.ResourceSlice]string
+	groups     [][]resourceapi.Device
 }
 
 // NewSizer returns a Sizer over the published slices.
@@ -143,14 +155,26 @@ func (s *Sizer) consumed(r resourceapi.DeviceRequestAllocationResult, group []re
 // decides their rounding (capacities, requestPolicies, shareability), as
 // synthetic devices that any node may use: without taints (a GPU tainted
 // now may recover), counters or binding conditions, renamed to be unique.
+// The result is shared between callers and must not be modified.
 func (s *Sizer) deviceGroups() ([][]resourceapi.Device, error) {
-	slices, err := s.Slices.List(labels.Everything())
+	all, err := s.Slices.List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
+	ours := make(map[*resourceapi.ResourceSlice]string, len(all))
+	for _, slice := range all {
+		if slice.Spec.Driver == s.DriverName {
+			ours[slice] = slice.ResourceVersion
+		}
+	}
+	s.groupsMu.Lock()
+	defer s.groupsMu.Unlock()
+	if s.groupsFrom != nil && maps.Equal(ours, s.groupsFrom) {
+		return s.groups, nil
+	}
 	index := map[string]int{}
 	var groups [][]resourceapi.Device
-	for _, slice := range slices {
+	for _, slice := range all {
 		if slice.Spec.Driver != s.DriverName {
 			continue
 		}
@@ -176,5 +200,6 @@ func (s *Sizer) deviceGroups() ([][]resourceapi.Device, error) {
 			})
 		}
 	}
+	s.groupsFrom, s.groups = ours, groups
 	return groups, nil
 }

@@ -133,3 +133,52 @@ func TestSizerGroupsDevices(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Usage{MemoryBytes: 256 * mi}, got)
 }
+
+// Grouping every published device is done once per change of the slices,
+// not once per admitted claim.
+func TestSizerReusesGroupsUntilTheSlicesChange(t *testing.T) {
+	slice := func(name, rv string, memory int64, n int) *resourceapi.ResourceSlice {
+		var gpus []resourceapi.Device
+		for i := range n {
+			gpus = append(gpus, publishedGPU(i, "GPU", memory, devices.Options{}))
+		}
+		return &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver: "vgpu.dra.dev", NodeName: new(name),
+				Pool:    resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1},
+				Devices: gpus,
+			},
+		}
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(slice("node-a", "1", 80*gi, 8)))
+	s := testSizer(t)
+	s.Slices = resourcelisters.NewResourceSliceLister(indexer)
+	whole := func() int64 {
+		t.Helper()
+		u, err := s.Grant(context.Background(), "vgpu.dra.dev", nil, nil)
+		require.NoError(t, err)
+		return u.MemoryBytes
+	}
+
+	first, err := s.deviceGroups()
+	require.NoError(t, err)
+	again, err := s.deviceGroups()
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	assert.Same(t, &first[0][0], &again[0][0], "unchanged slices: the groups are reused")
+	assert.Equal(t, 80*gi, whole())
+
+	require.NoError(t, indexer.Update(slice("node-a", "2", 141*gi, 8)))
+	assert.Equal(t, 141*gi, whole(), "an updated slice is seen")
+
+	require.NoError(t, indexer.Add(slice("node-b", "3", 192*gi, 8)))
+	groups, err := s.deviceGroups()
+	require.NoError(t, err)
+	assert.Len(t, groups, 2, "a new slice is seen")
+	assert.Equal(t, 192*gi, whole())
+
+	require.NoError(t, indexer.Delete(slice("node-b", "3", 192*gi, 8)))
+	assert.Equal(t, 141*gi, whole(), "a deleted slice is gone")
+}
