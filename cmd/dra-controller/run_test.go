@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
@@ -15,12 +16,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
 )
 
@@ -81,4 +86,50 @@ func TestPolicyGateReadsUserTemplatesFromTheCache(t *testing.T) {
 		assert.Contains(t, string(resp.Patch), "vgpu.dra.dev/policy-allocation", "the pod is gated")
 	}
 	assert.Empty(t, client.Actions(), "no request to the API server per admitted pod")
+}
+
+// countingSlices counts List calls of a ResourceSlice lister.
+type countingSlices struct {
+	resourcelisters.ResourceSliceLister
+	lists atomic.Int32
+}
+
+func (c *countingSlices) List(selector labels.Selector) ([]*resourceapi.ResourceSlice, error) {
+	c.lists.Add(1)
+	return c.ResourceSliceLister.List(selector)
+}
+
+func TestLargestGPUIsRecomputedOnlyWhenSlicesChange(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	slice := func(node string, memory int64) *resourceapi.ResourceSlice {
+		return &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: node},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver: driverName, NodeName: ptr.To(node), Pool: resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
+				Devices: []resourceapi.Device{devices.Device(gpu.Info{UUID: "GPU-" + node, ProductName: "GPU " + node, MemoryBytes: uint64(memory), NUMANode: -1}, devices.Options{})},
+			},
+		}
+	}
+	client := fake.NewClientset(slice("node-a", 80<<30))
+	factory := informers.NewSharedInformerFactory(client, 0)
+	largest, err := newLargestGPU(factory.Resource().V1().ResourceSlices())
+	require.NoError(t, err)
+	counting := &countingSlices{ResourceSliceLister: largest.slices}
+	largest.slices = counting
+	defer factory.Shutdown() // after cancel: the informers stop with ctx
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	for range 100 {
+		assert.Equal(t, int64(80<<30), largest.get())
+	}
+	assert.Equal(t, int32(1), counting.lists.Load(), "one computation for many admissions")
+
+	_, err = client.ResourceV1().ResourceSlices().Create(ctx, slice("node-b", 141<<30), metav1.CreateOptions{})
+	require.NoError(t, err)
+	assert.Eventually(t, func() bool { return largest.get() == 141<<30 }, 5*time.Second, 10*time.Millisecond, "a new slice is seen")
+
+	require.NoError(t, client.ResourceV1().ResourceSlices().Delete(ctx, "node-b", metav1.DeleteOptions{}))
+	assert.Eventually(t, func() bool { return largest.get() == 80<<30 }, 5*time.Second, 10*time.Millisecond, "a deleted slice is gone")
 }
