@@ -115,8 +115,25 @@ demo-down: ## remove the demo and stop its local cluster
 	./demo/run.sh down
 
 .PHONY: e2e
-e2e: build ## end-to-end specs on a fresh local cluster, always torn down (root; first run ~20 min, then ~7 min)
+e2e: build ## end-to-end specs on a fresh local cluster, always torn down, then scale-smoke (root; first run ~20 min, then ~10 min)
 	./test/e2e/run.sh
+	$(MAKE) scale-smoke
+
+# The scale benchmark (docs/scale.md): simulated nodes (KWOK) and pods through
+# the real control plane, in its own directory and on its own ports.
+SCALE_NODES ?= 1000
+SCALE_PODS ?= 10000
+SCALE_STEADY ?= 1000
+
+.PHONY: scale-bench
+scale-bench: $(BIN_DIR)/dra-controller ## 1000 KWOK GPU nodes, 10,000 pods, baseline/scheduler/policy arms; prints the table (SCALE_NODES, SCALE_PODS)
+	SCALE_NODES=$(SCALE_NODES) SCALE_PODS=$(SCALE_PODS) SCALE_STEADY=$(SCALE_STEADY) SCALE_PROFILE=$${SCALE_PROFILE:-1} \
+		nice ./test/scale/run.sh
+
+.PHONY: scale-smoke
+scale-smoke: $(BIN_DIR)/dra-controller ## the scale benchmark's correctness checks at 50 nodes, 500 pods, policy arms (part of make e2e, ~2 min)
+	SCALE_NODES=50 SCALE_PODS=500 SCALE_STEADY=100 SCALE_RATE=50 \
+		SCALE_ARMS="c-binpack c-spread" ./test/scale/run.sh
 
 .PHONY: e2e-cluster-up
 e2e-cluster-up: build ## start (or reuse) the local e2e cluster with the driver installed

@@ -56,12 +56,16 @@ type options struct {
 	fallbackAfter     time.Duration
 
 	httpAddress   string
+	profiling     bool
 	shutdownGrace time.Duration
 }
 
 func newOptions() *options {
 	return &options{
-		kube:                daemon.KubeClientOptions{QPS: 20, Burst: 40, Component: "dra-controller"},
+		// The policy allocator writes three times per pod (claim finalizer,
+		// claim allocation, pod gate) plus an event; 100 QPS keeps up with
+		// kube-scheduler's binding rate (docs/scale.md).
+		kube:                daemon.KubeClientOptions{QPS: 100, Burst: 200, Component: "dra-controller"},
 		leaderElect:         true,
 		leaseName:           "vgpu-dra-controller",
 		leaseDuration:       15 * time.Second,
@@ -140,6 +144,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 
 	fs = named.FlagSet("serving")
 	fs.StringVar(&o.httpAddress, "http-address", o.httpAddress, "Address for /metrics (Prometheus), /healthz and /readyz (informer caches synced). Empty disables it.")
+	fs.BoolVar(&o.profiling, "profiling", o.profiling, "Serve Go's pprof profiles under /debug/pprof/ on --http-address, for finding where time goes (docs/scale.md). Off by default: profiles reveal internals and cost CPU while taken.")
 	fs.DurationVar(&o.shutdownGrace, "shutdown-grace-period", o.shutdownGrace, "Time allowed for in-flight requests after SIGTERM.")
 }
 

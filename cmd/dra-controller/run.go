@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"sync/atomic"
 
@@ -17,10 +18,12 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
+	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
@@ -63,7 +66,11 @@ func run(ctx context.Context, o *options) error {
 	templateLister := templateFactory.Resource().V1().ResourceClaimTemplates().Lister()
 
 	matcher := &webhook.ClassMatcher{DriverName: names.DriverName, Names: sets.New(o.deviceClasses...), Classes: classes}
-	largestGPU := func() int64 { return largestGPUMemory(slices) }
+	gate := newPolicyGate(o, client, factory, matcher)
+	largestGPU, err := newLargestGPU(factory.Resource().V1().ResourceSlices())
+	if err != nil {
+		return err
+	}
 	// Requests are sized by the scheduler's own allocator over the
 	// published devices, so a charge is what the claim will be granted.
 	sizer := quota.NewSizer(names.DriverName, allocator.ClassLister(classes), slices)
@@ -93,7 +100,7 @@ func run(ctx context.Context, o *options) error {
 	defer templateFactory.Shutdown()
 	var ready atomic.Bool
 	if o.httpAddress != "" {
-		stop, err := daemon.ServeHTTP(ctx, o.httpAddress, httpHandler(registry, &ready))
+		stop, err := daemon.ServeHTTP(ctx, o.httpAddress, httpHandler(registry, &ready, o.profiling))
 		if err != nil {
 			return err
 		}
@@ -112,7 +119,7 @@ func run(ctx context.Context, o *options) error {
 		AdminOnlyClasses: sets.New(o.adminOnlyClasses...),
 		AdminNamespaces:  sets.New(o.adminNamespaces...),
 		MaxMemoryBytes:   o.maxMemory.Value(),
-		LargestGPUMemory: largestGPU,
+		LargestGPUMemory: largestGPU.get,
 		Quota:            enforcer,
 		Grants:           sizer,
 	}).Admit, webhookMetrics))
@@ -124,14 +131,7 @@ func run(ctx context.Context, o *options) error {
 		Slices:        slices,
 		Templates:     &templates.Ensurer{Client: client, Templates: templateLister, TouchInterval: o.templateTouch},
 	}).Admit, webhookMetrics))
-	mux.Handle(webhook.GatePodsPath, webhook.Handler("gate-pods", (&webhook.PolicyGate{
-		Mode:       webhook.PolicyAllocationMode(o.policyAllocation),
-		Classes:    matcher,
-		Client:     client,
-		Namespaces: namespaces,
-		Templates:  templateLister,
-		Claims:     claims,
-	}).Admit, webhookMetrics))
+	mux.Handle(webhook.GatePodsPath, webhook.Handler("gate-pods", gate.Admit, webhookMetrics))
 	served, err := webhook.Serve(ctx, webhook.ServerOptions{
 		Address: o.webhookAddress, CertFile: o.tlsCertFile, KeyFile: o.tlsKeyFile,
 		ReloadInterval: o.tlsReloadInterval, ShutdownGrace: o.shutdownGrace,
@@ -162,6 +162,22 @@ func run(ctx context.Context, o *options) error {
 		return cause
 	}
 	return nil
+}
+
+// newPolicyGate builds the scheduling-gate webhook. It reads every
+// ResourceClaimTemplate from the factory's cache: the gate judges users'
+// templates, which the cache of generated templates does not hold, and
+// reading each from the API server would cost one request per pod created,
+// taken from the same client rate limit as the policy allocator's writes.
+func newPolicyGate(o *options, client kubernetes.Interface, factory informers.SharedInformerFactory, matcher *webhook.ClassMatcher) *webhook.PolicyGate {
+	return &webhook.PolicyGate{
+		Mode:       webhook.PolicyAllocationMode(o.policyAllocation),
+		Classes:    matcher,
+		Client:     client,
+		Namespaces: factory.Core().V1().Namespaces().Lister(),
+		Templates:  factory.Resource().V1().ResourceClaimTemplates().Lister(),
+		Claims:     factory.Resource().V1().ResourceClaims().Lister(),
+	}
 }
 
 // runLeader runs what only the leader may do: the policy allocator (the
@@ -262,15 +278,45 @@ func runLeaderElection(ctx context.Context, cancel context.CancelCauseFunc, o *o
 	return nil
 }
 
-func largestGPUMemory(slices resourcelisters.ResourceSliceLister) int64 {
-	all, err := slices.List(labels.Everything())
+// largestGPU is the largest memory published by a GPU of this driver. The
+// claim webhook asks on every admission; going through every device each
+// time was half of dra-controller's CPU at 1,000 nodes (docs/scale.md), so
+// the value is recomputed only after a ResourceSlice changed.
+type largestGPU struct {
+	slices resourcelisters.ResourceSliceLister
+	stale  atomic.Bool
+	value  atomic.Int64
+}
+
+func newLargestGPU(informer resourceinformers.ResourceSliceInformer) (*largestGPU, error) {
+	l := &largestGPU{slices: informer.Lister()}
+	l.stale.Store(true)
+	changed := func(any) { l.stale.Store(true) }
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc: changed, UpdateFunc: func(_, obj any) { changed(obj) }, DeleteFunc: changed,
+	}); err != nil {
+		return nil, fmt.Errorf("watch ResourceSlices for the largest GPU: %w", err)
+	}
+	return l, nil
+}
+
+// get returns the largest memory in bytes, 0 when nothing is published.
+// A change during the computation marks the value stale again, so it is
+// never kept behind the slices.
+func (l *largestGPU) get() int64 {
+	if !l.stale.Swap(false) {
+		return l.value.Load()
+	}
+	all, err := l.slices.List(labels.Everything())
 	if err != nil {
-		return 0
+		l.stale.Store(true)
+		return l.value.Load()
 	}
 	var most int64
 	for _, p := range compat.Products(all, names.DriverName) {
 		most = max(most, p.MemoryBytes)
 	}
+	l.value.Store(most)
 	return most
 }
 
@@ -287,9 +333,16 @@ func waitSynced(ctx context.Context, factories ...informers.SharedInformerFactor
 }
 
 // httpHandler serves /metrics, /healthz and /readyz (ready once the
-// informer caches have synced).
-func httpHandler(registry *prometheus.Registry, ready *atomic.Bool) http.Handler {
+// informer caches have synced), and with profiling Go's pprof handlers.
+func httpHandler(registry *prometheus.Registry, ready *atomic.Bool, profiling bool) http.Handler {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{Registry: registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

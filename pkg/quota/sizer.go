@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
+	"sync"
 
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -38,7 +40,27 @@ type Sizer struct {
 	Slices     resourcelisters.ResourceSliceLister
 
 	celCache *cel.Cache
+
+	// groups caches deviceGroups' result for the slices it was built from:
+	// grouping marshals every published device, which on a thousand nodes
+	// was the controller's hottest path, once per admitted claim
+	// (docs/scale.md). Informers replace an object on every change, so a
+	// slice seen at the same address with the same resourceVersion is
+	// unchanged.
+	groupsMu   sync.Mutex
+	groupsFrom map[*resourceapi.ResourceSlice]string
+	groups     [][]resourceapi.Device
+	// generation counts rebuilds of groups; grants caches Grant's results
+	// for the groups of grantsOf, keyed by grantKey: claims come in few
+	// shapes, and each sizing converts every grouped device for the
+	// structured allocator.
+	generation int
+	grantsOf   int
+	grants     map[string]Usage
 }
+
+// maxCachedGrants bounds the grant cache; it starts over when full.
+const maxCachedGrants = 1024
 
 // NewSizer returns a Sizer over the published slices.
 func NewSizer(driverName string, classes structured.DeviceClassLister, slices resourcelisters.ResourceSliceLister) *Sizer {
@@ -56,10 +78,51 @@ var ErrNoDevice = errors.New("no published GPU matches the request")
 // the published devices (memory and cores each at their largest). The
 // request's count and allocation mode are ignored: the caller multiplies.
 func (s *Sizer) Grant(ctx context.Context, class string, selectors []resourceapi.DeviceSelector, capacity *resourceapi.CapacityRequirements) (Usage, error) {
-	groups, err := s.deviceGroups()
+	groups, generation, err := s.deviceGroups()
 	if err != nil {
 		return Usage{}, err
 	}
+	key, cacheable := s.grantKey(class, selectors, capacity)
+	if cacheable {
+		s.groupsMu.Lock()
+		u, ok := s.grants[key]
+		ok = ok && s.grantsOf == generation
+		s.groupsMu.Unlock()
+		if ok {
+			return u, nil
+		}
+	}
+	u, err := s.grant(ctx, groups, class, selectors, capacity)
+	if err == nil && cacheable {
+		s.groupsMu.Lock()
+		if s.grantsOf != generation || len(s.grants) >= maxCachedGrants {
+			s.grants, s.grantsOf = map[string]Usage{}, generation
+		}
+		s.grants[key] = u
+		s.groupsMu.Unlock()
+	}
+	return u, err
+}
+
+// grantKey identifies a sizing: the class object (informers replace it on
+// every change, so its address and resourceVersion change with it), the
+// selectors and the capacity requested.
+func (s *Sizer) grantKey(class string, selectors []resourceapi.DeviceSelector, capacity *resourceapi.CapacityRequirements) (string, bool) {
+	cls, err := s.Classes.Get(class)
+	if err != nil {
+		return "", false
+	}
+	request, err := json.Marshal(struct {
+		Selectors []resourceapi.DeviceSelector
+		Capacity  *resourceapi.CapacityRequirements
+	}{selectors, capacity})
+	if err != nil {
+		return "", false
+	}
+	return fmt.Sprintf("%s\x00%p\x00%s\x00%s", class, cls, cls.ResourceVersion, request), true
+}
+
+func (s *Sizer) grant(ctx context.Context, groups [][]resourceapi.Device, class string, selectors []resourceapi.DeviceSelector, capacity *resourceapi.CapacityRequirements) (Usage, error) {
 	claim := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: probeName, Namespace: probeName, UID: probeName},
 		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
@@ -143,14 +206,27 @@ func (s *Sizer) consumed(r resourceapi.DeviceRequestAllocationResult, group []re
 // decides their rounding (capacities, requestPolicies, shareability), as
 // synthetic devices that any node may use: without taints (a GPU tainted
 // now may recover), counters or binding conditions, renamed to be unique.
-func (s *Sizer) deviceGroups() ([][]resourceapi.Device, error) {
-	slices, err := s.Slices.List(labels.Everything())
+// The result is shared between callers and must not be modified; the
+// generation changes whenever it is rebuilt.
+func (s *Sizer) deviceGroups() ([][]resourceapi.Device, int, error) {
+	all, err := s.Slices.List(labels.Everything())
 	if err != nil {
-		return nil, fmt.Errorf("list ResourceSlices: %w", err)
+		return nil, 0, fmt.Errorf("list ResourceSlices: %w", err)
+	}
+	ours := make(map[*resourceapi.ResourceSlice]string, len(all))
+	for _, slice := range all {
+		if slice.Spec.Driver == s.DriverName {
+			ours[slice] = slice.ResourceVersion
+		}
+	}
+	s.groupsMu.Lock()
+	defer s.groupsMu.Unlock()
+	if s.groupsFrom != nil && maps.Equal(ours, s.groupsFrom) {
+		return s.groups, s.generation, nil
 	}
 	index := map[string]int{}
 	var groups [][]resourceapi.Device
-	for _, slice := range slices {
+	for _, slice := range all {
 		if slice.Spec.Driver != s.DriverName {
 			continue
 		}
@@ -160,7 +236,7 @@ func (s *Sizer) deviceGroups() ([][]resourceapi.Device, error) {
 				Shared   *bool
 			}{d.Capacity, d.AllowMultipleAllocations})
 			if err != nil {
-				return nil, fmt.Errorf("device %s of slice %s: %w", d.Name, slice.Name, err)
+				return nil, 0, fmt.Errorf("device %s of slice %s: %w", d.Name, slice.Name, err)
 			}
 			i, ok := index[string(key)]
 			if !ok {
@@ -176,5 +252,7 @@ func (s *Sizer) deviceGroups() ([][]resourceapi.Device, error) {
 			})
 		}
 	}
-	return groups, nil
+	s.groupsFrom, s.groups = ours, groups
+	s.generation++
+	return groups, s.generation, nil
 }

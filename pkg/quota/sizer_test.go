@@ -126,10 +126,120 @@ func TestSizerGroupsDevices(t *testing.T) {
 	}
 	gpus[0].Taints = []resourceapi.DeviceTaint{{Key: "vgpu.dra.dev/xid", Value: "79", Effect: resourceapi.DeviceTaintEffectNoExecute}}
 	s := testSizer(t, gpus...)
-	groups, err := s.deviceGroups()
+	groups, _, err := s.deviceGroups()
 	require.NoError(t, err)
 	assert.Len(t, groups, 1)
 	got, err := s.Grant(context.Background(), "vgpu.dra.dev", nil, capacity(map[resourceapi.QualifiedName]string{"memory": "1"}))
 	require.NoError(t, err)
 	assert.Equal(t, Usage{MemoryBytes: 256 * mi}, got)
+}
+
+// Grouping every published device is done once per change of the slices,
+// not once per admitted claim.
+func TestSizerReusesGroupsUntilTheSlicesChange(t *testing.T) {
+	slice := func(name, rv string, memory int64, n int) *resourceapi.ResourceSlice {
+		var gpus []resourceapi.Device
+		for i := range n {
+			gpus = append(gpus, publishedGPU(i, "GPU", memory, devices.Options{}))
+		}
+		return &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: rv},
+			Spec: resourceapi.ResourceSliceSpec{
+				Driver: "vgpu.dra.dev", NodeName: new(name),
+				Pool:    resourceapi.ResourcePool{Name: name, Generation: 1, ResourceSliceCount: 1},
+				Devices: gpus,
+			},
+		}
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(slice("node-a", "1", 80*gi, 8)))
+	s := testSizer(t)
+	s.Slices = resourcelisters.NewResourceSliceLister(indexer)
+	whole := func() int64 {
+		t.Helper()
+		u, err := s.Grant(context.Background(), "vgpu.dra.dev", nil, nil)
+		require.NoError(t, err)
+		return u.MemoryBytes
+	}
+
+	first, _, err := s.deviceGroups()
+	require.NoError(t, err)
+	again, _, err := s.deviceGroups()
+	require.NoError(t, err)
+	require.Len(t, again, 1)
+	assert.Same(t, &first[0][0], &again[0][0], "unchanged slices: the groups are reused")
+	assert.Equal(t, 80*gi, whole())
+
+	require.NoError(t, indexer.Update(slice("node-a", "2", 141*gi, 8)))
+	assert.Equal(t, 141*gi, whole(), "an updated slice is seen")
+
+	require.NoError(t, indexer.Add(slice("node-b", "3", 192*gi, 8)))
+	groups, _, err := s.deviceGroups()
+	require.NoError(t, err)
+	assert.Len(t, groups, 2, "a new slice is seen")
+	assert.Equal(t, 192*gi, whole())
+
+	require.NoError(t, indexer.Delete(slice("node-b", "3", 192*gi, 8)))
+	assert.Equal(t, 141*gi, whole(), "a deleted slice is gone")
+}
+
+// A request of a shape sized before is answered from the cache until the
+// slices or the class change.
+func TestSizerCachesGrantsPerShape(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, indexer.Add(&resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a", ResourceVersion: "1"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver: "vgpu.dra.dev", NodeName: new("node-a"),
+			Pool:    resourceapi.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{publishedGPU(0, "GPU", 80*gi, devices.Options{})},
+		},
+	}))
+	s := testSizer(t)
+	s.Slices = resourcelisters.NewResourceSliceLister(indexer)
+	ask := capacity(map[resourceapi.QualifiedName]string{"memory": "4Gi", "cores": "10"})
+	grant := func() Usage {
+		t.Helper()
+		u, err := s.Grant(context.Background(), "vgpu.dra.dev", nil, ask)
+		require.NoError(t, err)
+		return u
+	}
+	want := Usage{MemoryBytes: 4 * gi, Cores: 10}
+	require.Equal(t, want, grant())
+	require.Len(t, s.grants, 1, "the grant is cached")
+
+	// Plant a different answer: only a cache hit can return it.
+	planted := Usage{MemoryBytes: 1}
+	for k := range s.grants {
+		s.grants[k] = planted
+	}
+	assert.Equal(t, planted, grant(), "the same shape again is answered from the cache")
+	other, err := s.Grant(context.Background(), "vgpu.dra.dev", nil, capacity(map[resourceapi.QualifiedName]string{"memory": "8Gi"}))
+	require.NoError(t, err)
+	assert.Equal(t, Usage{MemoryBytes: 8 * gi}, other, "another shape is sized")
+
+	for k := range s.grants {
+		s.grants[k] = planted
+	}
+	require.NoError(t, indexer.Update(&resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a", ResourceVersion: "2"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver: "vgpu.dra.dev", NodeName: new("node-a"),
+			Pool:    resourceapi.ResourcePool{Name: "node-a", Generation: 2, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{publishedGPU(0, "GPU", 80*gi, devices.Options{})},
+		},
+	}))
+	assert.Equal(t, want, grant(), "a slice change empties the cache")
+
+	// A class that now selects nothing of this driver: sized afresh, and fails.
+	for k := range s.grants {
+		s.grants[k] = planted
+	}
+	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, classes.Add(&resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "vgpu.dra.dev", ResourceVersion: "9"}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: `device.driver == "other.example.com"`}}},
+	}}))
+	s.Classes = allocator.ClassLister(resourcelisters.NewDeviceClassLister(classes))
+	_, err = s.Grant(context.Background(), "vgpu.dra.dev", nil, ask)
+	assert.ErrorIs(t, err, ErrNoDevice, "a changed class is sized afresh")
 }
