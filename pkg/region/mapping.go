@@ -128,6 +128,9 @@ func (r *Reader) copySlot(data []byte, i, n int) bool {
 			return true
 		}
 	}
+	// Never consistent: marked active, so that it counts as Unstable rather
+	// than passing for free on whatever the buffer held before.
+	binary.LittleEndian.PutUint32(dst[offSlotState:], slotActive)
 	return false
 }
 

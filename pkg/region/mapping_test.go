@@ -67,3 +67,20 @@ func TestMappingOfAFileThatChanges(t *testing.T) {
 		assert.ErrorIs(t, err, ErrCorrupt)
 	})
 }
+
+// A slot whose owner never finishes its update (odd sequence) is reported
+// as unstable, not taken as free, whatever the reader's buffer held before.
+func TestMappingCountsASlotCaughtMidUpdate(t *testing.T) {
+	b := fixtureBytes(t)
+	binary.LittleEndian.PutUint32(b[SlotsOffset+offSlotSeq:], 3)
+	m, err := Map(writeRegion(t, b))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = m.Close() })
+
+	reg, err := NewReader().ReadMapping(m)
+	require.NoError(t, err)
+	assert.Equal(t, 1, reg.Unstable)
+	for _, p := range reg.Processes {
+		assert.NotEqual(t, 0, p.Slot, "the slot caught mid-update is not reported")
+	}
+}
