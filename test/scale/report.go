@@ -1,6 +1,7 @@
 package scale
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"maps"
@@ -30,14 +31,15 @@ const (
 
 // Report prints the table of arms, the ratios and the goals to w, and
 // returns the correctness failures: the problems found in each arm, and
-// binpack using more GPUs than spread.
-func Report(w io.Writer, arms []*Arm) []string {
+// binpack using more GPUs than spread. The report is composed in memory and
+// written with one call, whose error is returned.
+func Report(w io.Writer, arms []*Arm) ([]string, error) {
 	byName := map[string]*Arm{}
 	for _, a := range arms {
 		byName[a.Name] = a
 	}
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "arm\tpods\tburst pods/s\tburst p50\tburst p99\tsteady pods/s\tsteady p50\tsteady p99\tAPI requests\tscheduler RSS\tscheduler CPU\tcontroller RSS\tcontroller CPU\tGPUs used\tnodes used\tfree on partial GPUs\t")
+	var rows, out bytes.Buffer
+	fmt.Fprintln(&rows, "arm\tpods\tburst pods/s\tburst p50\tburst p99\tsteady pods/s\tsteady p50\tsteady p99\tAPI requests\tscheduler RSS\tscheduler CPU\tcontroller RSS\tcontroller CPU\tGPUs used\tnodes used\tfree on partial GPUs\t")
 	for _, a := range arms {
 		ctrlRSS, ctrlCPU, used, nodes, free := "-", "-", "-", "-", "-"
 		if a.Controller != nil {
@@ -48,34 +50,40 @@ func Report(w io.Writer, arms []*Arm) []string {
 			nodes = fmt.Sprint(a.Packing.Nodes)
 			free = fmt.Sprintf("%.0f GiB", float64(a.Packing.FreeOnPartial)/(1<<30))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%s\t%s\t%.1f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
+		fmt.Fprintf(&rows, "%s\t%d\t%.1f\t%s\t%s\t%.1f\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n",
 			a.Name, a.Steady.Pods+a.Burst.Pods, a.Burst.Throughput, ms(a.Burst.P50), ms(a.Burst.P99),
 			a.Steady.Throughput, ms(a.Steady.P50), ms(a.Steady.P99), a.APIRequests,
 			mib(a.Scheduler.PeakRSS), secs(a.Scheduler.CPU), ctrlRSS, ctrlCPU, used, nodes, free)
 	}
-	_ = tw.Flush()
+	tw := tabwriter.NewWriter(&out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if _, err := tw.Write(rows.Bytes()); err != nil {
+		return nil, fmt.Errorf("align the report: %w", err)
+	}
+	if err := tw.Flush(); err != nil {
+		return nil, fmt.Errorf("align the report: %w", err)
+	}
 
-	fmt.Fprintln(w)
+	fmt.Fprintln(&out)
 	ratio := func(label, num, den string, goal float64) {
 		n, d := byName[num], byName[den]
 		if n == nil || d == nil || d.Burst.Throughput == 0 {
 			return
 		}
 		r := n.Burst.Throughput / d.Burst.Throughput
-		fmt.Fprintf(w, "%-34s %.2f   goal >= %.1f: %s\n", label, r, goal, verdict(r >= goal))
+		fmt.Fprintf(&out, "%-34s %.2f   goal >= %.1f: %s\n", label, r, goal, verdict(r >= goal))
 	}
 	ratio("burst pods/s (b)/(a):", ArmScheduler, ArmBaseline, GoalSchedulerVsBaseline)
 	ratio("burst pods/s (c binpack)/(b):", ArmBinpack, ArmScheduler, GoalPolicyVsScheduler)
 	ratio("burst pods/s (c spread)/(b):", ArmSpread, ArmScheduler, GoalPolicyVsScheduler)
 	for _, a := range arms {
 		if a.Steady.Pods > 0 {
-			fmt.Fprintf(w, "%-34s %s   goal <= %s: %s\n", fmt.Sprintf("steady %.0f pods/s p99, %s:", a.Steady.Rate, a.Name),
+			fmt.Fprintf(&out, "%-34s %s   goal <= %s: %s\n", fmt.Sprintf("steady %.0f pods/s p99, %s:", a.Steady.Rate, a.Name),
 				ms(a.Steady.P99), GoalSteadyP99, verdict(a.Steady.P99 <= GoalSteadyP99))
 		}
 	}
 	for _, a := range arms {
 		if a.Controller != nil && a.Claims {
-			fmt.Fprintf(w, "%-34s %s   goal <= %s: %s\n", "dra-controller peak RSS, "+a.Name+":",
+			fmt.Fprintf(&out, "%-34s %s   goal <= %s: %s\n", "dra-controller peak RSS, "+a.Name+":",
 				mib(a.Controller.PeakRSS), mib(GoalControllerRSS), verdict(a.Controller.PeakRSS <= GoalControllerRSS))
 		}
 	}
@@ -90,17 +98,20 @@ func Report(w io.Writer, arms []*Arm) []string {
 			for _, reason := range slices.Sorted(maps.Keys(a.Pending)) {
 				parts = append(parts, fmt.Sprintf("%d %s", a.Pending[reason], reason))
 			}
-			fmt.Fprintf(w, "%s: pods left Pending: %s\n", a.Name, strings.Join(parts, ", "))
+			fmt.Fprintf(&out, "%s: pods left Pending: %s\n", a.Name, strings.Join(parts, ", "))
 		}
 	}
 	if b, s := byName[ArmBinpack], byName[ArmSpread]; b != nil && s != nil && b.Packing != nil && s.Packing != nil {
 		if b.Packing.Used > s.Packing.Used {
 			failures = append(failures, fmt.Sprintf("binpack uses %d GPUs, more than spread's %d", b.Packing.Used, s.Packing.Used))
 		} else {
-			fmt.Fprintf(w, "binpack uses %d GPUs, spread %d: binpack uses no more\n", b.Packing.Used, s.Packing.Used)
+			fmt.Fprintf(&out, "binpack uses %d GPUs, spread %d: binpack uses no more\n", b.Packing.Used, s.Packing.Used)
 		}
 	}
-	return failures
+	if _, err := w.Write(out.Bytes()); err != nil {
+		return failures, fmt.Errorf("write the report: %w", err)
+	}
+	return failures, nil
 }
 
 func verdict(ok bool) string {

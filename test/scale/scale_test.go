@@ -164,7 +164,8 @@ func TestReportPrintsRatiosAndGoalsAndFailsOnProblems(t *testing.T) {
 		}
 	}
 	var out bytes.Buffer
-	failures := Report(&out, []*Arm{arm(ArmBaseline, 100, 0), arm(ArmScheduler, 40, 30), arm(ArmBinpack, 36, 20), arm(ArmSpread, 20, 25)})
+	failures, err := Report(&out, []*Arm{arm(ArmBaseline, 100, 0), arm(ArmScheduler, 40, 30), arm(ArmBinpack, 36, 20), arm(ArmSpread, 20, 25)})
+	require.NoError(t, err)
 	assert.Empty(t, failures)
 	text := out.String()
 	assert.Contains(t, text, "burst pods/s (b)/(a):              0.40   goal >= 0.5: MISSED")
@@ -178,7 +179,8 @@ func TestReportPrintsRatiosAndGoalsAndFailsOnProblems(t *testing.T) {
 	bad[1].Problems = []string{"GPU x is over capacity"}
 	bad[1].Pending = map[string]int{"Unschedulable": 3}
 	out.Reset()
-	failures = Report(&out, bad)
+	failures, err = Report(&out, bad)
+	require.NoError(t, err)
 	assert.Equal(t, []string{"c-spread: GPU x is over capacity", "binpack uses 30 GPUs, more than spread's 25"}, failures)
 	assert.Contains(t, out.String(), "c-spread: pods left Pending: 3 Unschedulable")
 }

@@ -45,7 +45,7 @@ func runNodes(ctx context.Context, args []string) error {
 	if err != nil {
 		return fmt.Errorf("empty sysfs root: %w", err)
 	}
-	defer os.RemoveAll(sysfs)
+	defer func() { _ = os.RemoveAll(sysfs) }()
 	opts := scale.SliceOptions(sysfs)
 
 	logger := klog.FromContext(ctx)

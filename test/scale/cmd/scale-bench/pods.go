@@ -101,7 +101,10 @@ func runPods(ctx context.Context, args []string) error {
 	if err := arm.Save(o.out); err != nil {
 		return err
 	}
-	failures := scale.Report(os.Stdout, []*scale.Arm{arm})
+	failures, err := scale.Report(os.Stdout, []*scale.Arm{arm})
+	if err != nil {
+		return err
+	}
 	if len(failures) > 0 {
 		return fmt.Errorf("arm %s failed its checks:\n  %s", arm.Name, joinLines(failures))
 	}
@@ -408,7 +411,7 @@ func apiRequests(ctx context.Context, client kubernetes.Interface) (int64, error
 	if err != nil {
 		return 0, fmt.Errorf("API server metrics: %w", err)
 	}
-	defer body.Close()
+	defer func() { _ = body.Close() }()
 	n, err := scale.RequestCount(body)
 	if err != nil {
 		return 0, fmt.Errorf("API server metrics: %w", err)
@@ -452,7 +455,7 @@ func fetchProfile(ctx context.Context, o podsOptions, base, path string) error {
 	if err != nil {
 		return fmt.Errorf("profile %s: %w", base, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		return fmt.Errorf("profile %s: %s: %s", base, resp.Status, b)
@@ -462,7 +465,7 @@ func fetchProfile(ctx context.Context, o podsOptions, base, path string) error {
 		return err
 	}
 	if _, err := io.Copy(f, resp.Body); err != nil {
-		f.Close()
+		_ = f.Close()
 		return fmt.Errorf("profile %s: %w", base, err)
 	}
 	return f.Close()

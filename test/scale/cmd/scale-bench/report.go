@@ -22,7 +22,11 @@ func runReport(paths []string) error {
 		}
 		arms = append(arms, a)
 	}
-	if failures := scale.Report(os.Stdout, arms); len(failures) > 0 {
+	failures, err := scale.Report(os.Stdout, arms)
+	if err != nil {
+		return err
+	}
+	if len(failures) > 0 {
 		return fmt.Errorf("correctness checks failed:\n  %s", joinLines(failures))
 	}
 	fmt.Println("correctness: every check passed")
