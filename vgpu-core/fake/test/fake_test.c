@@ -569,57 +569,6 @@ static void test_cross_process(const char *probe)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 2);
 }
 
-/*
- * NVML reports host pids: cuda-probe running as pid 1 of a new pid namespace
- * is listed under the pid this (host namespace) process knows it by.
- */
-static void test_pid_namespace(const char *probe)
-{
-    int out[2], report[2], status;
-    char line[512];
-    if (pipe(out) != 0 || pipe(report) != 0) {
-        CHECK(0);
-        return;
-    }
-    pid_t mid = fork();
-    if (mid == 0) {
-        /* unshare(CLONE_NEWPID) moves only the children: the probe becomes pid 1. */
-        int ok = unshare(CLONE_NEWPID) == 0;
-        pid_t probe_pid = ok ? fork() : -1;
-        if (probe_pid == 0) {
-            dup2(out[1], 1);
-            execl(probe, probe, "alloc", "1Gi", "hold", "60", (char *)NULL);
-            _exit(127);
-        }
-        int v = ok ? (int)probe_pid : -errno;
-        if (write(report[1], &v, sizeof(v)) != (ssize_t)sizeof(v))
-            _exit(1);
-        if (probe_pid > 0)
-            waitpid(probe_pid, NULL, 0);
-        _exit(0);
-    }
-    close(out[1]);
-    close(report[1]);
-    int host_pid = 0;
-    FILE *probe_out = fdopen(out[0], "r");
-    CHECK(read(report[0], &host_pid, sizeof(host_pid)) == (ssize_t)sizeof(host_pid));
-    close(report[0]);
-    if (host_pid <= 0) {
-        printf("fake_test: skipping the pid namespace test: unshare(CLONE_NEWPID): %s\n",
-               strerror(-host_pid));
-    } else {
-        CHECK(fgets(line, sizeof(line), probe_out) != NULL);
-        CHECK(strstr(line, "\"action\":\"alloc\"") != NULL);
-        /* Recorded as pid 1 of its namespace; reported as the host knows it. */
-        CHECK_EQ(nvml_process_used((unsigned int)host_pid), (long long)GiB);
-        CHECK_EQ(nvml_process_used(1), -1);
-        kill(host_pid, SIGKILL);
-    }
-    fclose(probe_out);
-    waitpid(mid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-}
-
 /* Forks a process into mid's pid namespace that writes nvml_process_used(pid) to fd. */
 static void query_from_namespace(unsigned int pid, int fd)
 {
@@ -633,12 +582,13 @@ static void query_from_namespace(unsigned int pid, int fd)
 }
 
 /*
- * A container's NVML reports host pids soon after its process starts, not
- * only after the node's next memory query: the host's XID event waits (the
- * kubelet plugin's health watcher) resolve new processes as the kernel
- * driver would know them from the start.
+ * NVML reports host pids: cuda-probe running as pid 1 of a new pid namespace
+ * is listed under the pid the host knows it by, also by NVML inside that
+ * namespace soon after it starts, not only after the node's next memory
+ * query: the host's XID event waits (the kubelet plugin's health watcher)
+ * resolve new processes as the kernel driver knows them from the start.
  */
-static void test_event_wait_resolves_pids(const char *probe)
+static void test_pid_namespace(const char *probe)
 {
     int out[2], ask[2], answer[2], report[2], status;
     char line[512];
@@ -678,7 +628,7 @@ static void test_event_wait_resolves_pids(const char *probe)
     CHECK(read(report[0], &host_pid, sizeof(host_pid)) == (ssize_t)sizeof(host_pid));
     close(report[0]);
     if (host_pid <= 0) {
-        printf("fake_test: skipping the event wait test: unshare(CLONE_NEWPID): %s\n",
+        printf("fake_test: skipping the pid namespace test: unshare(CLONE_NEWPID): %s\n",
                strerror(-host_pid));
     } else {
         CHECK(fgets(line, sizeof(line), probe_out) != NULL);
@@ -699,6 +649,9 @@ static void test_event_wait_resolves_pids(const char *probe)
         CHECK(write(ask[1], &h, sizeof(h)) == (ssize_t)sizeof(h));
         CHECK(read(answer[0], &seen, sizeof(seen)) == (ssize_t)sizeof(seen));
         CHECK_EQ(seen, (long long)GiB);
+        /* The host lists it by its host pid, never by its pid in the namespace. */
+        CHECK_EQ(nvml_process_used(h), (long long)GiB);
+        CHECK_EQ(nvml_process_used(1), -1);
         kill(host_pid, SIGKILL);
     }
     close(ask[1]);
@@ -931,7 +884,6 @@ int main(int argc, char **argv)
     test_xid_events();
     test_cross_process(probe);
     test_pid_namespace(probe);
-    test_event_wait_resolves_pids(probe);
     {
         char u0[NVML_DEVICE_UUID_V2_BUFFER_SIZE], u1[NVML_DEVICE_UUID_V2_BUFFER_SIZE], want[300];
         nvmlDevice_t nv1;
