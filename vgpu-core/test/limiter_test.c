@@ -403,9 +403,83 @@ static void test_bad_spec(void)
     CHECK(plant_grid_cell(30, 1, 3, PLANT_K_2MS, S, 1, &cell) == -1);
 }
 
+/*
+ * GPU time admitted in one simulated second to a process that launches
+ * 1 ms kernels back to back on d, with the refiller refilling every 5 ms and
+ * setting the rate every 100 ms, as the library's helper thread does.
+ */
+static double admitted_in_a_second(struct vgpu_region_device *d, double rate, uint64_t t0)
+{
+    uint64_t t = t0, next_refill = t0, next_rate = t0;
+    double busy = 0;
+
+    while (t < t0 + 1000 * MS) {
+        while (next_refill <= t) {
+            if (next_rate <= next_refill) {
+                vgpu_bucket_set_rate(d, rate, next_refill);
+                next_rate += 100 * MS;
+            }
+            vgpu_bucket_refill(d, next_refill);
+            next_refill += 5 * MS;
+        }
+        t += vgpu_bucket_take(d, MS);
+        busy += (double)MS;
+        t += MS;
+    }
+    return busy / 1e9;
+}
+
+/*
+ * The bucket lives in a region the claim's containers can write. Whatever
+ * they write there, the refiller's next period restores the bucket: at most
+ * one controller period (100 ms) of free GPU time, never a raised limit, and
+ * never a hang (waits are bounded).
+ */
+static void test_hostile_bucket(void)
+{
+    static const struct {
+        const char *name;
+        int field;
+        uint64_t value;
+    } writes[] = {
+        {"tokens = INT64_MAX", 0, (uint64_t)INT64_MAX},
+        {"tokens = INT64_MIN", 0, (uint64_t)INT64_MIN},
+        {"tokens = open", 0, (uint64_t)VGPU_BUCKET_OPEN},
+        {"capacity = UINT64_MAX", 1, UINT64_MAX},
+        {"rate = UINT64_MAX", 2, UINT64_MAX},
+        {"last refill = UINT64_MAX", 3, UINT64_MAX},
+        {"last refill = 0", 3, 0},
+    };
+    const double rate = 0.3;
+
+    for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++) {
+        struct vgpu_region_device d;
+        uint64_t t0 = 10000 * MS;
+        double share;
+
+        memset(&d, 0, sizeof(d));
+        vgpu_bucket_init(&d, rate, t0 - 1000 * MS);
+        switch (writes[i].field) {
+        case 0: d.bucket_tokens = (int64_t)writes[i].value; break;
+        case 1: d.bucket_capacity = writes[i].value; break;
+        case 2: d.bucket_refill_rate = writes[i].value; break;
+        default: d.bucket_last_refill_ns = writes[i].value; break;
+        }
+        share = admitted_in_a_second(&d, rate, t0);
+        printf("hostile bucket, %s: %.1f %% of the next second at a 30 %% limit\n", writes[i].name,
+               100 * share);
+        /* The limit, the bucket's depth (100 ms at the rate) and one free controller period. */
+        CHECK(share <= rate + rate * 0.1 + 0.1 + 0.001);
+        /* The second after: back at the limit. */
+        share = admitted_in_a_second(&d, rate, t0 + 1000 * MS);
+        CHECK(share <= rate + 0.01);
+    }
+}
+
 int main(void)
 {
     test_bucket();
+    test_hostile_bucket();
     test_cost_estimate();
     test_sensor();
     test_grid();
