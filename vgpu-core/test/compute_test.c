@@ -401,6 +401,78 @@ static void check_region(const char *root)
     munmap(r, VGPU_REGION_SIZE);
 }
 
+/* GPU ord's true share of [from, to), all processes together (the fake's timeline). */
+static double gpu_share(fake_state *st, int ord, uint64_t from, uint64_t to)
+{
+    int64_t b = fake_state_true_busy(st, ord, 0, from, to);
+
+    CHECK(b >= 0);
+    return 100.0 * (double)b / (double)(to - from);
+}
+
+/*
+ * The hard limit under SIGKILL: two processes of a 30 % claim keep GPU ord
+ * busy with 2 ms kernels; for KILL_S seconds one of them, chosen at random,
+ * is SIGKILLed every 100-400 ms (mid-launch, mid-wait, as the refiller) and
+ * replaced at once. No second of the GPU's true busy time, during the kills
+ * or after, may exceed the limit + 10, and 2-4 s after the kills the claim
+ * is within 5 points of its limit: the debt the dead left in the bucket
+ * does not keep it below for good, and nothing they did lifts it. The
+ * accuracy goal is + 5 for any second; the second after the kills stop
+ * reaches about + 7 today (vgpu-core/README.md, "Where the goals are missed").
+ * (Killed launchers do starve the claim while the kills go on: each takes
+ * its charged but never launched work with it, which the survivors repay.)
+ */
+#define KILL_S 6
+static void kills(const char *self, const char *base, const char *uuid, int ord, fake_state *st)
+{
+    char root[600], ordstr[16];
+    char *args[] = {"busy", ordstr, "k_ln2000us", "2", "10", "4096", NULL};
+    pid_t pid[2];
+    int status, n = 0;
+    uint64_t start, calm, to;
+    double worst = 0, after;
+
+    snprintf(root, sizeof(root), "%s/gpu%d-kills", base, ord);
+    snprintf(ordstr, sizeof(ordstr), "%d", ord);
+    CHECK(write_claim(root, "c", uuid, 30) == 0);
+    CHECK(pipe(stop_pipe) == 0);
+    srand((unsigned)getpid());
+    start = (uint64_t)(now_s() * 1e9);
+    for (int j = 0; j < 2; j++)
+        pid[j] = spawn(self, root, -1, args);
+    while ((uint64_t)(now_s() * 1e9) < start + KILL_S * S) {
+        int j = rand() % 2;
+
+        usleep(100000 + (useconds_t)(rand() % 300000));
+        kill(pid[j], SIGKILL);
+        CHECK(waitpid(pid[j], &status, 0) == pid[j]);
+        pid[j] = spawn(self, root, -1, args);
+        n++;
+    }
+    calm = (uint64_t)(now_s() * 1e9);
+    sleep(4);
+    to = ((uint64_t)(now_s() * 1e9) / GPU_SAMPLE_NS - 1) * GPU_SAMPLE_NS;
+    for (uint64_t t = start; t + S <= to; t += S / 2) {
+        double share = gpu_share(st, ord, t, t + S);
+
+        worst = share > worst ? share : worst;
+    }
+    after = gpu_share(st, ord, calm + 2 * S, to);
+    close(stop_pipe[0]);
+    close(stop_pipe[1]);
+    stop_pipe[0] = stop_pipe[1] = -1;
+    for (int j = 0; j < 2; j++) {
+        CHECK(waitpid(pid[j], &status, 0) == pid[j]);
+        CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    printf("  30 %%, %d SIGKILLs in %d s: busiest second %.2f%%, 2-4 s after the kills %.2f%%\n",
+           n, KILL_S, worst, after);
+    CHECK(n >= KILL_S * 2);
+    CHECK(worst <= 40);
+    CHECK(absd(after - 30) <= 5);
+}
+
 static int quick(const char *self, const char *base, char uuid[][96], fake_state *st)
 {
     struct cell cells[3] = {
@@ -457,6 +529,7 @@ static int quick(const char *self, const char *base, char uuid[][96], fake_state
     CHECK(absd(cells[2].share[0] - 30) <= 3);
     CHECK(capture_s >= 0 && capture_s < 0.1);
     CHECK(wait_s > 0.2);
+    kills(self, base, uuid[0], 0, st);
     return 0;
 }
 
