@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# cluster.sh: a single-node Kubernetes cluster on this machine for the e2e
-# specs and the demo: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, containerd and the kubelet as host processes, DRA and CDI on,
-# images imported from local files. Needs root. See docs/e2e.md.
+# cluster.sh: a local Kubernetes cluster on this machine for the e2e specs and
+# the demo: etcd, kube-apiserver, kube-controller-manager, kube-scheduler as
+# host processes; per node a containerd and a kubelet, DRA and CDI on, images
+# imported from local files. One node (E2E_NODES=1, the default) runs on this
+# machine itself; with E2E_NODES=2 each node runs in its own mount, network
+# and UTS namespaces (lib/nodes.sh). Needs root. See docs/e2e.md.
 #
 #   cluster.sh build           install packages, build (or reuse) the binaries
 #   cluster.sh up [--fresh]    build, then start; reuses a healthy running cluster
 #                              unless --fresh; a half-started one is torn down first
-#   cluster.sh down            stop everything it started, unmount, remove its state
-#   cluster.sh status          exit 0 when the cluster is up and the node Ready
+#   cluster.sh down            stop everything it started, unmount, remove its
+#                              state, namespaces and links
+#   cluster.sh status          exit 0 when the cluster is up and every node Ready
 #   cluster.sh env             print the variables the specs and kubectl need
 #   cluster.sh logs [N]        print the last N lines (default 60) of every component log
+#   cluster.sh exec NODE CMD.. run CMD in NODE's namespaces (see its mounts,
+#                              its processes' view, its network)
 set -euo pipefail
 
 # shellcheck source=lib/common.sh
@@ -23,23 +28,30 @@ source "$E2E_ROOT/lib/images.sh"
 source "$E2E_ROOT/lib/pki.sh"
 # shellcheck source=lib/node.sh
 source "$E2E_ROOT/lib/node.sh"
-
-COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler containerd kubelet)
+# shellcheck source=lib/nodes.sh
+source "$E2E_ROOT/lib/nodes.sh"
 
 cmd_status() {
-  local c
-  for c in "${COMPONENTS[@]}"; do pid_of "$c" >/dev/null || return 1; done
-  kc wait --for=condition=Ready "node/$E2E_NODE_NAME" --timeout=5s >/dev/null 2>&1
+  local c node
+  for c in etcd kube-apiserver kube-controller-manager kube-scheduler; do pid_of "$c" >/dev/null || return 1; done
+  [ "$(cat "$E2E_RUN_DIR/node-count" 2>/dev/null)" = "$E2E_NODES" ] || return 1
+  for node in "${E2E_NODE_NAMES[@]}"; do
+    pid_of "$(node_comp containerd "$node")" >/dev/null && pid_of "$(node_comp kubelet "$node")" >/dev/null || return 1
+    kc wait --for=condition=Ready "node/$node" --timeout=5s >/dev/null 2>&1 || return 1
+  done
 }
 
 # _leftovers succeeds when an earlier run left processes, mounts or state.
 _leftovers() {
   [ -d "$E2E_RUN_DIR" ] && return 0
+  nodes_leftovers && return 0
   awk -v d="$E2E_RUN_DIR/" 'index($2, d) == 1 {found=1} END {exit !found}' /proc/self/mounts
 }
 
 cmd_down() {
   require_root
+  # Stop the nodes the cluster was started with, whatever E2E_NODES says now.
+  [ -f "$E2E_RUN_DIR/node-count" ] && nodes_init "$(cat "$E2E_RUN_DIR/node-count")"
   log "stopping the cluster in $E2E_RUN_DIR"
   # The driver runs on top of the cluster; stop it first if it is installed.
   if [ -x "$E2E_ROOT/driver.sh" ]; then "$E2E_ROOT/driver.sh" uninstall --keep-cluster-objects || true; fi
@@ -70,6 +82,7 @@ cmd_up() {
   log "binaries ready after $((SECONDS - t0))s"
   ip=$(node_ip)
   mkdir -p "$E2E_RUN_DIR"
+  echo "$E2E_NODES" >"$E2E_RUN_DIR/node-count"
   build_images
   make_pki "$ip"
   write_configs "$ip"
@@ -83,16 +96,21 @@ cmd_up() {
   fi
   trap - INT TERM
   cmd_env >"$E2E_RUN_DIR/env"
-  log "cluster up after $((SECONDS - t0))s: node $E2E_NODE_NAME ($ip); source $E2E_RUN_DIR/env to use it"
+  log "cluster up after $((SECONDS - t0))s: nodes ${E2E_NODE_NAMES[*]}; source $E2E_RUN_DIR/env to use it"
 }
 
+# cmd_env prints the variables; the paths are this machine's, so for a
+# namespaced node they point into its view ($E2E_RUN_DIR/nodes/NODE).
 cmd_env() {
   cat <<ENV
 export KUBECONFIG=$E2E_KUBECONFIG
 export E2E_RUN_DIR=$E2E_RUN_DIR
 export E2E_CACHE_DIR=$E2E_CACHE_DIR
+export E2E_NODES=$E2E_NODES
+export E2E_NODE_LIST="${E2E_NODE_NAMES[*]}"
 export E2E_NODE_NAME=$E2E_NODE_NAME
-export E2E_CDI_DIR=$E2E_CDI_DIR
+export E2E_NODE_VIEW=$(node_view "$E2E_NODE_NAME")
+export E2E_CDI_DIR=$(node_path "$E2E_NODE_NAME" "$E2E_CDI_DIR")
 export E2E_PLUGIN_HTTP=$E2E_PLUGIN_HTTP
 export E2E_WORKLOAD_IMAGE=$E2E_WORKLOAD_IMAGE
 export E2E_BUSYBOX_IMAGE=$E2E_BUSYBOX_IMAGE
@@ -116,5 +134,11 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   logs) shift; cmd_logs "$@" ;;
+  exec)
+    shift
+    node=${1:?exec needs a node name}; shift
+    [ "${1:-}" = -- ] && shift
+    node_index "$node" >/dev/null || exit 2
+    node_exec "$node" "${@:-bash}" ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

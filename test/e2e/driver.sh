@@ -22,8 +22,15 @@
 #                          for a new plugin instance
 #   driver.sh upgrade TAG  chart: build and import image TAG, helm upgrade to it
 #   driver.sh controller N chart: scale the dra-controller to N replicas and wait
+#   driver.sh outage SECS  chart: SIGKILL the plugin, keep it from restarting for
+#                          SECS seconds (its image withheld from the node), then
+#                          wait for the new instance
 #   driver.sh logs [N]     the last N lines of the plugin's log
 #   driver.sh status       exit 0 when the plugin runs and its ResourceSlice is published
+#
+# The commands that act on one node's plugin act on E2E_DRIVER_NODE (default:
+# the first node); install and upgrade wait for every node's plugin. With more
+# than one node only the chart mode exists (the plugin is a DaemonSet).
 #
 # Needs `make build` (bin/, vgpu-core/build) and a running cluster.
 set -euo pipefail
@@ -31,11 +38,19 @@ set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
+# shellcheck source=lib/nodes.sh
+source "$E2E_ROOT/lib/nodes.sh"
+
 DRIVER_NAME=vgpu.dra.dev
+# Seen from a node, its own files; seen from this machine, the cluster-wide
+# ones (mode, chart values, tools) when the nodes are namespaced.
 E2E_DRIVER_DIR=$E2E_RUN_DIR/driver
+DRIVER_NODE=${E2E_DRIVER_NODE:-$E2E_NODE_NAME}
+node_index "$DRIVER_NODE" >/dev/null || exit 2
 # install records the mode, so that later commands and the specs follow it.
 E2E_DRIVER_MODE=${E2E_DRIVER_MODE:-$(cat "$E2E_DRIVER_DIR/mode" 2>/dev/null || echo chart)}
 case "$E2E_DRIVER_MODE" in chart|host) ;; *) die "E2E_DRIVER_MODE=$E2E_DRIVER_MODE: want chart or host" ;; esac
+[ "$E2E_DRIVER_MODE" = host ] && [ "$E2E_NODES" -gt 1 ] && die "E2E_DRIVER_MODE=host runs one node only (E2E_NODES=$E2E_NODES)"
 # The simulated node's /etc/cdi: where the NVIDIA toolkit would keep the
 # vendor spec. Unlike the runtime's CDI directory it survives a reboot.
 E2E_VENDOR_CDI_DIR=$E2E_DRIVER_DIR/etc-cdi
@@ -44,6 +59,8 @@ E2E_FAKE_GPU_MEMORY=${E2E_FAKE_GPU_MEMORY:-80Gi}
 E2E_PLUGIN_VERBOSITY=${E2E_PLUGIN_VERBOSITY:-4}
 CORE_BUILD=$REPO_ROOT/vgpu-core/build
 PLUGIN=$E2E_DRIVER_DIR/bin/dra-kubelet-plugin
+# Built once, outside every node's private paths.
+FAKE_GPU_CDI=$E2E_RUN_DIR/tools/fake-gpu-cdi
 
 CHART=$REPO_ROOT/deployments/helm/vgpu-dra-driver
 RELEASE=vgpu-dra
@@ -55,9 +72,10 @@ E2E_IMAGE_TAG=${E2E_IMAGE_TAG:-e2e1}
 E2E_EXTRA_DEVICE_CLASS=${E2E_EXTRA_DEVICE_CLASS:-vgpu-e2e-spelled.dra.dev}
 PLUGIN_SELECTOR=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=kubelet-plugin
 CONTROLLER_SELECTOR=app.kubernetes.io/instance=$RELEASE,app.kubernetes.io/component=controller
-# The kubelet log line count before a plugin instance went away, so that
-# `start` waits for the registration of the next one.
-KUBELET_MARK=$E2E_DRIVER_DIR/kubelet-log-mark
+# The node's kubelet log, and its line count before a plugin instance went
+# away, so that `start` waits for the registration of the next one.
+_kubelet_log() { echo "$E2E_LOGS/$(node_comp kubelet "$1").log"; }
+_kubelet_mark() { echo "$E2E_LOGS/$(node_comp kubelet "$1").plugin-mark"; }
 
 _check_built() {
   local f
@@ -72,12 +90,33 @@ _check_built() {
   fi
 }
 
-# _lay_out writes the host files the chart does not: the fake driver root,
-# the fake GPU configuration and state, the vendor CDI tool. Host mode also
-# copies the plugin and libvgpu.so out of the source tree, so a rebuild while
-# the cluster runs changes nothing under it.
+# _lay_out writes the files the chart does not: on every node the fake driver
+# root, the fake GPU configuration and state, and the vendor CDI spec. Host
+# mode also copies the plugin and libvgpu.so out of the source tree, so a
+# rebuild while the cluster runs changes nothing under it.
 _lay_out() {
-  rm -rf "$E2E_DRIVER_DIR"
+  _clear_driver_dir
+  mkdir -p "$(dirname "$FAKE_GPU_CDI")"
+  # go-nvml wraps NVML functions its header marks deprecated; that is not ours to fix.
+  (cd "$REPO_ROOT" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" nice -n 10 \
+    go build -o "$FAKE_GPU_CDI" ./test/e2e/cmd/fake-gpu-cdi)
+  local node
+  for node in "${E2E_NODE_NAMES[@]}"; do
+    node_exec "$node" env E2E_RUN_DIR="$E2E_RUN_DIR" E2E_CACHE_DIR="$E2E_CACHE_DIR" E2E_NODES="$E2E_NODES" \
+      E2E_DRIVER_MODE="$E2E_DRIVER_MODE" E2E_DRIVER_NODE="$node" "$E2E_ROOT/driver.sh" _node-files || return 1
+  done
+}
+
+# _clear_driver_dir empties $E2E_DRIVER_DIR but keeps it: on this machine it
+# is where the namespaced nodes' own driver directories are mounted.
+_clear_driver_dir() {
+  mkdir -p "$E2E_DRIVER_DIR"
+  find "$E2E_DRIVER_DIR" -mindepth 1 -delete
+}
+
+# _node_files runs in the node's namespaces: the paths are the node's own.
+_node_files() {
+  _clear_driver_dir
   mkdir -p "$E2E_DRIVER_DIR/bin" "$E2E_DRIVER_DIR/state" "$E2E_DRIVER_DIR/fake-state" \
     "$E2E_KUBELET_DIR/plugins_registry" "$E2E_KUBELET_DIR/plugins/$DRIVER_NAME"
   # Containers of any user write their usage there.
@@ -87,15 +126,15 @@ _lay_out() {
     cp "$REPO_ROOT/bin/dra-kubelet-plugin" "$PLUGIN"
     cp "$CORE_BUILD/libvgpu.so" "$E2E_DRIVER_DIR/vgpu/libvgpu.so"
   fi
+  # Each node's GPUs have their own UUIDs.
   cat >"$E2E_DRIVER_DIR/fake-config" <<CFG
 gpu_count=$E2E_FAKE_GPU_COUNT
 gpu_memory=$E2E_FAKE_GPU_MEMORY
+uuid_seed=$DRIVER_NODE
 CFG
   _fake_env
   "$REPO_ROOT/vgpu-core/fake/mkdriverroot.sh" "$E2E_DRIVER_DIR/driver-root" >/dev/null
-  # go-nvml wraps NVML functions its header marks deprecated; that is not ours to fix.
-  (cd "$REPO_ROOT" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" nice -n 10 \
-    go build -o "$E2E_DRIVER_DIR/bin/fake-gpu-cdi" ./test/e2e/cmd/fake-gpu-cdi)
+  write_vendor_spec
 }
 
 # _fake_lib NAME prints the fake driver root's copy of a driver library.
@@ -114,14 +153,15 @@ _fake_env() {
 write_vendor_spec() {
   _fake_env
   mkdir -p "$E2E_VENDOR_CDI_DIR"
-  "$E2E_DRIVER_DIR/bin/fake-gpu-cdi" --output-dir "$E2E_VENDOR_CDI_DIR" \
+  "$FAKE_GPU_CDI" --output-dir "$E2E_VENDOR_CDI_DIR" \
     --nvml-library "$(_fake_lib libnvidia-ml.so.1)" --cuda-library "$(_fake_lib libcuda.so.1)" \
     --fake-config "$VGPU_FAKE_CONFIG" --fake-state-dir "$VGPU_FAKE_STATE_DIR" \
     --dev-root "$E2E_DRIVER_DIR/driver-root/dev" >/dev/null
 }
 
+# _slice_published NODE: the node's plugin published its GPUs.
 _slice_published() {
-  kc get resourceslices --field-selector "spec.driver=$DRIVER_NAME,spec.nodeName=$E2E_NODE_NAME" \
+  kc get resourceslices --field-selector "spec.driver=$DRIVER_NAME,spec.nodeName=$1" \
     -o jsonpath='{range .items[*]}{.spec.devices[*].name}{"\n"}{end}' | grep -q gpu-
 }
 
@@ -134,7 +174,7 @@ _healthy() {
   curl -sf "http://$E2E_PLUGIN_HTTP/healthz"
 }
 
-# _registered_since LINE succeeds once the kubelet log, after line LINE, shows
+# _registered_since NODE LINE succeeds once NODE's kubelet log, after line LINE, shows
 # the kubelet registering the plugin and then connecting to it. Until then
 # the kubelet refuses to prepare claims ("driver is not registered") and backs
 # off for a minute, so a plugin that merely serves is not enough, and neither
@@ -143,20 +183,21 @@ _healthy() {
 # not count. The messages are the kubelet's own (v1.37); the chart's plugin
 # names its registration socket after its pod UID.
 _registered_since() {
-  tail -n +"$(($1 + 1))" "$E2E_LOGS/kubelet.log" | awk -v d="$DRIVER_NAME" '
+  tail -n +"$(($2 + 1))" "$(_kubelet_log "$1")" | awk -v d="$DRIVER_NAME" '
     /"OperationExecutor.RegisterPlugin started"/ && index($0, d) && /-reg\.sock/ { registered = 1; next }
     registered && /"Connection changed"/ && index($0, "driverName=\"" d "\"") && /connected=true/ { ok = 1 }
     END { exit !ok }'
 }
 
-_mark_kubelet_log() { wc -l <"$E2E_LOGS/kubelet.log" >"$KUBELET_MARK"; }
+_mark_kubelet_log() { wc -l <"$(_kubelet_log "$1")" >"$(_kubelet_mark "$1")"; }
+_kubelet_log_mark() { cat "$(_kubelet_mark "$1")" 2>/dev/null || echo 0; }
 
 # --- host mode: the plugin as a host process ---
 
 host_start() {
   _fake_env
   pid_of dra-kubelet-plugin >/dev/null && die "the plugin already runs"
-  _mark_kubelet_log
+  _mark_kubelet_log "$E2E_NODE_NAME"
   start_bg dra-kubelet-plugin "$PLUGIN" \
     --node-name="$E2E_NODE_NAME" --kubeconfig="$E2E_KUBECONFIG" \
     --state-root="$E2E_DRIVER_DIR/state" --cdi-root="$E2E_CDI_DIR" \
@@ -167,8 +208,9 @@ host_start() {
     --gpu-edits=cdi-spec --vendor-cdi-kind=nvidia.com/gpu --vendor-cdi-dirs="$E2E_VENDOR_CDI_DIR" \
     --http-address="$E2E_PLUGIN_HTTP" --v="$E2E_PLUGIN_VERBOSITY"
   wait_started dra-kubelet-plugin "the plugin's /healthz" 60 _healthy
-  wait_started dra-kubelet-plugin "the kubelet to register the plugin" 60 _registered_since "$(cat "$KUBELET_MARK" 2>/dev/null || echo 0)"
-  wait_started dra-kubelet-plugin "the plugin's ResourceSlice" 60 _slice_published
+  wait_started dra-kubelet-plugin "the kubelet to register the plugin" 60 \
+    _registered_since "$E2E_NODE_NAME" "$(_kubelet_log_mark "$E2E_NODE_NAME")"
+  wait_started dra-kubelet-plugin "the plugin's ResourceSlice" 60 _slice_published "$E2E_NODE_NAME"
 }
 
 host_install() {
@@ -188,7 +230,7 @@ host_uninstall() {
 host_kill() {
   local pid
   pid=$(pid_of dra-kubelet-plugin) || die "the plugin does not run"
-  _mark_kubelet_log
+  _mark_kubelet_log "$E2E_NODE_NAME"
   kill -9 "$pid"
   while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
   rm -f "$E2E_PIDS/dra-kubelet-plugin.pid"
@@ -199,13 +241,13 @@ host_kill() {
 helm_() { "$E2E_BIN/helm" --kubeconfig "$E2E_KUBECONFIG" "$@"; }
 
 # build_image TAG builds the driver image from bin/ and vgpu-core/build and
-# imports it into the cluster's containerd.
+# imports it into every node's containerd.
 build_image() {
   local tag=$1 tar=$E2E_RUN_DIR/images/driver-$1.tar
   mkdir -p "$(dirname "$tar")"
   local out=$E2E_LOGS/driver-image.log
   if ! { (cd "$REPO_ROOT" && VERSION=$tag OUTPUT=$tar nice -n 10 deployments/build-image.sh) &&
-    ctr_k8s images import "$tar"; } >>"$out" 2>&1; then
+    _import_everywhere "$tar"; } >>"$out" 2>&1; then
     tail -n 20 "$out" >&2
     return 1
   fi
@@ -220,17 +262,22 @@ _values() {
   echo "$E2E_DRIVER_DIR/values.yaml"
 }
 
-# plugin_pod prints the name of the node's plugin pod that is not being deleted.
+_import_everywhere() {
+  local node
+  for node in "${E2E_NODE_NAMES[@]}"; do ctr_node "$node" images import "$1" || return 1; done
+}
+
+# plugin_pod NODE prints the name of NODE's plugin pod that is not being deleted.
 plugin_pod() {
-  kc get pods -n "$RELEASE_NS" -l "$PLUGIN_SELECTOR" --field-selector "spec.nodeName=$E2E_NODE_NAME" \
+  kc get pods -n "$RELEASE_NS" -l "$PLUGIN_SELECTOR" --field-selector "spec.nodeName=$1" \
     -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' |
     awk 'NF == 1 { print $1; exit }'
 }
 
-# _plugin_container_id prints the containerd ID of the running plugin container.
+# _plugin_container_id NODE prints the containerd ID of NODE's running plugin container.
 _plugin_container_id() {
   local pod
-  pod=$(plugin_pod)
+  pod=$(plugin_pod "$1")
   [ -n "$pod" ] || return 1
   kc get pod -n "$RELEASE_NS" "$pod" \
     -o jsonpath='{range .status.containerStatuses[?(@.name=="plugin")]}{.containerID}{end}' | sed 's#^.*://##'
@@ -238,7 +285,7 @@ _plugin_container_id() {
 
 _plugin_ready() {
   local pod
-  pod=$(plugin_pod)
+  pod=$(plugin_pod "$1")
   [ -n "$pod" ] && [ "$(kc get pod -n "$RELEASE_NS" "$pod" -o jsonpath='{.status.containerStatuses[?(@.name=="plugin")].ready}')" = true ]
 }
 
@@ -249,27 +296,40 @@ _controller_ready() {
     [ "$(kc get pods -n "$RELEASE_NS" -l "$CONTROLLER_SELECTOR" -o name | wc -l)" -eq "$want" ]
 }
 
-# chart_wait_plugin waits for a serving plugin instance that the kubelet
-# registered after the mark.
+# chart_wait_plugin NODE waits for a serving plugin instance on NODE that its
+# kubelet registered after the mark.
 chart_wait_plugin() {
-  wait_for "the plugin pod Ready" 120 _plugin_ready || { chart_logs 40 >&2; return 1; }
-  wait_for "the kubelet to register the plugin" 60 _registered_since "$(cat "$KUBELET_MARK" 2>/dev/null || echo 0)" || { chart_logs 40 >&2; return 1; }
-  wait_for "the plugin's ResourceSlice" 60 _slice_published || { chart_logs 40 >&2; return 1; }
+  local node=$1
+  wait_for "the plugin pod on $node Ready" 120 _plugin_ready "$node" || { chart_logs "$node" 40 >&2; return 1; }
+  wait_for "the kubelet of $node to register the plugin" 60 _registered_since "$node" "$(_kubelet_log_mark "$node")" ||
+    { chart_logs "$node" 40 >&2; return 1; }
+  wait_for "the plugin's ResourceSlice of $node" 60 _slice_published "$node" || { chart_logs "$node" 40 >&2; return 1; }
 }
 
+chart_wait_plugins() {
+  local node
+  for node in "${E2E_NODE_NAMES[@]}"; do chart_wait_plugin "$node" || return 1; done
+}
+
+_mark_kubelet_logs() {
+  local node
+  for node in "${E2E_NODE_NAMES[@]}"; do _mark_kubelet_log "$node"; done
+}
+
+# chart_logs NODE [N]
 chart_logs() {
   local pod
-  pod=$(plugin_pod)
-  [ -n "$pod" ] && kc logs -n "$RELEASE_NS" "$pod" -c plugin --tail="${1:-60}" 2>&1
+  pod=$(plugin_pod "$1")
+  [ -n "$pod" ] && kc logs -n "$RELEASE_NS" "$pod" -c plugin --tail="${2:-60}" 2>&1
 }
 
 chart_install() {
   build_image "$E2E_IMAGE_TAG"
-  _mark_kubelet_log
+  _mark_kubelet_logs
   local values
   values=$(_values)
   helm_ install "$RELEASE" "$CHART" -n "$RELEASE_NS" --create-namespace -f "$values" \
-    --set image.tag="$E2E_IMAGE_TAG" --set apiServer.host=127.0.0.1 --set apiServer.port=6443 \
+    --set image.tag="$E2E_IMAGE_TAG" --set apiServer.host="$E2E_API_HOST" --set apiServer.port=6443 \
     --set "gpu.vendorCDIDirs={$E2E_VENDOR_CDI_DIR}" \
     --set "controller.webhook.extraDeviceClasses={$E2E_EXTRA_DEVICE_CLASS}" \
     --wait --timeout 3m >>"$E2E_LOGS/helm.log" 2>&1 || {
@@ -278,7 +338,7 @@ chart_install() {
     kc describe pods -n "$RELEASE_NS" 2>&1 | tail -n 60 >&2 || true
     return 1
   }
-  chart_wait_plugin
+  chart_wait_plugins
   wait_for "the dra-controller Ready" 120 _controller_ready 1
 }
 
@@ -295,30 +355,53 @@ chart_uninstall() {
   kc delete ns "$RELEASE_NS" --wait=true --timeout=60s >/dev/null || true
 }
 
-_task_gone() { ! ctr_k8s tasks ls | awk -v id="$1" '$1 == id && $3 == "RUNNING" { found = 1 } END { exit !found }'; }
+_task_gone() { ! ctr_node "$1" tasks ls | awk -v id="$2" '$1 == id && $3 == "RUNNING" { found = 1 } END { exit !found }'; }
 
-# chart_kill SIGKILLs the plugin container's process through containerd,
-# as a crash would; the kubelet restarts the container.
+# chart_kill SIGKILLs the plugin container's process on $DRIVER_NODE through
+# containerd, as a crash would; the kubelet restarts the container.
 chart_kill() {
   local id
-  id=$(_plugin_container_id) || die "no plugin pod on $E2E_NODE_NAME"
-  [ -n "$id" ] || die "the plugin container does not run"
-  _mark_kubelet_log
-  ctr_k8s tasks kill --signal SIGKILL "$id" >/dev/null
-  wait_for "the killed plugin container to exit" 30 _task_gone "$id"
+  id=$(_plugin_container_id "$DRIVER_NODE") || die "no plugin pod on $DRIVER_NODE"
+  [ -n "$id" ] || die "the plugin container on $DRIVER_NODE does not run"
+  _mark_kubelet_log "$DRIVER_NODE"
+  ctr_node "$DRIVER_NODE" tasks kill --signal SIGKILL "$id" >/dev/null
+  wait_for "the killed plugin container to exit" 30 _task_gone "$DRIVER_NODE" "$id"
+}
+
+# chart_outage SECS: the plugin on $DRIVER_NODE is SIGKILLed and cannot come
+# back for SECS seconds: its image is withheld from the node's containerd (the
+# pull policy is Never), so every restart the kubelet tries fails. Then the
+# image returns and the next restart, after the kubelet's back-off, is waited
+# for, as on any node.
+chart_outage() {
+  local secs=$1 pod image held
+  pod=$(plugin_pod "$DRIVER_NODE")
+  [ -n "$pod" ] || die "no plugin pod on $DRIVER_NODE"
+  image=$(kc get pod -n "$RELEASE_NS" "$pod" -o jsonpath='{.spec.containers[?(@.name=="plugin")].image}')
+  held=$image-outage
+  ctr_node "$DRIVER_NODE" images tag --force "$image" "$held" >/dev/null
+  ctr_node "$DRIVER_NODE" images rm "$image" >/dev/null
+  chart_kill
+  log "plugin on $DRIVER_NODE down for ${secs}s"
+  sleep "$secs"
+  ctr_node "$DRIVER_NODE" images tag --force "$held" "$image" >/dev/null
+  ctr_node "$DRIVER_NODE" images rm "$held" >/dev/null
+  log "plugin image back on $DRIVER_NODE"
+  chart_wait_plugin "$DRIVER_NODE"
+  log "plugin on $DRIVER_NODE back"
 }
 
 chart_upgrade() {
   local tag=$1
   [ -n "$tag" ] || die "upgrade needs an image tag"
   build_image "$tag"
-  _mark_kubelet_log
+  _mark_kubelet_logs
   helm_ upgrade "$RELEASE" "$CHART" -n "$RELEASE_NS" --reset-then-reuse-values \
     --set image.tag="$tag" --wait --timeout 3m >>"$E2E_LOGS/helm.log" 2>&1 || {
     tail -n 20 "$E2E_LOGS/helm.log" >&2
     return 1
   }
-  chart_wait_plugin
+  chart_wait_plugins
   wait_for "the dra-controller Ready" 120 _controller_ready 1
 }
 
@@ -337,7 +420,6 @@ cmd_install() {
   cmd_uninstall --keep-cluster-objects
   _lay_out
   echo "$E2E_DRIVER_MODE" >"$E2E_DRIVER_DIR/mode"
-  write_vendor_spec
   "${E2E_DRIVER_MODE}_install"
   log "driver $DRIVER_NAME installed ($E2E_DRIVER_MODE): $(kc get resourceslices --field-selector spec.driver=$DRIVER_NAME -o name | tr '\n' ' ')"
 }
@@ -350,20 +432,20 @@ cmd_uninstall() {
   else
     host_uninstall "$keep"
   fi
-  rm -rf "$E2E_DRIVER_DIR"
+  _clear_driver_dir
 }
 
 cmd_start() {
-  if [ "$E2E_DRIVER_MODE" = chart ]; then chart_wait_plugin; else host_start; fi
+  if [ "$E2E_DRIVER_MODE" = chart ]; then chart_wait_plugin "$DRIVER_NODE"; else host_start; fi
 }
 
 cmd_kill() { "${E2E_DRIVER_MODE}_kill"; }
 
 cmd_restart() {
   if [ "$E2E_DRIVER_MODE" = chart ]; then
-    _mark_kubelet_log
-    kc delete pod -n "$RELEASE_NS" "$(plugin_pod)" --wait=true >/dev/null
-    chart_wait_plugin
+    _mark_kubelet_log "$DRIVER_NODE"
+    kc delete pod -n "$RELEASE_NS" "$(plugin_pod "$DRIVER_NODE")" --wait=true >/dev/null
+    chart_wait_plugin "$DRIVER_NODE"
   else
     stop_bg dra-kubelet-plugin
     host_start
@@ -373,7 +455,7 @@ cmd_restart() {
 cmd_reboot() {
   # The runtime's CDI directory goes first: the kubelet restarts a killed
   # plugin container at once, and the new instance must find it empty.
-  find "$E2E_CDI_DIR" -mindepth 1 -delete
+  find "$(node_path "$DRIVER_NODE" "$E2E_CDI_DIR")" -mindepth 1 -delete
   if [ "$E2E_DRIVER_MODE" = chart ]; then
     chart_kill
   else
@@ -393,10 +475,12 @@ case "${1:-}" in
   reboot) cmd_reboot ;;
   upgrade) _chart_only upgrade; chart_upgrade "${2:-}" ;;
   controller) _chart_only controller; chart_controller "${2:?controller needs a replica count}" ;;
+  outage) _chart_only outage; chart_outage "${2:?outage needs a duration in seconds}" ;;
   logs)
-    if [ "$E2E_DRIVER_MODE" = chart ]; then chart_logs "${2:-60}"; else tail -n "${2:-60}" "$E2E_LOGS/dra-kubelet-plugin.log"; fi ;;
+    if [ "$E2E_DRIVER_MODE" = chart ]; then chart_logs "$DRIVER_NODE" "${2:-60}"; else tail -n "${2:-60}" "$E2E_LOGS/dra-kubelet-plugin.log"; fi ;;
   status)
-    if [ "$E2E_DRIVER_MODE" = chart ]; then _plugin_ready && _slice_published
-    else pid_of dra-kubelet-plugin >/dev/null && _slice_published; fi ;;
+    if [ "$E2E_DRIVER_MODE" = chart ]; then _plugin_ready "$DRIVER_NODE" && _slice_published "$DRIVER_NODE"
+    else pid_of dra-kubelet-plugin >/dev/null && _slice_published "$E2E_NODE_NAME"; fi ;;
+  _node-files) _node_files ;;
   *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

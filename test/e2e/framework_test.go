@@ -48,7 +48,13 @@ type env struct {
 	runDir     string
 	cdiDir     string
 	stateRoot  string
-	node       string
+	// node is the node the single-node specs place their pods on (the
+	// first); nodes are all of them.
+	node  string
+	nodes []string
+	// nodeView is where this machine keeps node's own paths under runDir.
+	nodeView   string
+	clusterSh  string
 	workload   string
 	plain      string
 	driverSh   string
@@ -86,24 +92,57 @@ func loadEnv() (*env, error) {
 	if node == "" {
 		return nil, errors.New("E2E_NODE_NAME is not set")
 	}
+	nodes := strings.Fields(getenv("E2E_NODE_LIST", node))
+	if len(nodes) == 0 || nodes[0] != node {
+		return nil, fmt.Errorf("E2E_NODE_LIST=%q does not start with E2E_NODE_NAME=%q", nodes, node)
+	}
 	wd, err := os.Getwd()
 	if err != nil {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
+	view := getenv("E2E_NODE_VIEW", runDir)
 	return &env{
 		client:     client,
 		kubeconfig: kubeconfig,
 		kubectl:    filepath.Join(cacheDir, "bin", "kubectl"),
 		runDir:     runDir,
-		cdiDir:     getenv("E2E_CDI_DIR", filepath.Join(runDir, "cdi")),
-		stateRoot:  filepath.Join(runDir, "driver", "state"),
+		cdiDir:     getenv("E2E_CDI_DIR", filepath.Join(view, "cdi")),
+		stateRoot:  filepath.Join(view, "driver", "state"),
 		node:       node,
+		nodes:      nodes,
+		nodeView:   view,
+		clusterSh:  filepath.Join(wd, "cluster.sh"),
 		workload:   getenv("E2E_WORKLOAD_IMAGE", "docker.io/vgpu-dra-e2e/cuda-probe:1"),
 		plain:      getenv("E2E_BUSYBOX_IMAGE", "docker.io/vgpu-dra-e2e/busybox:1"),
 		driverSh:   filepath.Join(wd, "driver.sh"),
 		pluginHTTP: getenv("E2E_PLUGIN_HTTP", "127.0.0.1:18080"),
 		driverMode: driverMode(runDir),
 	}, nil
+}
+
+// viewOf returns where this machine keeps node's own paths under runDir
+// (cluster.sh keeps a namespaced node's under runDir/nodes/NODE).
+func (e *env) viewOf(node string) string {
+	if len(e.nodes) == 1 {
+		return e.runDir
+	}
+	return filepath.Join(e.runDir, "nodes", node)
+}
+
+// componentLog is the harness's log of a node's kubelet or containerd.
+func (e *env) componentLog(component, node string) string {
+	if len(e.nodes) > 1 {
+		component += "-" + node
+	}
+	return filepath.Join(e.runDir, "logs", component+".log")
+}
+
+// needsNodes skips a spec that needs more nodes than the cluster has.
+func needsNodes(t *testing.T, n int) {
+	t.Helper()
+	if len(cluster.nodes) < n {
+		t.Skipf("needs %d nodes; the cluster has %d (E2E_NODES)", n, len(cluster.nodes))
+	}
 }
 
 // driverMode reads the mode driver.sh install recorded; chart by default.
@@ -203,10 +242,18 @@ func (f *framework) dumpDiagnostics() {
 		out, err := kubectl(f.ctx, args...)
 		f.t.Logf("$ kubectl %s (err=%v)\n%s", strings.Join(args, " "), err, out)
 	}
-	plugin, err := exec.CommandContext(f.ctx, cluster.driverSh, "logs", "60").CombinedOutput()
-	f.t.Logf("===== kubelet plugin log (tail, err=%v) =====\n%s", err, plugin)
-	for _, name := range []string{"kubelet", "containerd", "kube-scheduler"} {
-		f.t.Logf("===== %s.log (tail) =====\n%s", name, tailFile(filepath.Join(cluster.runDir, "logs", name+".log"), 60))
+	for _, node := range cluster.nodes {
+		cmd := exec.CommandContext(f.ctx, cluster.driverSh, "logs", "60")
+		cmd.Env = append(os.Environ(), "E2E_DRIVER_NODE="+node)
+		plugin, err := cmd.CombinedOutput()
+		f.t.Logf("===== kubelet plugin log of %s (tail, err=%v) =====\n%s", node, err, plugin)
+	}
+	logs := []string{filepath.Join(cluster.runDir, "logs", "kube-scheduler.log")}
+	for _, node := range cluster.nodes {
+		logs = append(logs, cluster.componentLog("kubelet", node), cluster.componentLog("containerd", node))
+	}
+	for _, path := range logs {
+		f.t.Logf("===== %s (tail) =====\n%s", filepath.Base(path), tailFile(path, 60))
 	}
 }
 
@@ -243,12 +290,44 @@ func (f *framework) execIn(pod, container string, cmd ...string) (string, error)
 }
 
 // driver runs one action of driver.sh (kill, start, restart, reboot,
-// upgrade TAG, controller N).
+// upgrade TAG, controller N) on the first node's plugin.
 func (f *framework) driver(args ...string) {
 	f.t.Helper()
+	f.driverOn(cluster.node, args...)
+}
+
+// driverOn runs one action of driver.sh on node's plugin.
+func (f *framework) driverOn(node string, args ...string) {
+	f.t.Helper()
 	cmd := exec.CommandContext(f.ctx, cluster.driverSh, args...)
+	cmd.Env = append(os.Environ(), "E2E_DRIVER_NODE="+node)
 	out, err := cmd.CombinedOutput()
-	require.NoError(f.t, err, "driver.sh %s:\n%s", strings.Join(args, " "), out)
+	require.NoError(f.t, err, "E2E_DRIVER_NODE=%s driver.sh %s:\n%s", node, strings.Join(args, " "), out)
+}
+
+// ctrOn runs ctr against node's containerd, in the Kubernetes namespace, and
+// returns its standard output (ctr warns on standard error on some hosts).
+func ctrOn(ctx context.Context, node string, args ...string) (string, error) {
+	sock := filepath.Join(cluster.viewOf(node), "containerd", "containerd.sock")
+	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(cluster.kubectl), "ctr"),
+		append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return string(out), fmt.Errorf("ctr %s: %w: %s", strings.Join(args, " "), err, stderr.String())
+	}
+	return string(out), nil
+}
+
+// onNode runs a command in node's namespaces (cluster.sh exec) and returns
+// its output: what the node's own processes see, mounts included.
+func onNode(ctx context.Context, node string, cmd ...string) (string, error) {
+	out, err := exec.CommandContext(ctx, cluster.clusterSh, append([]string{"exec", node, "--"}, cmd...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("on node %s: %s: %w: %s", node, strings.Join(cmd, " "), err, out)
+	}
+	return string(out), nil
 }
 
 // claimRequest describes one request of a claim in the specs.
@@ -341,6 +420,10 @@ type podSpec struct {
 	limits corev1.ResourceList
 	// gates are scheduling gates the pod is created with.
 	gates []string
+	// node is the node the pod must run on; empty: the first node.
+	node string
+	// anyNode leaves the choice of node to the scheduler (node is ignored).
+	anyNode bool
 }
 
 func (f *framework) createPod(p podSpec) *corev1.Pod {
@@ -378,6 +461,13 @@ func (p podSpec) pod() *corev1.Pod {
 			DNSPolicy: corev1.DNSNone,
 			DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{"127.0.0.1"}},
 		},
+	}
+	if !p.anyNode {
+		node := p.node
+		if node == "" {
+			node = cluster.node
+		}
+		pod.Spec.NodeSelector = map[string]string{corev1.LabelHostname: node}
 	}
 	for _, g := range p.gates {
 		pod.Spec.SchedulingGates = append(pod.Spec.SchedulingGates, corev1.PodSchedulingGate{Name: g})
@@ -475,14 +565,24 @@ func allocatedDevice(t *testing.T, c *resourceapi.ResourceClaim) resourceapi.Dev
 	return c.Status.Allocation.Devices.Results[0]
 }
 
-// claimFiles lists the host-side traces of a prepared claim: its directory
-// under the state root and its CDI specs.
+// claimFiles lists the host-side traces of a prepared claim on the first
+// node: its directory under the state root and its CDI specs.
 func claimFiles(uid string) []string {
+	return claimFilesOn(cluster.stateRoot, cluster.cdiDir, uid)
+}
+
+// claimFilesOnNode lists a claim's traces on node (paths on this machine).
+func claimFilesOnNode(node, uid string) []string {
+	view := cluster.viewOf(node)
+	return claimFilesOn(filepath.Join(view, "driver", "state"), filepath.Join(view, "cdi"), uid)
+}
+
+func claimFilesOn(stateRoot, cdiDir, uid string) []string {
 	var found []string
-	if _, err := os.Stat(filepath.Join(cluster.stateRoot, "claims", uid)); err == nil {
-		found = append(found, filepath.Join(cluster.stateRoot, "claims", uid))
+	if _, err := os.Stat(filepath.Join(stateRoot, "claims", uid)); err == nil {
+		found = append(found, filepath.Join(stateRoot, "claims", uid))
 	}
-	specs, _ := filepath.Glob(filepath.Join(cluster.cdiDir, "*"+uid+"*"))
+	specs, _ := filepath.Glob(filepath.Join(cdiDir, "*"+uid+"*"))
 	found = append(found, specs...)
 	sort.Strings(found)
 	return found

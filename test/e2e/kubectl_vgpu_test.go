@@ -169,9 +169,20 @@ func TestKubectlVGPUNodesClaimsAndWhy(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(f.kubectlVGPU("why", "-n", f.ns, "too-big", "-o", "json")), &exp))
 	var fix string
 	for _, v := range exp.GPUs {
+		// Other nodes' GPUs may hold the request; the pod's node selector
+		// keeps it off those nodes, and their node verdict says so.
+		if v.Node != cluster.node {
+			continue
+		}
 		assert.False(t, v.Fits, "%s/%s", v.Node, v.GPU)
-		if v.Node == cluster.node && v.GPU == name {
+		if v.GPU == name {
 			fix = v.FitsIf
+		}
+	}
+	for _, n := range exp.Nodes {
+		assert.False(t, n.Fits, "node %s: %s", n.Node, n.Reason)
+		if n.Node != cluster.node {
+			assert.Contains(t, n.Reason, "node selector or affinity", "node %s", n.Node)
 		}
 	}
 	memory, ok := strings.CutPrefix(fix, "the request is memory <= ")

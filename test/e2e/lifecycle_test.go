@@ -3,9 +3,9 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,7 +146,7 @@ func TestSimulatedRebootRecreatesCDISpecs(t *testing.T) {
 	// A new container of the running claim must start: kill the current one
 	// behind the kubelet's back, as a crash would.
 	restarts := pod.Status.ContainerStatuses[0].RestartCount
-	killContainer(t, pod.Status.ContainerStatuses[0].ContainerID)
+	killContainer(t, pod.Spec.NodeName, pod.Status.ContainerStatuses[0].ContainerID)
 	f.poll("container c0 of "+pod.Name+" restarted and Running", podStartTimeout, func() (bool, error) {
 		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
@@ -160,15 +160,12 @@ func TestSimulatedRebootRecreatesCDISpecs(t *testing.T) {
 	assert.Equal(t, uid, parseConfig(out)["claim"])
 }
 
-// killContainer SIGKILLs a container's task through containerd.
-func killContainer(t *testing.T, containerID string) {
+// killContainer SIGKILLs a container's task through its node's containerd.
+func killContainer(t *testing.T, node, containerID string) {
 	t.Helper()
 	_, id, ok := strings.Cut(containerID, "://")
 	require.True(t, ok, "container ID %q", containerID)
-	ctr := exec.Command(filepath.Join(filepath.Dir(cluster.kubectl), "ctr"),
-		"--address", filepath.Join(cluster.runDir, "containerd", "containerd.sock"),
-		"--namespace", "k8s.io", "tasks", "kill", "--signal", "SIGKILL", id)
-	out, err := ctr.CombinedOutput()
+	out, err := ctrOn(context.Background(), node, "tasks", "kill", "--signal", "SIGKILL", id)
 	require.NoError(t, err, "ctr tasks kill %s: %s", id, out)
 }
 

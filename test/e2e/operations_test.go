@@ -30,7 +30,7 @@ const taintTimeout = time.Minute
 // the plugin's XID watcher reads (vgpu-core/fake/README.md).
 func injectXID(t *testing.T, uuid string, xid int) {
 	t.Helper()
-	path := filepath.Join(cluster.runDir, "driver", "fake-state", "xid-events")
+	path := filepath.Join(cluster.nodeView, "driver", "fake-state", "xid-events")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o666)
 	require.NoError(t, err, "open the fake NVML's XID event file")
 	_, err = fmt.Fprintf(f, "%s %d\n", uuid, xid)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +21,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // promAddress is where the spec's Prometheus listens: loopback only.
@@ -29,6 +32,30 @@ const promAddress = "127.0.0.1:19090"
 type promSample struct {
 	Labels map[string]string
 	Value  float64
+}
+
+// controllerHTTP is the address of the dra-controller's /metrics: its pod
+// runs on the host network of whichever node it was placed on.
+func (f *framework) controllerHTTP() string {
+	f.t.Helper()
+	if addr := os.Getenv("E2E_CONTROLLER_HTTP"); addr != "" {
+		return addr
+	}
+	var hostIP string
+	f.poll("a running dra-controller pod", time.Minute, func() (bool, error) {
+		pods, err := f.c.CoreV1().Pods("vgpu-dra").List(f.ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/component=controller"})
+		if err != nil {
+			return false, err
+		}
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil && p.Status.HostIP != "" {
+				hostIP = p.Status.HostIP
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return net.JoinHostPort(hostIP, "18081")
 }
 
 // startPrometheus runs the Prometheus server test/e2e/lib/build.sh built,
@@ -48,7 +75,7 @@ scrape_configs:
     static_configs: [{targets: [%q]}]
   - job_name: dra-controller
     static_configs: [{targets: [%q]}]
-`, cluster.pluginHTTP, getenv("E2E_CONTROLLER_HTTP", "127.0.0.1:18081"))
+`, cluster.pluginHTTP, f.controllerHTTP())
 	require.NoError(f.t, os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644))
 	logFile, err := os.Create(filepath.Join(dir, "prometheus.log"))
 	require.NoError(f.t, err)

@@ -16,13 +16,20 @@ import (
 // publishedGPUs returns the driver's devices on the node under test.
 func publishedGPUs(t *testing.T, f *framework) []resourceapi.Device {
 	t.Helper()
+	return publishedGPUsOn(t, f, cluster.node)
+}
+
+// publishedGPUsOn lists the devices node's plugin published, checking that
+// they are in the node's own pool.
+func publishedGPUsOn(t *testing.T, f *framework, node string) []resourceapi.Device {
+	t.Helper()
 	slices, err := f.c.ResourceV1().ResourceSlices().List(f.ctx, metav1.ListOptions{
-		FieldSelector: "spec.driver=" + driverName + ",spec.nodeName=" + cluster.node,
+		FieldSelector: "spec.driver=" + driverName + ",spec.nodeName=" + node,
 	})
 	require.NoError(t, err, "list ResourceSlices")
 	var devices []resourceapi.Device
 	for _, s := range slices.Items {
-		assert.Equal(t, cluster.node, s.Spec.Pool.Name, "pool name of slice %s", s.Name)
+		assert.Equal(t, node, s.Spec.Pool.Name, "pool name of slice %s", s.Name)
 		devices = append(devices, s.Spec.Devices...)
 	}
 	return devices

@@ -3,12 +3,15 @@
 # cluster, install the driver on simulated GPUs, run the specs, and always
 # tear the cluster down again. Needs root and `make build`. See docs/e2e.md.
 #
-# Env: E2E_KEEP_CLUSTER=1    leave the cluster (and driver) running afterwards
+# Env: E2E_NODES=2           nodes of the cluster (default 2: each in its own
+#                            namespaces; 1 runs the kubelet on this machine)
+#      E2E_KEEP_CLUSTER=1    leave the cluster (and driver) running afterwards
 #      E2E_REUSE_CLUSTER=1   use a running cluster instead of starting fresh
 #      E2E_RUN=REGEX         run only the matching specs (go test -run)
 #      E2E_TIMEOUT=30m       bound of the spec run
 set -euo pipefail
 
+export E2E_NODES=${E2E_NODES:-2}
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 require_root

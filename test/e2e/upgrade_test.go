@@ -38,8 +38,10 @@ func TestHelmUpgradeKeepsRunningPods(t *testing.T) {
 	f.driver("upgrade", tag)
 	t.Logf("upgraded the release to image tag %s", tag)
 	images := pluginImages(t)
-	require.Len(t, images, 1, "one plugin pod on the node")
-	assert.True(t, strings.HasSuffix(images[0], ":"+tag), "the plugin runs the new image, got %s", images[0])
+	require.Len(t, images, len(cluster.nodes), "one plugin pod per node")
+	for _, image := range images {
+		assert.True(t, strings.HasSuffix(image, ":"+tag), "every plugin runs the new image, got %s", image)
+	}
 
 	p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, pod.Name, metav1.GetOptions{})
 	require.NoError(t, err)

@@ -29,9 +29,36 @@ E2E_KUBECONFIG=$E2E_PKI/admin.kubeconfig
 E2E_BRIDGE=${E2E_BRIDGE:-vgpudra0}
 E2E_POD_CIDR=${E2E_POD_CIDR:-10.244.0.0/24}
 
-E2E_NODE_NAME=${E2E_NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
-# The kubelet plugin's /metrics and /healthz.
-E2E_PLUGIN_HTTP=${E2E_PLUGIN_HTTP:-127.0.0.1:18080}
+# Namespaced nodes sit on a private bridge of this machine, E2E_NODES_NET.0/24:
+# the bridge (and the API server) at .1, node i at .1i. No route leads off it.
+E2E_NODES_NET=${E2E_NODES_NET:-10.231.0}
+E2E_NODES_BRIDGE=${E2E_NODES_BRIDGE:-vgpudra-nodes}
+
+# nodes_init N sets the node layout for N nodes. One node runs the kubelet on
+# this machine itself; two or more run each node's kubelet and containerd in
+# their own mount, network and UTS namespaces (lib/nodes.sh).
+nodes_init() {
+  case "$1" in [1-9]) ;; *) echo "E2E_NODES=$1: want 1 to 9" >&2; exit 2 ;; esac
+  E2E_NODES=$1
+  if [ "$E2E_NODES" -gt 1 ]; then
+    E2E_NODE_NAMES=(node-a node-b node-c node-d node-e node-f node-g node-h node-i)
+    E2E_NODE_NAMES=("${E2E_NODE_NAMES[@]:0:$E2E_NODES}")
+    # The first node is the one the single-node specs use.
+    E2E_NODE_NAME=${E2E_NODE_NAMES[0]}
+    # Each node sees its own copy of every per-node path under $E2E_RUN_DIR.
+    E2E_CDI_DIR=$E2E_RUN_DIR/cdi
+    E2E_API_HOST=$E2E_NODES_NET.1
+    E2E_PLUGIN_HTTP=$E2E_NODES_NET.11:18080
+  else
+    E2E_NODE_NAME=${E2E_NODE_NAME:-$(hostname | tr '[:upper:]' '[:lower:]')}
+    E2E_NODE_NAMES=("$E2E_NODE_NAME")
+    E2E_API_HOST=127.0.0.1
+    # The kubelet plugin's /metrics and /healthz.
+    E2E_PLUGIN_HTTP=${E2E_PLUGIN_HTTP:-127.0.0.1:18080}
+  fi
+}
+# `up` records the node count; later commands follow the record unless told.
+nodes_init "${E2E_NODES:-$(cat "$E2E_RUN_DIR/node-count" 2>/dev/null || echo 1)}"
 
 # Images are built from files on this machine; pods use imagePullPolicy: Never.
 E2E_PAUSE_IMAGE=docker.io/vgpu-dra-e2e/pause:1
@@ -44,10 +71,17 @@ E2E_FEATURE_GATES=${E2E_FEATURE_GATES:-DRAConsumableCapacity=true,DRAPartitionab
 
 export PATH=$E2E_BIN:$PATH
 
-# node_ip prints this machine's own first global IPv4 address. The kubelet
-# refuses a loopback node IP, and traffic must never leave this machine, so
-# the address is always one of ours.
+# node_ip [NODE] prints a node's IPv4 address: a namespaced node's address on
+# the node bridge, or else this machine's own first global address. The
+# kubelet refuses a loopback node IP, and traffic must never leave this
+# machine, so the address is always one of ours.
 node_ip() {
+  if [ "$E2E_NODES" -gt 1 ]; then
+    local i
+    i=$(node_index "${1:-$E2E_NODE_NAME}") || return 1
+    echo "$E2E_NODES_NET.$((10 + i))"
+    return
+  fi
   if [ -n "${E2E_NODE_IP:-}" ]; then echo "$E2E_NODE_IP"; return; fi
   local ip
   ip=$(ip -4 -o addr show scope global 2>/dev/null | awk '{split($4, a, "/"); print a[1]; exit}')
@@ -62,7 +96,39 @@ log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 kc() { "$E2E_BIN/kubectl" --kubeconfig="$E2E_KUBECONFIG" "$@"; }
-ctr_k8s() { "$E2E_BIN/ctr" --address "$E2E_CONTAINERD_SOCK" --namespace k8s.io "$@"; }
+
+# node_view NODE prints where this machine keeps what NODE sees as its own
+# per-node paths under $E2E_RUN_DIR (kubelet, cdi, driver, containerd, ...).
+node_view() {
+  if [ "$E2E_NODES" -gt 1 ]; then echo "$E2E_RUN_DIR/nodes/$1"; else echo "$E2E_RUN_DIR"; fi
+}
+
+# node_path NODE PATH prints this machine's path of PATH as NODE sees it.
+node_path() {
+  if [ "$E2E_NODES" -gt 1 ]; then echo "$(node_view "$1")${2#"$E2E_RUN_DIR"}"; else echo "$2"; fi
+}
+
+# node_comp NAME NODE prints the harness's name of NODE's component NAME
+# (kubelet, containerd): its log $E2E_LOGS/<name>.log and pid file.
+node_comp() {
+  if [ "$E2E_NODES" -gt 1 ]; then echo "$1-$2"; else echo "$1"; fi
+}
+
+# node_index NODE prints NODE's position, from 1.
+node_index() {
+  local i
+  for i in "${!E2E_NODE_NAMES[@]}"; do
+    [ "${E2E_NODE_NAMES[$i]}" = "$1" ] && { echo $((i + 1)); return 0; }
+  done
+  echo "no node $1 (nodes: ${E2E_NODE_NAMES[*]})" >&2
+  return 1
+}
+
+ctr_node() {
+  local node=$1; shift
+  "$E2E_BIN/ctr" --address "$(node_path "$node" "$E2E_CONTAINERD_SOCK")" --namespace k8s.io "$@"
+}
+ctr_k8s() { ctr_node "$E2E_NODE_NAME" "$@"; }
 
 # wait_for WHAT SECONDS CMD...: runs CMD until it succeeds, at most SECONDS
 # seconds. On timeout it names what it waited for and returns 1, so the caller

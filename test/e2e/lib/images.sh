@@ -72,11 +72,12 @@ build_images() {
   rm -rf "$out/pause" "$out/busybox" "$out/workload"
 }
 
+# import_images NODE imports the images into NODE's containerd.
 import_images() {
-  local t out
+  local node=$1 t out
   for t in pause busybox workload; do
     # ctr warns about cgroup v1 on every call; show its output only on failure.
-    out=$(ctr_k8s images import "$E2E_RUN_DIR/images/$t.tar" 2>&1) ||
-      die "importing the $t image into containerd failed: $out"
+    out=$(ctr_node "$node" images import "$E2E_RUN_DIR/images/$t.tar" 2>&1) ||
+      die "importing the $t image into the containerd of node $node failed: $out"
   done
 }

@@ -2,11 +2,30 @@
 # Configuration, start and stop of the cluster's processes: etcd, the control
 # plane, containerd and the kubelet, all as host processes of this machine.
 
+# write_configs writes every node's containerd, CNI and kubelet configuration
+# into the node's view; the paths in them are those the node sees.
 write_configs() {
-  local ip=$1 runc
+  local node i=0
+  for node in "${E2E_NODE_NAMES[@]}"; do
+    i=$((i + 1))
+    if [ "$E2E_NODES" -eq 1 ]; then
+      _write_node_configs "$node" "$(node_ip "$node")" "$E2E_POD_CIDR"
+    else
+      _write_node_configs "$node" "$(node_ip "$node")" "10.244.$i.0/24"
+    fi
+  done
+}
+
+_write_node_configs() {
+  local node=$1 ip=$2 pod_cidr=$3 runc kubelet
   runc=$(command -v runc) || die "runc is not installed"
-  mkdir -p "$E2E_RUN_DIR/containerd" "$E2E_RUN_DIR/cni/net.d" "$E2E_KUBELET_DIR" "$E2E_CDI_DIR"
-  cat >"$E2E_RUN_DIR/containerd/config.toml" <<TOML
+  kubelet=$(node_comp kubelet "$node")
+  local containerd_dir cni_dir kubelet_dir
+  containerd_dir=$(node_path "$node" "$E2E_RUN_DIR/containerd")
+  cni_dir=$(node_path "$node" "$E2E_RUN_DIR/cni")
+  kubelet_dir=$(node_path "$node" "$E2E_KUBELET_DIR")
+  mkdir -p "$containerd_dir" "$cni_dir/net.d" "$kubelet_dir" "$(node_path "$node" "$E2E_CDI_DIR")"
+  cat >"$containerd_dir/config.toml" <<TOML
 version = 3
 root = '$E2E_RUN_DIR/containerd/root'
 state = '$E2E_RUN_DIR/containerd/state'
@@ -38,15 +57,17 @@ state = '$E2E_RUN_DIR/containerd/state'
 TOML
   # A bridge without gateway, default route or masquerade: pods get an address
   # (the node needs a working CNI to be Ready) but no way off this machine.
-  cat >"$E2E_RUN_DIR/cni/net.d/10-vgpu-dra-e2e.conflist" <<JSON
+  cat >"$cni_dir/net.d/10-vgpu-dra-e2e.conflist" <<JSON
 {"cniVersion": "1.0.0", "name": "vgpu-dra-e2e", "plugins": [
   {"type": "bridge", "bridge": "$E2E_BRIDGE", "isGateway": false, "ipMasq": false,
-   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$E2E_POD_CIDR"}]],
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_cidr"}]],
             "dataDir": "$E2E_RUN_DIR/cni/ipam"}}]}
 JSON
   local gates
   gates=$(echo "$E2E_FEATURE_GATES" | sed 's/=/: /g; s/,/, /g')
-  cat >"$E2E_KUBELET_DIR/config.yaml" <<YAML
+  local cgroup_root
+  cgroup_root=$(node_cgroup_root "$node")
+  cat >"$kubelet_dir/config.yaml" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 # Serve only on the node's own address (the API server reaches it there for exec and logs).
@@ -54,14 +75,15 @@ address: $ip
 # Some machines of this kind still run cgroup v1, refused by default since 1.35.
 failCgroupV1: false
 cgroupDriver: cgroupfs
-containerRuntimeEndpoint: unix://$E2E_CONTAINERD_SOCK
+${cgroup_root:+cgroupRoot: $cgroup_root
+}containerRuntimeEndpoint: unix://$E2E_CONTAINERD_SOCK
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: true}
   x509: {clientCAFile: $E2E_PKI/ca.crt}
 authorization: {mode: Webhook}
-tlsCertFile: $E2E_PKI/kubelet-serving.crt
-tlsPrivateKeyFile: $E2E_PKI/kubelet-serving.key
+tlsCertFile: $E2E_PKI/$kubelet-serving.crt
+tlsPrivateKeyFile: $E2E_PKI/$kubelet-serving.key
 failSwapOn: false
 resolvConf: ""
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
@@ -84,13 +106,17 @@ _ports_free() {
 }
 
 start_cluster() {
-  local ip=$1
+  local ip=$1 node
   _ports_free
   # Shim sockets go to /run/containerd/s whatever the config says; remember
   # what was there so that stop removes only ours.
   mkdir -p "$E2E_RUN_DIR"
   ls -1 /run/containerd/s 2>/dev/null >"$E2E_RUN_DIR/shim-sockets.before" || true
   _record_host_paths
+  if [ "$E2E_NODES" -gt 1 ]; then
+    nodes_up || return 1
+    node_cgroups_make
+  fi
 
   start_bg etcd "$E2E_BIN/etcd" --name vgpu-dra-e2e --data-dir "$E2E_RUN_DIR/etcd" --unsafe-no-fsync \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
@@ -98,8 +124,12 @@ start_cluster() {
     --initial-cluster vgpu-dra-e2e=http://127.0.0.1:2380
   wait_started etcd "etcd health" 60 curl -sf http://127.0.0.1:2379/health || return 1
 
+  # One node: the API server listens on loopback only. Namespaced nodes reach
+  # it on the node bridge, which is then its only address.
+  local advertise=$ip
+  [ "$E2E_NODES" -gt 1 ] && advertise=$E2E_API_HOST
   start_bg kube-apiserver "$E2E_BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
-    --bind-address=127.0.0.1 --advertise-address="$ip" --secure-port=6443 \
+    --bind-address="$E2E_API_HOST" --advertise-address="$advertise" --secure-port=6443 \
     --client-ca-file="$E2E_PKI/ca.crt" \
     --tls-cert-file="$E2E_PKI/apiserver.crt" --tls-private-key-file="$E2E_PKI/apiserver.key" \
     --kubelet-client-certificate="$E2E_PKI/apiserver-kubelet-client.crt" \
@@ -127,16 +157,28 @@ start_cluster() {
     --authorization-kubeconfig="$E2E_PKI/scheduler.kubeconfig" \
     --leader-elect=false --feature-gates="$E2E_FEATURE_GATES"
 
-  start_bg containerd "$E2E_BIN/containerd" --config "$E2E_RUN_DIR/containerd/config.toml"
-  wait_started containerd "containerd" 60 ctr_k8s version || return 1
-  import_images
-
-  start_bg kubelet "$E2E_BIN/kubelet" --config="$E2E_KUBELET_DIR/config.yaml" \
-    --kubeconfig="$E2E_PKI/kubelet.kubeconfig" --root-dir="$E2E_KUBELET_DIR" \
-    --hostname-override="$E2E_NODE_NAME" --node-ip="$ip" --v=2
-  wait_started kubelet "node $E2E_NODE_NAME Ready" 120 kc wait --for=condition=Ready "node/$E2E_NODE_NAME" --timeout=2s || return 1
+  for node in "${E2E_NODE_NAMES[@]}"; do start_node "$node" || return 1; done
+  for node in "${E2E_NODE_NAMES[@]}"; do
+    wait_started "$(node_comp kubelet "$node")" "node $node Ready" 120 \
+      kc wait --for=condition=Ready "node/$node" --timeout=2s || return 1
+  done
   # Pods created before the controller has made it are refused.
   wait_for "ServiceAccount default/default" 120 kc get serviceaccount default || return 1
+}
+
+# start_node NODE starts the node's containerd, imports the images into it
+# and starts its kubelet, in the node's namespaces.
+start_node() {
+  local node=$1 containerd kubelet
+  containerd=$(node_comp containerd "$node")
+  kubelet=$(node_comp kubelet "$node")
+  node_enter "$node" || return 1
+  start_bg "$containerd" "${NODE_ENTER[@]}" "$E2E_BIN/containerd" --config "$E2E_RUN_DIR/containerd/config.toml"
+  wait_started "$containerd" "containerd of node $node" 60 ctr_node "$node" version || return 1
+  import_images "$node"
+  start_bg "$kubelet" "${NODE_ENTER[@]}" "$E2E_BIN/kubelet" --config="$E2E_KUBELET_DIR/config.yaml" \
+    --kubeconfig="$E2E_PKI/$kubelet.kubeconfig" --root-dir="$E2E_KUBELET_DIR" \
+    --hostname-override="$node" --node-ip="$(node_ip "$node")" --v=2
 }
 
 # _kill_our_shims kills containerd shims that run our binary; their pods'
@@ -151,21 +193,15 @@ _kill_our_shims() {
 }
 
 stop_cluster() {
-  stop_bg kubelet 20
-  if pid_of containerd >/dev/null; then
-    local c
-    for c in $(ctr_k8s tasks ls -q 2>/dev/null); do ctr_k8s tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true; done
-    sleep 1
-    for c in $(ctr_k8s tasks ls -q 2>/dev/null); do ctr_k8s tasks rm -f "$c" >/dev/null 2>&1 || true; done
-    # CNI caches results per sandbox outside any configurable directory.
-    for c in $(ctr_k8s containers ls -q 2>/dev/null); do rm -f "/var/lib/cni/results/cni-loopback-$c-lo"; done
-  fi
-  stop_bg containerd 20
+  local node
+  for node in "${E2E_NODE_NAMES[@]}"; do stop_node "$node"; done
   _kill_our_shims
   stop_bg kube-scheduler
   stop_bg kube-controller-manager
   stop_bg kube-apiserver
   stop_bg etcd
+  # Whatever a node left running dies with its namespaces.
+  nodes_down
   _unmount_under "$E2E_RUN_DIR"
   _remove_our_shim_sockets
   ip link del "$E2E_BRIDGE" 2>/dev/null || true
@@ -173,9 +209,27 @@ stop_cluster() {
   _remove_host_paths
 }
 
+# stop_node NODE stops NODE's kubelet, its containers and its containerd.
+stop_node() {
+  local node=$1 containerd c
+  containerd=$(node_comp containerd "$node")
+  stop_bg "$(node_comp kubelet "$node")" 20
+  if pid_of "$containerd" >/dev/null; then
+    for c in $(ctr_node "$node" tasks ls -q 2>/dev/null); do ctr_node "$node" tasks kill -s SIGKILL "$c" >/dev/null 2>&1 || true; done
+    sleep 1
+    for c in $(ctr_node "$node" tasks ls -q 2>/dev/null); do ctr_node "$node" tasks rm -f "$c" >/dev/null 2>&1 || true; done
+    # CNI caches results per sandbox outside any configurable directory (a
+    # namespaced node's copy goes with the run directory).
+    if [ "$E2E_NODES" -eq 1 ]; then
+      for c in $(ctr_node "$node" containers ls -q 2>/dev/null); do rm -f "/var/lib/cni/results/cni-loopback-$c-lo"; done
+    fi
+  fi
+  stop_bg "$containerd" 20
+}
+
 # Paths outside $E2E_RUN_DIR that the kubelet and the CNI plugins use
 # whatever their configuration says.
-_HOST_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni)
+_HOST_PATHS=(/var/lib/kubelet /var/log/containers /var/log/pods /var/lib/cni /run/containerd)
 # containerd creates the default CNI configuration directory even when told
 # to use another; it is removed only while empty, as someone may fill it.
 _HOST_EMPTY_DIRS=(/etc/cni/net.d /etc/cni)
@@ -226,7 +280,7 @@ _remove_our_shim_sockets() {
 # made; kubepods is the kubelet's own cgroup root.
 _remove_pod_cgroups() {
   local d
-  for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods; do
+  for d in /sys/fs/cgroup/*/kubepods /sys/fs/cgroup/kubepods /sys/fs/cgroup/*/vgpu-dra-e2e-* /sys/fs/cgroup/vgpu-dra-e2e-*; do
     [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
   done
   return 0

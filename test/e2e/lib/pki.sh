@@ -22,7 +22,7 @@ apiVersion: v1
 kind: Config
 clusters:
 - name: vgpu-dra-e2e
-  cluster: {certificate-authority: $E2E_PKI/ca.crt, server: "https://127.0.0.1:6443"}
+  cluster: {certificate-authority: $E2E_PKI/ca.crt, server: "https://$E2E_API_HOST:6443"}
 users:
 - name: $1
   user: {client-certificate: $E2E_PKI/$2.crt, client-key: $E2E_PKI/$2.key}
@@ -45,16 +45,22 @@ make_pki() {
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
     _pki_cert apiserver kube-apiserver "" \
-      "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:127.0.0.1,IP:10.96.0.1,IP:$ip"
+      "DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,IP:127.0.0.1,IP:10.96.0.1,IP:$ip,IP:$E2E_API_HOST"
     _pki_cert apiserver-kubelet-client kube-apiserver-kubelet-client system:masters
     _pki_cert admin admin system:masters
     _pki_cert scheduler system:kube-scheduler ""
     _pki_cert controller-manager system:kube-controller-manager ""
-    _pki_cert kubelet "system:node:$E2E_NODE_NAME" system:nodes
-    _pki_cert kubelet-serving "$E2E_NODE_NAME" "" "DNS:$E2E_NODE_NAME,DNS:localhost,IP:127.0.0.1,IP:$ip"
     _pki_kubeconfig admin admin
     _pki_kubeconfig scheduler scheduler
     _pki_kubeconfig controller-manager controller-manager
-    _pki_kubeconfig kubelet kubelet
+    # Each node's kubelet has its own identity (the Node authorizer and
+    # NodeRestriction hold it to its own node) and serving certificate.
+    local node kubelet
+    for node in "${E2E_NODE_NAMES[@]}"; do
+      kubelet=$(node_comp kubelet "$node")
+      _pki_cert "$kubelet" "system:node:$node" system:nodes
+      _pki_cert "$kubelet-serving" "$node" "" "DNS:$node,DNS:localhost,IP:127.0.0.1,IP:$(node_ip "$node")"
+      _pki_kubeconfig "$kubelet" "$kubelet"
+    done
   )
 }
