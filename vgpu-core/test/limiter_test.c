@@ -285,8 +285,8 @@ static void test_grid(void)
                                cell.share[c] - target, cell.first_s[c], cell.settling_s[c],
                                cell.band[c], cell.low[c],
                                settled ? ""
-                               : full  ? "  full: left the band late"
                                : slow  ? "  sensor resolution: late"
+                               : full  ? "  full: left the band late"
                                        : "  MISSED");
                         worst = e > worst ? e : worst;
                         if (cell.first_s[c] - target > worst_first)
@@ -295,13 +295,12 @@ static void test_grid(void)
                         CHECK(cell.first_s[c] <= target + 5);
                         if (settled && cell.settling_s[c] > worst_settle)
                             worst_settle = cell.settling_s[c];
-                        if (full && !settled) {
-                            unsettled++;
-                            continue;
-                        }
                         if (slow && !settled) {
                             late++;
                             CHECK(cell.settling_s[c] <= RESOLUTION_SETTLE_S);
+                        } else if (full && !settled) {
+                            unsettled++;
+                            continue;
                         } else {
                             CHECK(settled);
                         }
