@@ -187,7 +187,9 @@ struct vgpu_region_slot_device {
     uint64_t kernel_launches; /* 24 (issue 4) */
     uint64_t throttled_ns;    /* 32 time launches waited for tokens (issue 4) */
     uint32_t sm_util_percent; /* 40 last sampled SM utilisation (issue 4) */
-    uint8_t reserved[4];      /* 44 */
+    uint32_t pending_charge_us; /* 44 launch charges (us) taken from the bucket by launches
+                                   still waiting for their turn: a dead process's are given
+                                   back when its slot is reclaimed */
     uint64_t launch_cost_ns;  /* 48 estimated GPU ns per launch of this process, set by the
                                  refiller (minor 1); 0 = not estimated yet */
     uint64_t charged_bytes;   /* 56 bytes this process has added to the device's used_bytes:
@@ -254,6 +256,7 @@ _Static_assert(sizeof(struct vgpu_region_slot_device) == VGPU_REGION_SLOT_DEVICE
 _Static_assert(offsetof(struct vgpu_region_slot_device, overhead_bytes) == 16, "overhead offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, throttled_ns) == 32, "throttled offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, sm_util_percent) == 40, "slot sm util offset");
+_Static_assert(offsetof(struct vgpu_region_slot_device, pending_charge_us) == 44, "pending offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, launch_cost_ns) == 48, "launch cost offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, charged_bytes) == 56, "charged offset");
 _Static_assert(sizeof(struct vgpu_region_slot) == VGPU_REGION_SLOT_SIZE, "slot size");

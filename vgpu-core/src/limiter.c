@@ -134,12 +134,26 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
     cost = launch_cost(g);
     wait = vgpu_bucket_take(c->bucket, cost);
     if (wait != 0) {
-        /* Charged: wait until the refill has paid the debt up to this launch (or it opens). */
+        /*
+         * Charged: wait until the refill has paid the debt up to this launch
+         * (or it opens). While it waits, the charge is shown in our slot, so
+         * that if we are killed meanwhile, whoever reclaims the slot gives
+         * it back: nobody else repays a launch that never happens. Shown
+         * after the charge and withdrawn before the launch, so that a kill
+         * in between only ever forgives less.
+         */
+        struct vgpu_region_slot_device *sd = own_slot(g);
+        uint32_t pending = cost / 1000 < UINT32_MAX ? (uint32_t)(cost / 1000) : UINT32_MAX;
+
+        if (sd != NULL)
+            __atomic_fetch_add(&sd->pending_charge_us, pending, __ATOMIC_RELAXED);
         t0 = now = mono_ns();
         while (now - t0 < wait && !vgpu_bucket_is_open(c->bucket)) {
             sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);
             now = mono_ns();
         }
+        if (sd != NULL)
+            __atomic_fetch_sub(&sd->pending_charge_us, pending, __ATOMIC_RELAXED);
         __atomic_fetch_add(&c->throttled_ns, now - t0, __ATOMIC_RELAXED);
     }
     /*
@@ -167,10 +181,46 @@ static void publish(struct vgpu_gpu *g)
 }
 
 /*
+ * Whether the holder of a lease that runs until lease is dead. Only a lease
+ * left unrenewed for VGPU_REFILLER_STALE_NS is looked at: a holder that just
+ * took it over may not have published its identity yet, and the one
+ * published may be its dead predecessor's.
+ */
+static bool refiller_dead(struct vgpu_gpu *g, uint64_t lease, uint64_t now)
+{
+    const struct vgpu_region_device *d = g->compute.bucket;
+    const struct vgpu_region *r = g->shm->r;
+    uint32_t pid = __atomic_load_n(&d->refiller_pid, __ATOMIC_RELAXED);
+    uint64_t pidns = __atomic_load_n(&d->refiller_pidns, __ATOMIC_RELAXED);
+    uint64_t start = __atomic_load_n(&d->refiller_start_time, __ATOMIC_RELAXED);
+    uint32_t n = __atomic_load_n(&r->header.slots_in_use, __ATOMIC_RELAXED);
+
+    if (lease - now > VGPU_REFILLER_LEASE_NS - VGPU_REFILLER_STALE_NS)
+        return false;
+    /*
+     * Its slot tells. No slot at all: it was reclaimed (the holder died and
+     * a process starting meanwhile took its slot back), or the holder never
+     * had one (a fork child that only launches), which a lease this stale
+     * makes stalled at least: if it lives, its next renewal learns it lost.
+     */
+    for (uint32_t i = 0; i < n && i < VGPU_REGION_MAX_SLOTS; i++) {
+        const struct vgpu_region_slot *sl = &r->slots[i];
+
+        if (__atomic_load_n(&sl->state, __ATOMIC_ACQUIRE) == VGPU_SLOT_ACTIVE &&
+            __atomic_load_n(&sl->pid, __ATOMIC_RELAXED) == pid &&
+            __atomic_load_n(&sl->pidns, __ATOMIC_RELAXED) == pidns &&
+            __atomic_load_n(&sl->start_time, __ATOMIC_RELAXED) == start)
+            return vgpu_shm_slot_dead(g->shm, (int)i);
+    }
+    return true;
+}
+
+/*
  * The refiller lease: whoever moves refiller_lease_ns forward from an
  * expired value by compare-and-swap owns the bucket until it lapses; the
  * owner renews it by compare-and-swap from the value it wrote, so a process
- * that stalled past its lease learns that it was replaced.
+ * that stalled past its lease learns that it was replaced. A lease whose
+ * holder died is taken over the same way before it lapses.
  */
 static bool hold_lease(struct vgpu_gpu *g, uint64_t now)
 {
@@ -194,9 +244,10 @@ static bool hold_lease(struct vgpu_gpu *g, uint64_t now)
         return false;
     }
     cur = __atomic_load_n(&d->refiller_lease_ns, __ATOMIC_ACQUIRE);
-    if (now < cur || !__atomic_compare_exchange_n(&d->refiller_lease_ns, &cur,
-                                                  now + VGPU_REFILLER_LEASE_NS, false,
-                                                  __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+    if (now < cur && !refiller_dead(g, cur, now))
+        return false;
+    if (!__atomic_compare_exchange_n(&d->refiller_lease_ns, &cur, now + VGPU_REFILLER_LEASE_NS,
+                                     false, __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return false;
     c->owner = true;
     c->lease_ns = now + VGPU_REFILLER_LEASE_NS;
@@ -263,6 +314,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     struct vgpu_sm_sample samples[MAX_SAMPLES];
     bool matched[MAX_SAMPLES] = {false};
     struct vgpu_compute *c = &g->compute;
+    bool reclaim = false;
     struct vgpu_ctl_tick t = {.now = now, .policy = c->policy, .high_priority = c->high_priority,
                               .obs = obs, .cost_ns = cost};
     int ns = __atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE)
@@ -297,6 +349,10 @@ static void control(struct vgpu_gpu *g, uint64_t now)
                                                 __atomic_load_n(&sl->pidns, __ATOMIC_RELAXED),
                                                 __atomic_load_n(&sl->pid, __ATOMIC_RELAXED),
                                                 __atomic_load_n(&sl->start_time, __ATOMIC_RELAXED));
+            /* A dead process that left launches waiting: reclaiming its slot gives them back. */
+            if (__atomic_load_n(&sd->pending_charge_us, __ATOMIC_RELAXED) != 0 &&
+                vgpu_shm_slot_dead(g->shm, s))
+                reclaim = true;
             obs[t.nobs] = (struct vgpu_ctl_obs){.slot = s, .id = slot_id(sl),
                 .launches = __atomic_load_n(&sd->kernel_launches, __ATOMIC_RELAXED)};
             if (host_pid != 0)
@@ -306,6 +362,11 @@ static void control(struct vgpu_gpu *g, uint64_t now)
                 t.util_known = false;
             t.nobs++;
         }
+    }
+    if (reclaim) {
+        vgpu_lock();
+        vgpu_shm_reclaim(g->shm, NULL);
+        vgpu_unlock();
     }
     for (int i = 0; i < ns; i++)
         t.foreign_busy |= !matched[i] && samples[i].sm_util > 0;

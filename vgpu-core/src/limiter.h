@@ -21,6 +21,13 @@
 
 /* The refiller's lease: another process takes over when it lapses. */
 #define VGPU_REFILLER_LEASE_NS 500000000ull
+/*
+ * A lease its holder has not renewed for this long (it renews every
+ * VGPU_REFILL_PERIOD_NS) is looked at: if the holder is dead (SIGKILL), the
+ * next process takes over at once instead of waiting for the lease to lapse,
+ * which would leave the claim without refills (its launches waiting) that long.
+ */
+#define VGPU_REFILLER_STALE_NS 20000000ull
 /* Period of the helper thread (refill, lease, publishing counters). */
 #define VGPU_REFILL_PERIOD_NS 5000000ull
 

@@ -11,8 +11,8 @@
  * what the kernels vary by themselves.
  */
 #define CTL_COST_DECAY 0.6
-/* A reading stands for up to this much more (half its 1 % step). */
-#define CTL_IDLE_BOUND 0.005
+/* A reading stands for up to this much more: whole percents, dithered by up to one. */
+#define CTL_IDLE_BOUND 0.01
 /* NVML's zero means less than this busy. */
 #define CTL_IDLE_MAX 0.01
 /* Readings from this share up measure a process; below, they only bound its cost. */
@@ -109,6 +109,19 @@ void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now)
     }
 }
 
+void vgpu_bucket_credit(struct vgpu_region_device *d, uint64_t tokens)
+{
+    int64_t cap = capacity_of(d), t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED), add;
+
+    if (tokens == 0 || vgpu_bucket_is_open(d) || t >= cap)
+        return;
+    add = (double)tokens >= (double)cap - (double)t ? cap - t : (int64_t)tokens;
+    t = __atomic_add_fetch(&d->bucket_tokens, add, __ATOMIC_RELAXED);
+    while (t > cap && !__atomic_compare_exchange_n(&d->bucket_tokens, &t, cap, true,
+                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+    }
+}
+
 uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
 {
     int64_t c = cost > (uint64_t)INT64_MAX / 8 ? INT64_MAX / 8 : (int64_t)cost;
@@ -180,6 +193,25 @@ static bool launches_at(const struct vgpu_ctl_proc *p, uint64_t t, double *out)
     return true;
 }
 
+/*
+ * Launches (from, to] ran within a window that was busy at most busy ns, and
+ * each was charged at least the cost p bounds (bounds only move down; the
+ * default before the first): what they were charged beyond busy is owed back
+ * to the claim. Each launch is refunded at most once (refund_from).
+ */
+static void refund(struct vgpu_ctl_proc *p, double from, double to, double busy)
+{
+    double charged = p->cost_ns > 0 ? p->cost_ns : (double)VGPU_CTL_DEFAULT_COST_NS;
+
+    if (from < p->refund_from)
+        from = p->refund_from;
+    if (to - from < 1)
+        return;
+    if ((to - from) * charged > busy)
+        p->refund_ns += (to - from) * charged - busy;
+    p->refund_from = to;
+}
+
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
                      uint64_t now)
 {
@@ -190,6 +222,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
                                                             : 0;
     uint64_t ws = we > VGPU_CTL_WINDOW_NS ? we - VGPU_CTL_WINDOW_NS : 0;
     double from, to, old, n, n_old, busy;
+    bool partial;
 
     if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
         return 0;
@@ -216,24 +249,36 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
     if (p->n < VGPU_CTL_HISTORY)
         p->n++;
     /* Each NVML window is used once, and only with the launch counts of that very window. */
-    if (!util_known || we <= p->window_end || !launches_at(p, ws, &from) ||
-        !launches_at(p, we, &to))
+    if (!util_known || we <= p->window_end || !launches_at(p, we, &to))
         return p->cost_ns;
+    /*
+     * A process that was running before this controller took over has no
+     * history before its first record: only the launches since then are
+     * known to fall within the window, fewer than it made there, which is
+     * enough to bound its cost from above (not to measure it).
+     */
+    partial = !launches_at(p, ws, &from);
+    if (partial)
+        from = (double)p->launches[(p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY];
     p->window_end = we;
     n = to - from;
     /* Launches old enough for NVML to have reported their kernels. */
     n_old = we > ws + VGPU_CTL_SENSOR_LAG_NS &&
                     launches_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old) ? old - from : 0;
-    if (!p->measured && (o->util < CTL_MEASURABLE || ws < p->first_ns)) {
+    if (!p->measured && (o->util < CTL_MEASURABLE || ws < p->first_ns || partial)) {
         /*
          * At the sensor's resolution, or over a window in which the process
          * started (its first launches may still be queued at the window's
-         * end), a reading only bounds the cost from above: (reading + half a
-         * step) over the launches it must have seen.
+         * end), a reading only bounds the cost from above: (reading + a
+         * whole step, since a reading may be dithered down by one) over the
+         * launches it must have seen.
          */
         busy = (o->util + CTL_IDLE_BOUND) * (double)VGPU_CTL_WINDOW_NS;
-        if (n_old >= 0.5 && (p->cost_ns == 0 || busy / n_old < p->cost_ns))
-            p->cost_ns = clamp(busy / n_old, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
+        if (n_old >= 0.5) {
+            refund(p, from, old, busy);
+            if (p->cost_ns == 0 || busy / n_old < p->cost_ns)
+                p->cost_ns = clamp(busy / n_old, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
+        }
         return p->cost_ns;
     }
     if (!p->measured) {
@@ -248,6 +293,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
          * seen: the kernels became shorter. Back to bounding from above.
          */
         p->measured = false;
+        p->refund_from = to; /* launches before were charged the measured cost */
         p->cost_ns = clamp(CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS / n_old, CTL_COST_MIN_NS,
                            CTL_COST_MAX_NS);
         return p->cost_ns;
@@ -279,9 +325,14 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
     double util = 0, dt = c->last_ns != 0 && t->now > c->last_ns
                               ? (double)(t->now - c->last_ns) : 0;
 
+    t->refund_ns = 0;
     for (int i = 0; i < t->nobs; i++) {
         t->cost_ns[i] = vgpu_ctl_cost(c, &t->obs[i], t->util_known, t->now);
         util += t->obs[i].util;
+        if (t->obs[i].slot >= 0 && t->obs[i].slot < VGPU_REGION_MAX_SLOTS) {
+            t->refund_ns += c->procs[t->obs[i].slot].refund_ns;
+            c->procs[t->obs[i].slot].refund_ns = 0;
+        }
     }
     t->util = util;
     if (t->util_known && dt > 0) {
@@ -304,4 +355,6 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
         return;
     }
     vgpu_bucket_set_rate(d, c->target, t->now);
+    /* Launches charged more than NVML shows they ran: the claim gets it back. */
+    vgpu_bucket_credit(d, t->refund_ns < 1e18 ? (uint64_t)t->refund_ns : (uint64_t)1e18);
 }

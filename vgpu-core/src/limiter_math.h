@@ -83,6 +83,12 @@ bool vgpu_bucket_is_open(const struct vgpu_region_device *d);
 void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now);
 
 /*
+ * Gives tokens back (launches charged more than they ran), capped at the
+ * capacity like a refill; a no-op on an open bucket.
+ */
+void vgpu_bucket_credit(struct vgpu_region_device *d, uint64_t tokens);
+
+/*
  * Admission of a launch costing cost tokens. The cost is always charged (one
  * atomic operation). Returns 0 if the balance is still non-negative: the
  * launch goes at once. Otherwise the launch has taken its place at the end of
@@ -107,6 +113,8 @@ struct vgpu_ctl_proc {
     double busy_acc, launch_acc; /* decaying sums of busy ns and launches over windows */
     bool measured;     /* the estimate is a mean of readings, not a bound from above */
     double cost_ns;    /* current estimate, 0 = none yet */
+    double refund_from; /* launches up to this count were refunded (or need not be) */
+    double refund_ns;  /* over-charge proven since the last tick, owed back to the bucket */
 };
 
 /* Controller state of one claim on one GPU. */
@@ -148,14 +156,18 @@ struct vgpu_ctl_obs {
  * (ns; 0 when there is none yet). An estimate is busy / launches over the
  * same NVML window: NVML's window is aligned with the launch counts of the
  * history (so lag and start-up do not bias it) and each window is used once.
- * While readings are below 1 % (NVML's resolution) or the window holds the
- * process's start, a reading only bounds the cost from above: (reading +
- * half a percent) over the launches VGPU_CTL_SENSOR_LAG_NS older than the
- * window's end, and the estimate only moves down. From a reading of 1 % over
- * a whole window on it is measured: windows, zeros included, are summed
- * with decaying weights (time constant ~0.3 s on top of the window's own
- * second), so no single reading moves it by more than a fraction; a zero for launches it says NVML must
- * have seen returns it to bounding.
+ * While readings are below 1 % (NVML's resolution), the window holds the
+ * process's start or precedes this controller's first record of it, a
+ * reading only bounds the cost from above: (reading + one percent, a whole
+ * step of the dithered sensor) over the launches VGPU_CTL_SENSOR_LAG_NS
+ * older than the window's end (those known), and the estimate only moves
+ * down; what those launches were charged beyond that bound is added to the
+ * process's refund_ns (each launch once), which vgpu_ctl_tick gives back to
+ * the bucket. From a reading of 1 % over a whole window on it is measured:
+ * windows, zeros included, are summed with decaying weights (time constant
+ * ~0.3 s on top of the window's own second), so no single reading moves it
+ * by more than a fraction; a zero for launches it says NVML must have seen
+ * returns it to bounding.
  */
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
                      uint64_t now);
@@ -180,6 +192,7 @@ struct vgpu_ctl_tick {
     const struct vgpu_ctl_obs *obs;
     double *cost_ns;   /* out, one per obs: launch cost to charge (0 = default) */
     double util;       /* out: the claim's measured share now, fraction */
+    double refund_ns;  /* out: tokens given back for launches charged beyond their GPU time */
     bool share_updated; /* out: the device's sm_share_permyriad was updated */
     bool limited;      /* out: the bucket is throttling */
 };

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "limiter_math.h"
 #include "log.h"
 #include "vgpu_reserve.h"
 
@@ -386,8 +387,9 @@ static void charge_set(struct vgpu_shm *s, int rec, int i, uint64_t used, uint64
 }
 
 /*
- * Returns slot i's charged bytes to the device counters and frees it: our
- * own slot at exit, or a dead one we adopted (we hold its slot lock, so a
+ * Returns slot i's charged bytes to the device counters and the launch
+ * charges it left waiting to the compute buckets, and frees it: our own
+ * slot at exit, or a dead one we adopted (we hold its slot lock, so a
  * charge lock it died holding is ours now and its change is undone).
  * Region lock held.
  */
@@ -398,7 +400,12 @@ static void free_slot(struct vgpu_shm *s, int i, bool adopted)
 
     for (uint32_t d = 0; d < n && d < VGPU_REGION_MAX_DEVICES; d++) {
         uint32_t *lock = &s->r->devices[d].charge_lock;
+        uint32_t pending = __atomic_load_n(&sl->devices[d].pending_charge_us, __ATOMIC_RELAXED);
         uint64_t charged, used;
+
+        /* Launches it was charged for and will never make: the claim gets them back. */
+        if (pending != 0)
+            vgpu_bucket_credit(&s->r->devices[d], (uint64_t)pending * 1000);
 
         if (adopted && __atomic_load_n(lock, __ATOMIC_ACQUIRE) == (uint32_t)i + 1)
             undo_change(s, (int)d);
@@ -442,6 +449,13 @@ static int reclaim_locked(struct vgpu_shm *s)
         n++;
     }
     return n;
+}
+
+bool vgpu_shm_slot_dead(struct vgpu_shm *s, int i)
+{
+    return i >= 0 && i < VGPU_REGION_MAX_SLOTS &&
+           __atomic_load_n(&s->r->slots[i].state, __ATOMIC_ACQUIRE) == VGPU_SLOT_ACTIVE &&
+           !slot_owner_alive(s, i);
 }
 
 int vgpu_shm_reclaim(struct vgpu_shm *s, const struct vgpu_procinfo *self)

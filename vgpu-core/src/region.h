@@ -126,6 +126,13 @@ void vgpu_shm_slot_set_overhead(struct vgpu_shm *s, int rec, uint64_t overhead);
  */
 int vgpu_shm_reclaim(struct vgpu_shm *s, const struct vgpu_procinfo *self);
 
+/*
+ * Whether slot i is active and its owner is known to be dead (its slot lock
+ * dropped by the kernel, or gone from /proc in our pid namespace): it is
+ * waiting to be reclaimed.
+ */
+bool vgpu_shm_slot_dead(struct vgpu_shm *s, int i);
+
 /* Returns our slot's bytes to the counters and frees it (normal process exit). */
 void vgpu_shm_release_slot(struct vgpu_shm *s);
 

@@ -18,7 +18,9 @@
  *                        kernels, the 30/70 pair, two processes of a 30 %
  *                        claim with 0.1 ms kernels (2 x 3000 launches/s),
  *                        and at 10 % with 50 ms kernels two launches in a row
- *                        wait while 100 capture launches do not.
+ *                        wait while 100 capture launches do not; then
+ *                        processes SIGKILLed and replaced (kills, ~12 s).
+ *   compute_test kills   that SIGKILL case alone.
  *   compute_test sweep   the accuracy table: limits 10..90 % x 1, 2, 4
  *                        processes per claim x 1 and 2 claims per GPU (the
  *                        second at 100 - limit) x kernels 0.1 ms, 2 ms,
@@ -412,26 +414,35 @@ static double gpu_share(fake_state *st, int ord, uint64_t from, uint64_t to)
 
 /*
  * The hard limit under SIGKILL: two processes of a 30 % claim keep GPU ord
- * busy with 2 ms kernels; for KILL_S seconds one of them, chosen at random,
- * is SIGKILLed every 100-400 ms (mid-launch, mid-wait, as the refiller) and
- * replaced at once. No second of the GPU's true busy time, during the kills
- * or after, may exceed the limit + 10, and 2-4 s after the kills the claim
- * is within 5 points of its limit: the debt the dead left in the bucket
- * does not keep it below for good, and nothing they did lifts it. The
- * accuracy goal is + 5 for any second; the second after the kills stop
- * reaches about + 7 today (vgpu-core/README.md, "Where the goals are missed").
- * (Killed launchers do starve the claim while the kills go on: each takes
- * its charged but never launched work with it, which the survivors repay.)
+ * busy with kernels of exactly 2 ms (so that a second's share shows the
+ * limiter, not the kernels' own spread: log-normal ones vary by 2.3 points
+ * a second by themselves here); for KILL_S seconds one of them, chosen at
+ * random, is SIGKILLed every 100-400 ms (mid-launch, mid-wait, as the
+ * refiller) and replaced at once. Nothing the kills do lifts the claim: no
+ * second of the GPU's true busy time, during the kills or after, above the
+ * limit + 5. Nothing they do starves it beyond what the limit's safety
+ * costs: a process NVML has not measured yet is charged the longest kernel
+ * planned for (20 ms), so a claim of such processes only runs at 2/20 of
+ * its limit (3 %); the kill phase must stay above KILLS_FLOOR (no refill
+ * lost to a dead refiller's lease, the launches a dead process was charged
+ * for and never made given back, over-charges NVML proves refunded: 4.2-5.3 %;
+ * without those, 2.5-2.8 %). After the kills, every two-second mean from
+ * 3 s on is within 2 points and no second from 2 s on falls more than 5
+ * points short.
  */
 #define KILL_S 6
+#define KILL_AFTER_S 6
+#define KILLS_FLOOR 3.3
 static void kills(const char *self, const char *base, const char *uuid, int ord, fake_state *st)
 {
     char root[600], ordstr[16];
-    char *args[] = {"busy", ordstr, "k_ln2000us", "2", "10", "4096", NULL};
+    char *args[] = {"busy", ordstr, "k_2000us", "2", "10", "4096", NULL};
     pid_t pid[2];
     int status, n = 0;
-    uint64_t start, calm, to;
-    double worst = 0, after;
+    uint64_t start, calm, to, settled;
+    /* Kernels of exactly 2 ms: they do not vary by themselves, so the band is 2 points. */
+    double band = 2;
+    double worst = 0, low = 100, during;
 
     snprintf(root, sizeof(root), "%s/gpu%d-kills", base, ord);
     snprintf(ordstr, sizeof(ordstr), "%d", ord);
@@ -451,14 +462,22 @@ static void kills(const char *self, const char *base, const char *uuid, int ord,
         n++;
     }
     calm = (uint64_t)(now_s() * 1e9);
-    sleep(4);
+    sleep(KILL_AFTER_S);
     to = ((uint64_t)(now_s() * 1e9) / GPU_SAMPLE_NS - 1) * GPU_SAMPLE_NS;
-    for (uint64_t t = start; t + S <= to; t += S / 2) {
+    for (uint64_t t = start; t + S <= to; t += GPU_SAMPLE_NS) {
         double share = gpu_share(st, ord, t, t + S);
 
         worst = share > worst ? share : worst;
+        if (t >= calm + 2 * S && share < low)
+            low = share;
     }
-    after = gpu_share(st, ord, calm + 2 * S, to);
+    /* Settled: from then on every two-second mean (sliding by a sample period) within the band. */
+    settled = calm;
+    for (uint64_t t = calm; t + 2 * S <= to; t += GPU_SAMPLE_NS) {
+        if (absd(gpu_share(st, ord, t, t + 2 * S) - 30) > band)
+            settled = t + GPU_SAMPLE_NS;
+    }
+    during = gpu_share(st, ord, start + S, calm);
     close(stop_pipe[0]);
     close(stop_pipe[1]);
     stop_pipe[0] = stop_pipe[1] = -1;
@@ -466,11 +485,14 @@ static void kills(const char *self, const char *base, const char *uuid, int ord,
         CHECK(waitpid(pid[j], &status, 0) == pid[j]);
         CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     }
-    printf("  30 %%, %d SIGKILLs in %d s: busiest second %.2f%%, 2-4 s after the kills %.2f%%\n",
-           n, KILL_S, worst, after);
+    printf("  30 %%, %d SIGKILLs in %d s: %.2f%% during the kills (>= %.1f), busiest second "
+           "%.2f%%; after them within %.1f points from %.2f s, lowest second from 2 s %.2f%%\n",
+           n, KILL_S, during, KILLS_FLOOR, worst, band, (double)(settled - calm) / 1e9, low);
     CHECK(n >= KILL_S * 2);
-    CHECK(worst <= 40);
-    CHECK(absd(after - 30) <= 5);
+    CHECK(worst <= 35);
+    CHECK(during >= KILLS_FLOOR);
+    CHECK(settled - calm <= 3 * S);
+    CHECK(low >= 25);
 }
 
 static int quick(const char *self, const char *base, char uuid[][96], fake_state *st)
@@ -605,6 +627,7 @@ int main(int argc, char **argv)
     char base[] = "/tmp/vgpu-compute-XXXXXX", uuid[8][96], cmd[600], err[256];
     const char *dir = getenv("VGPU_FAKE_STATE_DIR");
     bool full = (argc == 2 || argc == 3) && strcmp(argv[1], "sweep") == 0;
+    bool kills_only = argc == 2 && strcmp(argv[1], "kills") == 0;
     int need = full ? 8 : 4;
     fake_state st;
     nvmlDevice_t dev;
@@ -619,9 +642,10 @@ int main(int argc, char **argv)
                "which needs root\n");
         return 0;
     }
-    if ((!full && (argc != 2 || strcmp(argv[1], "quick") != 0)) || getenv("VGPU_TEST_LIB") == NULL ||
-        dir == NULL || mkdtemp(base) == NULL || nvmlInit_v2() != NVML_SUCCESS) {
-        fprintf(stderr, "usage: compute_test quick | sweep [LIMIT] (needs VGPU_TEST_LIB, "
+    if ((!full && !kills_only && (argc != 2 || strcmp(argv[1], "quick") != 0)) ||
+        getenv("VGPU_TEST_LIB") == NULL || dir == NULL || mkdtemp(base) == NULL ||
+        nvmlInit_v2() != NVML_SUCCESS) {
+        fprintf(stderr, "usage: compute_test quick | kills | sweep [LIMIT] (needs VGPU_TEST_LIB, "
                         "VGPU_FAKE_STATE_DIR and the fake NVML)\n");
         return 2;
     }
@@ -635,7 +659,9 @@ int main(int argc, char **argv)
     }
     if (check_failures != 0)
         return check_report("compute_test");
-    if (full)
+    if (kills_only)
+        kills(argv[0], base, uuid[0], 0, &st);
+    else if (full)
         sweep(argv[0], base, uuid, &st, argc == 3 ? (unsigned)atoi(argv[2]) : 0);
     else
         quick(argv[0], base, uuid, &st);

@@ -9,12 +9,16 @@
  * 20 ms and a mix: mean absolute error <= 1 point, worst cell <= 3 points,
  * settling (two-second means within 2 points, or within what such kernels
  * vary by themselves) <= 3 s, first second <= limit + 5 points; cells of a
- * GPU booked to 90 % or more by several processes per claim are held to a
- * looser bound (see FULL_BOOKED_BOUND). Then: claims at 30/70 within 1 point each, 10/90
- * within 10 % of 1:9, a limit change through a new process, a process
- * joining, idle phases, workConserving (>= 95 % alone within 2 s, back at
- * the limit within 2 s of contention, never 5 points below it once
- * contended), high priority, disabled, and the bucket's admission rules.
+ * GPU booked to 90 % or more by several processes per claim, and four
+ * processes of 0.1 ms kernels at 10 %, are held to looser bounds (see
+ * test_grid). Then: claims at 30/70 within 1 point each, 10/90 within 10 %
+ * of 1:9, a limit change through a new process, a process joining, idle
+ * phases, workConserving (>= 95 % alone within 2 s, back at the limit
+ * within 2 s of contention, never 5 points below it once contended), high
+ * priority, disabled, processes SIGKILLed and replaced (not starved beyond
+ * what the start-up cost implies, never above the limit + 5, settled after),
+ * a hostile container killing its own processes, and the bucket's admission
+ * and refund rules.
  */
 #include <math.h>
 #include <stdio.h>
@@ -92,6 +96,19 @@ static void test_bucket(void)
     CHECK_EQ_U64(d.bucket_capacity, VGPU_BUCKET_MIN_CAPACITY);
     /* No launch is told to wait longer than VGPU_WAIT_LIMIT_NS (100 ms at 0.01 % is 1000 s). */
     CHECK_EQ_U64(vgpu_bucket_take(&d, 100 * MS), VGPU_WAIT_LIMIT_NS);
+    /* Tokens given back pay the debt first and never fill the bucket beyond its capacity. */
+    memset(&d, 0, sizeof(d));
+    vgpu_bucket_init(&d, 0.25, 1000);
+    CHECK_EQ_U64(vgpu_bucket_take(&d, 45 * MS), 80 * MS);
+    vgpu_bucket_credit(&d, 15 * MS);
+    CHECK(d.bucket_tokens == -5 * (int64_t)MS);
+    vgpu_bucket_credit(&d, 1000 * MS);
+    CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
+    vgpu_bucket_credit(&d, UINT64_MAX);
+    CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
+    vgpu_bucket_open(&d);
+    vgpu_bucket_credit(&d, 5 * MS);
+    CHECK(d.bucket_tokens == VGPU_BUCKET_OPEN);
 }
 
 /* The cost estimate's bounds and measurements, driven directly. */
@@ -111,14 +128,27 @@ static void test_cost_estimate(void)
         o.launches = t / MS / 10; /* 100 launches a second */
         CHECK(vgpu_ctl_cost(&c, &o, true, t) == 0);
     }
-    /* Later zeros bound it: (0 + 0.5 %) x 1 s over the launches older than the lag. */
+    /*
+     * Later zeros bound it: (0 + 1 %, a whole step of the dithered sensor)
+     * x 1 s over the launches older than the lag. What those launches were
+     * charged beyond it (20 ms each before the first bound) is owed back,
+     * each launch once.
+     */
     for (; t <= 2 * S; t += 100 * MS) {
         o.launches = t / MS / 10;
         vgpu_ctl_cost(&c, &o, true, t);
     }
     CHECK(c.procs[3].cost_ns > 0 && !c.procs[3].measured);
-    CHECK(c.procs[3].cost_ns <= 0.005 * S / 70 && c.procs[3].cost_ns >= 0.005 * S / 110);
-    /* A reading of 1 % over a whole window measures it: 10 ms / 100 launches. */
+    CHECK(c.procs[3].cost_ns <= 0.01 * S / 70 && c.procs[3].cost_ns >= 0.01 * S / 110);
+    CHECK(c.procs[3].refund_from >= 150 && c.procs[3].refund_from <= 190);
+    /*
+     * The first bound proves (n x 20 ms - 10 ms) for its n launches (3.3 at
+     * 0.3 s): 56.7 ms; later ones, with each window's whole busy bound set
+     * against 100 ms of launches at the bounded cost, add up to 20 ms more.
+     */
+    CHECK(c.procs[3].refund_ns > 56.6 * MS && c.procs[3].refund_ns < 80.0 * MS);
+    c.procs[3].refund_ns = 0;
+    /* A reading of 1 % over a whole window measures it: 10 ms / 100 launches, nothing owed. */
     for (; t <= 4 * S; t += 100 * MS) {
         o.launches = t / MS / 10;
         o.util = 0.01;
@@ -127,6 +157,7 @@ static void test_cost_estimate(void)
     }
     CHECK(c.procs[3].measured);
     CHECK(absd(c.procs[3].cost_ns - 0.01 * S / 100) < 0.01 * S / 100 * 0.05);
+    CHECK(c.procs[3].refund_ns == 0);
     /* NVML sees nothing of launches the estimate says it must see: back to bounding. */
     o.util = 0;
     o.launches = t / MS * 2; /* 2000 a second from now on */
@@ -137,6 +168,21 @@ static void test_cost_estimate(void)
     }
     CHECK(!c.procs[3].measured);
     CHECK(c.procs[3].cost_ns < 0.01 * S / 100 / 10);
+
+    /*
+     * A new process whose kernels take what it is charged (10 launches a
+     * second of 20 ms: NVML reads 20 %) gets nothing back, and its bound
+     * stays at the truth or above.
+     */
+    o = (struct vgpu_ctl_obs){.slot = 4, .id = 9};
+    for (t += 100 * MS; t <= 12 * S; t += 100 * MS) {
+        o.launches += 1;
+        o.util = 0.2;
+        o.window_end = t / GPU_SAMPLE_NS * GPU_SAMPLE_NS;
+        vgpu_ctl_cost(&c, &o, true, t);
+    }
+    CHECK(c.procs[4].refund_ns == 0);
+    CHECK(c.procs[4].cost_ns >= 0.2 * S / 10 * 0.99);
 }
 
 /* The sensor: lagged by a period, whole percents, unbiased jitter; nothing dropped. */
@@ -198,12 +244,23 @@ static void test_sensor(void)
 /* Settling is counted in sample periods: 18 of them (3 s) come to 3.000000006 s. */
 #define SETTLE_GOAL_S 3.000001
 
+/*
+ * The other: four processes of 0.1 ms kernels sharing 10 %. Each starts
+ * charged the longest kernel planned for (20 ms), and until NVML measures
+ * it only NVML's readings bound its cost from above: (reading + one whole
+ * percent, the step of the dithered sensor) over its launches. One percent
+ * of a second is 10 ms of busy time, 40 % of each process's 25 ms a second:
+ * every window can only cut the cost by about 2.5 times, so 20 ms come down
+ * to 0.1 ms in about 3.5 s. Asserted: within RESOLUTION_SETTLE_S.
+ */
+#define RESOLUTION_SETTLE_S 4.0
+
 static void test_grid(void)
 {
     static const unsigned limits[] = {10, 30, 50, 70, 90};
     static const int procs[] = {1, 2, 4};
     double sum = 0, worst = 0, worst_settle = 0, worst_first = -100, worst_low = 100;
-    int n = 0, unsettled = 0;
+    int n = 0, unsettled = 0, late = 0;
 
     printf("limit procs claims kernels |  share  error  first s  settling (band)  lowest s\n");
     for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++) {
@@ -217,6 +274,7 @@ static void test_grid(void)
                     for (int c = 0; c < nc; c++) {
                         double target = c == 0 ? limits[a] : 100 - limits[a];
                         double e = absd(cell.share[c] - target);
+                        bool slow = target == 10 && procs[b] == 4 && k == PLANT_K_100US;
                         bool settled = cell.settling_s[c] <= SETTLE_GOAL_S;
 
                         sum += e;
@@ -226,7 +284,10 @@ static void test_grid(void)
                                target, procs[b], nc, plant_kernels_name(k), cell.share[c],
                                cell.share[c] - target, cell.first_s[c], cell.settling_s[c],
                                cell.band[c], cell.low[c],
-                               !settled ? (full ? "  full: left the band late" : "  MISSED") : "");
+                               settled ? ""
+                               : slow  ? "  sensor resolution: late"
+                               : full  ? "  full: left the band late"
+                                       : "  MISSED");
                         worst = e > worst ? e : worst;
                         if (cell.first_s[c] - target > worst_first)
                             worst_first = cell.first_s[c] - target;
@@ -234,11 +295,15 @@ static void test_grid(void)
                         CHECK(cell.first_s[c] <= target + 5);
                         if (settled && cell.settling_s[c] > worst_settle)
                             worst_settle = cell.settling_s[c];
-                        if (full && !settled) {
+                        if (slow && !settled) {
+                            late++;
+                            CHECK(cell.settling_s[c] <= RESOLUTION_SETTLE_S);
+                        } else if (full && !settled) {
                             unsettled++;
                             continue;
+                        } else {
+                            CHECK(settled);
                         }
-                        CHECK(settled);
                         /*
                          * Once settled, no second falls 5 points short, or more than a
                          * second of such kernels varies by itself (the band is for
@@ -255,8 +320,10 @@ static void test_grid(void)
     printf("grid: %d claim runs, mean absolute error %.2f points (goal <= 1), worst %.2f (<= 3), "
            "worst first second %+.2f points (<= +5), lowest second once settled %+.2f points "
            "(>= -5; kernels that vary more by themselves: their spread); settling <= %.2f s "
-           "(<= 3) except %d fully booked runs that left the band late\n",
-           n, sum / n, worst, worst_first, worst_low, worst_settle, unsettled);
+           "(<= 3) except %d fully booked runs that left the band late and %d runs of four "
+           "processes of 0.1 ms kernels at 10 %% (<= %.1f s)\n",
+           n, sum / n, worst, worst_first, worst_low, worst_settle, unsettled, late,
+           RESOLUTION_SETTLE_S);
     CHECK(sum / n <= 1.0);
 }
 
@@ -385,6 +452,119 @@ static void test_work_conserving(void)
     CHECK(plant_mean_share(&res, 0, 20 * S, 30 * S) > 45);
 }
 
+/*
+ * Processes SIGKILLed and replaced at random instants (compute_test's kills
+ * case on the plant): two processes of a 30 % claim keep the GPU busy;
+ * every 100-400 ms one of them, chosen at random, stops where it is (a
+ * launch it was charged for and never made stays owed; as refiller, its
+ * lease is taken over) and a new one starts. Returns the index of the
+ * first process that runs to the end; *kills_end is when the last kill was.
+ */
+static int kill_spec(struct plant_spec *s, uint64_t seed, uint64_t kernel_ns, int depth,
+                     uint64_t min_gap_ns, uint64_t max_gap_ns, uint64_t kill_s,
+                     uint64_t *kills_end)
+{
+    uint64_t rng = seed, t = 0;
+    int lane[2] = {0, 1};
+
+    memset(s, 0, sizeof(*s));
+    s->duration_ns = kill_s * S + 10 * S;
+    s->seed = seed;
+    s->nclaims = 1;
+    s->claims[0].limit_percent = 30;
+    for (int j = 0; j < 2; j++)
+        s->procs[s->nprocs++] = (struct plant_proc_spec){.claim = 0, .kernel_ns = kernel_ns,
+                                                          .sigma = 0.5, .streams = 2,
+                                                          .depth = depth};
+    for (;;) {
+        int j = (int)(gpu_rand_next(&rng) % 2);
+
+        t += min_gap_ns + gpu_rand_next(&rng) % (max_gap_ns - min_gap_ns);
+        if (t >= kill_s * S || s->nprocs == PLANT_MAX_PROCS)
+            break;
+        s->procs[lane[j]].stop_ns = t;
+        s->procs[s->nprocs] = s->procs[lane[j]];
+        s->procs[s->nprocs].stop_ns = 0;
+        s->procs[s->nprocs].start_ns = t;
+        lane[j] = s->nprocs++;
+        *kills_end = t;
+    }
+    return lane[0] < lane[1] ? lane[0] : lane[1];
+}
+
+/* What one second of claim target's kernels (mean mean_ns, log-normal sigma) varies by itself. */
+static double second_spread(double target, double mean_ns, double sigma)
+{
+    return target * sqrt(exp(sigma * sigma) - 1) / sqrt(target / 100 * 1e9 / mean_ns);
+}
+
+static void test_kills(void)
+{
+    static struct plant_spec s;
+    uint64_t end, settle;
+    double during = 0, top, low, band;
+
+    /*
+     * Until NVML has measured it, a process is charged the longest kernel
+     * planned for (VGPU_CTL_DEFAULT_COST_NS), so that replacing processes
+     * can never raise the claim's share: with 2 ms kernels, a claim whose
+     * processes all are that new runs at 2/20 of its limit (3 %), the floor
+     * here. Above it, nothing may be lost: no refill to a dead refiller's
+     * lease, no launch a dead process was charged for and never made, and
+     * what NVML shows a process was charged beyond its GPU time comes back.
+     * (Without those three: 2.9-3.4 % over five seeds; with them 4.9-5.8 %.)
+     * Two seconds of 2 ms kernels at 30 % vary by 0.9 points by themselves:
+     * the settling band is 4 sigma, as in the grid.
+     */
+    band = 4 * second_spread(30, 2e6, 0.5) / M_SQRT2;
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        kill_spec(&s, seed, 2 * MS, 10, 100 * MS, 400 * MS, 6, &end);
+        CHECK(s.nprocs >= 20);
+        CHECK(plant_run(&s, &res) == 0);
+        during += plant_mean_share(&res, 0, 1 * S, end) / 5;
+        top = plant_max_share(&res, 0, 0, s.duration_ns);
+        settle = plant_settling_ns(&res, 0, 30, band, end, s.duration_ns);
+        low = plant_min_share(&res, 0, end + 2 * S, s.duration_ns);
+        printf("30 %%, %d processes, one SIGKILLed every 100-400 ms for 6 s (seed %llu): %.2f%% "
+               "during the kills, busiest second %.2f%%, within %.1f points %.2f s after them, "
+               "lowest second from 2 s after them %.2f%%\n", s.nprocs, (unsigned long long)seed,
+               plant_mean_share(&res, 0, 1 * S, end), top, band, settle / 1e9, low);
+        CHECK(top <= 35);
+        CHECK(settle <= 3 * S);
+        CHECK(low >= 25);
+    }
+    printf("30 %%, processes SIGKILLed: %.2f%% during the kills over five seeds (floor 3 %%)\n",
+           during);
+    CHECK(during >= 4.25);
+
+    /*
+     * A hostile container killing its own processes on purpose: kernels of
+     * each class (up to the longest planned for), deep queues, processes
+     * replaced every 50-500 ms. It gains nothing: the kill phase stays
+     * below the limit, and no second goes above the limit + 5 points, plus
+     * what one second of such kernels varies by itself (a limiter that
+     * counts launches cannot know a kernel's duration before it runs;
+     * without kills, two processes of 20 ms kernels reach 35.2 %).
+     */
+    for (int k = 0; k < 3; k++) {
+        static const uint64_t kernel[3] = {100 * US, 2 * MS, 20 * MS};
+        double allowed = 35 + second_spread(30, (double)kernel[k], 0.5);
+
+        for (uint64_t seed = 1; seed <= 3; seed++) {
+            kill_spec(&s, seed * 31 + (uint64_t)k, kernel[k], PLANT_MAX_DEPTH, 50 * MS,
+                      500 * MS, 8, &end);
+            CHECK(plant_run(&s, &res) == 0);
+            top = plant_max_share(&res, 0, 0, s.duration_ns);
+            during = plant_mean_share(&res, 0, 0, end);
+            printf("hostile kills, %s kernels, seed %llu: %d processes, %.2f%% during the kills, "
+                   "busiest second %.2f%% (<= %.2f)\n", plant_kernels_name((enum plant_kernels)k),
+                   (unsigned long long)seed, s.nprocs, during, top, allowed);
+            CHECK(during <= 30);
+            CHECK(top <= allowed);
+        }
+    }
+}
+
 static void test_bad_spec(void)
 {
     struct plant_spec s = {.duration_ns = 1 * S, .nclaims = 1, .nprocs = 1};
@@ -487,6 +667,7 @@ int main(void)
     test_limit_change();
     test_join_and_idle();
     test_work_conserving();
+    test_kills();
     test_bad_spec();
     return check_report("limiter_test");
 }

@@ -21,6 +21,7 @@ struct proc {
     uint64_t next_try;
     uint64_t launches;
     bool pending;   /* a launch was charged and waits for the debt to be paid */
+    uint64_t pending_cost; /* what it was charged */
     uint64_t wait_until; /* when the refill will have paid it */
     double cost_ns; /* what the refiller set, 0 = default */
     uint64_t rng;
@@ -110,6 +111,7 @@ static void try_launch(struct model *m, int i, uint64_t t)
         if (limited(m, c) && !p->pending && (wait = vgpu_bucket_take(&m->dev[c], cost)) != 0) {
             /* Charged: the launch goes once the refill has paid the debt up to it. */
             p->pending = true;
+            p->pending_cost = cost;
             p->wait_until = t + wait;
         }
         if (p->pending && t < p->wait_until && !vgpu_bucket_is_open(&m->dev[c])) {
@@ -143,13 +145,23 @@ static int elect(const struct model *m, int claim, uint64_t t)
     return -1;
 }
 
-/* The refiller's election and takeover (run at every refill, as the lease is contested). */
+/*
+ * The refiller's election and takeover (run at every refill, as the lease is
+ * contested): a live refiller keeps its lease; one that stopped is replaced
+ * VGPU_REFILLER_STALE_NS later (the library notices a dead holder's lease
+ * once it has gone that long unrenewed), meanwhile nobody refills.
+ */
 static void elect_refiller(struct model *m, struct plant_result *res, int c, uint64_t t)
 {
-    int r = elect(m, c, t);
+    int r, cur = m->refiller[c];
     uint64_t seed[VGPU_REGION_MAX_SLOTS] = {0};
 
-    if (r == m->refiller[c])
+    if (cur >= 0 && alive(&m->procs[cur], t))
+        return;
+    if (cur >= 0 && t < m->procs[cur].spec->stop_ns + VGPU_REFILLER_STALE_NS)
+        return;
+    r = elect(m, c, t);
+    if (r == cur)
         return;
     m->refiller[c] = r;
     if (r < 0)
@@ -173,6 +185,19 @@ static void control(struct model *m, int c, uint64_t t)
 
     if (m->refiller[c] < 0)
         return;
+    /*
+     * A process that stopped while its launch waited: the refiller reclaims
+     * its slot and gives the charge back (whole microseconds, as the slot
+     * shows it).
+     */
+    for (int i = 0; i < s->nprocs; i++) {
+        struct proc *p = &m->procs[i];
+
+        if (p->spec->claim == c && p->pending && !alive(p, t)) {
+            vgpu_bucket_credit(&m->dev[c], p->pending_cost / 1000 * 1000);
+            p->pending = false;
+        }
+    }
     for (int i = 0; i < s->nprocs; i++) {
         struct proc *p = &m->procs[i];
         uint64_t we;

@@ -16,10 +16,15 @@
  * (charge; if in debt, wait what vgpu_bucket_take says, looking at the
  * bucket every VGPU_WAIT_MAX_NS; count the launch when it goes; the bucket
  * set up at the start, as every process's library does); it starts, may alternate
- * busy and idle phases, and may stop. The refiller is elected among the
- * claim's live processes (the lowest index); a new refiller takes over with
- * vgpu_ctl_takeover as limiter.c does, refills every PLANT_REFILL_NS and
- * runs vgpu_ctl_tick every VGPU_CTL_PERIOD_NS on what NVML reports.
+ * busy and idle phases, and may stop (as if killed: its queued kernels
+ * still run; a launch it was charged for and never made is given back by
+ * the refiller's next control period, which reclaims its slot). The
+ * refiller is elected among the claim's live processes (the lowest index)
+ * and keeps the lease while it lives; one that stopped is replaced
+ * VGPU_REFILLER_STALE_NS later, as the library notices a dead lease holder.
+ * A new refiller takes over with vgpu_ctl_takeover as limiter.c does,
+ * refills every PLANT_REFILL_NS and runs vgpu_ctl_tick every
+ * VGPU_CTL_PERIOD_NS on what NVML reports.
  *
  * Results are the ground truth: each claim's true share of every sample
  * period, not what the limiter's sensor said.
@@ -31,10 +36,11 @@
 #include <stdint.h>
 
 #include "fake_gpu.h"
+#include "limiter.h"
 #include "limiter_math.h"
 
 #define PLANT_MAX_CLAIMS 4
-#define PLANT_MAX_PROCS 16
+#define PLANT_MAX_PROCS 64
 #define PLANT_MAX_STREAMS 4
 #define PLANT_MAX_DEPTH 16
 #define PLANT_REFILL_NS 5000000ull

@@ -22,6 +22,7 @@
 #include "parse.h"
 #include "procinfo.h"
 #include "ptrmap.h"
+#include "limiter_math.h"
 #include "region.h"
 #include "vgpu_reserve.h"
 
@@ -431,6 +432,10 @@ static void test_region_reclaim(void)
             _exit(2);
         vgpu_shm_slot_add(&cs, 0, 700);
         vgpu_shm_slot_set_overhead(&cs, 0, 50);
+        /* A launch charged 50 ms and waiting for its turn in a 30 % bucket when the kill comes. */
+        vgpu_bucket_init(&cs.r->devices[0], 0.3, 1);
+        vgpu_bucket_take(&cs.r->devices[0], 50000000);
+        cs.r->slots[cs.slot].devices[0].pending_charge_us = 50000;
         if (write(pipefd[1], "k", 1) != 1)
             _exit(3);
         pause();
@@ -441,13 +446,20 @@ static void test_region_reclaim(void)
     /* Slots are claimed lowest first and the header bounds them for readers. */
     CHECK_EQ_U64(s.r->header.slots_in_use, 2);
     /* Alive: nothing reclaimed. */
+    CHECK(!vgpu_shm_slot_dead(&s, 1));
     CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 0);
     CHECK_EQ_U64(vgpu_shm_used(&s, 0), 750);
+    CHECK(s.r->devices[0].bucket_tokens == -20000000);
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
     CHECK(WIFSIGNALED(st));
+    CHECK(vgpu_shm_slot_dead(&s, 1));
+    CHECK(!vgpu_shm_slot_dead(&s, 0));
     CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
     CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
+    CHECK(!vgpu_shm_slot_dead(&s, 1));
+    /* The launch it was charged for and never made is given back, up to a full bucket. */
+    CHECK(s.r->devices[0].bucket_tokens == 30000000);
     /*
      * A slot left by a process of another pid namespace (another container of
      * the claim): its pid means nothing here, but nobody holds its lock.
