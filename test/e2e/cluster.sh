@@ -16,6 +16,8 @@
 #   cluster.sh logs [N]        print the last N lines (default 60) of every component log
 #   cluster.sh exec NODE CMD.. run CMD in NODE's namespaces (see its mounts,
 #                              its processes' view, its network)
+#   cluster.sh leftovers       list what a stopped cluster left behind (processes,
+#                              namespaces, links, mounts, state); exit 1 if anything
 set -euo pipefail
 
 # shellcheck source=lib/common.sh
@@ -85,7 +87,7 @@ cmd_up() {
   echo "$E2E_NODES" >"$E2E_RUN_DIR/node-count"
   build_images
   make_pki "$ip"
-  write_configs "$ip"
+  write_configs
   # A failed or interrupted start must not leave half a cluster behind.
   trap 'log "interrupted"; cmd_down; exit 130' INT TERM
   if ! start_cluster "$ip"; then
@@ -118,6 +120,21 @@ export PATH=$E2E_BIN:\$PATH
 ENV
 }
 
+# cmd_leftovers lists whatever of the cluster survived `down`.
+cmd_leftovers() {
+  local found=0 pid exe
+  for pid in $(pgrep -f "$E2E_BIN/" 2>/dev/null); do
+    exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
+    case "$exe" in "$E2E_BIN"/*) echo "process $pid: $exe"; found=1 ;; esac
+  done
+  if ip netns list 2>/dev/null | grep '^vgpudra-'; then found=1; fi
+  if ip -o link show 2>/dev/null | grep -E "$E2E_NODES_BRIDGE|$E2E_BRIDGE|vd-node-"; then found=1; fi
+  if awk -v d="$E2E_RUN_DIR" 'index($2, d) == 1 {print "mount " $2; found=1} END {exit !found}' /proc/self/mounts; then found=1; fi
+  if [ -e "$E2E_RUN_DIR" ]; then echo "state $E2E_RUN_DIR"; found=1; fi
+  if ls -d /sys/fs/cgroup/*/vgpu-dra-e2e-* /sys/fs/cgroup/vgpu-dra-e2e-* 2>/dev/null; then found=1; fi
+  return $((found))
+}
+
 cmd_logs() {
   local n=${1:-60} f
   for f in "$E2E_LOGS"/*.log; do
@@ -134,6 +151,7 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   logs) shift; cmd_logs "$@" ;;
+  leftovers) cmd_leftovers ;;
   exec)
     shift
     node=${1:?exec needs a node name}; shift

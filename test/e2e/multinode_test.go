@@ -498,15 +498,17 @@ func TestDrainMovesClaimsToTheOtherNode(t *testing.T) {
 	}
 	f.cordon(nodeB, false)
 
+	start := time.Now()
 	out, err := kubectl(f.ctx, "drain", cluster.node, "--ignore-daemonsets", "--delete-emptydir-data",
 		"--grace-period=0", "--timeout=3m")
 	require.NoError(t, err, "kubectl drain %s:\n%s", cluster.node, out)
-	t.Logf("$ kubectl drain %s\n%s", cluster.node, out)
+	t.Logf("$ kubectl drain %s (%s)\n%s", cluster.node, time.Since(start).Round(time.Second), out)
 
 	for _, p := range f.runningPods("app=worker", int(replicas)) {
 		assert.Equal(t, nodeB, p.Spec.NodeName, "pod %s recreated on %s", p.Name, nodeB)
 		assert.Equal(t, nodeB, allocatedDevice(t, f.claimOf(&p, "gpu")).Pool, "claim of %s allocated on %s", p.Name, nodeB)
 	}
+	t.Logf("recreated pods Running on %s %s after the drain started", nodeB, time.Since(start).Round(time.Second))
 	for uid := range oldClaims {
 		f.poll("claim "+uid+" unprepared on "+cluster.node, time.Minute, func() (bool, error) {
 			return len(claimFilesOnNode(cluster.node, uid)) == 0, nil

@@ -29,6 +29,11 @@ teardown() {
     phase "keeping the cluster: test/e2e/cluster.sh down stops it"
   else
     "$E2E_ROOT/cluster.sh" down || true
+    # The teardown is part of what is tested: it must leave nothing behind.
+    if ! "$E2E_ROOT/cluster.sh" leftovers >&2; then
+      phase "the teardown left the above behind"
+      [ "$rc" -eq 0 ] && rc=1
+    fi
     phase "cluster torn down"
   fi
   exit "$rc"

@@ -65,7 +65,7 @@
  * 4: device sm_share_permyriad, sm_share_time_ns (achieved SM share);
  * 5: device refusals / last_refused_bytes / last_refused_ns (limit hits)
  */
-#define VGPU_REGION_MINOR 5
+#define VGPU_REGION_MINOR 6
 
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_SLOTS 512
@@ -187,7 +187,7 @@ struct vgpu_region_slot_device {
     uint64_t kernel_launches; /* 24 (issue 4) */
     uint64_t throttled_ns;    /* 32 time launches waited for tokens (issue 4) */
     uint32_t sm_util_percent; /* 40 last sampled SM utilisation (issue 4) */
-    uint32_t pending_charge_us; /* 44 launch charges (us) taken from the bucket by launches
+    uint32_t pending_charge_us; /* 44 (minor 6) launch charges (us) taken from the bucket by launches
                                    still waiting for their turn: a dead process's are given
                                    back when its slot is reclaimed */
     uint64_t launch_cost_ns;  /* 48 estimated GPU ns per launch of this process, set by the

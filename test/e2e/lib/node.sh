@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Configuration, start and stop of the cluster's processes: etcd, the control
-# plane, containerd and the kubelet, all as host processes of this machine.
+# Configuration, start and stop of the cluster's processes: etcd and the
+# control plane on this machine, and per node a containerd and a kubelet (in
+# the node's namespaces when there are several, see nodes.sh).
 
 # write_configs writes every node's containerd, CNI and kubelet configuration
 # into the node's view; the paths in them are those the node sees.

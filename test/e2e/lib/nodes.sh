@@ -82,6 +82,7 @@ nodes_up() {
     ip -n "$ns" link set eth0 up
     mkdir -p "$(node_view "$node")"
     # The holder is the pause binary, so that pid_of recognises it.
+    # shellcheck disable=SC2016 # expanded by the inner shell
     start_bg "$(node_comp ns "$node")" env E2E_RUN_DIR="$E2E_RUN_DIR" E2E_CACHE_DIR="$E2E_CACHE_DIR" \
       E2E_NODES="$E2E_NODES" nsenter --net="/run/netns/$ns" \
       unshare --mount --uts --propagation slave -- \
