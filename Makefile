@@ -115,7 +115,7 @@ demo-down: ## remove the demo and stop its local cluster
 	./demo/run.sh down
 
 .PHONY: e2e
-e2e: build ## end-to-end specs on a fresh local cluster, always torn down, then scale-smoke (root; first run ~20 min, then ~11 min)
+e2e: build ## end-to-end specs on a fresh local cluster, always torn down, then scale-smoke (root; two nodes; first run ~25 min, then ~15 min)
 	./test/e2e/run.sh
 	$(MAKE) scale-smoke
 
