@@ -495,6 +495,27 @@ func (p podSpec) pod() *corev1.Pod {
 	return pod
 }
 
+// waitUnschedulable waits until the scheduler reports the pod Unschedulable
+// and returns its message.
+func (f *framework) waitUnschedulable(pod string) string {
+	f.t.Helper()
+	var reason string
+	f.poll("the scheduler to report pod "+pod+" unschedulable", unschedulableTimeout, func() (bool, error) {
+		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, pod, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				reason = c.Message
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return reason
+}
+
 func (f *framework) waitRunning(name string) *corev1.Pod {
 	f.t.Helper()
 	var pod *corev1.Pod

@@ -13,7 +13,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -144,18 +143,7 @@ func TestKubectlVGPUNodesClaimsAndWhy(t *testing.T) {
 	}
 	f.createClaimTemplate("too-big", claimRequest{memory: fmt.Sprintf("%d", capacity), cores: "10"})
 	f.createPod(podSpec{name: "too-big", claims: []podClaim{{name: "gpu", template: "too-big"}}})
-	f.poll("pod too-big reported unschedulable", unschedulableTimeout, func() (bool, error) {
-		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "too-big", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	f.waitUnschedulable("too-big")
 	out := f.kubectlVGPU("why", "-n", f.ns, "too-big")
 	free := capacity - f.granted()[name]
 	assert.Contains(t, out, "fit on none of")

@@ -566,20 +566,7 @@ func TestClaimCannotSpanNodes(t *testing.T) {
 	f.waitRunning("first")
 	f.createPod(podSpec{name: "elsewhere", node: nodeB, claims: []podClaim{{name: "gpu", claim: "shared"}}})
 
-	var reason string
-	f.poll("elsewhere unschedulable with a reason", unschedulableTimeout, func() (bool, error) {
-		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "elsewhere", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				reason = c.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	reason := f.waitUnschedulable("elsewhere")
 	t.Logf("elsewhere: %s", reason)
 	assert.Contains(t, reason, "0/2 nodes are available")
 	assert.Contains(t, reason, "resourceclaim not available on the node", "the message names the claim's node binding")
@@ -623,16 +610,5 @@ func TestExtendedResourceGetsAWholeGPU(t *testing.T) {
 	require.NoError(t, err, "device name %s", taken.Device)
 	f.createClaimTemplate("on-taken", claimRequest{memory: "1Gi", cel: byIndex(index)})
 	f.createPod(podSpec{name: "on-taken", claims: []podClaim{{name: "gpu", template: "on-taken"}}})
-	f.poll("on-taken unschedulable", unschedulableTimeout, func() (bool, error) {
-		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "on-taken", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Reason == corev1.PodReasonUnschedulable {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	f.waitUnschedulable("on-taken")
 }

@@ -96,20 +96,7 @@ func TestXIDTaintsTheGPUUntilThePluginFindsItHealthy(t *testing.T) {
 	newcomer := f.waitRunning("newcomer")
 	assert.Equal(t, "gpu-1", allocatedDevice(t, f.claimOf(newcomer, "gpu")).Device, "a new claim lands on the untainted GPU")
 	f.createPod(podSpec{name: "needs-gpu0", claims: []podClaim{{name: "gpu", template: "on-gpu0"}}})
-	var reason string
-	f.poll("the scheduler to report pod needs-gpu0 unschedulable", unschedulableTimeout, func() (bool, error) {
-		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "needs-gpu0", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				reason = c.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	reason := f.waitUnschedulable("needs-gpu0")
 	t.Logf("needs-gpu0 is Pending: %s", reason)
 	victim, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "victim", metav1.GetOptions{})
 	require.NoError(t, err)

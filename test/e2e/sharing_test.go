@@ -159,20 +159,7 @@ func TestTooLargeClaimStaysPending(t *testing.T) {
 	f := newFramework(t)
 	f.createClaimTemplate("too-large", claimRequest{memory: "81Gi"})
 	f.createPod(podSpec{name: "too-large", claims: []podClaim{{name: "gpu", template: "too-large"}}})
-	var reason string
-	f.poll("the scheduler to report pod too-large unschedulable", unschedulableTimeout, func() (bool, error) {
-		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "too-large", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				reason = c.Message
-				return true, nil
-			}
-		}
-		return false, nil
-	})
+	reason := f.waitUnschedulable("too-large")
 	t.Logf("scheduler's reason: %s", reason)
 	assert.Contains(t, reason, "claim", "the reason names the claim problem")
 	p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "too-large", metav1.GetOptions{})
