@@ -54,6 +54,7 @@ type options struct {
 	defaultNodePolicy string
 	defaultGPUPolicy  string
 	fallbackAfter     time.Duration
+	policyWorkers     int
 
 	httpAddress   string
 	profiling     bool
@@ -93,6 +94,7 @@ func newOptions() *options {
 		defaultNodePolicy:   string(allocator.Binpack),
 		defaultGPUPolicy:    string(allocator.Spread),
 		fallbackAfter:       30 * time.Second,
+		policyWorkers:       allocator.DefaultWorkers,
 		httpAddress:         ":8080",
 		shutdownGrace:       10 * time.Second,
 	}
@@ -141,6 +143,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.defaultNodePolicy, "default-node-policy", o.defaultNodePolicy, "Node-level placement: binpack (fullest node that fits) or spread (emptiest). Pods override it with the annotation "+allocator.NodePolicyAnnotation+".")
 	fs.StringVar(&o.defaultGPUPolicy, "default-gpu-policy", o.defaultGPUPolicy, "GPU-level placement on the chosen node: binpack or spread. Pods override it with the annotation "+allocator.GPUPolicyAnnotation+".")
 	fs.DurationVar(&o.fallbackAfter, "policy-fallback-delay", o.fallbackAfter, "How long kube-scheduler may report a pod unschedulable on the node its claims were allocated to before the allocation is released and the scheduler allocates them itself.")
+	fs.IntVar(&o.policyWorkers, "policy-workers", o.policyWorkers, "Gated pods and released claims worked on at once by the leader. Placement decisions are still made one at a time; the API writes after each (claim finalizer, allocation, gate, event) overlap, which is what bounds the allocator's rate.")
 
 	fs = named.FlagSet("serving")
 	fs.StringVar(&o.httpAddress, "http-address", o.httpAddress, "Address for /metrics (Prometheus), /healthz and /readyz (informer caches synced). Empty disables it.")
@@ -180,6 +183,9 @@ func (o *options) validate() error {
 		if f.value <= 0 {
 			errs = append(errs, fmt.Errorf("--%s: must be positive, got %s", f.flag, f.value))
 		}
+	}
+	if o.policyWorkers < 1 {
+		errs = append(errs, fmt.Errorf("--policy-workers: must be at least 1, got %d", o.policyWorkers))
 	}
 	if o.templateTouch > 0 && o.templateTouch*2 > o.templateGrace {
 		errs = append(errs, fmt.Errorf("--hami-template-touch-interval (%s) must be at most half of --hami-template-grace-period (%s), or templates in use could be collected", o.templateTouch, o.templateGrace))

@@ -205,6 +205,7 @@ func runLeader(ctx context.Context, o *options, client kubernetes.Interface, fac
 		},
 		Defaults:      o.policies(),
 		FallbackAfter: o.fallbackAfter,
+		Workers:       o.policyWorkers,
 		Recorder:      broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vgpu-dra-controller"}),
 	})
 	if err != nil {

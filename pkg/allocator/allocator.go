@@ -141,6 +141,14 @@ func (a *Allocator) Forget(uid types.UID) {
 	a.led.forget(uid)
 }
 
+// Assumed reports whether the claim has an allocation decided here that the
+// API server's answer has not confirmed yet.
+func (a *Allocator) Assumed(uid types.UID) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.led.assumed.Has(uid)
+}
+
 // deviceChanged refreshes the scores of a GPU and its node; called by the
 // ledger with a.mu held.
 func (a *Allocator) deviceChanged(id structured.DeviceID) {

@@ -46,6 +46,11 @@ const (
 	// retryAfterRelease is how soon a pod is allocated afresh after its
 	// partial allocation was released.
 	retryAfterRelease = time.Second
+	// inFlightRetry is how soon a pod whose claim another decision is
+	// still writing is looked at again.
+	inFlightRetry = 200 * time.Millisecond
+	// DefaultWorkers is the default of ControllerOptions.Workers.
+	DefaultWorkers = 4
 )
 
 // ControllerOptions configure a Controller. The informers must not have
@@ -64,6 +69,10 @@ type ControllerOptions struct {
 	// before its allocation is released to the scheduler.
 	FallbackAfter time.Duration
 	Recorder      record.EventRecorder
+	// Workers is how many pods and claims are worked on at once (0:
+	// DefaultWorkers). Decisions are still made one at a time; the API
+	// writes that follow each one overlap.
+	Workers int
 }
 
 // Controller allocates the claims of pods that carry SchedulingGate,
@@ -84,6 +93,9 @@ type Controller struct {
 
 	slicesChanged atomic.Bool
 	now           func() time.Time
+
+	// decideMu makes decisions one at a time (see decide).
+	decideMu sync.Mutex
 
 	// assumed holds pods placed by this controller and not yet bound, so
 	// that node fit counts their CPU and memory.
@@ -160,8 +172,10 @@ func NewController(opts ControllerOptions) (*Controller, error) {
 	return c, nil
 }
 
-// Run processes pods and claims until ctx ends. One worker: decisions are
-// made one at a time, each on the state left by the previous one.
+// Run processes pods and claims until ctx ends, with Workers workers. The
+// work queue never hands one pod or claim to two workers at once, and
+// decisions are made one at a time, each on the state left by the previous
+// one; only the API writes overlap.
 func (c *Controller) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx).WithName("policy-allocator")
 	ctx = klog.NewContext(ctx, logger)
@@ -169,13 +183,23 @@ func (c *Controller) Run(ctx context.Context) {
 	if !cache.WaitForNamedCacheSyncWithContext(ctx, c.synced...) {
 		return
 	}
-	logger.Info("Policy allocator started", "nodePolicy", c.opts.Defaults.Node, "gpuPolicy", c.opts.Defaults.GPU)
+	workers := c.opts.Workers
+	if workers <= 0 {
+		workers = DefaultWorkers
+	}
+	logger.Info("Policy allocator started", "nodePolicy", c.opts.Defaults.Node, "gpuPolicy", c.opts.Defaults.GPU, "workers", workers)
 	go func() {
 		<-ctx.Done()
 		c.queue.ShutDown()
 	}()
-	for c.processNext(ctx) {
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c.processNext(ctx) {
+			}
+		})
 	}
+	wg.Wait()
 }
 
 func (c *Controller) processNext(ctx context.Context) bool {

@@ -72,20 +72,11 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string, retrie
 	if err != nil {
 		c.opts.Recorder.Eventf(pod, corev1.EventTypeWarning, ReasonInvalidPolicy, "%v; using %s/%s", err, policies.Node, policies.GPU)
 	}
-	nodes, err := c.candidateNodes(claims)
-	if err != nil {
-		return 0, err
+	decision, err := c.decide(ctx, pod, claims, unallocated, policies)
+	if errors.Is(err, errInFlight) {
+		logger.V(4).Info("Waiting for another decision's write to a claim of the pod")
+		return inFlightRetry, nil
 	}
-	if c.slicesChanged.Swap(false) {
-		all, err := c.slices.List(labels.Everything())
-		if err != nil {
-			c.slicesChanged.Store(true)
-			return 0, fmt.Errorf("list ResourceSlices: %w", err)
-		}
-		c.alloc.SetSlices(all)
-	}
-
-	decision, err := c.alloc.Allocate(ctx, Request{Pod: pod, Claims: unallocated, Nodes: nodes, Policies: policies})
 	var unfit *UnschedulableError
 	switch {
 	case errors.As(err, &unfit):
@@ -118,13 +109,50 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string, retrie
 			for _, rest := range unallocated[i:] {
 				c.alloc.Forget(rest.UID)
 			}
+			c.forgetPod(pod.UID)
 			return 0, fmt.Errorf("write allocation of claim %s: %w", klog.KObj(claim), err)
 		}
 	}
-	c.assumePod(pod, decision.Node)
 	c.opts.Recorder.Eventf(pod, corev1.EventTypeNormal, ReasonAllocated, "Allocated %s on node %s (node policy %s, GPU policy %s, topology %s)",
 		strings.Join(devicesOf(decision), ", "), decision.Node, policies.Node, policies.GPU, decision.Topology)
 	return 0, c.ungate(ctx, pod)
+}
+
+// errInFlight: a claim of the pod has a decided allocation that is still
+// being written (by another worker, or by this pod's failed attempt) and
+// not yet seen in the cache; deciding it again could book its devices twice.
+var errInFlight = errors.New("a claim's decided allocation is not written yet")
+
+// decide chooses where the pod's unallocated claims go and assumes the
+// result (devices in the allocator, the pod's requests on its node), so that
+// the next decision sees it. Decisions are made one at a time, each on the
+// state the previous one left; the writes that follow run concurrently.
+func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims, unallocated []*resourceapi.ResourceClaim, policies Policies) (*Decision, error) {
+	c.decideMu.Lock()
+	defer c.decideMu.Unlock()
+	for _, claim := range unallocated {
+		if c.alloc.Assumed(claim.UID) {
+			return nil, errInFlight
+		}
+	}
+	nodes, err := c.candidateNodes(claims)
+	if err != nil {
+		return nil, err
+	}
+	if c.slicesChanged.Swap(false) {
+		all, err := c.slices.List(labels.Everything())
+		if err != nil {
+			c.slicesChanged.Store(true)
+			return nil, fmt.Errorf("list ResourceSlices: %w", err)
+		}
+		c.alloc.SetSlices(all)
+	}
+	decision, err := c.alloc.Allocate(ctx, Request{Pod: pod, Claims: unallocated, Nodes: nodes, Policies: policies})
+	if err != nil {
+		return nil, err
+	}
+	c.assumePod(pod, decision.Node)
+	return decision, nil
 }
 
 // podClaims returns the pod's claims; missing is true while one has not
