@@ -473,10 +473,15 @@ static void test_region_reclaim(void)
         sl->start_time = 1;
         sl->devices[0].used_bytes = 300;
         sl->devices[0].charged_bytes = 300;
+        /* Hostile: the largest waiting charge a container can write, on a bucket deep in debt. */
+        sl->devices[0].pending_charge_us = UINT32_MAX;
+        s.r->devices[0].bucket_tokens = -5000000000LL;
         sl->state = VGPU_SLOT_ACTIVE;
         CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
         CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
         CHECK_EQ_U64(sl->state, VGPU_SLOT_FREE);
+        /* It buys one full bucket (the burst any process may take), never more. */
+        CHECK(s.r->devices[0].bucket_tokens == 30000000);
     }
     /* Our own slot survives reclaim; release returns its bytes. */
     CHECK(vgpu_shm_reserve(&s, 0, 5, 0) == 0);
