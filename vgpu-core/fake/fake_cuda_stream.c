@@ -414,10 +414,17 @@ CUresult cuStreamIsCapturing_ptsz(CUstream hStream, CUstreamCaptureStatus *captu
     return capture_info(hStream, 1, captureStatus, NULL);
 }
 
-/* The graph and dependency outputs are not modelled: always empty. */
-static void no_dependencies(CUgraph *graph_out, const CUgraphNode **deps,
-                            const CUgraphEdgeData **edges, size_t *num)
+/*
+ * cuStreamGetCaptureInfo_v2/_v3 and their _ptsz forms: the status and id of
+ * capture_info; the graph and dependency outputs are not modelled (empty).
+ */
+static CUresult capture_info_deps(CUstream hStream, int ptsz, CUstreamCaptureStatus *status,
+                                  cuuint64_t *id, CUgraph *graph_out, const CUgraphNode **deps,
+                                  const CUgraphEdgeData **edges, size_t *num)
 {
+    CUresult r = capture_info(hStream, ptsz, status, id);
+    if (r != CUDA_SUCCESS)
+        return r;
     if (graph_out != NULL)
         *graph_out = NULL;
     if (deps != NULL)
@@ -426,6 +433,7 @@ static void no_dependencies(CUgraph *graph_out, const CUgraphNode **deps,
         *edges = NULL;
     if (num != NULL)
         *num = 0;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
@@ -433,10 +441,8 @@ CUresult cuStreamGetCaptureInfo_v2(CUstream hStream, CUstreamCaptureStatus *capt
                                    const CUgraphNode **dependencies_out,
                                    size_t *numDependencies_out)
 {
-    CUresult r = capture_info(hStream, 0, captureStatus_out, id_out);
-    if (r == CUDA_SUCCESS)
-        no_dependencies(graph_out, dependencies_out, NULL, numDependencies_out);
-    return r;
+    return capture_info_deps(hStream, 0, captureStatus_out, id_out, graph_out, dependencies_out,
+                             NULL, numDependencies_out);
 }
 
 CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream,
@@ -445,10 +451,8 @@ CUresult cuStreamGetCaptureInfo_v2_ptsz(CUstream hStream,
                                         const CUgraphNode **dependencies_out,
                                         size_t *numDependencies_out)
 {
-    CUresult r = capture_info(hStream, 1, captureStatus_out, id_out);
-    if (r == CUDA_SUCCESS)
-        no_dependencies(graph_out, dependencies_out, NULL, numDependencies_out);
-    return r;
+    return capture_info_deps(hStream, 1, captureStatus_out, id_out, graph_out, dependencies_out,
+                             NULL, numDependencies_out);
 }
 
 CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *captureStatus_out,
@@ -457,10 +461,8 @@ CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCaptureStatus *capt
                                    const CUgraphEdgeData **edgeData_out,
                                    size_t *numDependencies_out)
 {
-    CUresult r = capture_info(hStream, 0, captureStatus_out, id_out);
-    if (r == CUDA_SUCCESS)
-        no_dependencies(graph_out, dependencies_out, edgeData_out, numDependencies_out);
-    return r;
+    return capture_info_deps(hStream, 0, captureStatus_out, id_out, graph_out, dependencies_out,
+                             edgeData_out, numDependencies_out);
 }
 
 CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
@@ -470,10 +472,8 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
                                         const CUgraphEdgeData **edgeData_out,
                                         size_t *numDependencies_out)
 {
-    CUresult r = capture_info(hStream, 1, captureStatus_out, id_out);
-    if (r == CUDA_SUCCESS)
-        no_dependencies(graph_out, dependencies_out, edgeData_out, numDependencies_out);
-    return r;
+    return capture_info_deps(hStream, 1, captureStatus_out, id_out, graph_out, dependencies_out,
+                             edgeData_out, numDependencies_out);
 }
 
 /* ------------------------------------------------------------------------ */
