@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -39,15 +40,8 @@ func newFixture(t *testing.T, defaults Policies, objs ...runtime.Object) *fixtur
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
 	client := fake.NewClientset(objs...)
-	factory := informers.NewSharedInformerFactory(client, 0)
 	recorder := record.NewFakeRecorder(100)
-	ctrl, err := NewController(ControllerOptions{
-		Client: client, Pods: factory.Core().V1().Pods(), Nodes: factory.Core().V1().Nodes(),
-		Claims: factory.Resource().V1().ResourceClaims(), Slices: factory.Resource().V1().ResourceSlices(),
-		Allocator: Config{DriverName: devices.DriverName, Classes: testClasses, IsOurs: isTestClass},
-		Defaults:  defaults, FallbackAfter: time.Minute, Recorder: recorder,
-	})
-	require.NoError(t, err)
+	ctrl, factory := newTestController(t, client, client, defaults, recorder, 0)
 	factory.Start(ctx.Done())
 	t.Cleanup(func() {
 		cancel()
@@ -56,6 +50,22 @@ func newFixture(t *testing.T, defaults Policies, objs ...runtime.Object) *fixtur
 	// Synced handlers: the ledger has seen every claim, not only the cache.
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), ctrl.synced...))
 	return &fixture{t: t, ctx: ctx, client: client, ctrl: ctrl, recorder: recorder}
+}
+
+// newTestController wires a controller to informers of informerClient;
+// it writes through client (the same fake, or a wrapper of it).
+func newTestController(t *testing.T, client kubernetes.Interface, informerClient *fake.Clientset, defaults Policies,
+	recorder record.EventRecorder, workers int) (*Controller, informers.SharedInformerFactory) {
+	t.Helper()
+	factory := informers.NewSharedInformerFactory(informerClient, 0)
+	ctrl, err := NewController(ControllerOptions{
+		Client: client, Pods: factory.Core().V1().Pods(), Nodes: factory.Core().V1().Nodes(),
+		Claims: factory.Resource().V1().ResourceClaims(), Slices: factory.Resource().V1().ResourceSlices(),
+		Allocator: Config{DriverName: devices.DriverName, Classes: testClasses, IsOurs: isTestClass},
+		Defaults:  defaults, FallbackAfter: time.Minute, Recorder: recorder, Workers: workers,
+	})
+	require.NoError(t, err)
+	return ctrl, factory
 }
 
 // syncPod runs one pod sync once the informer shows the pod's latest state.

@@ -15,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	resourcev1 "k8s.io/client-go/kubernetes/typed/resource/v1"
@@ -75,15 +74,7 @@ func runController(t *testing.T, client kubernetes.Interface, fakeClient *fake.C
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	ctx, cancel := context.WithCancel(ctx)
-	factory := informers.NewSharedInformerFactory(fakeClient, 0)
-	ctrl, err := NewController(ControllerOptions{
-		Client: client, Pods: factory.Core().V1().Pods(), Nodes: factory.Core().V1().Nodes(),
-		Claims: factory.Resource().V1().ResourceClaims(), Slices: factory.Resource().V1().ResourceSlices(),
-		Allocator: Config{DriverName: devices.DriverName, Classes: testClasses, IsOurs: isTestClass},
-		Defaults:  Policies{Node: Binpack, GPU: Binpack}, FallbackAfter: time.Minute,
-		Recorder: record.NewFakeRecorder(1000), Workers: workers,
-	})
-	require.NoError(t, err)
+	ctrl, factory := newTestController(t, client, fakeClient, Policies{Node: Binpack, GPU: Binpack}, record.NewFakeRecorder(1000), workers)
 	factory.Start(ctx.Done())
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), ctrl.synced...))
 	done := make(chan struct{})
