@@ -13,7 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -355,21 +354,4 @@ func httpHandler(registry *prometheus.Registry, ready *atomic.Bool, profiling bo
 		_, _ = w.Write([]byte("ok"))
 	})
 	return mux
-}
-
-// newInformerFactory is every informer factory of the controller: its caches
-// hold objects without managed fields.
-func newInformerFactory(client kubernetes.Interface, opts ...informers.SharedInformerOption) informers.SharedInformerFactory {
-	return informers.NewSharedInformerFactoryWithOptions(client, 0, append(opts, informers.WithTransform(stripManagedFields))...)
-}
-
-// stripManagedFields drops metadata.managedFields from every cached object:
-// nothing here reads them, and they were an eighth of the controller's heap
-// with 10,000 pods and claims (docs/scale.md). Updates built from a cached
-// copy leave the server's managed fields as they are (nil means unchanged).
-func stripManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }

@@ -142,28 +142,3 @@ func TestLargestGPUIsRecomputedOnlyWhenSlicesChange(t *testing.T) {
 	require.NoError(t, client.ResourceV1().ResourceSlices().Delete(ctx, "node-b", metav1.DeleteOptions{}))
 	assert.Eventually(t, func() bool { return largest.get() == 80<<30 }, 5*time.Second, 10*time.Millisecond, "a deleted slice is gone")
 }
-
-// TestInformerCachesHoldNoManagedFields: the controller's caches drop
-// managed fields (an eighth of its heap at 10,000 pods and claims) and keep
-// everything else.
-func TestInformerCachesHoldNoManagedFields(t *testing.T) {
-	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}}
-	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{"app": "x"}, ManagedFields: managed}}
-	claim := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", ManagedFields: managed}}
-	client := fake.NewClientset(pod, claim)
-	factory := newInformerFactory(client)
-	pods := factory.Core().V1().Pods().Lister()
-	claims := factory.Resource().V1().ResourceClaims().Lister()
-	ctx, cancel := context.WithCancel(t.Context())
-	factory.Start(ctx.Done())
-	defer func() { cancel(); factory.Shutdown() }()
-	factory.WaitForCacheSync(ctx.Done())
-
-	gotPod, err := pods.Pods("ns").Get("p")
-	require.NoError(t, err)
-	assert.Nil(t, gotPod.ManagedFields)
-	assert.Equal(t, "x", gotPod.Labels["app"], "the rest of the object is kept")
-	gotClaim, err := claims.ResourceClaims("ns").Get("c")
-	require.NoError(t, err)
-	assert.Nil(t, gotClaim.ManagedFields)
-}

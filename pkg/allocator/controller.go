@@ -12,7 +12,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	resourceinformers "k8s.io/client-go/informers/resource/v1"
 	"k8s.io/client-go/kubernetes"
@@ -35,8 +34,6 @@ const (
 )
 
 const (
-	// nodeNameIndex indexes pods by spec.nodeName for node fit.
-	nodeNameIndex = "vgpu.dra.dev/nodeName"
 	// maxRetries bounds retries of a pod whose allocation keeps failing
 	// with an error (not "does not fit"); then the scheduler takes over.
 	maxRetries = 5
@@ -81,15 +78,14 @@ type ControllerOptions struct {
 // elected leader only: it is the single decider that keeps GPUs from being
 // booked twice.
 type Controller struct {
-	opts     ControllerOptions
-	alloc    *Allocator
-	pods     corelisters.PodLister
-	podIndex cache.Indexer
-	nodes    corelisters.NodeLister
-	claims   resourcelisters.ResourceClaimLister
-	slices   resourcelisters.ResourceSliceLister
-	queue    workqueue.TypedRateLimitingInterface[key]
-	synced   []cache.InformerSynced
+	opts   ControllerOptions
+	alloc  *Allocator
+	pods   corelisters.PodLister
+	nodes  corelisters.NodeLister
+	claims resourcelisters.ResourceClaimLister
+	slices resourcelisters.ResourceSliceLister
+	queue  workqueue.TypedRateLimitingInterface[key]
+	synced []cache.InformerSynced
 
 	slicesChanged atomic.Bool
 	now           func() time.Time
@@ -97,15 +93,10 @@ type Controller struct {
 	// decideMu makes decisions one at a time (see decide).
 	decideMu sync.Mutex
 
-	// assumed holds pods placed by this controller and not yet bound, so
-	// that node fit counts their CPU and memory.
-	assumedMu sync.Mutex
-	assumed   map[types.UID]assumedPod
-}
-
-type assumedPod struct {
-	node     string
-	requests corev1.ResourceList
+	// bound counts the requests of bound pods per node, and placed those
+	// of pods this controller placed and that are not bound yet, so that
+	// node fit counts their CPU and memory.
+	bound, placed *nodeRequests
 }
 
 // key names a pod or a claim in the work queue.
@@ -117,29 +108,20 @@ type key struct {
 // NewController wires the controller to the informers.
 func NewController(opts ControllerOptions) (*Controller, error) {
 	c := &Controller{
-		opts:    opts,
-		pods:    opts.Pods.Lister(),
-		nodes:   opts.Nodes.Lister(),
-		claims:  opts.Claims.Lister(),
-		slices:  opts.Slices.Lister(),
-		queue:   workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](), workqueue.TypedRateLimitingQueueConfig[key]{Name: "vgpu-policy-allocator"}),
-		now:     time.Now,
-		assumed: map[types.UID]assumedPod{},
+		opts:   opts,
+		pods:   opts.Pods.Lister(),
+		nodes:  opts.Nodes.Lister(),
+		claims: opts.Claims.Lister(),
+		slices: opts.Slices.Lister(),
+		queue:  workqueue.NewTypedRateLimitingQueueWithConfig(workqueue.DefaultTypedControllerRateLimiter[key](), workqueue.TypedRateLimitingQueueConfig[key]{Name: "vgpu-policy-allocator"}),
+		now:    time.Now,
+		bound:  newNodeRequests(),
+		placed: newNodeRequests(),
 	}
 	cfg := opts.Allocator
 	cfg.Fit = &NodeFit{Requested: c.requested}
 	c.alloc = New(cfg)
 	c.slicesChanged.Store(true)
-
-	if err := opts.Pods.Informer().AddIndexers(cache.Indexers{nodeNameIndex: func(obj any) ([]string, error) {
-		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
-			return []string{pod.Spec.NodeName}, nil
-		}
-		return nil, nil
-	}}); err != nil {
-		return nil, fmt.Errorf("index pods by node: %w", err)
-	}
-	c.podIndex = opts.Pods.Informer().GetIndexer()
 
 	handlers := []struct {
 		informer cache.SharedIndexInformer
@@ -233,8 +215,9 @@ func (c *Controller) podChanged(obj any) {
 	if !ok {
 		return
 	}
+	c.observeBinding(pod)
 	if pod.Spec.NodeName != "" {
-		c.forgetPod(pod.UID)
+		c.placed.remove(pod.UID)
 		return
 	}
 	if hasGate(pod) || (len(pod.Spec.ResourceClaims) > 0 && unschedulable(pod) != nil) {
@@ -250,7 +233,8 @@ func (c *Controller) podDeleted(obj any) {
 	if !ok {
 		return
 	}
-	c.forgetPod(pod.UID)
+	c.bound.remove(pod.UID)
+	c.placed.remove(pod.UID)
 	for name := range resourceclaim.PodClaims(pod) {
 		c.queue.Add(key{claim: true, namespace: pod.Namespace, name: name})
 	}

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
@@ -237,6 +238,36 @@ func TestControllerNodeFit(t *testing.T) {
 		_, err = f.syncPod("p2")
 		require.NoError(t, err)
 		assert.Equal(t, []string{"node-b/gpu-0"}, f.allocated("c2"), "p1 is placed on node-a but not bound yet; its CPUs count")
+	})
+	t.Run("finished and deleted pods give their CPUs back", func(t *testing.T) {
+		objs := cluster(t)
+		var bound []*corev1.Pod
+		for _, name := range []string{"done", "gone"} {
+			p := &corev1.Pod{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name)},
+				Spec: corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "c",
+					Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16")}}}}},
+			}
+			bound = append(bound, p)
+			objs = append(objs, p)
+		}
+		c1 := gpuClaim("c1", 1, "4Gi", "10")
+		p1 := testPod("p1", c1)
+		p1.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10")}
+		f := newFixture(t, Policies{Node: Binpack, GPU: Binpack}, append(objs, c1, p1)...)
+		require.Equal(t, int64(32000), f.ctrl.bound.on("node-a").cpuMilli)
+
+		done := bound[0].DeepCopy()
+		done.Status.Phase = corev1.PodSucceeded
+		_, err := f.client.CoreV1().Pods("default").UpdateStatus(f.ctx, done, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, f.client.CoreV1().Pods("default").Delete(f.ctx, "gone", metav1.DeleteOptions{}))
+		require.EventuallyWithT(t, func(c *assert.CollectT) {
+			assert.Equal(c, podUsage{}, f.ctrl.bound.on("node-a"))
+		}, 10*time.Second, 10*time.Millisecond)
+		_, err = f.syncPod("p1")
+		require.NoError(t, err)
+		assert.Equal(t, []string{"node-a/gpu-0"}, f.allocated("c1"), "node-a's 32 CPUs are free again")
 	})
 }
 

@@ -11,12 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
@@ -109,7 +106,7 @@ func (c *Controller) syncPod(ctx context.Context, namespace, name string, retrie
 			for _, rest := range unallocated[i:] {
 				c.alloc.Forget(rest.UID)
 			}
-			c.forgetPod(pod.UID)
+			c.placed.remove(pod.UID)
 			return 0, fmt.Errorf("write allocation of claim %s: %w", klog.KObj(claim), err)
 		}
 	}
@@ -151,7 +148,7 @@ func (c *Controller) decide(ctx context.Context, pod *corev1.Pod, claims, unallo
 	if err != nil {
 		return nil, err
 	}
-	c.assumePod(pod, decision.Node)
+	c.placed.put(pod, decision.Node)
 	return decision, nil
 }
 
@@ -309,7 +306,7 @@ func (c *Controller) checkFallback(ctx context.Context, pod *corev1.Pod) (time.D
 		}
 		names = append(names, claim.Name)
 	}
-	c.forgetPod(pod.UID)
+	c.placed.remove(pod.UID)
 	c.opts.Recorder.Eventf(pod, corev1.EventTypeWarning, ReasonReleased,
 		"kube-scheduler could not place the pod where its claims were allocated by policy (%s); released claims %s so that kube-scheduler allocates them",
 		cond.Message, strings.Join(names, ", "))
@@ -319,48 +316,18 @@ func (c *Controller) checkFallback(ctx context.Context, pod *corev1.Pod) (time.D
 // requested sums the requests of the pods bound to the node and of those
 // this controller placed there that are not bound yet.
 func (c *Controller) requested(node string) corev1.ResourceList {
-	total := corev1.ResourceList{}
-	add := func(list corev1.ResourceList) {
-		for name, q := range list {
-			sum := total[name]
-			sum.Add(q)
-			total[name] = sum
-		}
-		pods := total[corev1.ResourcePods]
-		pods.Add(*resource.NewQuantity(1, resource.DecimalSI))
-		total[corev1.ResourcePods] = pods
-	}
-	objs, err := c.podIndex.ByIndex(nodeNameIndex, node)
-	if err != nil {
-		utilruntime.HandleError(fmt.Errorf("pods on node %s: %w", node, err))
-	}
-	for _, obj := range objs {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		add(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
-	}
-	c.assumedMu.Lock()
-	defer c.assumedMu.Unlock()
-	for _, p := range c.assumed {
-		if p.node == node {
-			add(p.requests)
-		}
-	}
-	return total
+	total := c.bound.on(node)
+	total.add(c.placed.on(node), 1)
+	return total.list()
 }
 
-func (c *Controller) assumePod(pod *corev1.Pod, node string) {
-	c.assumedMu.Lock()
-	defer c.assumedMu.Unlock()
-	c.assumed[pod.UID] = assumedPod{node: node, requests: resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})}
-}
-
-func (c *Controller) forgetPod(uid types.UID) {
-	c.assumedMu.Lock()
-	defer c.assumedMu.Unlock()
-	delete(c.assumed, uid)
+// observeBinding counts a bound pod on its node until it finishes or goes.
+func (c *Controller) observeBinding(pod *corev1.Pod) {
+	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		c.bound.remove(pod.UID)
+		return
+	}
+	c.bound.put(pod, pod.Spec.NodeName)
 }
 
 func hasGate(pod *corev1.Pod) bool {
