@@ -111,3 +111,40 @@ func TestForgetReturnsCapacity(t *testing.T) {
 	a.Forget(whole.UID)
 	place(t, a, nodes, Policies{Node: Binpack, GPU: Binpack}, gpuClaim("next", 1, "1Gi", ""))
 }
+
+// TestWholeGPURequestTriesOnlyNodesWithAFreeGPU: a request without a memory
+// request takes all of a GPU, so binpack must not run the structured
+// allocator over every partly used node first (at 1,000 nodes each such pod
+// tried hundreds of them).
+func TestWholeGPURequestTriesOnlyNodesWithAFreeGPU(t *testing.T) {
+	a := newTestAllocator(nil)
+	names := []string{"node-a", "node-b", "node-c", "node-d"}
+	var nodes []*corev1.Node
+	var slices []*resourceapi.ResourceSlice
+	for _, n := range names {
+		slices = append(slices, gpuSlice(t, n, 2))
+		nodes = append(nodes, testNode(n))
+	}
+	a.SetSlices(slices)
+	for _, n := range names[:3] {
+		observeOn(a, n, "gpu-0", "1Gi", "5")
+		observeOn(a, n, "gpu-1", "1Gi", "5")
+	}
+
+	d := place(t, a, nodes, Policies{Node: Binpack, GPU: Binpack}, gpuClaim("whole", 1, "", ""))
+	assert.Equal(t, "node-d", d.Node)
+	assert.Equal(t, 1, d.NodesTried, "the three nodes without a free GPU are not tried")
+
+	_, err := a.Allocate(t.Context(), Request{Pod: testPod("p"), Claims: []*resourceapi.ResourceClaim{gpuClaim("two", 2, "", "")},
+		Nodes: nodes, Policies: Policies{Node: Binpack, GPU: Binpack}})
+	var unfit *UnschedulableError
+	require.True(t, errors.As(err, &unfit), "%v", err)
+	assert.Equal(t, map[string]int{"node(s) lack free GPU memory or cores": 4}, unfit.Reasons, "node-d has one free GPU left, the claim needs two")
+
+	// Once no GPU is free anywhere, a request with memory still fits on
+	// the partly used ones: the count prunes only requests without memory.
+	d = place(t, a, nodes, Policies{Node: Binpack, GPU: Binpack}, gpuClaim("whole-2", 1, "", ""))
+	assert.Equal(t, "node-d", d.Node)
+	d = place(t, a, nodes, Policies{Node: Binpack, GPU: Binpack}, gpuClaim("small", 1, "1Gi", ""))
+	assert.Contains(t, []string{"node-a", "node-b", "node-c"}, d.Node)
+}

@@ -13,8 +13,10 @@ type demand struct {
 	// memory and cores: some GPU of the node must have at least this much
 	// left (the largest of the requests' smallest alternatives).
 	memory, cores int64
-	// devices is the least number of this driver's devices needed.
-	devices int
+	// devices is the least number of this driver's devices needed;
+	// wholeMemory how many of them are asked for without a memory request,
+	// which consumes the GPU's default: on our GPUs, all of its memory.
+	devices, wholeMemory int
 	// bounded is false when a request may be served by another driver or
 	// needs an unknown number of devices; then nothing is pruned.
 	bounded bool
@@ -29,7 +31,7 @@ func demandOf(claims []*resourceapi.ResourceClaim, isOurs func(class string) boo
 			alts := alternatives(req)
 			first := true
 			var mem, cores int64
-			var count int
+			var count, whole int
 			for _, a := range alts {
 				if !isOurs(a.class) || a.all {
 					d.bounded = false
@@ -39,14 +41,19 @@ func demandOf(claims []*resourceapi.ResourceClaim, isOurs func(class string) boo
 					// the topology search.
 					a.count = 2
 				}
+				w := 0
+				if a.memoryUnset {
+					w = a.count
+				}
 				if first {
-					mem, cores, count, first = a.memory, a.cores, a.count, false
+					mem, cores, count, whole, first = a.memory, a.cores, a.count, w, false
 					continue
 				}
-				mem, cores, count = min(mem, a.memory), min(cores, a.cores), min(count, a.count)
+				mem, cores, count, whole = min(mem, a.memory), min(cores, a.cores), min(count, a.count), min(whole, w)
 			}
 			d.memory, d.cores = max(d.memory, mem), max(d.cores, cores)
 			d.devices += count
+			d.wholeMemory += whole
 		}
 	}
 	return d
@@ -57,6 +64,8 @@ type alternative struct {
 	all           bool
 	count         int
 	memory, cores int64
+	// memoryUnset: no memory request, so the device's default is consumed.
+	memoryUnset bool
 }
 
 func alternatives(req *resourceapi.DeviceRequest) []alternative {
@@ -71,21 +80,24 @@ func alternatives(req *resourceapi.DeviceRequest) []alternative {
 }
 
 func newAlternative(class string, mode resourceapi.DeviceAllocationMode, count int64, capacity *resourceapi.CapacityRequirements) alternative {
-	a := alternative{class: class, all: mode == resourceapi.DeviceAllocationModeAll, count: int(max(count, 1))}
+	a := alternative{class: class, all: mode == resourceapi.DeviceAllocationModeAll, count: int(max(count, 1)), memoryUnset: true}
 	if capacity != nil {
-		a.memory = requested(capacity, names.CapacityMemory)
-		a.cores = requested(capacity, names.CapacityCores)
+		var memorySet bool
+		a.memory, memorySet = requested(capacity, names.CapacityMemory)
+		a.cores, _ = requested(capacity, names.CapacityCores)
+		a.memoryUnset = !memorySet
 	}
 	return a
 }
 
-// requested reads a capacity request by its short or driver-qualified name.
-func requested(c *resourceapi.CapacityRequirements, name resourceapi.QualifiedName) int64 {
+// requested reads a capacity request by its short or driver-qualified name;
+// false when there is none.
+func requested(c *resourceapi.CapacityRequirements, name resourceapi.QualifiedName) (int64, bool) {
 	if q, ok := c.Requests[name]; ok {
-		return q.Value()
+		return q.Value(), true
 	}
 	if q, ok := c.Requests[resourceapi.QualifiedName(names.DriverName+"/")+name]; ok {
-		return q.Value()
+		return q.Value(), true
 	}
-	return 0
+	return 0, false
 }

@@ -17,7 +17,10 @@ type gpuState struct {
 	id     structured.DeviceID
 	node   string
 	memory int64 // published memory capacity in bytes
-	cores  int64 // published cores capacity (100)
+	// defaultMemory is what a request without a memory request consumes
+	// (the capacity's request policy default; all of it without one).
+	defaultMemory int64
+	cores         int64 // published cores capacity (100)
 	// pcieRoot and numa group GPUs for topology; empty/-1 when unknown.
 	pcieRoot string
 	numa     int64
@@ -37,10 +40,12 @@ type nodeInventory struct {
 	name string
 	gpus []*gpuState
 	// fill is the mean fill of the node's GPUs; maxFreeMem and maxFreeCores
-	// are the most any one GPU has left. Refreshed with the GPUs.
+	// are the most any one GPU has left; defaultFits counts the GPUs that
+	// can take a request without a memory request. Refreshed with the GPUs.
 	fill         float64
 	maxFreeMem   int64
 	maxFreeCores int64
+	defaultFits  int
 	// topology says whether some GPUs share a PCIe root or a NUMA node, so
 	// that trying to keep a claim within one is worth an allocator run.
 	sharedPCIeRoot, sharedNUMA bool
@@ -123,6 +128,10 @@ func newGPU(driverName, node, pool string, d *resourceapi.Device) *gpuState {
 	g := &gpuState{id: structured.MakeDeviceID(driverName, pool, d.Name), node: node, numa: -1}
 	if c, ok := d.Capacity[names.CapacityMemory]; ok {
 		g.memory = c.Value.Value()
+		g.defaultMemory = g.memory
+		if c.RequestPolicy != nil && c.RequestPolicy.Default != nil {
+			g.defaultMemory = c.RequestPolicy.Default.Value()
+		}
 	}
 	if c, ok := d.Capacity[names.CapacityCores]; ok {
 		g.cores = c.Value.Value()
@@ -151,11 +160,18 @@ func (g *gpuState) refresh(l *ledger) {
 
 // refresh recomputes the node's summary from its GPUs.
 func (n *nodeInventory) refresh() {
-	n.fill, n.maxFreeMem, n.maxFreeCores = 0, 0, 0
+	n.fill, n.maxFreeMem, n.maxFreeCores, n.defaultFits = 0, 0, 0, 0
 	for _, g := range n.gpus {
 		n.fill += g.fill
 		n.maxFreeMem = max(n.maxFreeMem, g.freeMem)
 		n.maxFreeCores = max(n.maxFreeCores, g.freeCores)
+		// A request without a memory request takes all of a GPU whose
+		// default is all its memory, so each needs a GPU of its own with
+		// nothing used. A GPU with a smaller default always counts: the
+		// count stays a bound that never prunes a node that would fit.
+		if g.defaultMemory < g.memory || g.freeMem >= g.memory {
+			n.defaultFits++
+		}
 	}
 	if len(n.gpus) > 0 {
 		n.fill /= float64(len(n.gpus))
