@@ -217,8 +217,7 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (*Decision, error
 			continue
 		case !ok:
 			n = &nodeInventory{name: node.Name, slices: a.inv.shared}
-		case dem.bounded && (n.maxFreeMem < dem.memory || n.maxFreeCores < dem.cores || len(n.gpus) < dem.devices ||
-			n.defaultFits < dem.wholeMemory):
+		case dem.bounded && !n.mayFit(dem):
 			unfit.Reasons["node(s) lack free GPU memory or cores"]++
 			continue
 		}

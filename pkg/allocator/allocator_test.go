@@ -148,3 +148,19 @@ func TestWholeGPURequestTriesOnlyNodesWithAFreeGPU(t *testing.T) {
 	d = place(t, a, nodes, Policies{Node: Binpack, GPU: Binpack}, gpuClaim("small", 1, "1Gi", ""))
 	assert.Contains(t, []string{"node-a", "node-b", "node-c"}, d.Node)
 }
+
+// TestNodeWithoutAGPUHavingBothIsNotTried: free memory on one GPU and free
+// cores on another do not make a GPU with both.
+func TestNodeWithoutAGPUHavingBothIsNotTried(t *testing.T) {
+	a := newTestAllocator(nil)
+	a.SetSlices([]*resourceapi.ResourceSlice{gpuSlice(t, "node-a", 2), gpuSlice(t, "node-b", 2)})
+	nodes := []*corev1.Node{testNode("node-a"), testNode("node-b")}
+	observeOn(a, "node-a", "gpu-0", "1Gi", "100") // memory left, no cores
+	observeOn(a, "node-a", "gpu-1", "79Gi", "5")  // cores left, 1Gi of memory
+
+	d := place(t, a, nodes, Policies{Node: Binpack, GPU: Binpack}, gpuClaim("c", 1, "4Gi", "10"))
+	assert.Equal(t, "node-b", d.Node)
+	assert.Equal(t, 1, d.NodesTried, "binpack's fuller node-a is pruned, not tried")
+	d = place(t, a, nodes, Policies{Node: Binpack, GPU: Binpack}, gpuClaim("fits", 1, "1Gi", "10"))
+	assert.Equal(t, "node-a", d.Node, "gpu-1 has both")
+}

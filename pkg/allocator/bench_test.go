@@ -2,6 +2,7 @@ package allocator
 
 import (
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -123,4 +124,50 @@ func percentile(d []time.Duration, p float64) float64 {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return float64(s[int(p*float64(len(s)-1))].Microseconds())
+}
+
+// BenchmarkScaleMix makes 3,000 decisions for single-claim pods with the
+// mix of `make scale-bench` (1Gi/5, 4Gi/10, 10Gi/30, 40Gi/60 and whole
+// GPUs) on 1000 nodes with 8 GPUs each, with binpack and with spread, and
+// reports per decision the structured allocator's runs (nodes tried) and
+// the memory allocated, and binpack's time per decision over spread's. Run
+// with -benchtime=1x.
+func BenchmarkScaleMix(b *testing.B) {
+	ctx := klog.NewContext(b.Context(), logr.Discard())
+	var sliceList []*resourceapi.ResourceSlice
+	var nodes []*corev1.Node
+	for i := range benchNodes {
+		name := fmt.Sprintf("node-%04d", i)
+		sliceList = append(sliceList, gpuSlice(b, name, benchGPUs))
+		nodes = append(nodes, testNode(name))
+	}
+	shapes := [][2]string{{"1Gi", "5"}, {"4Gi", "10"}, {"10Gi", "30"}, {"1Gi", "5"}, {"", ""},
+		{"4Gi", "10"}, {"40Gi", "60"}, {"1Gi", "5"}, {"10Gi", "30"}, {"4Gi", "10"}}
+	const decisions = 3000
+	for b.Loop() {
+		perDecision := map[Policy]time.Duration{}
+		for _, pol := range []Policy{Binpack, Spread} {
+			a := newTestAllocator(&NodeFit{})
+			a.SetSlices(sliceList)
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			allocated := ms.TotalAlloc
+			tried := 0
+			start := time.Now()
+			for i := range decisions {
+				s := shapes[i%len(shapes)]
+				claim := gpuClaim(fmt.Sprintf("c%d", i), 1, s[0], s[1])
+				d, err := a.Allocate(ctx, Request{Pod: testPod(claim.Name, claim), Claims: []*resourceapi.ResourceClaim{claim},
+					Nodes: nodes, Policies: Policies{Node: pol, GPU: pol}})
+				require.NoError(b, err)
+				tried += d.NodesTried
+			}
+			perDecision[pol] = time.Since(start) / decisions
+			runtime.ReadMemStats(&ms)
+			b.ReportMetric(float64(tried)/decisions, string(pol)+"-nodes-tried/decision")
+			b.ReportMetric(float64(ms.TotalAlloc-allocated)/decisions/1024, string(pol)+"-KiB/decision")
+			b.ReportMetric(float64(perDecision[pol].Microseconds()), string(pol)+"-µs/decision")
+		}
+		b.ReportMetric(float64(perDecision[Binpack])/float64(perDecision[Spread]), "binpack/spread-time")
+	}
 }

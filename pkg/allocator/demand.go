@@ -10,9 +10,10 @@ import (
 // prunes nodes that certainly cannot fit and sizes the topology search; the
 // structured allocator decides.
 type demand struct {
-	// memory and cores: some GPU of the node must have at least this much
-	// left (the largest of the requests' smallest alternatives).
-	memory, cores int64
+	// perRequest holds, for each request, the memory and cores that some
+	// GPU of the node must have left together (the least of its
+	// alternatives).
+	perRequest []gpuNeed
 	// devices is the least number of this driver's devices needed;
 	// wholeMemory how many of them are asked for without a memory request,
 	// which consumes the GPU's default: on our GPUs, all of its memory.
@@ -51,12 +52,17 @@ func demandOf(claims []*resourceapi.ResourceClaim, isOurs func(class string) boo
 				}
 				mem, cores, count, whole = min(mem, a.memory), min(cores, a.cores), min(count, a.count), min(whole, w)
 			}
-			d.memory, d.cores = max(d.memory, mem), max(d.cores, cores)
+			d.perRequest = append(d.perRequest, gpuNeed{memory: mem, cores: cores})
 			d.devices += count
 			d.wholeMemory += whole
 		}
 	}
 	return d
+}
+
+// gpuNeed is what one GPU must have free.
+type gpuNeed struct {
+	memory, cores int64
 }
 
 type alternative struct {

@@ -15,7 +15,7 @@ func TestDemandCountsRequestsWithoutMemory(t *testing.T) {
 	whole := gpuClaim("b", 2, "", "")
 	coresOnly := gpuClaim("c", 1, "", "30")
 	d := demandOf([]*resourceapi.ResourceClaim{withMemory, whole, coresOnly}, isTestClass)
-	assert.Equal(t, demand{memory: 4 << 30, cores: 30, devices: 4, wholeMemory: 3, bounded: true}, d)
+	assert.Equal(t, demand{perRequest: []gpuNeed{{memory: 4 << 30, cores: 10}, {}, {cores: 30}}, devices: 4, wholeMemory: 3, bounded: true}, d)
 
 	// With alternatives, the least demanding one counts: one asks for memory.
 	either := gpuClaim("d", 1, "", "")
@@ -25,5 +25,5 @@ func TestDemandCountsRequestsWithoutMemory(t *testing.T) {
 			Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
 				devices.DriverName + "/" + devices.CapacityMemory: resource.MustParse("1Gi")}}},
 	}}
-	assert.Equal(t, demand{memory: 0, devices: 1, wholeMemory: 0, bounded: true}, demandOf([]*resourceapi.ResourceClaim{either}, isTestClass))
+	assert.Equal(t, demand{perRequest: []gpuNeed{{}}, devices: 1, wholeMemory: 0, bounded: true}, demandOf([]*resourceapi.ResourceClaim{either}, isTestClass))
 }

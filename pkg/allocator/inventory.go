@@ -39,13 +39,11 @@ type gpuState struct {
 type nodeInventory struct {
 	name string
 	gpus []*gpuState
-	// fill is the mean fill of the node's GPUs; maxFreeMem and maxFreeCores
-	// are the most any one GPU has left; defaultFits counts the GPUs that
-	// can take a request without a memory request. Refreshed with the GPUs.
-	fill         float64
-	maxFreeMem   int64
-	maxFreeCores int64
-	defaultFits  int
+	// fill is the mean fill of the node's GPUs; defaultFits counts the GPUs
+	// that can take a request without a memory request. Refreshed with the
+	// GPUs.
+	fill        float64
+	defaultFits int
 	// topology says whether some GPUs share a PCIe root or a NUMA node, so
 	// that trying to keep a claim within one is worth an allocator run.
 	sharedPCIeRoot, sharedNUMA bool
@@ -160,11 +158,9 @@ func (g *gpuState) refresh(l *ledger) {
 
 // refresh recomputes the node's summary from its GPUs.
 func (n *nodeInventory) refresh() {
-	n.fill, n.maxFreeMem, n.maxFreeCores, n.defaultFits = 0, 0, 0, 0
+	n.fill, n.defaultFits = 0, 0
 	for _, g := range n.gpus {
 		n.fill += g.fill
-		n.maxFreeMem = max(n.maxFreeMem, g.freeMem)
-		n.maxFreeCores = max(n.maxFreeCores, g.freeCores)
 		// A request without a memory request takes all of a GPU whose
 		// default is all its memory, so each needs a GPU of its own with
 		// nothing used. A GPU with a smaller default always counts: the
@@ -176,6 +172,26 @@ func (n *nodeInventory) refresh() {
 	if len(n.gpus) > 0 {
 		n.fill /= float64(len(n.gpus))
 	}
+}
+
+// mayFit reports whether the node can possibly take the demand: enough
+// GPUs, a GPU it can take whole for each device asked for without memory,
+// and for each request a GPU with its memory and cores left together. A GPU
+// with free memory and another with free cores are not a GPU with both, and
+// binpack's fullest nodes are mostly such: checking them here spares a
+// structured allocator run over each (50 per decision at 1,000 nodes).
+func (n *nodeInventory) mayFit(d demand) bool {
+	if len(n.gpus) < d.devices || n.defaultFits < d.wholeMemory {
+		return false
+	}
+	for _, need := range d.perRequest {
+		if !slices.ContainsFunc(n.gpus, func(g *gpuState) bool {
+			return g.freeMem >= need.memory && g.freeCores >= need.cores
+		}) {
+			return false
+		}
+	}
+	return true
 }
 
 func fraction(used, total int64) float64 {
