@@ -37,6 +37,18 @@ func benchClaimSet() []*resourceapi.ResourceClaim {
 	return out
 }
 
+// benchCluster publishes benchNodes nodes with benchGPUs GPUs each.
+func benchCluster(b *testing.B) ([]*resourceapi.ResourceSlice, []*corev1.Node) {
+	var sliceList []*resourceapi.ResourceSlice
+	var nodes []*corev1.Node
+	for i := range benchNodes {
+		name := fmt.Sprintf("node-%04d", i)
+		sliceList = append(sliceList, gpuSlice(b, name, benchGPUs))
+		nodes = append(nodes, testNode(name))
+	}
+	return sliceList, nodes
+}
+
 // BenchmarkAllocate allocates 10,000 claims on 1000 nodes with 8 GPUs each,
 // once with the plain structured allocator the way kube-scheduler uses it
 // (a new allocator per pod over the current state, nodes tried from where
@@ -46,13 +58,7 @@ func benchClaimSet() []*resourceapi.ResourceClaim {
 // -benchtime=1x: one iteration is the whole workload.
 func BenchmarkAllocate(b *testing.B) {
 	ctx := klog.NewContext(b.Context(), logr.Discard())
-	var sliceList []*resourceapi.ResourceSlice
-	var nodes []*corev1.Node
-	for i := range benchNodes {
-		name := fmt.Sprintf("node-%04d", i)
-		sliceList = append(sliceList, gpuSlice(b, name, benchGPUs))
-		nodes = append(nodes, testNode(name))
-	}
+	sliceList, nodes := benchCluster(b)
 	for b.Loop() {
 		claims := benchClaimSet()
 		plain := make([]time.Duration, 0, benchClaims)
@@ -134,13 +140,7 @@ func percentile(d []time.Duration, p float64) float64 {
 // with -benchtime=1x.
 func BenchmarkScaleMix(b *testing.B) {
 	ctx := klog.NewContext(b.Context(), logr.Discard())
-	var sliceList []*resourceapi.ResourceSlice
-	var nodes []*corev1.Node
-	for i := range benchNodes {
-		name := fmt.Sprintf("node-%04d", i)
-		sliceList = append(sliceList, gpuSlice(b, name, benchGPUs))
-		nodes = append(nodes, testNode(name))
-	}
+	sliceList, nodes := benchCluster(b)
 	shapes := [][2]string{{"1Gi", "5"}, {"4Gi", "10"}, {"10Gi", "30"}, {"1Gi", "5"}, {"", ""},
 		{"4Gi", "10"}, {"40Gi", "60"}, {"1Gi", "5"}, {"10Gi", "30"}, {"4Gi", "10"}}
 	const decisions = 3000
