@@ -255,7 +255,7 @@ func TestControllerNodeFit(t *testing.T) {
 		p1 := testPod("p1", c1)
 		p1.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10")}
 		f := newFixture(t, Policies{Node: Binpack, GPU: Binpack}, append(objs, c1, p1)...)
-		require.Equal(t, int64(32000), f.ctrl.bound.on("node-a").cpuMilli)
+		require.Equal(t, int64(32000), f.ctrl.bound.on("node-a").CPUMilli)
 
 		done := bound[0].DeepCopy()
 		done.Status.Phase = corev1.PodSucceeded
@@ -263,7 +263,7 @@ func TestControllerNodeFit(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, f.client.CoreV1().Pods("default").Delete(f.ctx, "gone", metav1.DeleteOptions{}))
 		require.EventuallyWithT(t, func(c *assert.CollectT) {
-			assert.Equal(c, podUsage{}, f.ctrl.bound.on("node-a"))
+			assert.Equal(c, NodeUsage{}, f.ctrl.bound.on("node-a"))
 		}, 10*time.Second, 10*time.Millisecond)
 		_, err = f.syncPod("p1")
 		require.NoError(t, err)

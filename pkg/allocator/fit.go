@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -19,8 +18,34 @@ import (
 // and CPU, memory and pod count against the node's allocatable.
 type NodeFit struct {
 	// Requested returns what pods already bound or assigned to the node
-	// request (CPU, memory, and "pods" for their count). Nil means nothing.
-	Requested func(node string) corev1.ResourceList
+	// take of it. Nil means nothing.
+	Requested func(node string) NodeUsage
+}
+
+// NodeUsage is what pods take of a node for node fit: CPU (millicores),
+// memory (bytes) and their count.
+type NodeUsage struct {
+	CPUMilli, Memory, Pods int64
+}
+
+// UsageOf is what one pod takes of a node: its requests as kube-scheduler
+// counts them (init containers, sidecars, overhead) and one pod.
+func UsageOf(pod *corev1.Pod) NodeUsage {
+	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	return NodeUsage{CPUMilli: req.Cpu().MilliValue(), Memory: req.Memory().Value(), Pods: 1}
+}
+
+// Add adds o to u.
+func (u *NodeUsage) Add(o NodeUsage) {
+	u.CPUMilli += o.CPUMilli
+	u.Memory += o.Memory
+	u.Pods += o.Pods
+}
+
+// PodFinished reports whether the pod has ended and so takes nothing of
+// its node any more.
+func PodFinished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
 // Fits returns nil when the pod can run on the node, else a FitError whose
@@ -43,22 +68,20 @@ func (f *NodeFit) Fits(logger klog.Logger, pod *corev1.Pod, node *corev1.Node) e
 		}, false); untolerated {
 		return &FitError{Reason: fmt.Sprintf("node had untolerated taint {%s: %s}", taint.Key, taint.Value)}
 	}
-	want := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	want[corev1.ResourcePods] = *resource.NewQuantity(1, resource.DecimalSI)
-	var used corev1.ResourceList
+	var used NodeUsage
 	if f.Requested != nil {
 		used = f.Requested(node.Name)
 	}
-	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, corev1.ResourcePods} {
-		q, ok := want[name]
-		if !ok || q.IsZero() {
-			continue
-		}
-		total := used[name].DeepCopy()
-		total.Add(q)
-		if allocatable, ok := node.Status.Allocatable[name]; ok && total.Cmp(allocatable) > 0 {
-			return &FitError{Reason: "node has insufficient " + string(name)}
-		}
+	want := UsageOf(pod)
+	allocatable := node.Status.Allocatable
+	if q, ok := allocatable[corev1.ResourceCPU]; ok && want.CPUMilli > 0 && used.CPUMilli+want.CPUMilli > q.MilliValue() {
+		return &FitError{Reason: "node has insufficient " + string(corev1.ResourceCPU)}
+	}
+	if q, ok := allocatable[corev1.ResourceMemory]; ok && want.Memory > 0 && used.Memory+want.Memory > q.Value() {
+		return &FitError{Reason: "node has insufficient " + string(corev1.ResourceMemory)}
+	}
+	if q, ok := allocatable[corev1.ResourcePods]; ok && used.Pods+want.Pods > q.Value() {
+		return &FitError{Reason: "node has insufficient " + string(corev1.ResourcePods)}
 	}
 	return nil
 }

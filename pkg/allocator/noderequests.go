@@ -4,34 +4,8 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 )
-
-// podUsage is what one pod takes of a node for node fit.
-type podUsage struct {
-	cpuMilli, memory, pods int64
-}
-
-func usageOf(pod *corev1.Pod) podUsage {
-	req := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
-	return podUsage{cpuMilli: req.Cpu().MilliValue(), memory: req.Memory().Value(), pods: 1}
-}
-
-func (u *podUsage) add(o podUsage, sign int64) {
-	u.cpuMilli += sign * o.cpuMilli
-	u.memory += sign * o.memory
-	u.pods += sign * o.pods
-}
-
-func (u podUsage) list() corev1.ResourceList {
-	return corev1.ResourceList{
-		corev1.ResourceCPU:    *resource.NewMilliQuantity(u.cpuMilli, resource.DecimalSI),
-		corev1.ResourceMemory: *resource.NewQuantity(u.memory, resource.BinarySI),
-		corev1.ResourcePods:   *resource.NewQuantity(u.pods, resource.DecimalSI),
-	}
-}
 
 // nodeRequests sums, per node, what a set of pods requests: the pods bound
 // there and not finished (kept up to date from pod events), or the pods this
@@ -42,17 +16,17 @@ func (u podUsage) list() corev1.ResourceList {
 type nodeRequests struct {
 	mu    sync.Mutex
 	pods  map[types.UID]countedPod
-	nodes map[string]podUsage
+	nodes map[string]NodeUsage
 }
 
 type countedPod struct {
 	node       string
 	generation int64
-	usage      podUsage
+	usage      NodeUsage
 }
 
 func newNodeRequests() *nodeRequests {
-	return &nodeRequests{pods: map[types.UID]countedPod{}, nodes: map[string]podUsage{}}
+	return &nodeRequests{pods: map[types.UID]countedPod{}, nodes: map[string]NodeUsage{}}
 }
 
 // put counts the pod on node, in place of where it was counted before.
@@ -68,10 +42,10 @@ func (r *nodeRequests) put(pod *corev1.Pod, node string) {
 	if known {
 		r.subtract(old)
 	}
-	now := countedPod{node: node, generation: pod.Generation, usage: usageOf(pod)}
+	now := countedPod{node: node, generation: pod.Generation, usage: UsageOf(pod)}
 	r.pods[pod.UID] = now
 	sum := r.nodes[node]
-	sum.add(now.usage, 1)
+	sum.Add(now.usage)
 	r.nodes[node] = sum
 }
 
@@ -87,8 +61,10 @@ func (r *nodeRequests) remove(uid types.UID) {
 
 func (r *nodeRequests) subtract(p countedPod) {
 	sum := r.nodes[p.node]
-	sum.add(p.usage, -1)
-	if sum == (podUsage{}) {
+	sum.CPUMilli -= p.usage.CPUMilli
+	sum.Memory -= p.usage.Memory
+	sum.Pods -= p.usage.Pods
+	if sum == (NodeUsage{}) {
 		delete(r.nodes, p.node)
 		return
 	}
@@ -96,7 +72,7 @@ func (r *nodeRequests) subtract(p countedPod) {
 }
 
 // on returns the sum of the pods counted on the node.
-func (r *nodeRequests) on(node string) podUsage {
+func (r *nodeRequests) on(node string) NodeUsage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.nodes[node]

@@ -315,15 +315,15 @@ func (c *Controller) checkFallback(ctx context.Context, pod *corev1.Pod) (time.D
 
 // requested sums the requests of the pods bound to the node and of those
 // this controller placed there that are not bound yet.
-func (c *Controller) requested(node string) corev1.ResourceList {
+func (c *Controller) requested(node string) NodeUsage {
 	total := c.bound.on(node)
-	total.add(c.placed.on(node), 1)
-	return total.list()
+	total.Add(c.placed.on(node))
+	return total
 }
 
 // observeBinding counts a bound pod on its node until it finishes or goes.
 func (c *Controller) observeBinding(pod *corev1.Pod) {
-	if pod.Spec.NodeName == "" || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+	if pod.Spec.NodeName == "" || PodFinished(pod) {
 		c.bound.remove(pod.UID)
 		return
 	}

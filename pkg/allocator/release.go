@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 
-	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,7 +58,7 @@ func (c *Controller) claimWanted(claim *resourceapi.ResourceClaim) (bool, error)
 		return false, fmt.Errorf("list pods in %s: %w", claim.Namespace, err)
 	}
 	for _, pod := range pods {
-		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		if pod.DeletionTimestamp != nil || PodFinished(pod) {
 			continue
 		}
 		for name := range resourceclaim.PodClaims(pod) {

@@ -12,7 +12,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
-	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/dynamic-resource-allocation/cel"
 	"k8s.io/klog/v2"
@@ -569,30 +568,20 @@ func nodeFix(reason string, pod *corev1.Pod, node *corev1.Node) string {
 	return ""
 }
 
-// requestedOn sums what the pods bound to each node request, except the
+// requestedOn sums what the pods bound to each node take of it, except the
 // pod being explained.
-func requestedOn(pods []corev1.Pod, self *corev1.Pod) func(string) corev1.ResourceList {
-	sums := map[string]corev1.ResourceList{}
+func requestedOn(pods []corev1.Pod, self *corev1.Pod) func(string) allocator.NodeUsage {
+	sums := map[string]allocator.NodeUsage{}
 	for i := range pods {
 		p := &pods[i]
-		if p.Spec.NodeName == "" || p.UID == self.UID || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+		if p.Spec.NodeName == "" || p.UID == self.UID || allocator.PodFinished(p) {
 			continue
 		}
 		sum := sums[p.Spec.NodeName]
-		if sum == nil {
-			sum = corev1.ResourceList{}
-			sums[p.Spec.NodeName] = sum
-		}
-		for name, q := range resourcehelper.PodRequests(p, resourcehelper.PodResourcesOptions{}) {
-			total := sum[name]
-			total.Add(q)
-			sum[name] = total
-		}
-		pods := sum[corev1.ResourcePods]
-		pods.Add(*resource.NewQuantity(1, resource.DecimalSI))
-		sum[corev1.ResourcePods] = pods
+		sum.Add(allocator.UsageOf(p))
+		sums[p.Spec.NodeName] = sum
 	}
-	return func(node string) corev1.ResourceList { return sums[node] }
+	return func(node string) allocator.NodeUsage { return sums[node] }
 }
 
 // summarize writes the pod-level sentence and picks the suggestion.
