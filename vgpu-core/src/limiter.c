@@ -135,12 +135,13 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
     wait = vgpu_bucket_take(c->bucket, cost);
     if (wait != 0) {
         /*
-         * Charged: wait until the refill has paid the debt up to this launch
-         * (or it opens). While it waits, the charge is shown in our slot, so
-         * that if we are killed meanwhile, whoever reclaims the slot gives
-         * it back: nobody else repays a launch that never happens. Shown
-         * after the charge and withdrawn before the launch, so that a kill
-         * in between only ever forgives less.
+         * Charged: wait until the refill has paid the debt up to this launch,
+         * or until refunds paid the whole debt sooner, or the bucket opens.
+         * While it waits, the charge is shown in our slot, so that if we are
+         * killed meanwhile, whoever reclaims the slot gives it back: nobody
+         * else repays a launch that never happens. Shown after the charge and
+         * withdrawn before the launch, so that a kill in between only ever
+         * forgives less.
          */
         struct vgpu_region_slot_device *sd = own_slot(g);
         uint32_t pending = cost / 1000 < UINT32_MAX ? (uint32_t)(cost / 1000) : UINT32_MAX;
@@ -148,7 +149,7 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
         if (sd != NULL)
             __atomic_fetch_add(&sd->pending_charge_us, pending, __ATOMIC_RELAXED);
         t0 = now = mono_ns();
-        while (now - t0 < wait && !vgpu_bucket_is_open(c->bucket)) {
+        while (now - t0 < wait && !vgpu_bucket_paid(c->bucket)) {
             sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);
             now = mono_ns();
         }

@@ -42,6 +42,11 @@ bool vgpu_bucket_is_open(const struct vgpu_region_device *d)
     return __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED) > INT64_MAX / 8;
 }
 
+bool vgpu_bucket_paid(const struct vgpu_region_device *d)
+{
+    return __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED) >= 0;
+}
+
 void vgpu_bucket_open(struct vgpu_region_device *d)
 {
     __atomic_store_n(&d->bucket_tokens, VGPU_BUCKET_OPEN, __ATOMIC_RELAXED);
@@ -159,8 +164,12 @@ void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double 
         vgpu_bucket_set_rate(d, target, now);
 }
 
-/* Cumulative launches of p at time t, interpolated from its history; false if unknown. */
-static bool launches_at(const struct vgpu_ctl_proc *p, uint64_t t, double *out)
+/*
+ * Cumulative launches of p at time t and what they were charged,
+ * interpolated from its history; false if unknown.
+ */
+static bool history_at(const struct vgpu_ctl_proc *p, uint64_t t, double *launches,
+                       double *charged)
 {
     unsigned oldest = (p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY;
     uint64_t t0 = p->t[oldest];
@@ -169,14 +178,14 @@ static bool launches_at(const struct vgpu_ctl_proc *p, uint64_t t, double *out)
         return false;
     if (t < t0) {
         /* Before its first record: a process that appeared meanwhile had launched nothing. */
+        double f;
+
         if (!p->fresh)
             return false;
-        if (t + VGPU_CTL_PERIOD_NS <= t0) {
-            *out = 0;
-            return true;
-        }
-        *out = (double)p->launches[oldest] * (double)(t + VGPU_CTL_PERIOD_NS - t0) /
-               (double)VGPU_CTL_PERIOD_NS;
+        f = t + VGPU_CTL_PERIOD_NS <= t0
+                ? 0 : (double)(t + VGPU_CTL_PERIOD_NS - t0) / (double)VGPU_CTL_PERIOD_NS;
+        *launches = (double)p->launches[oldest] * f;
+        *charged = p->charged[oldest] * f;
         return true;
     }
     for (unsigned k = 1; k < p->n; k++) {
@@ -185,31 +194,47 @@ static bool launches_at(const struct vgpu_ctl_proc *p, uint64_t t, double *out)
         if (t <= p->t[b]) {
             double f = p->t[b] > p->t[a] ? (double)(t - p->t[a]) / (double)(p->t[b] - p->t[a]) : 1;
 
-            *out = (double)p->launches[a] + f * (double)(p->launches[b] - p->launches[a]);
+            *launches = (double)p->launches[a] + f * (double)(p->launches[b] - p->launches[a]);
+            *charged = p->charged[a] + f * (p->charged[b] - p->charged[a]);
             return true;
         }
     }
-    *out = (double)p->launches[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+    *launches = (double)p->launches[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+    *charged = p->charged[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
     return true;
 }
 
 /*
- * Launches (from, to] ran within a window that was busy at most busy ns, and
- * each was charged at least the cost p bounds (bounds only move down; the
- * default before the first): what they were charged beyond busy is owed back
- * to the claim. Each launch is refunded at most once (refund_from).
+ * The launches from time from (or refunded_to, if later) up to time to ran
+ * within a window that was busy at most busy ns: what they were charged
+ * beyond it is owed back to the claim. The last block refunded, if it lies
+ * wholly within the window (it starts at or after window_start and ends
+ * where these launches begin), is reconciled with them: the window bounds
+ * their busy time together, so the merged block stands charged at most busy
+ * (refunded once each, a block of launches never stands charged less than
+ * the bound of a window holding it all).
  */
-static void refund(struct vgpu_ctl_proc *p, double from, double to, double busy)
+static void refund(struct vgpu_ctl_proc *p, uint64_t window_start, uint64_t from, uint64_t to,
+                   double busy)
 {
-    double charged = p->cost_ns > 0 ? p->cost_ns : (double)VGPU_CTL_DEFAULT_COST_NS;
+    double l0, c0, l1, c1, net;
 
-    if (from < p->refund_from)
-        from = p->refund_from;
-    if (to - from < 1)
+    if (from < p->refunded_to)
+        from = p->refunded_to;
+    if (to <= from || !history_at(p, from, &l0, &c0) || !history_at(p, to, &l1, &c1))
         return;
-    if ((to - from) * charged > busy)
-        p->refund_ns += (to - from) * charged - busy;
-    p->refund_from = to;
+    net = c1 - c0;
+    if (p->block_from >= window_start && p->refunded_to == from) {
+        net += p->block_ns;
+        from = p->block_from;
+    }
+    if (net > busy) {
+        p->refund_ns += net - busy;
+        net = busy;
+    }
+    p->block_from = from;
+    p->block_ns = net;
+    p->refunded_to = to;
 }
 
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
@@ -220,15 +245,16 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
     uint64_t we = o->window_end != 0 && o->window_end <= now ? o->window_end
                   : now > VGPU_CTL_SAMPLE_NS                ? now - VGPU_CTL_SAMPLE_NS
                                                             : 0;
-    uint64_t ws = we > VGPU_CTL_WINDOW_NS ? we - VGPU_CTL_WINDOW_NS : 0;
-    double from, to, old, n, n_old, busy;
+    uint64_t ws = we > VGPU_CTL_WINDOW_NS ? we - VGPU_CTL_WINDOW_NS : 0, first_known;
+    double from, to, old, n, n_old, busy, charge;
+    unsigned last;
     bool partial;
 
     if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
         return 0;
     p = &c->procs[o->slot];
-    if (p->id != o->id || (p->n > 0 && o->launches < p->launches[(p->head + VGPU_CTL_HISTORY - 1) %
-                                                                   VGPU_CTL_HISTORY])) {
+    last = (p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY;
+    if (p->id != o->id || (p->n > 0 && o->launches < p->launches[last])) {
         /*
          * A new owner. At the first tick the owners are the takeover's: their
          * published estimates (seeds) are kept, and one without any is new
@@ -242,14 +268,20 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
         p->cost_ns = seed;
         p->fresh = seed == 0;
         p->first_ns = now;
+        last = VGPU_CTL_HISTORY - 1;
     }
+    /* The launches since the last record were charged the cost set then (the default before any). */
+    p->charged[p->head] =
+        (p->n > 0 ? p->charged[last] : 0) +
+        (double)(o->launches - (p->n > 0 ? p->launches[last] : 0)) *
+            (p->cost_ns > 0 ? p->cost_ns : (double)VGPU_CTL_DEFAULT_COST_NS);
     p->t[p->head] = now;
     p->launches[p->head] = o->launches;
     p->head = (p->head + 1) % VGPU_CTL_HISTORY;
     if (p->n < VGPU_CTL_HISTORY)
         p->n++;
     /* Each NVML window is used once, and only with the launch counts of that very window. */
-    if (!util_known || we <= p->window_end || !launches_at(p, we, &to))
+    if (!util_known || we <= p->window_end || !history_at(p, we, &to, &charge))
         return p->cost_ns;
     /*
      * A process that was running before this controller took over has no
@@ -257,14 +289,20 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
      * known to fall within the window, fewer than it made there, which is
      * enough to bound its cost from above (not to measure it).
      */
-    partial = !launches_at(p, ws, &from);
-    if (partial)
-        from = (double)p->launches[(p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY];
+    partial = !history_at(p, ws, &from, &charge);
+    if (partial) {
+        unsigned oldest = (p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY;
+
+        from = (double)p->launches[oldest];
+        first_known = p->t[oldest];
+    } else {
+        first_known = ws;
+    }
     p->window_end = we;
     n = to - from;
     /* Launches old enough for NVML to have reported their kernels. */
     n_old = we > ws + VGPU_CTL_SENSOR_LAG_NS &&
-                    launches_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old) ? old - from : 0;
+                    history_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old, &charge) ? old - from : 0;
     if (!p->measured && (o->util < CTL_MEASURABLE || ws < p->first_ns || partial)) {
         /*
          * At the sensor's resolution, or over a window in which the process
@@ -275,8 +313,9 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
          */
         busy = (o->util + CTL_IDLE_BOUND) * (double)VGPU_CTL_WINDOW_NS;
         if (n_old >= 0.5) {
-            refund(p, from, old, busy);
-            if (p->cost_ns == 0 || busy / n_old < p->cost_ns)
+            refund(p, ws, first_known, we - VGPU_CTL_SENSOR_LAG_NS, busy);
+            /* A bound only ever lowers the charge (the default's before the first). */
+            if (busy / n_old < (p->cost_ns > 0 ? p->cost_ns : (double)VGPU_CTL_DEFAULT_COST_NS))
                 p->cost_ns = clamp(busy / n_old, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
         }
         return p->cost_ns;
@@ -293,7 +332,9 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
          * seen: the kernels became shorter. Back to bounding from above.
          */
         p->measured = false;
-        p->refund_from = to; /* launches before were charged the measured cost */
+        /* Launches before were charged the measured cost. */
+        p->refunded_to = p->block_from = we;
+        p->block_ns = 0;
         p->cost_ns = clamp(CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS / n_old, CTL_COST_MIN_NS,
                            CTL_COST_MAX_NS);
         return p->cost_ns;

@@ -76,6 +76,14 @@ void vgpu_bucket_open(struct vgpu_region_device *d);
 bool vgpu_bucket_is_open(const struct vgpu_region_device *d);
 
 /*
+ * Whether every launch charged so far is paid for: the bucket is open or its
+ * balance is not negative (refills and refunds covered the whole debt). A
+ * waiting launch may then go before the wait vgpu_bucket_take gave it, which
+ * assumed that only the refill would pay.
+ */
+bool vgpu_bucket_paid(const struct vgpu_region_device *d);
+
+/*
  * Adds rate x (now - last refill) tokens, capped at the capacity. Safe
  * against a concurrent refiller (the elapsed interval is claimed by
  * compare-and-swap, so no time is credited twice).
@@ -104,16 +112,19 @@ uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
 /* Launch-count history and cost estimate of one process (one region slot). */
 struct vgpu_ctl_proc {
     uint64_t id;       /* identity of the slot owner; a new owner restarts the history */
-    unsigned n, head;  /* ring of (time, cumulative launches) */
+    unsigned n, head;  /* ring of (time, cumulative launches, cumulative charge) */
     uint64_t t[VGPU_CTL_HISTORY];
     uint64_t launches[VGPU_CTL_HISTORY];
+    double charged[VGPU_CTL_HISTORY]; /* ns charged for those launches, at the costs then set */
     bool fresh;        /* appeared while this controller ran: it launched from 0 */
     uint64_t first_ns; /* when this controller first saw it */
     uint64_t window_end; /* end of the last NVML window used */
     double busy_acc, launch_acc; /* decaying sums of busy ns and launches over windows */
     bool measured;     /* the estimate is a mean of readings, not a bound from above */
     double cost_ns;    /* current estimate, 0 = none yet */
-    double refund_from; /* launches up to this count were refunded (or need not be) */
+    uint64_t refunded_to; /* launches up to this time were refunded (or need not be) */
+    uint64_t block_from; /* the last refunded block: its launches from this time up to */
+    double block_ns;     /* refunded_to stand charged this much, net of what was refunded */
     double refund_ns;  /* over-charge proven since the last tick, owed back to the bucket */
 };
 
@@ -162,12 +173,16 @@ struct vgpu_ctl_obs {
  * step of the dithered sensor) over the launches VGPU_CTL_SENSOR_LAG_NS
  * older than the window's end (those known), and the estimate only moves
  * down; what those launches were charged beyond that bound is added to the
- * process's refund_ns (each launch once), which vgpu_ctl_tick gives back to
- * the bucket. From a reading of 1 % over a whole window on it is measured:
- * windows, zeros included, are summed with decaying weights (time constant
- * ~0.3 s on top of the window's own second), so no single reading moves it
- * by more than a fraction; a zero for launches it says NVML must have seen
- * returns it to bounding.
+ * process's refund_ns, which vgpu_ctl_tick gives back to the bucket. Each
+ * launch is refunded once, but the launches of one window are reconciled
+ * together: a block refunded by an earlier window that lies wholly within
+ * this one is merged with the new launches, and the block as a whole stands
+ * charged at most the bound (what launches were charged is kept in the
+ * history, at the costs set then). From a reading of 1 % over a whole window
+ * on it is measured: windows, zeros included, are summed with decaying
+ * weights (time constant ~0.3 s on top of the window's own second), so no
+ * single reading moves it by more than a fraction; a zero for launches it
+ * says NVML must have seen returns it to bounding.
  */
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
                      uint64_t now);

@@ -132,21 +132,38 @@ static void test_cost_estimate(void)
      * Later zeros bound it: (0 + 1 %, a whole step of the dithered sensor)
      * x 1 s over the launches older than the lag. What those launches were
      * charged beyond it (20 ms each before the first bound) is owed back,
-     * each launch once.
+     * each launch once: the first bound proves (n x 20 ms - 10 ms) for its n
+     * launches (3.3 at 0.3 s), 56.7 ms.
      */
+    for (; t <= 300 * MS; t += 100 * MS) {
+        o.launches = t / MS / 10;
+        vgpu_ctl_cost(&c, &o, true, t);
+    }
+    CHECK(absd(c.procs[3].refund_ns - (10.0 / 3 * 20 - 10) * MS) < 0.1 * MS);
     for (; t <= 2 * S; t += 100 * MS) {
         o.launches = t / MS / 10;
         vgpu_ctl_cost(&c, &o, true, t);
     }
     CHECK(c.procs[3].cost_ns > 0 && !c.procs[3].measured);
     CHECK(c.procs[3].cost_ns <= 0.01 * S / 70 && c.procs[3].cost_ns >= 0.01 * S / 110);
-    CHECK(c.procs[3].refund_from >= 150 && c.procs[3].refund_from <= 190);
+    CHECK(c.procs[3].refunded_to >= 1500 * MS && c.procs[3].refunded_to <= 1900 * MS);
     /*
-     * The first bound proves (n x 20 ms - 10 ms) for its n launches (3.3 at
-     * 0.3 s): 56.7 ms; later ones, with each window's whole busy bound set
-     * against 100 ms of launches at the bounded cost, add up to 20 ms more.
+     * Later windows reconcile every launch they hold, not only those no
+     * earlier window did: launches are refunded in blocks, each lying within
+     * one window and standing charged at most its bound (10 ms). The 1.5-1.9 s
+     * of launches refunded so far are two blocks: net of the refunds, they
+     * stand charged 10-20 ms. (Reconciled 100 ms at a time, each range
+     * against a whole window's bound, the launches of the first second kept
+     * what they were charged at 20 ms and 3 ms: over 500 ms.)
      */
-    CHECK(c.procs[3].refund_ns > 56.6 * MS && c.procs[3].refund_ns < 80.0 * MS);
+    {
+        const struct vgpu_ctl_proc *p = &c.procs[3];
+        double charged = p->charged[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+        double since = (double)(2 * S - p->refunded_to) / S * 100 * p->cost_ns;
+        double net = charged - since - p->refund_ns;
+
+        CHECK(net > 10 * MS && net < 20.1 * MS);
+    }
     c.procs[3].refund_ns = 0;
     /* A reading of 1 % over a whole window measures it: 10 ms / 100 launches, nothing owed. */
     for (; t <= 4 * S; t += 100 * MS) {

@@ -109,12 +109,12 @@ static void try_launch(struct model *m, int i, uint64_t t)
         }
         cost = p->cost_ns > 0 ? (uint64_t)p->cost_ns : VGPU_CTL_DEFAULT_COST_NS;
         if (limited(m, c) && !p->pending && (wait = vgpu_bucket_take(&m->dev[c], cost)) != 0) {
-            /* Charged: the launch goes once the refill has paid the debt up to it. */
+            /* Charged: it goes once the refill paid the debt up to it (or all debt was paid). */
             p->pending = true;
             p->pending_cost = cost;
             p->wait_until = t + wait;
         }
-        if (p->pending && t < p->wait_until && !vgpu_bucket_is_open(&m->dev[c])) {
+        if (p->pending && t < p->wait_until && !vgpu_bucket_paid(&m->dev[c])) {
             /* As limiter.c: a look at the bucket every VGPU_WAIT_MAX_NS at least. */
             p->next_try = p->wait_until - t < VGPU_WAIT_MAX_NS ? p->wait_until : t + VGPU_WAIT_MAX_NS;
             return;

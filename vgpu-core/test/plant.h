@@ -14,7 +14,8 @@
  * kernels queued on each, with log-normal durations around a mean (50 us ..
  * 20 ms), through its claim's token bucket exactly as libvgpu.so does
  * (charge; if in debt, wait what vgpu_bucket_take says, looking at the
- * bucket every VGPU_WAIT_MAX_NS; count the launch when it goes; the bucket
+ * bucket every VGPU_WAIT_MAX_NS and going early once the whole debt is paid
+ * (vgpu_bucket_paid); count the launch when it goes; the bucket
  * set up at the start, as every process's library does); it starts, may alternate
  * busy and idle phases, and may stop (as if killed: its queued kernels
  * still run; a launch it was charged for and never made is given back by
