@@ -1,5 +1,5 @@
 /*
- * limiter_math.c - the compute limiter's accuracy table on the simulated plant
+ * limiter.c - the compute limiter's accuracy table on the simulated plant
  * (test/plant.c, the fake driver's GPU model in virtual time): limits
  * 10..90 % x 1, 2, 4 processes per claim x 1 and 2 claims per GPU (the
  * second at 100 - limit) x kernels of 0.1 ms, 2 ms, 20 ms and a mix, 30 s
