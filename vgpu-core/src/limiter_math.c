@@ -165,8 +165,8 @@ void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double 
 }
 
 /*
- * Cumulative launches of p at time t and what they were charged,
- * interpolated from its history; false if unknown.
+ * Cumulative launches of p at time t and what they were charged (either may
+ * be NULL), interpolated from its history; false if unknown.
  */
 static bool history_at(const struct vgpu_ctl_proc *p, uint64_t t, double *launches,
                        double *charged)
@@ -184,8 +184,10 @@ static bool history_at(const struct vgpu_ctl_proc *p, uint64_t t, double *launch
             return false;
         f = t + VGPU_CTL_PERIOD_NS <= t0
                 ? 0 : (double)(t + VGPU_CTL_PERIOD_NS - t0) / (double)VGPU_CTL_PERIOD_NS;
-        *launches = (double)p->launches[oldest] * f;
-        *charged = p->charged[oldest] * f;
+        if (launches != NULL)
+            *launches = (double)p->launches[oldest] * f;
+        if (charged != NULL)
+            *charged = p->charged[oldest] * f;
         return true;
     }
     for (unsigned k = 1; k < p->n; k++) {
@@ -194,13 +196,17 @@ static bool history_at(const struct vgpu_ctl_proc *p, uint64_t t, double *launch
         if (t <= p->t[b]) {
             double f = p->t[b] > p->t[a] ? (double)(t - p->t[a]) / (double)(p->t[b] - p->t[a]) : 1;
 
-            *launches = (double)p->launches[a] + f * (double)(p->launches[b] - p->launches[a]);
-            *charged = p->charged[a] + f * (p->charged[b] - p->charged[a]);
+            if (launches != NULL)
+                *launches = (double)p->launches[a] + f * (double)(p->launches[b] - p->launches[a]);
+            if (charged != NULL)
+                *charged = p->charged[a] + f * (p->charged[b] - p->charged[a]);
             return true;
         }
     }
-    *launches = (double)p->launches[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
-    *charged = p->charged[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+    if (launches != NULL)
+        *launches = (double)p->launches[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+    if (charged != NULL)
+        *charged = p->charged[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
     return true;
 }
 
@@ -217,11 +223,11 @@ static bool history_at(const struct vgpu_ctl_proc *p, uint64_t t, double *launch
 static void refund(struct vgpu_ctl_proc *p, uint64_t window_start, uint64_t from, uint64_t to,
                    double busy)
 {
-    double l0, c0, l1, c1, net;
+    double c0, c1, net;
 
     if (from < p->refunded_to)
         from = p->refunded_to;
-    if (to <= from || !history_at(p, from, &l0, &c0) || !history_at(p, to, &l1, &c1))
+    if (to <= from || !history_at(p, from, NULL, &c0) || !history_at(p, to, NULL, &c1))
         return;
     net = c1 - c0;
     if (p->block_from >= window_start && p->refunded_to == from) {
@@ -246,7 +252,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
                   : now > VGPU_CTL_SAMPLE_NS                ? now - VGPU_CTL_SAMPLE_NS
                                                             : 0;
     uint64_t ws = we > VGPU_CTL_WINDOW_NS ? we - VGPU_CTL_WINDOW_NS : 0, first_known;
-    double from, to, old, n, n_old, busy, charge;
+    double from, to, old, n, n_old, busy;
     unsigned last;
     bool partial;
 
@@ -268,9 +274,8 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
         p->cost_ns = seed;
         p->fresh = seed == 0;
         p->first_ns = now;
-        last = VGPU_CTL_HISTORY - 1;
     }
-    /* The launches since the last record were charged the cost set then (the default before any). */
+    /* Launches since the last record were charged the cost set then (before any: the default). */
     p->charged[p->head] =
         (p->n > 0 ? p->charged[last] : 0) +
         (double)(o->launches - (p->n > 0 ? p->launches[last] : 0)) *
@@ -281,7 +286,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
     if (p->n < VGPU_CTL_HISTORY)
         p->n++;
     /* Each NVML window is used once, and only with the launch counts of that very window. */
-    if (!util_known || we <= p->window_end || !history_at(p, we, &to, &charge))
+    if (!util_known || we <= p->window_end || !history_at(p, we, &to, NULL))
         return p->cost_ns;
     /*
      * A process that was running before this controller took over has no
@@ -289,7 +294,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
      * known to fall within the window, fewer than it made there, which is
      * enough to bound its cost from above (not to measure it).
      */
-    partial = !history_at(p, ws, &from, &charge);
+    partial = !history_at(p, ws, &from, NULL);
     if (partial) {
         unsigned oldest = (p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY;
 
@@ -302,7 +307,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
     n = to - from;
     /* Launches old enough for NVML to have reported their kernels. */
     n_old = we > ws + VGPU_CTL_SENSOR_LAG_NS &&
-                    history_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old, &charge) ? old - from : 0;
+                    history_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old, NULL) ? old - from : 0;
     if (!p->measured && (o->util < CTL_MEASURABLE || ws < p->first_ns || partial)) {
         /*
          * At the sensor's resolution, or over a window in which the process
