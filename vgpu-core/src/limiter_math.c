@@ -243,6 +243,13 @@ static void refund(struct vgpu_ctl_proc *p, uint64_t window_start, uint64_t from
     p->refunded_to = to;
 }
 
+/* Adds a window's reading and launches to p's decaying sums: every reading, zeros too. */
+static void accumulate(struct vgpu_ctl_proc *p, double util, double launches)
+{
+    p->busy_acc = p->busy_acc * CTL_COST_DECAY + util * (double)VGPU_CTL_WINDOW_NS;
+    p->launch_acc = p->launch_acc * CTL_COST_DECAY + launches;
+}
+
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
                      uint64_t now)
 {
@@ -317,6 +324,14 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
          * launches it must have seen.
          */
         busy = (o->util + CTL_IDLE_BOUND) * (double)VGPU_CTL_WINDOW_NS;
+        /*
+         * Whole windows after its start are summed as a measured process's
+         * are, zeros included, so that the reading of 1 % that ends bounding
+         * (more likely a step of the dither than not, when it first comes)
+         * joins the readings before it instead of standing alone.
+         */
+        if (ws >= p->first_ns && !partial && n >= 0.5)
+            accumulate(p, o->util, n);
         if (n_old >= 0.5) {
             refund(p, ws, first_known, we - VGPU_CTL_SENSOR_LAG_NS, busy);
             /* A bound only ever lowers the charge (the default's before the first). */
@@ -325,10 +340,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
         }
         return p->cost_ns;
     }
-    if (!p->measured) {
-        p->measured = true;
-        p->busy_acc = p->launch_acc = 0;
-    }
+    p->measured = true;
     if (n < 0.5)
         return p->cost_ns; /* no launches say nothing about their cost */
     if (o->util <= 0 && n_old >= 0.5 && p->cost_ns * n_old > CTL_IDLE_MAX * VGPU_CTL_WINDOW_NS) {
@@ -337,6 +349,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
          * seen: the kernels became shorter. Back to bounding from above.
          */
         p->measured = false;
+        p->busy_acc = p->launch_acc = 0;
         /* Launches before were charged the measured cost. */
         p->refunded_to = p->block_from = we;
         p->block_ns = 0;
@@ -344,9 +357,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
                            CTL_COST_MAX_NS);
         return p->cost_ns;
     }
-    /* Every reading counts, zeros too: whole percents with jitter average out. */
-    p->busy_acc = p->busy_acc * CTL_COST_DECAY + o->util * (double)VGPU_CTL_WINDOW_NS;
-    p->launch_acc = p->launch_acc * CTL_COST_DECAY + n;
+    accumulate(p, o->util, n);
     p->cost_ns = clamp(p->busy_acc / p->launch_acc, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
     return p->cost_ns;
 }

@@ -180,9 +180,10 @@ struct vgpu_ctl_obs {
  * charged at most the bound (what launches were charged is kept in the
  * history, at the costs set then). From a reading of 1 % over a whole window
  * on it is measured: windows, zeros included, are summed with decaying
- * weights (time constant ~0.3 s on top of the window's own second), so no
- * single reading moves it by more than a fraction; a zero for launches it
- * says NVML must have seen returns it to bounding.
+ * weights (time constant ~0.3 s on top of the window's own second; the whole
+ * windows it was bounded over count too, so the first reading of 1 % does
+ * not stand alone), so no single reading moves it by more than a fraction; a
+ * zero for launches it says NVML must have seen returns it to bounding.
  */
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
                      uint64_t now);
