@@ -167,7 +167,23 @@ static void test_cost_estimate(void)
         CHECK(net > 10 * MS && net < 20.1 * MS);
     }
     c.procs[3].refund_ns = 0;
-    /* A reading of 1 % over a whole window measures it: 10 ms / 100 launches, nothing owed. */
+    /*
+     * A reading of 1 % over a whole window measures it: 10 ms / 100 launches,
+     * nothing owed. The first such reading joins the zeros of the windows
+     * before it (the first step of a dithered sensor is more often noise than
+     * not), so it does not set the estimate to 10 ms / 100 on its own.
+     */
+    {
+        uint64_t we = (t / GPU_SAMPLE_NS + 1) * GPU_SAMPLE_NS;
+
+        t = we + 10 * MS;
+        o.launches = t / MS / 10;
+        o.util = 0.01;
+        o.window_end = we;
+        vgpu_ctl_cost(&c, &o, true, t);
+        CHECK(c.procs[3].measured);
+        CHECK(c.procs[3].cost_ns < 0.01 * S / 100 * 0.6);
+    }
     for (; t <= 4 * S; t += 100 * MS) {
         o.launches = t / MS / 10;
         o.util = 0.01;
