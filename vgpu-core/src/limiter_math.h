@@ -123,8 +123,8 @@ struct vgpu_ctl_proc {
     bool measured;     /* the estimate is a mean of readings, not a bound from above */
     double cost_ns;    /* current estimate, 0 = none yet */
     uint64_t refunded_to; /* launches up to this time were refunded (or need not be) */
-    uint64_t block_from; /* the last refunded block: its launches from this time up to */
-    double block_ns;     /* refunded_to stand charged this much, net of what was refunded */
+    uint64_t block_from; /* the last block refunded: the launches from this time to refunded_to */
+    double block_ns;     /* what that block stands charged, net of its refunds */
     double refund_ns;  /* over-charge proven since the last tick, owed back to the bucket */
 };
 
