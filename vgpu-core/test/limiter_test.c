@@ -598,10 +598,26 @@ static void test_bad_spec(void)
     CHECK(plant_grid_cell(30, 1, 3, PLANT_K_2MS, S, 1, &cell) == -1);
 }
 
+/* The refiller's work due by t: a refill every 5 ms, the rate set every 100 ms. */
+static void refill_until(struct vgpu_region_device *d, double rate, uint64_t t,
+                         uint64_t *next_refill, uint64_t *next_rate)
+{
+    while (*next_refill <= t) {
+        if (*next_rate <= *next_refill) {
+            vgpu_bucket_set_rate(d, rate, *next_refill);
+            *next_rate += 100 * MS;
+        }
+        vgpu_bucket_refill(d, *next_refill);
+        *next_refill += 5 * MS;
+    }
+}
+
 /*
  * GPU time admitted in one simulated second to a process that launches
  * 1 ms kernels back to back on d, with the refiller refilling every 5 ms and
- * setting the rate every 100 ms, as the library's helper thread does.
+ * setting the rate every 100 ms, as the library's helper thread does. A
+ * charged launch waits as limiter.c's does: looking at the bucket at least
+ * every VGPU_WAIT_MAX_NS and going early once it reads paid.
  */
 static double admitted_in_a_second(struct vgpu_region_device *d, double rate, uint64_t t0)
 {
@@ -609,15 +625,14 @@ static double admitted_in_a_second(struct vgpu_region_device *d, double rate, ui
     double busy = 0;
 
     while (t < t0 + 1000 * MS) {
-        while (next_refill <= t) {
-            if (next_rate <= next_refill) {
-                vgpu_bucket_set_rate(d, rate, next_refill);
-                next_rate += 100 * MS;
-            }
-            vgpu_bucket_refill(d, next_refill);
-            next_refill += 5 * MS;
+        uint64_t wait, until;
+
+        refill_until(d, rate, t, &next_refill, &next_rate);
+        wait = vgpu_bucket_take(d, MS);
+        for (until = t + wait; t < until && !vgpu_bucket_paid(d);) {
+            t = until - t < VGPU_WAIT_MAX_NS ? until : t + VGPU_WAIT_MAX_NS;
+            refill_until(d, rate, t, &next_refill, &next_rate);
         }
-        t += vgpu_bucket_take(d, MS);
         busy += (double)MS;
         t += MS;
     }
@@ -671,10 +686,64 @@ static void test_hostile_bucket(void)
     }
 }
 
+/*
+ * The refiller reads each process's launch count from the process's slot,
+ * which the container can write, and NVML's readings. Whatever garbage they
+ * hold (counts at UINT64_MAX, going back to 0, jumping at random; readings of
+ * 0 or 100 % with windows ending anywhere), the estimate stays a finite cost
+ * within its clamps, refunds stay finite and never lift the balance above
+ * the capacity, and once the writes stop the process is charged the default
+ * again (a count that went back is a new process).
+ */
+static void test_hostile_counters(void)
+{
+    static struct vgpu_ctl c;
+    struct vgpu_region_device d;
+    uint64_t rng = 42, t = 0;
+    double cost = 0, refunded = 0;
+
+    memset(&d, 0, sizeof(d));
+    vgpu_ctl_takeover(&c, &d, 0.3, NULL, 0);
+    for (int i = 0; i < 400; i++) {
+        uint64_t r = gpu_rand_next(&rng);
+        struct vgpu_ctl_obs o = {.slot = 5, .id = 11};
+        struct vgpu_ctl_tick k = {.now = t += 100 * MS, .policy = VGPU_POLICY_STRICT,
+                                  .util_known = true, .nobs = 1, .obs = &o, .cost_ns = &cost};
+
+        o.launches = r % 4 == 0 ? UINT64_MAX : r % 4 == 1 ? r >> (r % 64) : (uint64_t)i * 1000;
+        o.util = r & 256 ? 1.0 : 0;
+        o.window_end = r & 512 ? t - (r >> 40) % (3 * S) : r & 1024 ? UINT64_MAX : 0;
+        vgpu_ctl_tick(&c, &d, &k);
+        CHECK(isfinite(cost) && (cost == 0 || (cost >= 100 && cost <= 1e10)));
+        CHECK(isfinite(k.refund_ns) && k.refund_ns >= 0);
+        CHECK(d.bucket_tokens <= (int64_t)d.bucket_capacity);
+        refunded += k.refund_ns;
+    }
+    CHECK(refunded > 0); /* the refund path ran on the garbage */
+    /*
+     * The writes stop: an honest count, lower than the last garbage, starts a
+     * new process, charged the default, then bounded from its own launches
+     * only (zeros over at most 5 launches: 10 ms / 5 or more).
+     */
+    for (uint64_t n = 0; n < 6; n++) {
+        struct vgpu_ctl_obs o = {.slot = 5, .id = 11, .launches = n};
+        struct vgpu_ctl_tick k = {.now = t += 100 * MS, .policy = VGPU_POLICY_STRICT,
+                                  .util_known = true, .nobs = 1, .obs = &o, .cost_ns = &cost};
+
+        vgpu_ctl_tick(&c, &d, &k);
+        if (n == 0)
+            CHECK(cost == 0);
+    }
+    CHECK(cost == 0 || cost >= 0.01 * S / 5);
+    printf("hostile counters: 400 periods of garbage launch counts and readings, estimates "
+           "finite and clamped, balance never above the capacity\n");
+}
+
 int main(void)
 {
     test_bucket();
     test_hostile_bucket();
+    test_hostile_counters();
     test_cost_estimate();
     test_sensor();
     test_grid();
