@@ -164,6 +164,17 @@ void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double 
         vgpu_bucket_set_rate(d, target, now);
 }
 
+/* Indices of p's oldest and newest history records (meaningful once p->n > 0). */
+static unsigned oldest_record(const struct vgpu_ctl_proc *p)
+{
+    return (p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY;
+}
+
+static unsigned newest_record(const struct vgpu_ctl_proc *p)
+{
+    return (p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY;
+}
+
 /*
  * Cumulative launches of p at time t and what they were charged (either may
  * be NULL), interpolated from its history; false if unknown.
@@ -171,7 +182,7 @@ void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double 
 static bool history_at(const struct vgpu_ctl_proc *p, uint64_t t, double *launches,
                        double *charged)
 {
-    unsigned oldest = (p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY;
+    unsigned oldest = oldest_record(p), newest = newest_record(p);
     uint64_t t0 = p->t[oldest];
 
     if (p->n == 0)
@@ -204,9 +215,9 @@ static bool history_at(const struct vgpu_ctl_proc *p, uint64_t t, double *launch
         }
     }
     if (launches != NULL)
-        *launches = (double)p->launches[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+        *launches = (double)p->launches[newest];
     if (charged != NULL)
-        *charged = p->charged[(p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY];
+        *charged = p->charged[newest];
     return true;
 }
 
@@ -266,7 +277,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
     if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
         return 0;
     p = &c->procs[o->slot];
-    last = (p->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY;
+    last = newest_record(p);
     if (p->id != o->id || (p->n > 0 && o->launches < p->launches[last])) {
         /*
          * A new owner. At the first tick the owners are the takeover's: their
@@ -303,10 +314,8 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
      */
     partial = !history_at(p, ws, &from, NULL);
     if (partial) {
-        unsigned oldest = (p->head + VGPU_CTL_HISTORY - p->n) % VGPU_CTL_HISTORY;
-
-        from = (double)p->launches[oldest];
-        first_known = p->t[oldest];
+        from = (double)p->launches[oldest_record(p)];
+        first_known = p->t[oldest_record(p)];
     } else {
         first_known = ws;
     }
