@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	resourcehelper "k8s.io/component-helpers/resource"
 	corev1helpers "k8s.io/component-helpers/scheduling/corev1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
@@ -42,6 +43,11 @@ func (u *NodeUsage) Add(o NodeUsage) {
 	u.Pods += o.Pods
 }
 
+// Sub takes o off u.
+func (u *NodeUsage) Sub(o NodeUsage) {
+	u.Add(NodeUsage{CPUMilli: -o.CPUMilli, Memory: -o.Memory, Pods: -o.Pods})
+}
+
 // PodFinished reports whether the pod has ended and so takes nothing of
 // its node any more.
 func PodFinished(pod *corev1.Pod) bool {
@@ -73,15 +79,18 @@ func (f *NodeFit) Fits(logger klog.Logger, pod *corev1.Pod, node *corev1.Node) e
 		used = f.Requested(node.Name)
 	}
 	want := UsageOf(pod)
-	allocatable := node.Status.Allocatable
-	if q, ok := allocatable[corev1.ResourceCPU]; ok && want.CPUMilli > 0 && used.CPUMilli+want.CPUMilli > q.MilliValue() {
-		return &FitError{Reason: "node has insufficient " + string(corev1.ResourceCPU)}
-	}
-	if q, ok := allocatable[corev1.ResourceMemory]; ok && want.Memory > 0 && used.Memory+want.Memory > q.Value() {
-		return &FitError{Reason: "node has insufficient " + string(corev1.ResourceMemory)}
-	}
-	if q, ok := allocatable[corev1.ResourcePods]; ok && used.Pods+want.Pods > q.Value() {
-		return &FitError{Reason: "node has insufficient " + string(corev1.ResourcePods)}
+	for _, r := range []struct {
+		name       corev1.ResourceName
+		want, used int64
+		capacity   func(*resource.Quantity) int64
+	}{
+		{corev1.ResourceCPU, want.CPUMilli, used.CPUMilli, (*resource.Quantity).MilliValue},
+		{corev1.ResourceMemory, want.Memory, used.Memory, (*resource.Quantity).Value},
+		{corev1.ResourcePods, want.Pods, used.Pods, (*resource.Quantity).Value},
+	} {
+		if q, ok := node.Status.Allocatable[r.name]; ok && r.want > 0 && r.used+r.want > r.capacity(&q) {
+			return &FitError{Reason: "node has insufficient " + string(r.name)}
+		}
 	}
 	return nil
 }

@@ -61,9 +61,7 @@ func (r *nodeRequests) remove(uid types.UID) {
 
 func (r *nodeRequests) subtract(p countedPod) {
 	sum := r.nodes[p.node]
-	sum.CPUMilli -= p.usage.CPUMilli
-	sum.Memory -= p.usage.Memory
-	sum.Pods -= p.usage.Pods
+	sum.Sub(p.usage)
 	if sum == (NodeUsage{}) {
 		delete(r.nodes, p.node)
 		return
