@@ -41,6 +41,7 @@ typedef struct fake_stream {
     CUstreamCaptureMode capture_mode;
     uint64_t capture_id;
     uint64_t capture_cost;
+    struct fake_graph *capture_graph; /* nodes captured so far (allocation nodes) */
     struct fake_stream *next; /* created streams */
 } fake_stream;
 
@@ -70,6 +71,7 @@ typedef struct fake_process {
     fake_pool default_pool[FAKE_MAX_GPUS];
     fake_pool *current_pool[FAKE_MAX_GPUS];
     fake_pool *pools;       /* created pools */
+    fake_pool graph_pool[FAKE_MAX_GPUS]; /* memory of graph allocation nodes */
     fake_stream *streams;   /* created streams */
     uint64_t capture_seq;
     uint64_t rng; /* log-normal kernel durations (seeded by the pid) */
@@ -116,6 +118,47 @@ void fake_pools_release_on_sync(int dev);
 
 /* Called with g_fake.mu held: releases every allocation made on dev. */
 void fake_mem_reset_device(int dev);
+
+/*
+ * Graphs: nodes and their executables (fake_cuda_stream.c). Only what the
+ * model needs: the summed busy time of captured kernels, and allocation and
+ * free nodes, whose memory comes from the device's graph pool when the
+ * executable is launched or uploaded.
+ */
+#define FAKE_MAGIC_GNODE 0x474e4f01u
+
+typedef struct fake_gnode {
+    uint32_t magic;
+    CUgraphNodeType type;      /* CU_GRAPH_NODE_TYPE_MEM_ALLOC, _MEM_FREE or _EMPTY */
+    CUDA_MEM_ALLOC_NODE_PARAMS alloc; /* allocation nodes: as given, dptr filled in */
+    CUdeviceptr free_ptr;      /* free nodes */
+} fake_gnode;
+
+typedef struct fake_graph {
+    uint32_t magic;
+    uint64_t cost_ns;
+    fake_gnode **nodes;
+    size_t n, cap;
+} fake_graph;
+
+/*
+ * Adds an allocation node for params (size, device location) to g, giving it
+ * its address (mu held). Returns CUDA_SUCCESS or an error.
+ */
+CUresult fake_graph_add_alloc(fake_graph *g, CUDA_MEM_ALLOC_NODE_PARAMS *params,
+                              fake_gnode **out);
+
+/* Adds a free node of ptr to g (mu held). */
+CUresult fake_graph_add_free(fake_graph *g, CUdeviceptr ptr, fake_gnode **out);
+
+/*
+ * The memory side of launching (map = 1) or uploading (map = 0) an
+ * executable with these nodes (mu held): the graph pools grow to hold the
+ * allocations (CUDA_ERROR_OUT_OF_MEMORY when the GPU is full); a launch makes
+ * them live at their fixed addresses (CUDA_ERROR_INVALID_VALUE if one still
+ * is, from an earlier launch not freed) and applies the free nodes.
+ */
+CUresult fake_graph_mem(fake_gnode *const *nodes, size_t n, int map);
 
 /* Initialises the default pools (mu held, at cuInit). */
 void fake_mem_init(void);

@@ -158,6 +158,7 @@ static void pool_init(fake_pool *p, int dev)
 void fake_mem_init(void)
 {
     for (int d = 0; d < g_fake.cfg->gpu_count; d++) {
+        pool_init(&g_fake.graph_pool[d], d);
         pool_init(&g_fake.default_pool[d], d);
         g_fake.current_pool[d] = &g_fake.default_pool[d];
     }
@@ -421,12 +422,21 @@ static CUresult alloc_async(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool poo
     fake_stream *s = fake_resolve_stream(hStream, ptsz, dev);
     /* As the real driver: the current pool of the stream's device. */
     fake_pool *p = from_pool ? valid_pool(pool) : s != NULL ? g_fake.current_pool[s->dev] : NULL;
-    if (s == NULL)
+    if (s == NULL) {
         r = CUDA_ERROR_INVALID_HANDLE;
-    else if (p == NULL)
+    } else if (p == NULL) {
         r = CUDA_ERROR_INVALID_VALUE;
-    else
+    } else if (s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE) {
+        /* Captured: an allocation node of the graph, on the pool's device. */
+        CUDA_MEM_ALLOC_NODE_PARAMS params = {.bytesize = bytesize};
+        params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+        params.poolProps.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, p->dev};
+        r = fake_graph_add_alloc(s->capture_graph, &params, NULL);
+        if (r == CUDA_SUCCESS)
+            *dptr = params.dptr;
+    } else {
         r = pool_alloc(p, dptr, bytesize);
+    }
     pthread_mutex_unlock(&g_fake.mu);
     return r;
 }
@@ -451,6 +461,155 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
                                       CUstream hStream)
 {
     return alloc_async(dptr, bytesize, pool, hStream, 1, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Graph memory                                                             */
+/* ------------------------------------------------------------------------ */
+
+static CUresult free_linear(CUdeviceptr dptr);
+
+static CUresult graph_add(fake_graph *g, fake_gnode *node, fake_gnode **out)
+{
+    if (g->n == g->cap) {
+        size_t cap = g->cap == 0 ? 8 : g->cap * 2;
+        fake_gnode **nodes = realloc(g->nodes, cap * sizeof(*nodes));
+        if (nodes == NULL) {
+            free(node);
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        g->nodes = nodes;
+        g->cap = cap;
+    }
+    node->magic = FAKE_MAGIC_GNODE;
+    g->nodes[g->n++] = node;
+    if (out != NULL)
+        *out = node;
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_graph_add_alloc(fake_graph *g, CUDA_MEM_ALLOC_NODE_PARAMS *params,
+                              fake_gnode **out)
+{
+    if (params == NULL || params->bytesize == 0 ||
+        params->poolProps.allocType != CU_MEM_ALLOCATION_TYPE_PINNED ||
+        check_device_location(&params->poolProps.location) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_gnode *node = calloc(1, sizeof(*node));
+    if (node == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    node->type = CU_GRAPH_NODE_TYPE_MEM_ALLOC;
+    node->alloc = *params;
+    node->alloc.dptr = take_va(params->bytesize, LINEAR_ALIGN);
+    CUresult r = graph_add(g, node, out);
+    if (r == CUDA_SUCCESS)
+        params->dptr = node->alloc.dptr;
+    return r;
+}
+
+CUresult fake_graph_add_free(fake_graph *g, CUdeviceptr ptr, fake_gnode **out)
+{
+    fake_gnode *node = calloc(1, sizeof(*node));
+    if (node == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    node->type = CU_GRAPH_NODE_TYPE_MEM_FREE;
+    node->free_ptr = ptr;
+    return graph_add(g, node, out);
+}
+
+/* Grows dev's graph pool so that need more bytes fit unused (mu held). */
+static CUresult graph_pool_fit(int dev, uint64_t need)
+{
+    fake_pool *p = &g_fake.graph_pool[dev];
+    uint64_t spare = p->reserved - p->used;
+    if (need > spare) {
+        uint64_t grow = round_up(need - spare, FAKE_GRANULARITY);
+        if (fake_charge(dev, grow) != 0)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        p->reserved += grow;
+        if (p->reserved > p->reserved_high)
+            p->reserved_high = p->reserved;
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_graph_mem(fake_gnode *const *nodes, size_t n, int map)
+{
+    uint64_t need[FAKE_MAX_GPUS] = {0};
+    for (size_t i = 0; i < n; i++) {
+        const fake_gnode *node = nodes[i];
+        if (node->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+            continue;
+        if (map && table_get(node->alloc.dptr) != NULL)
+            return CUDA_ERROR_INVALID_VALUE; /* still allocated by an earlier launch */
+        need[node->alloc.poolProps.location.id] += node->alloc.bytesize;
+    }
+    for (int d = 0; d < g_fake.cfg->gpu_count; d++) {
+        CUresult r = need[d] != 0 ? graph_pool_fit(d, need[d]) : CUDA_SUCCESS;
+        if (r != CUDA_SUCCESS)
+            return r;
+    }
+    if (!map)
+        return CUDA_SUCCESS;
+    for (size_t i = 0; i < n; i++) {
+        const fake_gnode *node = nodes[i];
+        if (node->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+            continue;
+        fake_pool *p = &g_fake.graph_pool[node->alloc.poolProps.location.id];
+        rec *r = rec_new(node->alloc.dptr, node->alloc.bytesize, 0, p->dev, REC_POOL);
+        if (r == NULL)
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        r->pool = p;
+        p->used += node->alloc.bytesize;
+        if (p->used > p->used_high)
+            p->used_high = p->used;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (nodes[i]->type == CU_GRAPH_NODE_TYPE_MEM_FREE)
+            (void)free_linear(nodes[i]->free_ptr);
+    }
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDeviceGetGraphMemAttribute(CUdevice device, CUgraphMem_attribute attr, void *value)
+{
+    REQUIRE_READY();
+    if (!fake_valid_device(device))
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (value == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fake.mu);
+    const fake_pool *p = &g_fake.graph_pool[device];
+    switch (attr) {
+    case CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT:
+        *(cuuint64_t *)value = p->used;
+        break;
+    case CU_GRAPH_MEM_ATTR_USED_MEM_HIGH:
+        *(cuuint64_t *)value = p->used_high;
+        break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT:
+        *(cuuint64_t *)value = p->reserved;
+        break;
+    case CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH:
+        *(cuuint64_t *)value = p->reserved_high;
+        break;
+    default:
+        r = CUDA_ERROR_INVALID_VALUE;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    REQUIRE_READY();
+    if (!fake_valid_device(device))
+        return CUDA_ERROR_INVALID_DEVICE;
+    pthread_mutex_lock(&g_fake.mu);
+    pool_trim(&g_fake.graph_pool[device], 0);
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -532,19 +691,23 @@ static CUresult free_linear(CUdeviceptr dptr)
 static CUresult free_any(CUdeviceptr dptr, CUstream hStream, int ptsz, int async)
 {
     CUresult r = fake_ready();
+    fake_stream *s = NULL;
     int dev;
     if (r != CUDA_SUCCESS)
         return r;
     if (async) {
         if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
             return r;
-        if (fake_resolve_stream(hStream, ptsz, dev) == NULL)
+        if ((s = fake_resolve_stream(hStream, ptsz, dev)) == NULL)
             return CUDA_ERROR_INVALID_HANDLE;
     } else if (dptr == 0) {
         return CUDA_SUCCESS;
     }
     pthread_mutex_lock(&g_fake.mu);
-    r = free_linear(dptr);
+    if (s != NULL && s->capture == CU_STREAM_CAPTURE_STATUS_ACTIVE)
+        r = fake_graph_add_free(s->capture_graph, dptr, NULL); /* a free node */
+    else
+        r = free_linear(dptr);
     pthread_mutex_unlock(&g_fake.mu);
     return r;
 }
@@ -1102,6 +1265,7 @@ void fake_mem_reset_device(int dev)
     }
     fake_pool *dp = &g_fake.default_pool[dev];
     pool_trim(dp, 0);
+    pool_trim(&g_fake.graph_pool[dev], 0);
     for (fake_pool *p = g_fake.pools, *next; p != NULL; p = next) {
         next = p->next;
         if (p->dev == dev) {

@@ -298,6 +298,30 @@ CUresult cuCtxSynchronize(void)
 /* Stream capture                                                           */
 /* ------------------------------------------------------------------------ */
 
+#define FAKE_MAGIC_GRAPH 0x47524101u
+#define FAKE_MAGIC_EXEC 0x47455801u
+
+static fake_graph *new_graph(void)
+{
+    fake_graph *g = calloc(1, sizeof(*g));
+    if (g != NULL)
+        g->magic = FAKE_MAGIC_GRAPH;
+    return g;
+}
+
+static void graph_destroy(fake_graph *g)
+{
+    if (g == NULL)
+        return;
+    for (size_t i = 0; i < g->n; i++) {
+        g->nodes[i]->magic = 0;
+        free(g->nodes[i]);
+    }
+    free(g->nodes);
+    g->magic = 0;
+    free(g);
+}
+
 static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, int ptsz)
 {
     REQUIRE_READY();
@@ -312,16 +336,23 @@ static CUresult begin_capture(CUstream hStream, CUstreamCaptureMode mode, int pt
     if (s == &g_fake.legacy[dev])
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     CUresult r = CUDA_SUCCESS;
+    fake_graph *g = new_graph();
+    if (g == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
     pthread_mutex_lock(&g_fake.mu);
     if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
         r = CUDA_ERROR_ILLEGAL_STATE;
     } else {
+        graph_destroy(s->capture_graph);
+        s->capture_graph = g;
+        g = NULL;
         s->capture = CU_STREAM_CAPTURE_STATUS_ACTIVE;
         s->capture_mode = mode;
         s->capture_id = ++g_fake.capture_seq;
         s->capture_cost = 0;
     }
     pthread_mutex_unlock(&g_fake.mu);
+    graph_destroy(g);
     return r;
 }
 
@@ -334,15 +365,6 @@ CUresult cuStreamBeginCapture_v2_ptsz(CUstream hStream, CUstreamCaptureMode mode
 {
     return begin_capture(hStream, mode, 1);
 }
-
-#define FAKE_MAGIC_GRAPH 0x47524101u
-#define FAKE_MAGIC_EXEC 0x47455801u
-
-/* A captured graph or its executable: the summed busy time of its kernels. */
-typedef struct fake_graph {
-    uint32_t magic;
-    uint64_t cost_ns;
-} fake_graph;
 
 static CUresult end_capture(CUstream hStream, CUgraph *phGraph, int ptsz)
 {
@@ -357,19 +379,19 @@ static CUresult end_capture(CUstream hStream, CUgraph *phGraph, int ptsz)
         return CUDA_ERROR_INVALID_HANDLE;
     pthread_mutex_lock(&g_fake.mu);
     CUstreamCaptureStatus st = s->capture;
-    uint64_t cost = s->capture_cost;
+    fake_graph *g = s->capture_graph;
+    if (g != NULL)
+        g->cost_ns = s->capture_cost;
     s->capture = CU_STREAM_CAPTURE_STATUS_NONE;
+    s->capture_graph = NULL;
     pthread_mutex_unlock(&g_fake.mu);
     *phGraph = NULL;
     if (st == CU_STREAM_CAPTURE_STATUS_NONE)
         return CUDA_ERROR_ILLEGAL_STATE;
-    if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED)
+    if (st == CU_STREAM_CAPTURE_STATUS_INVALIDATED || g == NULL) {
+        graph_destroy(g);
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
-    fake_graph *g = malloc(sizeof(*g));
-    if (g == NULL)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    g->magic = FAKE_MAGIC_GRAPH;
-    g->cost_ns = cost;
+    }
     *phGraph = (CUgraph)g;
     return CUDA_SUCCESS;
 }
@@ -620,31 +642,202 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
 /* Graphs                                                                   */
 /* ------------------------------------------------------------------------ */
 
-CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
-                                     unsigned long long flags)
+CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)
 {
     REQUIRE_READY();
-    fake_graph *g = (fake_graph *)hGraph;
-    (void)flags;
+    if (phGraph == NULL || flags != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    fake_graph *g = new_graph();
+    if (g == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *phGraph = (CUgraph)g;
+    return CUDA_SUCCESS;
+}
+
+static fake_graph *valid_graph(CUgraph h, uint32_t magic)
+{
+    fake_graph *g = (fake_graph *)h;
+    return g != NULL && g->magic == magic ? g : NULL;
+}
+
+/* Dependencies are not modelled: nodes of one graph run in the order they were added. */
+CUresult cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                const CUgraphNode *dependencies, size_t numDependencies,
+                                CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+    REQUIRE_READY();
+    fake_graph *g = valid_graph(hGraph, FAKE_MAGIC_GRAPH);
+    (void)dependencies;
+    (void)numDependencies;
+    if (phGraphNode == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    CUresult r = fake_graph_add_alloc(g, nodeParams, (fake_gnode **)phGraphNode);
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuGraphAddMemFreeNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                               const CUgraphNode *dependencies, size_t numDependencies,
+                               CUdeviceptr dptr)
+{
+    REQUIRE_READY();
+    fake_graph *g = valid_graph(hGraph, FAKE_MAGIC_GRAPH);
+    (void)dependencies;
+    (void)numDependencies;
+    if (phGraphNode == NULL || dptr == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    CUresult r = fake_graph_add_free(g, dptr, (fake_gnode **)phGraphNode);
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)
+{
+    REQUIRE_READY();
+    fake_graph *g = valid_graph(hGraph, FAKE_MAGIC_GRAPH);
+    if (numNodes == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    if (nodes != NULL) {
+        size_t n = *numNodes < g->n ? *numNodes : g->n;
+        for (size_t i = 0; i < n; i++)
+            nodes[i] = (CUgraphNode)g->nodes[i];
+        for (size_t i = n; i < *numNodes; i++)
+            nodes[i] = NULL;
+        *numNodes = n;
+    } else {
+        *numNodes = g->n;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+static fake_gnode *valid_node(CUgraphNode h)
+{
+    fake_gnode *n = (fake_gnode *)h;
+    return n != NULL && n->magic == FAKE_MAGIC_GNODE ? n : NULL;
+}
+
+CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)
+{
+    REQUIRE_READY();
+    fake_gnode *n = valid_node(hNode);
+    if (type == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (n == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *type = n->type;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGraphMemAllocNodeGetParams(CUgraphNode hNode, CUDA_MEM_ALLOC_NODE_PARAMS *params_out)
+{
+    REQUIRE_READY();
+    fake_gnode *n = valid_node(hNode);
+    if (params_out == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (n == NULL || n->type != CU_GRAPH_NODE_TYPE_MEM_ALLOC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    *params_out = n->alloc;
+    return CUDA_SUCCESS;
+}
+
+/* An executable: a copy of the graph's nodes and its kernels' busy time. */
+static CUresult instantiate(CUgraphExec *phGraphExec, CUgraph hGraph, int upload)
+{
+    REQUIRE_READY();
+    fake_graph *g = valid_graph(hGraph, FAKE_MAGIC_GRAPH), *e;
     if (phGraphExec == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    if (g == NULL || g->magic != FAKE_MAGIC_GRAPH)
+    if (g == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
-    fake_graph *e = malloc(sizeof(*e));
-    if (e == NULL)
+    if ((e = new_graph()) == NULL)
         return CUDA_ERROR_OUT_OF_MEMORY;
     e->magic = FAKE_MAGIC_EXEC;
     e->cost_ns = g->cost_ns;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fake.mu);
+    if (g->n > 0 && (e->nodes = calloc(g->n, sizeof(*e->nodes))) == NULL)
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    for (size_t i = 0; r == CUDA_SUCCESS && i < g->n; i++) {
+        if ((e->nodes[i] = malloc(sizeof(fake_gnode))) == NULL)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            *e->nodes[i] = *g->nodes[i];
+        e->n = e->cap = i + 1;
+    }
+    if (r == CUDA_SUCCESS && upload)
+        r = fake_graph_mem(e->nodes, e->n, 0);
+    pthread_mutex_unlock(&g_fake.mu);
+    if (r != CUDA_SUCCESS) {
+        graph_destroy(e);
+        return r;
+    }
     *phGraphExec = (CUgraphExec)e;
     return CUDA_SUCCESS;
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
+    (void)flags;
+    return instantiate(phGraphExec, hGraph, 0);
+}
+
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                               char *logBuffer, size_t bufferSize)
+{
+    if (phErrorNode != NULL)
+        *phErrorNode = NULL;
+    if (logBuffer != NULL && bufferSize > 0)
+        logBuffer[0] = 0;
+    return instantiate(phGraphExec, hGraph, 0);
+}
+
+static CUresult instantiate_params(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                   CUDA_GRAPH_INSTANTIATE_PARAMS *params)
+{
+    if (params == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = instantiate(phGraphExec, hGraph,
+                             (params->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD) != 0);
+    params->hErrNode_out = NULL;
+    params->result_out = r == CUDA_SUCCESS ? CUDA_GRAPH_INSTANTIATE_SUCCESS
+                                           : CUDA_GRAPH_INSTANTIATE_ERROR;
+    return r;
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_params(phGraphExec, hGraph, instantiateParams);
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    return instantiate_params(phGraphExec, hGraph, instantiateParams);
 }
 
 static CUresult graph_launch(CUgraphExec hGraphExec, CUstream hStream, int ptsz)
 {
     REQUIRE_READY();
-    fake_graph *e = (fake_graph *)hGraphExec;
-    if (e == NULL || e->magic != FAKE_MAGIC_EXEC)
+    fake_graph *e = valid_graph((CUgraph)hGraphExec, FAKE_MAGIC_EXEC);
+    if (e == NULL)
         return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    CUresult r = fake_graph_mem(e->nodes, e->n, 1);
+    pthread_mutex_unlock(&g_fake.mu);
+    if (r != CUDA_SUCCESS)
+        return r;
     return enqueue(hStream, ptsz, e->cost_ns, 0, 0);
 }
 
@@ -658,13 +851,36 @@ CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
     return graph_launch(hGraphExec, hStream, 1);
 }
 
+static CUresult graph_upload(CUgraphExec hGraphExec, CUstream hStream, int ptsz)
+{
+    REQUIRE_READY();
+    fake_graph *e = valid_graph((CUgraph)hGraphExec, FAKE_MAGIC_EXEC);
+    int dev;
+    if (e == NULL || fake_current_device(&dev) != CUDA_SUCCESS ||
+        fake_resolve_stream(hStream, ptsz, dev) == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    CUresult r = fake_graph_mem(e->nodes, e->n, 0);
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_upload(hGraphExec, hStream, 0);
+}
+
+CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    return graph_upload(hGraphExec, hStream, 1);
+}
+
 static CUresult graph_free(fake_graph *g, uint32_t magic)
 {
     REQUIRE_READY();
     if (g == NULL || g->magic != magic)
         return CUDA_ERROR_INVALID_HANDLE;
-    g->magic = 0;
-    free(g);
+    graph_destroy(g);
     return CUDA_SUCCESS;
 }
 

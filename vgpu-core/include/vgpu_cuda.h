@@ -243,6 +243,32 @@ typedef enum CUstreamCaptureMode_enum {
     CU_STREAM_CAPTURE_MODE_RELAXED = 2
 } CUstreamCaptureMode;
 
+/* Graph node types (those vgpu-core looks for; others exist). */
+typedef enum CUgraphNodeType_enum {
+    CU_GRAPH_NODE_TYPE_KERNEL = 0,
+    CU_GRAPH_NODE_TYPE_GRAPH = 4,
+    CU_GRAPH_NODE_TYPE_EMPTY = 5,
+    CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
+    CU_GRAPH_NODE_TYPE_MEM_FREE = 11
+} CUgraphNodeType;
+
+/* cuDeviceGetGraphMemAttribute: the device's memory for graph allocations (cuuint64_t). */
+typedef enum CUgraphMem_attribute_enum {
+    CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT = 0,
+    CU_GRAPH_MEM_ATTR_USED_MEM_HIGH = 1,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT = 2,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH = 3
+} CUgraphMem_attribute;
+
+/* Graph instantiation flags. */
+#define CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH 1
+#define CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD 2
+
+typedef enum CUgraphInstantiateResult_enum {
+    CUDA_GRAPH_INSTANTIATE_SUCCESS = 0,
+    CUDA_GRAPH_INSTANTIATE_ERROR = 1
+} CUgraphInstantiateResult;
+
 /* symbolStatus of cuGetProcAddress_v2. */
 typedef enum CUdriverProcAddressQueryResult_enum {
     CU_GET_PROC_ADDRESS_SUCCESS = 0,
@@ -309,6 +335,21 @@ typedef struct CUmemPoolProps_st {
     unsigned short usage;
     unsigned char reserved[54];
 } CUmemPoolProps;
+
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_v1_st {
+    CUmemPoolProps poolProps;
+    const CUmemAccessDesc *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr; /* out: the allocation's address, fixed for the graph's life */
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+
+typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
+    cuuint64_t flags;
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    CUgraphInstantiateResult result_out;
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
 
 typedef struct CUDA_ARRAY_DESCRIPTOR_st {
     size_t Width;
@@ -526,9 +567,33 @@ VGPU_CU_API(cuLaunchCooperativeKernel_ptsz, (CUfunction f, unsigned int gridDimX
                                              unsigned int blockDimZ, unsigned int sharedMemBytes,
                                              CUstream hStream, void **kernelParams));
 
-/* Graphs (only what stream capture and graph launch need). */
+/* Graphs: stream capture, graph launch and graph memory (allocation nodes). */
+VGPU_CU_API(cuGraphCreate, (CUgraph *phGraph, unsigned int flags));
+VGPU_CU_API(cuGraphAddMemAllocNode, (CUgraphNode *phGraphNode, CUgraph hGraph,
+                                     const CUgraphNode *dependencies, size_t numDependencies,
+                                     CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams));
+VGPU_CU_API(cuGraphAddMemFreeNode, (CUgraphNode *phGraphNode, CUgraph hGraph,
+                                    const CUgraphNode *dependencies, size_t numDependencies,
+                                    CUdeviceptr dptr));
+VGPU_CU_API(cuGraphGetNodes, (CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes));
+VGPU_CU_API(cuGraphNodeGetType, (CUgraphNode hNode, CUgraphNodeType *type));
+VGPU_CU_API(cuGraphMemAllocNodeGetParams, (CUgraphNode hNode,
+                                           CUDA_MEM_ALLOC_NODE_PARAMS *params_out));
+VGPU_CU_API(cuGraphChildGraphNodeGetGraph, (CUgraphNode hNode, CUgraph *phGraph));
+/* CUDA 11.0-11.8 instantiation (cuGraphInstantiate of those headers). */
+VGPU_CU_API(cuGraphInstantiate_v2, (CUgraphExec *phGraphExec, CUgraph hGraph,
+                                    CUgraphNode *phErrorNode, char *logBuffer, size_t bufferSize));
 VGPU_CU_API(cuGraphInstantiateWithFlags, (CUgraphExec *phGraphExec, CUgraph hGraph,
                                           unsigned long long flags));
+VGPU_CU_API(cuGraphInstantiateWithParams, (CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams));
+VGPU_CU_API(cuGraphInstantiateWithParams_ptsz, (CUgraphExec *phGraphExec, CUgraph hGraph,
+                                                CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams));
+VGPU_CU_API(cuGraphUpload, (CUgraphExec hGraphExec, CUstream hStream));
+VGPU_CU_API(cuGraphUpload_ptsz, (CUgraphExec hGraphExec, CUstream hStream));
+VGPU_CU_API(cuDeviceGetGraphMemAttribute, (CUdevice device, CUgraphMem_attribute attr,
+                                           void *value));
+VGPU_CU_API(cuDeviceGraphMemTrim, (CUdevice device));
 VGPU_CU_API(cuGraphLaunch, (CUgraphExec hGraphExec, CUstream hStream));
 VGPU_CU_API(cuGraphLaunch_ptsz, (CUgraphExec hGraphExec, CUstream hStream));
 VGPU_CU_API(cuGraphExecDestroy, (CUgraphExec hGraphExec));

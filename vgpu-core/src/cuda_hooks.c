@@ -10,6 +10,7 @@
 #include "driver.h"
 #include "hooks.h"
 #include "gpus.h"
+#include "graphs.h"
 #include "log.h"
 #include "nvml_hooks.h"
 #include "pools.h"
@@ -84,6 +85,9 @@ static bool stream_device(CUstream stream, CUdevice *dev)
         CUresult rc;                                                                               \
         ENTER(name);                                                                               \
         if (dptr == NULL || size == 0 || !stream_device(stream, &dev))                             \
+            return vgpu_cu.name(__VA_ARGS__);                                                      \
+        /* Captured: an allocation node, charged when its graph is launched (graphs.h). */       \
+        if (vgpu_stream_capturing(stream, ptsz))                                                   \
             return vgpu_cu.name(__VA_ARGS__);                                                      \
         /* A NULL pool given explicitly is invalid: the driver refuses it, nothing to charge. */  \
         if (explicit_pool && pool == NULL)                                                         \
@@ -182,6 +186,120 @@ CUresult cuStreamSynchronize_ptsz(CUstream hStream)
 CUresult cuCtxSynchronize(void)
 {
     SYNC_BODY(cuCtxSynchronize);
+}
+
+/*
+ * Graph memory (graphs.h): instantiation records what the graph's allocation
+ * nodes take per device; an upload at instantiation reserves it like a launch.
+ */
+#define INSTANTIATE_BODY(name, exec, graph, upload, ...)                                           \
+    do {                                                                                           \
+        uint64_t bytes[VGPU_MAX_GPUS];                                                             \
+        struct vgpu_graph_op op;                                                                   \
+        bool any;                                                                                  \
+        CUresult rc;                                                                               \
+        ENTER(name);                                                                               \
+        if (exec == NULL || graph == NULL)                                                         \
+            return vgpu_cu.name(__VA_ARGS__);                                                      \
+        rc = vgpu_graph_footprint(graph, bytes, &any);                                             \
+        if (rc != CUDA_SUCCESS)                                                                    \
+            return rc;                                                                             \
+        if (!any)                                                                                  \
+            return vgpu_cu.name(__VA_ARGS__);                                                      \
+        op.active = false;                                                                         \
+        if ((upload) && (rc = vgpu_graph_mem_begin(bytes, &op)) != CUDA_SUCCESS)                   \
+            return rc;                                                                             \
+        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
+        vgpu_graph_mem_end(&op);                                                                   \
+        if (rc == CUDA_SUCCESS && !vgpu_graph_exec_add(*exec, bytes)) {                            \
+            /* Unrecorded, its launches would allocate unseen. */                                  \
+            VGPU_WARN("out of memory recording a graph's allocations; refusing the graph");        \
+            if (vgpu_cu.cuGraphExecDestroy != NULL)                                                \
+                vgpu_cu.cuGraphExecDestroy(*exec);                                                 \
+            rc = CUDA_ERROR_OUT_OF_MEMORY;                                                         \
+        }                                                                                          \
+        return rc;                                                                                 \
+    } while (0)
+
+CUresult cuGraphInstantiate_v2(CUgraphExec *phGraphExec, CUgraph hGraph, CUgraphNode *phErrorNode,
+                               char *logBuffer, size_t bufferSize)
+{
+    INSTANTIATE_BODY(cuGraphInstantiate_v2, phGraphExec, hGraph, false, phGraphExec, hGraph,
+                     phErrorNode, logBuffer, bufferSize);
+}
+
+CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                     unsigned long long flags)
+{
+    INSTANTIATE_BODY(cuGraphInstantiateWithFlags, phGraphExec, hGraph, false, phGraphExec, hGraph,
+                     flags);
+}
+
+CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                      CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    INSTANTIATE_BODY(cuGraphInstantiateWithParams, phGraphExec, hGraph,
+                     instantiateParams != NULL &&
+                         (instantiateParams->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD),
+                     phGraphExec, hGraph, instantiateParams);
+}
+
+CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGraph,
+                                           CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
+{
+    INSTANTIATE_BODY(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph,
+                     instantiateParams != NULL &&
+                         (instantiateParams->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD),
+                     phGraphExec, hGraph, instantiateParams);
+}
+
+/* An upload maps the graph's memory ahead of its launch. */
+#define UPLOAD_BODY(name, exec, ...)                                                               \
+    do {                                                                                           \
+        uint64_t bytes[VGPU_MAX_GPUS];                                                             \
+        struct vgpu_graph_op op;                                                                   \
+        CUresult rc;                                                                               \
+        ENTER(name);                                                                               \
+        if (!vgpu_graph_exec_get(exec, bytes))                                                     \
+            return vgpu_cu.name(__VA_ARGS__);                                                      \
+        rc = vgpu_graph_mem_begin(bytes, &op);                                                     \
+        if (rc != CUDA_SUCCESS)                                                                    \
+            return rc;                                                                             \
+        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
+        vgpu_graph_mem_end(&op);                                                                   \
+        return rc;                                                                                 \
+    } while (0)
+
+CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
+{
+    UPLOAD_BODY(cuGraphUpload, hGraphExec, hGraphExec, hStream);
+}
+
+CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
+{
+    UPLOAD_BODY(cuGraphUpload_ptsz, hGraphExec, hGraphExec, hStream);
+}
+
+CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
+{
+    CUresult rc;
+
+    ENTER(cuGraphExecDestroy);
+    rc = vgpu_cu.cuGraphExecDestroy(hGraphExec);
+    if (rc == CUDA_SUCCESS)
+        vgpu_graph_exec_forget(hGraphExec);
+    return rc;
+}
+
+CUresult cuDeviceGraphMemTrim(CUdevice device)
+{
+    CUresult rc;
+
+    ENTER(cuDeviceGraphMemTrim);
+    rc = vgpu_cu.cuDeviceGraphMemTrim(device);
+    if (rc == CUDA_SUCCESS)
+        vgpu_graph_mem_observe(device);
+    return rc;
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,

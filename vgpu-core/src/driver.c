@@ -155,3 +155,11 @@ bool vgpu_nvml_present(void)
 {
     return load(&nvml_lib, false) == 0;
 }
+
+bool vgpu_stream_capturing(CUstream stream, bool ptsz)
+{
+    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
+    PFN_cuStreamIsCapturing q = ptsz ? vgpu_cu.cuStreamIsCapturing_ptsz : vgpu_cu.cuStreamIsCapturing;
+
+    return q != NULL && q(stream, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
+}

@@ -52,6 +52,14 @@
     X(cuLaunchCooperativeKernel_ptsz)                                                              \
     X(cuGraphLaunch)                                                                               \
     X(cuGraphLaunch_ptsz)                                                                          \
+    X(cuGraphInstantiate_v2)                                                                       \
+    X(cuGraphInstantiateWithFlags)                                                                 \
+    X(cuGraphInstantiateWithParams)                                                                \
+    X(cuGraphInstantiateWithParams_ptsz)                                                           \
+    X(cuGraphUpload)                                                                               \
+    X(cuGraphUpload_ptsz)                                                                          \
+    X(cuGraphExecDestroy)                                                                          \
+    X(cuDeviceGraphMemTrim)                                                                        \
     X(cuMemAlloc)                                                                                  \
     X(cuMemFree)                                                                                   \
     X(cuMemGetInfo)                                                                                \
@@ -70,7 +78,12 @@
     X(cuDeviceGetDefaultMemPool)                                                                   \
     X(cuDeviceGetCount)                                                                            \
     X(cuStreamGetDevice)                                                                           \
-    X(cuMemPoolGetAttribute)
+    X(cuMemPoolGetAttribute)                                                                       \
+    X(cuGraphGetNodes)                                                                             \
+    X(cuGraphNodeGetType)                                                                          \
+    X(cuGraphMemAllocNodeGetParams)                                                                \
+    X(cuGraphChildGraphNodeGetGraph)                                                               \
+    X(cuDeviceGetGraphMemAttribute)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \
@@ -139,5 +152,8 @@ int vgpu_nvml_load(void);
  */
 bool vgpu_cuda_present(void);
 bool vgpu_nvml_present(void);
+
+/* Whether stream (a _ptsz call's when ptsz) is capturing: work sent to it only builds a graph. */
+bool vgpu_stream_capturing(CUstream stream, bool ptsz);
 
 #endif /* VGPU_DRIVER_H */

@@ -9,6 +9,8 @@
 #include "limiter.h"
 #include "driver.h"
 #include "gpus.h"
+#include "graphs.h"
+#include "pools.h"
 
 #define LAUNCH_BODY(name, stream, ptsz, ...)                                                       \
     do {                                                                                           \
@@ -73,13 +75,38 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
                 blockDimX, blockDimY, blockDimZ, sharedMemBytes, hStream, kernelParams);
 }
 
-/* A graph launch is charged like one launch; its cost estimate learns the graph's length. */
+/*
+ * A graph launch is charged like one launch; its cost estimate learns the
+ * graph's length. A graph with allocation nodes first reserves the memory
+ * they may take (graphs.h); the limiter's wait comes before, so no lock is
+ * held while it waits.
+ */
+#define GRAPH_LAUNCH_BODY(name, exec, stream, ptsz)                                                \
+    do {                                                                                           \
+        uint64_t bytes[VGPU_MAX_GPUS];                                                             \
+        struct vgpu_graph_op op;                                                                   \
+        CUresult rc;                                                                               \
+        if (vgpu_cuda_load() != 0 || vgpu_cu.name == NULL)                                         \
+            return CUDA_ERROR_NOT_INITIALIZED;                                                     \
+        vgpu_limits_init();                                                                        \
+        if (__atomic_load_n(&vgpu_compute_any, __ATOMIC_RELAXED))                                  \
+            vgpu_compute_admit(stream, ptsz);                                                      \
+        if (!vgpu_graph_exec_get(exec, bytes))                                                     \
+            return vgpu_cu.name(exec, stream);                                                     \
+        rc = vgpu_graph_mem_begin(bytes, &op);                                                     \
+        if (rc != CUDA_SUCCESS)                                                                    \
+            return rc;                                                                             \
+        rc = vgpu_cu.name(exec, stream);                                                           \
+        vgpu_graph_mem_end(&op);                                                                   \
+        return rc;                                                                                 \
+    } while (0)
+
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-    LAUNCH_BODY(cuGraphLaunch, hStream, false, hGraphExec, hStream);
+    GRAPH_LAUNCH_BODY(cuGraphLaunch, hGraphExec, hStream, false);
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    LAUNCH_BODY(cuGraphLaunch_ptsz, hStream, true, hGraphExec, hStream);
+    GRAPH_LAUNCH_BODY(cuGraphLaunch_ptsz, hGraphExec, hStream, true);
 }

@@ -82,15 +82,6 @@ static uint64_t launch_cost(const struct vgpu_gpu *g)
     return c != 0 ? c : VGPU_CTL_DEFAULT_COST_NS;
 }
 
-/* Launches into a capturing stream only build a graph: its launch is charged instead. */
-static bool capturing(CUstream s, bool ptsz)
-{
-    CUstreamCaptureStatus st = CU_STREAM_CAPTURE_STATUS_NONE;
-    PFN_cuStreamIsCapturing q = ptsz ? vgpu_cu.cuStreamIsCapturing_ptsz : vgpu_cu.cuStreamIsCapturing;
-
-    return q != NULL && q(s, &st) == CUDA_SUCCESS && st != CU_STREAM_CAPTURE_STATUS_NONE;
-}
-
 static void *helper_main(void *arg);
 
 static void start_helper(void)
@@ -126,7 +117,8 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
     if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return;
     g = vgpu_gpu_for_cuda(dev);
-    if (g == NULL || !g->compute.active || capturing(hStream, ptsz))
+    /* Launches into a capturing stream only build a graph: its launch is charged instead. */
+    if (g == NULL || !g->compute.active || vgpu_stream_capturing(hStream, ptsz))
         return;
     c = &g->compute;
     if (!__atomic_load_n(&T.started, __ATOMIC_ACQUIRE))

@@ -9,14 +9,9 @@
 #include "log.h"
 #include "ptrmap.h"
 
-/*
- * Pools grow in whole pages of the VMM granularity (2 MiB on current GPUs),
- * so an allocation reserves its shortfall rounded up to it before the call.
- */
-#define POOL_GRANULE (2ULL << 20)
-
 struct pool_rec {
-    uint64_t pool;
+    uint64_t pool;      /* the pool's handle, or graph_key(device) for its graph memory */
+    bool graph;         /* the device's graph memory, queried with cuDeviceGetGraphMemAttribute */
     CUdevice device;    /* the pool's location */
     int part;           /* the claim of the device it is charged to */
     uint64_t charged;   /* last observed reserved bytes, charged to the claim */
@@ -72,6 +67,33 @@ static CUresult query(CUmemoryPool pool, CUmemPool_attribute attr, uint64_t *out
     if (rc == CUDA_SUCCESS)
         *out = v;
     return rc;
+}
+
+/* Pool handles are pointers, so an odd key never names a pool. */
+static uint64_t graph_key(CUdevice dev)
+{
+    return ((uint64_t)(unsigned)dev << 1) | 1;
+}
+
+static CUresult query_graph(CUdevice dev, CUgraphMem_attribute attr, uint64_t *out)
+{
+    cuuint64_t v = 0;
+    CUresult rc;
+
+    if (vgpu_cu.cuDeviceGetGraphMemAttribute == NULL)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    rc = vgpu_cu.cuDeviceGetGraphMemAttribute(dev, attr, &v);
+    if (rc == CUDA_SUCCESS)
+        *out = v;
+    return rc;
+}
+
+/* The reserved bytes of what r describes. */
+static CUresult query_reserved(const struct pool_rec *r, uint64_t *out)
+{
+    if (r->graph)
+        return query_graph(r->device, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, out);
+    return query((CUmemoryPool)(uintptr_t)r->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, out);
 }
 
 /* The live record of pool, or NULL (mu held). */
@@ -138,8 +160,7 @@ static void observe(struct pool_rec *r)
         }
         return;
     }
-    if (query((CUmemoryPool)(uintptr_t)r->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
-              &reserved) == CUDA_SUCCESS)
+    if (query_reserved(r, &reserved) == CUDA_SUCCESS)
         settle(r, reserved);
 }
 
@@ -217,12 +238,7 @@ CUresult vgpu_pool_alloc_begin(CUdevice dev, CUmemoryPool pool, size_t size,
     /* Releases the driver made on its own (e.g. at an event synchronize) count from now. */
     settle(r, reserved);
     spare = reserved > used ? reserved - used : 0;
-    need = 0;
-    if (size > spare) {
-        need = size - spare;
-        need = need > UINT64_MAX - POOL_GRANULE ? UINT64_MAX
-                                                : (need + POOL_GRANULE - 1) & ~(POOL_GRANULE - 1);
-    }
+    need = size > spare ? vgpu_granules(size - spare) : 0;
     /* A pool is charged to one device and claim all its life. */
     rc = vgpu_charge_begin(r->device, r->part, need, &op->c);
     if (rc != CUDA_SUCCESS) {
@@ -354,5 +370,110 @@ void vgpu_pools_observe_all(void)
     /* Backwards: observe may drop the record it looks at (swapped with the last). */
     for (size_t i = P.n; i > 0; i--)
         observe(&P.recs[i - 1]);
+    pthread_mutex_unlock(&P.mu);
+}
+
+/* The record of dev's graph memory, added on first use (mu held). */
+static struct pool_rec *graph_rec(CUdevice dev)
+{
+    struct pool_rec *r = find(graph_key(dev));
+
+    if (r == NULL && (r = add(graph_key(dev), dev)) != NULL)
+        r->graph = true;
+    return r;
+}
+
+/* Undoes the reservations of op made so far and releases mu. */
+static void graph_abort(struct vgpu_graph_op *op)
+{
+    for (int d = 0; d < VGPU_MAX_GPUS; d++) {
+        if (op->c[d].gpu != NULL)
+            vgpu_charge_abort(&op->c[d]);
+    }
+    op->active = false;
+    pthread_mutex_unlock(&P.mu);
+}
+
+CUresult vgpu_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op)
+{
+    CUresult rc = CUDA_SUCCESS;
+
+    op->active = false;
+    for (int d = 0; d < VGPU_MAX_GPUS; d++)
+        op->c[d].gpu = NULL;
+    pthread_once(&P.once, init);
+    pthread_mutex_lock(&P.mu);
+    op->active = true;
+    for (CUdevice d = 0; d < VGPU_MAX_GPUS; d++) {
+        struct vgpu_gpu *g = bytes[d] != 0 ? vgpu_gpu_for_cuda(d) : NULL;
+        uint64_t reserved = 0, used = 0, spare;
+        struct pool_rec *r;
+
+        if (g == NULL || !g->enforce)
+            continue;
+        /* Graph memory we cannot observe could grow unseen: refuse with the driver's reason. */
+        rc = query_graph(d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &reserved);
+        if (rc == CUDA_SUCCESS)
+            rc = query_graph(d, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT, &used);
+        if (rc == CUDA_SUCCESS && (r = graph_rec(d)) == NULL) {
+            VGPU_WARN("out of memory tracking graph memory; refusing the graph");
+            rc = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (rc != CUDA_SUCCESS)
+            break;
+        settle(r, reserved);
+        spare = reserved > used ? reserved - used : 0;
+        rc = vgpu_charge_begin(d, r->part, bytes[d] > spare ? vgpu_granules(bytes[d] - spare) : 0,
+                               &op->c[d]);
+        if (rc != CUDA_SUCCESS)
+            break;
+        op->before[d] = reserved;
+    }
+    if (rc != CUDA_SUCCESS)
+        graph_abort(op);
+    return rc;
+}
+
+void vgpu_graph_mem_end(struct vgpu_graph_op *op)
+{
+    if (!op->active)
+        return;
+    for (CUdevice d = 0; d < VGPU_MAX_GPUS; d++) {
+        struct vgpu_charge *c = &op->c[d];
+        struct pool_rec *r;
+        uint64_t after, growth;
+
+        if (c->gpu == NULL)
+            continue;
+        r = find(graph_key(d));
+        /* Unobservable now: assume it grew by all we reserved (never undercharge). */
+        if (query_graph(d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &after) != CUDA_SUCCESS)
+            after = op->before[d] + c->size;
+        growth = after > op->before[d] ? after - op->before[d] : 0;
+        if (vgpu_charge_resize(c, growth) == CUDA_SUCCESS) {
+            vgpu_charge_keep(c);
+            r->charged = op->before[d] + c->size;
+        } else {
+            vgpu_charge_abort(c);
+            VGPU_WARN("GPU %d: graph memory grew by %llu bytes, more than reserved and over the "
+                      "limit; charged, since the graph already runs",
+                      (int)d, (unsigned long long)growth);
+        }
+        settle(r, after);
+    }
+    op->active = false;
+    pthread_mutex_unlock(&P.mu);
+}
+
+void vgpu_graph_mem_observe(CUdevice dev)
+{
+    struct pool_rec *r;
+
+    if (__atomic_load_n(&P.n, __ATOMIC_RELAXED) == 0)
+        return;
+    pthread_mutex_lock(&P.mu);
+    r = find(graph_key(dev));
+    if (r != NULL)
+        observe(r);
     pthread_mutex_unlock(&P.mu);
 }

@@ -17,7 +17,22 @@
 #include <stdint.h>
 
 #include "acct.h"
+#include "gpus.h"
 #include "vgpu_cuda.h"
+
+/*
+ * Pools and graph memory grow in whole pages of the VMM granularity (2 MiB on
+ * current GPUs), so an allocation reserves its shortfall rounded up to it.
+ */
+#define VGPU_POOL_GRANULE (2ULL << 20)
+
+/* bytes rounded up to whole granules, saturating. */
+static inline uint64_t vgpu_granules(uint64_t bytes)
+{
+    return bytes > UINT64_MAX - VGPU_POOL_GRANULE
+               ? UINT64_MAX
+               : (bytes + VGPU_POOL_GRANULE - 1) & ~(VGPU_POOL_GRANULE - 1);
+}
 
 /* A pool allocation between vgpu_pool_alloc_begin and vgpu_pool_alloc_end. */
 struct vgpu_pool_op {
@@ -78,5 +93,39 @@ void vgpu_pool_destroyed(CUmemoryPool pool);
 
 /* After a stream or context synchronize: pools may have released down to their threshold. */
 void vgpu_pools_observe_all(void);
+
+/*
+ * Graph memory: the physical memory a device keeps for the allocation nodes
+ * of graphs (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), charged like one more
+ * pool of that device. It grows when a graph is launched or uploaded (or
+ * instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD), so those calls are
+ * bracketed by vgpu_graph_mem_begin/end with what the graph may allocate.
+ */
+struct vgpu_graph_op {
+    bool active;                        /* mu held: vgpu_graph_mem_end must follow */
+    uint64_t before[VGPU_MAX_GPUS];     /* reserved graph memory before the driver call */
+    struct vgpu_charge c[VGPU_MAX_GPUS]; /* the reservation on each device (gpu NULL: none) */
+};
+
+/*
+ * Before a driver call that may allocate bytes[d] of graph memory on each
+ * CUDA device d < VGPU_MAX_GPUS: reserves on each enforced device what its
+ * graph memory may have to grow by (bytes beyond what it holds unused).
+ * Returns CUDA_SUCCESS (then call the driver and vgpu_graph_mem_end, whatever
+ * happens), CUDA_ERROR_OUT_OF_MEMORY over a limit (nothing reserved), or the
+ * driver's error when a device's graph memory cannot be queried.
+ */
+CUresult vgpu_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op);
+
+/*
+ * After the driver call: each device's claim is charged its graph memory's
+ * observed growth. A launch cannot be undone, so growth beyond what was
+ * reserved is charged even past the limit (and logged): the reservation is
+ * the graph's whole footprint, so only the driver's rounding can exceed it.
+ */
+void vgpu_graph_mem_end(struct vgpu_graph_op *op);
+
+/* After cuDeviceGraphMemTrim: returns what the device's graph memory released. */
+void vgpu_graph_mem_observe(CUdevice dev);
 
 #endif /* VGPU_POOLS_H */

@@ -456,6 +456,7 @@ static int run_driver(void)
     expect("share", NULL, 0, true);
     expect("race", NULL, 0, true);
     expect("pools", NULL, 0, true);
+    expect("graphs", NULL, 0, true);
     expect("pool_race", NULL, 0, true);
     expect("nvml", NULL, 0, true);
     expect("fork", NULL, 0, true);
@@ -624,6 +625,7 @@ int main(int argc, char **argv)
         {"twoclaims", sc_twoclaims}, {"pooldev", sc_pooldev},
         {"twoclaims_capped", sc_twoclaims_capped},
         {"idle", sc_idle},         {"nvml_procs", sc_nvml_procs},
+        {"graphs", sc_graphs},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {

@@ -65,6 +65,7 @@ void sc_procaddr(void);
 int sc_hold(const char *bytes);
 int sc_grab(void);
 void sc_pools(void);
+void sc_graphs(void);
 int sc_pgrab(void);
 void sc_pool_race(void);
 void sc_pooldev(void);

@@ -476,3 +476,112 @@ void sc_pooldev(void)
  * Helper of another claim: holds bytes on GPU 0 and keeps it busy with
  * kernels until stdin closes.
  */
+
+/* The graph memory GPU 0 holds for this process (the driver's own count). */
+static uint64_t graph_reserved0(void)
+{
+    cuuint64_t v = 0;
+
+    CHECK(cuDeviceGetGraphMemAttribute(0, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &v) ==
+          CUDA_SUCCESS);
+    return v;
+}
+
+/*
+ * Graph allocation nodes (limit 1 GiB): their memory is taken when the graph
+ * is launched or uploaded, so those calls are refused over the limit before
+ * the driver maps anything; the device's graph memory stays charged after
+ * the allocations are freed, until cuDeviceGraphMemTrim returns it.
+ */
+void sc_graphs(void)
+{
+    CUDA_MEM_ALLOC_NODE_PARAMS a = {.bytesize = 600 * MiB};
+    CUDA_GRAPH_INSTANTIATE_PARAMS upload = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD};
+    CUgraph g = NULL, g2 = NULL, big = NULL, cap = NULL;
+    CUgraphExec e = NULL, e2 = NULL, ebig = NULL, ecap = NULL;
+    CUgraphNode n = NULL;
+    CUstream s = NULL;
+    CUdeviceptr p = 0, q = 0, d = 0;
+
+    ctx_on(0);
+    /* Joins the claim's region, so that used0() reads this process's charge. */
+    CHECK(cuMemAlloc_v2(&p, MiB) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+    a.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    a.poolProps.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    CHECK(cuGraphCreate(&g, 0) == CUDA_SUCCESS);
+    CHECK(cuGraphAddMemAllocNode(&n, g, NULL, 0, &a) == CUDA_SUCCESS);
+    q = a.dptr;
+    /* Building and instantiating allocate nothing. */
+    CHECK(cuGraphInstantiateWithFlags(&e, g, 0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuGraphLaunch(e, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), graph_reserved0());
+    CHECK(used0() >= 600 * MiB);
+    /* The graph's allocation counts against the limit like any other. */
+    CHECK(cuMemAlloc_v2(&p, 600 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    /* A second graph's 600 MiB more: refused, nothing mapped. */
+    CHECK(cuGraphCreate(&g2, 0) == CUDA_SUCCESS);
+    CHECK(cuGraphAddMemAllocNode(&n, g2, NULL, 0, &a) == CUDA_SUCCESS);
+    CHECK(cuGraphInstantiateWithFlags(&e2, g2, 0) == CUDA_SUCCESS);
+    uint64_t before = graph_reserved0();
+    CHECK(cuGraphLaunch_ptsz(e2, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuGraphUpload(e2, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(graph_reserved0(), before);
+    CHECK_EQ_U64(used0(), before);
+    CHECK(cuGraphInstantiateWithParams(&ebig, g2, &upload) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(graph_reserved0(), before);
+    /* Freed, the memory stays with the device's graph memory (charged) until a trim. */
+    CHECK(cuMemFreeAsync(q, NULL) == CUDA_SUCCESS);
+    CHECK(cuStreamSynchronize(NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), before);
+    /* Unused graph memory serves the next launch: no growth, no refusal. */
+    CHECK(cuGraphLaunch(e2, NULL) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), before);
+    CHECK(cuMemFree_v2(a.dptr) == CUDA_SUCCESS);
+    CHECK(used0() == before && graph_reserved0() == before);
+    CHECK(cuDeviceGraphMemTrim(0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(graph_reserved0(), 0);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuMemAlloc_v2(&p, 600 * MiB) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+
+    /* Larger than the limit by itself: refused at launch. */
+    a.bytesize = 2 * GiB;
+    CHECK(cuGraphCreate(&big, 0) == CUDA_SUCCESS);
+    CHECK(cuGraphAddMemAllocNode(&n, big, NULL, 0, &a) == CUDA_SUCCESS);
+    CHECK(cuGraphInstantiateWithFlags(&ebig, big, 0) == CUDA_SUCCESS);
+    CHECK(cuGraphLaunch(ebig, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(graph_reserved0(), 0);
+    CHECK_EQ_U64(used0(), 0);
+
+    /* cuMemAllocAsync captured into a graph: a node, nothing charged until the launch. */
+    CHECK(cuStreamCreate(&s, 0) == CUDA_SUCCESS);
+    CHECK(cuStreamBeginCapture_v2(s, CU_STREAM_CAPTURE_MODE_GLOBAL) == CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync(&q, 700 * MiB, s) == CUDA_SUCCESS);
+    CHECK(cuMemAllocAsync(&d, 100 * MiB, s) == CUDA_SUCCESS);
+    CHECK(cuMemFreeAsync(d, s) == CUDA_SUCCESS);
+    CHECK(cuStreamEndCapture(s, &cap) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuGraphInstantiateWithFlags(&ecap, cap, 0) == CUDA_SUCCESS);
+    CHECK(cuMemAlloc_v2(&p, 300 * MiB) == CUDA_SUCCESS);
+    CHECK(cuGraphLaunch(ecap, s) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
+    CHECK(cuGraphLaunch(ecap, s) == CUDA_SUCCESS);
+    CHECK(used0() >= 700 * MiB && used0() == graph_reserved0());
+    CHECK(cuMemAlloc_v2(&p, 300 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemFreeAsync(q, s) == CUDA_SUCCESS);
+    CHECK(cuStreamSynchronize(s) == CUDA_SUCCESS);
+    CHECK(cuDeviceGraphMemTrim(0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+
+    CHECK(cuGraphExecDestroy(e) == CUDA_SUCCESS);
+    CHECK(cuGraphExecDestroy(e2) == CUDA_SUCCESS);
+    CHECK(cuGraphExecDestroy(ebig) == CUDA_SUCCESS);
+    CHECK(cuGraphExecDestroy(ecap) == CUDA_SUCCESS);
+    CHECK(cuGraphDestroy(g) == CUDA_SUCCESS);
+    CHECK(cuGraphDestroy(g2) == CUDA_SUCCESS);
+    CHECK(cuGraphDestroy(big) == CUDA_SUCCESS);
+    CHECK(cuGraphDestroy(cap) == CUDA_SUCCESS);
+    CHECK(cuStreamDestroy_v2(s) == CUDA_SUCCESS);
+}

@@ -1,0 +1,38 @@
+/*
+ * graphs.h - graph memory: what the allocation nodes of each instantiated
+ * graph may take on each device, so that its launches and uploads reserve
+ * it before the driver maps it (pools.h charges the device's graph memory).
+ *
+ * Allocation nodes (cuGraphAddMemAllocNode, or cuMemAllocAsync captured
+ * into a graph) get their memory from the device's graph memory when the
+ * graph is launched or uploaded, not when the node is made; the driver
+ * offers no way to list the nodes of an executable graph, so the footprint
+ * is summed from the graph when it is instantiated and kept per executable.
+ */
+#ifndef VGPU_GRAPHS_H
+#define VGPU_GRAPHS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpus.h"
+#include "vgpu_cuda.h"
+
+/*
+ * Sums the allocation nodes of graph (child graphs included) per CUDA
+ * device into bytes[VGPU_MAX_GPUS] (zeroed first), each node rounded up to
+ * whole granules. Returns CUDA_SUCCESS, or the driver's error when the
+ * graph cannot be read. Returns whether any node allocates in *any.
+ */
+CUresult vgpu_graph_footprint(CUgraph graph, uint64_t *bytes, bool *any);
+
+/* Remembers the footprint of exec (a copy of bytes). False if out of memory. */
+bool vgpu_graph_exec_add(CUgraphExec exec, const uint64_t *bytes);
+
+/* Copies exec's footprint into bytes; false when exec allocates nothing. */
+bool vgpu_graph_exec_get(CUgraphExec exec, uint64_t *bytes);
+
+/* After cuGraphExecDestroy succeeded. */
+void vgpu_graph_exec_forget(CUgraphExec exec);
+
+#endif /* VGPU_GRAPHS_H */
