@@ -320,6 +320,18 @@ static void context_close(int dev)
     fake_state_contexts(&g_fake.state, g_fake.cfg->gpus[dev].phys, -1);
 }
 
+CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)
+{
+    REQUIRE_DEVICE(dev);
+    if (flags == NULL || active == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    *flags = 0;
+    *active = g_fake.primary[dev].refs > 0;
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
 CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
 {
     REQUIRE_DEVICE(dev);

@@ -38,6 +38,7 @@ static const proc_entry entries[] = {
     E("cuDeviceGetMemPool", 11020, cuDeviceGetMemPool),
     E("cuDeviceSetMemPool", 11020, cuDeviceSetMemPool),
     E("cuDevicePrimaryCtxRetain", 7000, cuDevicePrimaryCtxRetain),
+    E("cuDevicePrimaryCtxGetState", 7000, cuDevicePrimaryCtxGetState),
     E("cuDevicePrimaryCtxRelease", 7000, cuDevicePrimaryCtxRelease),
     E("cuDevicePrimaryCtxRelease", 11000, cuDevicePrimaryCtxRelease_v2),
     E("cuDevicePrimaryCtxReset", 7000, cuDevicePrimaryCtxReset),

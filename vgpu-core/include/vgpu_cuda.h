@@ -452,6 +452,7 @@ VGPU_CU_API(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool));
 
 /* Primary contexts. */
 VGPU_CU_API(cuDevicePrimaryCtxRetain, (CUcontext *pctx, CUdevice dev));
+VGPU_CU_API(cuDevicePrimaryCtxGetState, (CUdevice dev, unsigned int *flags, int *active));
 VGPU_CU_API(cuDevicePrimaryCtxRelease, (CUdevice dev));
 VGPU_CU_API(cuDevicePrimaryCtxRelease_v2, (CUdevice dev));
 VGPU_CU_API(cuDevicePrimaryCtxReset, (CUdevice dev));

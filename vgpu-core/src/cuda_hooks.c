@@ -14,6 +14,7 @@
 #include "log.h"
 #include "nvml_hooks.h"
 #include "pools.h"
+#include "region.h"
 
 /* Loads the driver and our limits; a driver without the function reports NOT_INITIALIZED. */
 #define ENTER(name)                                                                                \
@@ -27,6 +28,121 @@
 static bool current_device(CUdevice *dev)
 {
     return vgpu_cu.cuCtxGetDevice != NULL && vgpu_cu.cuCtxGetDevice(dev) == CUDA_SUCCESS;
+}
+
+/*
+ * Contexts: the driver's memory for a new context (NVML shows it as this
+ * process's, the overhead rule charges it) counts against the claim like an
+ * allocation. It is measured right after the driver made the context; when
+ * it took the claim past its limit, the context is given back and creation
+ * fails with CUDA_ERROR_OUT_OF_MEMORY, as the driver's own does on a GPU
+ * without room for one. So a container cannot hold memory beyond its limit
+ * in contexts (one per process, or many per process). Retaining a primary
+ * context that already exists takes no memory: nothing to refuse.
+ */
+static uint64_t context_overhead(struct vgpu_gpu *g)
+{
+    if (g == NULL || !g->enforce)
+        return 0;
+    vgpu_gpu_verify(g);
+    return vgpu_overhead_refresh(g);
+}
+
+/* Whether charges made without a limit check (overhead) put a claim of g past its limit. */
+static bool over_limit(const struct vgpu_gpu *g)
+{
+    return (g->limit != 0 && vgpu_gpu_used(g) > g->limit) ||
+           (g->nparts > 0 && g->parts[0].limit != 0 &&
+            vgpu_shm_used(g->parts[0].shm, g->parts[0].rec) > g->parts[0].limit);
+}
+
+#define CONTEXT_BODY(name, pctx, dev, undo, ...)                                                   \
+    do {                                                                                           \
+        struct vgpu_gpu *g;                                                                        \
+        uint64_t before;                                                                           \
+        CUcontext saved;                                                                           \
+        CUresult rc;                                                                               \
+        ENTER(name);                                                                               \
+        g = pctx != NULL ? vgpu_gpu_for_cuda(dev) : NULL;                                          \
+        if (g == NULL || !g->enforce)                                                              \
+            return vgpu_cu.name(__VA_ARGS__);                                                      \
+        before = context_overhead(g);                                                              \
+        saved = *pctx;                                                                             \
+        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
+        if (rc != CUDA_SUCCESS || context_overhead(g) <= before || !over_limit(g))                 \
+            return rc;                                                                             \
+        undo;                                                                                      \
+        (void)context_overhead(g);                                                                 \
+        *pctx = saved;                                                                             \
+        VGPU_INFO("GPU %s: a new context would take the claim past its limit; refused", g->uuid);  \
+        return CUDA_ERROR_OUT_OF_MEMORY;                                                           \
+    } while (0)
+
+/*
+ * Undoes a context creation: destroys the context, which creation made
+ * current, and makes current again the one that was (prev, read before).
+ */
+static void destroy_context(CUcontext ctx, CUcontext prev)
+{
+    if (vgpu_cu.cuCtxDestroy_v2 != NULL)
+        vgpu_cu.cuCtxDestroy_v2(ctx);
+    if (vgpu_cu.cuCtxSetCurrent != NULL)
+        vgpu_cu.cuCtxSetCurrent(prev);
+}
+
+/* The current context, NULL if none (or unknown). */
+static CUcontext current_context(void)
+{
+    CUcontext c = NULL;
+
+    if (vgpu_cu.cuCtxGetCurrent == NULL || vgpu_cu.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
+        return NULL;
+    return c;
+}
+
+/* Undoes a primary context retain that created it. */
+#define RELEASE_PRIMARY(dev)                                                                       \
+    do {                                                                                           \
+        if (vgpu_cu.cuDevicePrimaryCtxRelease_v2 != NULL)                                          \
+            vgpu_cu.cuDevicePrimaryCtxRelease_v2(dev);                                             \
+    } while (0)
+
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
+{
+    unsigned int flags = 0;
+    int active = 0;
+
+    ENTER(cuDevicePrimaryCtxRetain);
+    /* Active already: the retain takes nothing (and skips NVML on this frequent call). */
+    if (vgpu_cu.cuDevicePrimaryCtxGetState != NULL &&
+        vgpu_cu.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
+        return vgpu_cu.cuDevicePrimaryCtxRetain(pctx, dev);
+    CONTEXT_BODY(cuDevicePrimaryCtxRetain, pctx, dev, RELEASE_PRIMARY(dev), pctx, dev);
+}
+
+CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
+{
+    CUcontext prev = current_context();
+
+    CONTEXT_BODY(cuCtxCreate_v2, pctx, dev, destroy_context(*pctx, prev), pctx, flags, dev);
+}
+
+CUresult cuCtxCreate_v3(CUcontext *pctx, CUexecAffinityParam *paramsArray, int numParams,
+                        unsigned int flags, CUdevice dev)
+{
+    CUcontext prev = current_context();
+
+    CONTEXT_BODY(cuCtxCreate_v3, pctx, dev, destroy_context(*pctx, prev), pctx, paramsArray,
+                 numParams, flags, dev);
+}
+
+CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, unsigned int flags,
+                        CUdevice dev)
+{
+    CUcontext prev = current_context();
+
+    CONTEXT_BODY(cuCtxCreate_v4, pctx, dev, destroy_context(*pctx, prev), pctx, ctxCreateParams,
+                 flags, dev);
 }
 
 /* Shared body of the allocators that return a device pointer. */
@@ -128,15 +244,20 @@ CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUmemo
                     bytesize, pool, hStream);
 }
 
+/* Calls the driver and, when it succeeded, observes what it released (after). */
+#define CALL_THEN(name, after, ...)                                                                \
+    do {                                                                                           \
+        CUresult rc;                                                                               \
+        ENTER(name);                                                                               \
+        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
+        if (rc == CUDA_SUCCESS)                                                                    \
+            after;                                                                                 \
+        return rc;                                                                                 \
+    } while (0)
+
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)
 {
-    CUresult rc;
-
-    ENTER(cuMemPoolTrimTo);
-    rc = vgpu_cu.cuMemPoolTrimTo(pool, minBytesToKeep);
-    if (rc == CUDA_SUCCESS)
-        vgpu_pool_observe(pool);
-    return rc;
+    CALL_THEN(cuMemPoolTrimTo, vgpu_pool_observe(pool), pool, minBytesToKeep);
 }
 
 CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
@@ -153,25 +274,11 @@ CUresult cuMemPoolCreate(CUmemoryPool *pool, const CUmemPoolProps *poolProps)
 
 CUresult cuMemPoolDestroy(CUmemoryPool pool)
 {
-    CUresult rc;
-
-    ENTER(cuMemPoolDestroy);
-    rc = vgpu_cu.cuMemPoolDestroy(pool);
-    if (rc == CUDA_SUCCESS)
-        vgpu_pool_destroyed(pool);
-    return rc;
+    CALL_THEN(cuMemPoolDestroy, vgpu_pool_destroyed(pool), pool);
 }
 
-/* Synchronizing lets pools release memory down to their release threshold. */
-#define SYNC_BODY(name, ...)                                                                       \
-    do {                                                                                           \
-        CUresult rc;                                                                               \
-        ENTER(name);                                                                               \
-        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
-        if (rc == CUDA_SUCCESS)                                                                    \
-            vgpu_pools_observe_all();                                                              \
-        return rc;                                                                                 \
-    } while (0)
+/* Synchronizing lets pools (and graph memory) release memory down to their threshold. */
+#define SYNC_BODY(name, ...) CALL_THEN(name, vgpu_pools_observe_all(), __VA_ARGS__)
 
 CUresult cuStreamSynchronize(CUstream hStream)
 {
@@ -254,52 +361,26 @@ CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGr
 }
 
 /* An upload maps the graph's memory ahead of its launch. */
-#define UPLOAD_BODY(name, exec, ...)                                                               \
-    do {                                                                                           \
-        uint64_t bytes[VGPU_MAX_GPUS];                                                             \
-        struct vgpu_graph_op op;                                                                   \
-        CUresult rc;                                                                               \
-        ENTER(name);                                                                               \
-        if (!vgpu_graph_exec_get(exec, bytes))                                                     \
-            return vgpu_cu.name(__VA_ARGS__);                                                      \
-        rc = vgpu_graph_mem_begin(bytes, &op);                                                     \
-        if (rc != CUDA_SUCCESS)                                                                    \
-            return rc;                                                                             \
-        rc = vgpu_cu.name(__VA_ARGS__);                                                            \
-        vgpu_graph_mem_end(&op);                                                                   \
-        return rc;                                                                                 \
-    } while (0)
-
 CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)
 {
-    UPLOAD_BODY(cuGraphUpload, hGraphExec, hGraphExec, hStream);
+    ENTER(cuGraphUpload);
+    return vgpu_graph_run(vgpu_cu.cuGraphUpload, hGraphExec, hStream);
 }
 
 CUresult cuGraphUpload_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    UPLOAD_BODY(cuGraphUpload_ptsz, hGraphExec, hGraphExec, hStream);
+    ENTER(cuGraphUpload_ptsz);
+    return vgpu_graph_run(vgpu_cu.cuGraphUpload_ptsz, hGraphExec, hStream);
 }
 
 CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 {
-    CUresult rc;
-
-    ENTER(cuGraphExecDestroy);
-    rc = vgpu_cu.cuGraphExecDestroy(hGraphExec);
-    if (rc == CUDA_SUCCESS)
-        vgpu_graph_exec_forget(hGraphExec);
-    return rc;
+    CALL_THEN(cuGraphExecDestroy, vgpu_graph_exec_forget(hGraphExec), hGraphExec);
 }
 
 CUresult cuDeviceGraphMemTrim(CUdevice device)
 {
-    CUresult rc;
-
-    ENTER(cuDeviceGraphMemTrim);
-    rc = vgpu_cu.cuDeviceGraphMemTrim(device);
-    if (rc == CUDA_SUCCESS)
-        vgpu_graph_mem_observe(device);
-    return rc;
+    CALL_THEN(cuDeviceGraphMemTrim, vgpu_graph_mem_observe(device), device);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,

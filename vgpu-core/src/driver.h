@@ -60,6 +60,10 @@
     X(cuGraphUpload_ptsz)                                                                          \
     X(cuGraphExecDestroy)                                                                          \
     X(cuDeviceGraphMemTrim)                                                                        \
+    X(cuDevicePrimaryCtxRetain)                                                                    \
+    X(cuCtxCreate_v2)                                                                              \
+    X(cuCtxCreate_v3)                                                                              \
+    X(cuCtxCreate_v4)                                                                              \
     X(cuMemAlloc)                                                                                  \
     X(cuMemFree)                                                                                   \
     X(cuMemGetInfo)                                                                                \
@@ -83,7 +87,12 @@
     X(cuGraphNodeGetType)                                                                          \
     X(cuGraphMemAllocNodeGetParams)                                                                \
     X(cuGraphChildGraphNodeGetGraph)                                                               \
-    X(cuDeviceGetGraphMemAttribute)
+    X(cuDeviceGetGraphMemAttribute)                                                                \
+    X(cuDevicePrimaryCtxRelease_v2)                                                                \
+    X(cuCtxDestroy_v2)                                                                             \
+    X(cuCtxGetCurrent)                                                                             \
+    X(cuCtxSetCurrent)                                                                             \
+    X(cuDevicePrimaryCtxGetState)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \

@@ -173,6 +173,22 @@ bool vgpu_graph_exec_get(CUgraphExec exec, uint64_t *bytes)
     return r != NULL;
 }
 
+CUresult vgpu_graph_run(CUresult (*fn)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream)
+{
+    uint64_t bytes[VGPU_MAX_GPUS];
+    struct vgpu_graph_op op;
+    CUresult rc;
+
+    if (!vgpu_graph_exec_get(exec, bytes))
+        return fn(exec, stream);
+    rc = vgpu_graph_mem_begin(bytes, &op);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = fn(exec, stream);
+    vgpu_graph_mem_end(&op);
+    return rc;
+}
+
 void vgpu_graph_exec_forget(CUgraphExec exec)
 {
     struct exec_rec *r;

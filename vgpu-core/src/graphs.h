@@ -32,6 +32,14 @@ bool vgpu_graph_exec_add(CUgraphExec exec, const uint64_t *bytes);
 /* Copies exec's footprint into bytes; false when exec allocates nothing. */
 bool vgpu_graph_exec_get(CUgraphExec exec, uint64_t *bytes);
 
+/*
+ * Runs a launch or upload of exec (fn: the driver's cuGraphLaunch or
+ * cuGraphUpload, or a _ptsz form) with the graph memory it may take reserved
+ * around it (pools.h); CUDA_ERROR_OUT_OF_MEMORY without calling fn when it
+ * does not fit the limit.
+ */
+CUresult vgpu_graph_run(CUresult (*fn)(CUgraphExec, CUstream), CUgraphExec exec, CUstream stream);
+
 /* After cuGraphExecDestroy succeeded. */
 void vgpu_graph_exec_forget(CUgraphExec exec);
 

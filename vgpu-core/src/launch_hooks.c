@@ -10,15 +10,20 @@
 #include "driver.h"
 #include "gpus.h"
 #include "graphs.h"
-#include "pools.h"
 
-#define LAUNCH_BODY(name, stream, ptsz, ...)                                                       \
+/* Loads the driver and our limits, then waits for the launch's turn in the compute limiter. */
+#define ADMIT(name, stream, ptsz)                                                                  \
     do {                                                                                           \
         if (vgpu_cuda_load() != 0 || vgpu_cu.name == NULL)                                         \
             return CUDA_ERROR_NOT_INITIALIZED;                                                     \
         vgpu_limits_init();                                                                        \
         if (__atomic_load_n(&vgpu_compute_any, __ATOMIC_RELAXED))                                  \
             vgpu_compute_admit(stream, ptsz);                                                      \
+    } while (0)
+
+#define LAUNCH_BODY(name, stream, ptsz, ...)                                                       \
+    do {                                                                                           \
+        ADMIT(name, stream, ptsz);                                                                 \
         return vgpu_cu.name(__VA_ARGS__);                                                          \
     } while (0)
 
@@ -81,32 +86,14 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
  * they may take (graphs.h); the limiter's wait comes before, so no lock is
  * held while it waits.
  */
-#define GRAPH_LAUNCH_BODY(name, exec, stream, ptsz)                                                \
-    do {                                                                                           \
-        uint64_t bytes[VGPU_MAX_GPUS];                                                             \
-        struct vgpu_graph_op op;                                                                   \
-        CUresult rc;                                                                               \
-        if (vgpu_cuda_load() != 0 || vgpu_cu.name == NULL)                                         \
-            return CUDA_ERROR_NOT_INITIALIZED;                                                     \
-        vgpu_limits_init();                                                                        \
-        if (__atomic_load_n(&vgpu_compute_any, __ATOMIC_RELAXED))                                  \
-            vgpu_compute_admit(stream, ptsz);                                                      \
-        if (!vgpu_graph_exec_get(exec, bytes))                                                     \
-            return vgpu_cu.name(exec, stream);                                                     \
-        rc = vgpu_graph_mem_begin(bytes, &op);                                                     \
-        if (rc != CUDA_SUCCESS)                                                                    \
-            return rc;                                                                             \
-        rc = vgpu_cu.name(exec, stream);                                                           \
-        vgpu_graph_mem_end(&op);                                                                   \
-        return rc;                                                                                 \
-    } while (0)
-
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-    GRAPH_LAUNCH_BODY(cuGraphLaunch, hGraphExec, hStream, false);
+    ADMIT(cuGraphLaunch, hStream, false);
+    return vgpu_graph_run(vgpu_cu.cuGraphLaunch, hGraphExec, hStream);
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    GRAPH_LAUNCH_BODY(cuGraphLaunch_ptsz, hGraphExec, hStream, true);
+    ADMIT(cuGraphLaunch_ptsz, hStream, true);
+    return vgpu_graph_run(vgpu_cu.cuGraphLaunch_ptsz, hGraphExec, hStream);
 }

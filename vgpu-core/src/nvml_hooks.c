@@ -116,22 +116,24 @@ static nvmlReturn_t nvml_init(void)
  * (without a limit check: it is already in use) and published separately in
  * the slot. Unknowable (no NVML, no process entry, host pid neither in /proc
  * nor in the claim's host pid map, process-private accounting) means 0.
+ * Returns the overhead now charged (0 when unknowable).
  */
-void vgpu_overhead_refresh(struct vgpu_gpu *g)
+uint64_t vgpu_overhead_refresh(struct vgpu_gpu *g)
 {
     nvmlProcessInfo_t procs[64];
     unsigned int count = 64;
     nvmlDevice_t dev;
     uint32_t host_pid;
     unsigned long long used = 0;
+    uint64_t overhead;
 
     if (g == NULL || !g->enforce || g->shm == NULL || (host_pid = vgpu_self_host_pid(g)) == 0)
-        return;
+        return 0;
     if (nvml_init() != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
         vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == NULL ||
         vgpu_nvml.nvmlDeviceGetHandleByUUID(g->uuid, &dev) != NVML_SUCCESS ||
         vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, procs) != NVML_SUCCESS)
-        return;
+        return 0;
     for (unsigned int i = 0; i < count && i < 64; i++) {
         if (procs[i].pid == host_pid)
             used = procs[i].usedGpuMemory;
@@ -143,9 +145,11 @@ void vgpu_overhead_refresh(struct vgpu_gpu *g)
 
         for (int p = 0; p < g->nparts; p++)
             tracked += vgpu_shm_slot_used(g->parts[p].shm, g->parts[p].rec);
-        vgpu_shm_slot_set_overhead(g->shm, g->rec, used > tracked ? used - tracked : 0);
+        overhead = used > tracked ? used - tracked : 0;
+        vgpu_shm_slot_set_overhead(g->shm, g->rec, overhead);
     }
     vgpu_unlock();
+    return overhead;
 }
 
 int vgpu_nvml_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max)

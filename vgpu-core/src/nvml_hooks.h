@@ -12,9 +12,10 @@
 
 /*
  * Refreshes the NVML-reported context overhead of this process on g (rule in
- * README.md) and charges the difference to the claim.
+ * README.md) and charges the difference to the claim. Returns the overhead
+ * now charged (0 when it cannot be known).
  */
-void vgpu_overhead_refresh(struct vgpu_gpu *g);
+uint64_t vgpu_overhead_refresh(struct vgpu_gpu *g);
 
 /* One NVML per-process utilisation sample. */
 struct vgpu_sm_sample {

@@ -473,7 +473,10 @@ static int run_driver(void)
     }
     {
         const char *env[] = {"VGPU_FAKE_CONTEXT_MEMORY=64Mi", NULL};
+        const char *big[] = {"VGPU_FAKE_CONTEXT_MEMORY=300Mi", NULL};
+
         expect("overhead", env, 0, true);
+        expect("contexts", big, 0, true);
     }
     /* A process in its own pid namespace learns its host pid from the claim's map. */
     {
@@ -625,7 +628,7 @@ int main(int argc, char **argv)
         {"twoclaims", sc_twoclaims}, {"pooldev", sc_pooldev},
         {"twoclaims_capped", sc_twoclaims_capped},
         {"idle", sc_idle},         {"nvml_procs", sc_nvml_procs},
-        {"graphs", sc_graphs},
+        {"graphs", sc_graphs},     {"contexts", sc_contexts},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {

@@ -66,6 +66,7 @@ int sc_hold(const char *bytes);
 int sc_grab(void);
 void sc_pools(void);
 void sc_graphs(void);
+void sc_contexts(void);
 int sc_pgrab(void);
 void sc_pool_race(void);
 void sc_pooldev(void);

@@ -70,9 +70,11 @@ void sc_overhead(void)
     CUdeviceptr p;
 
     ctx_on(0);
+    /* The context's 64 MiB is charged when it is made. */
+    CHECK_EQ_U64(used0(), 64 * MiB);
     CHECK(cuMemAlloc_v2(&p, 100 * MiB) == CUDA_SUCCESS);
-    CHECK_EQ_U64(used0(), 100 * MiB);
-    /* cuMemGetInfo refreshes the overhead (64 MiB context). */
+    CHECK_EQ_U64(used0(), 164 * MiB);
+    /* cuMemGetInfo refreshes it too. */
     CHECK_EQ_U64(mem_free(), GiB - 164 * MiB);
     CHECK_EQ_U64(used0(), 164 * MiB);
     CHECK(cuMemAlloc_v2(&p, 900 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
@@ -274,4 +276,39 @@ void sc_idle(void)
     /* A non-CUDA dlsym through the hook still works and still creates nothing. */
     CHECK(dlsym(RTLD_DEFAULT, "malloc") != NULL);
     CHECK(access(getenv("CUDA_DEVICE_MEMORY_SHARED_CACHE"), F_OK) != 0);
+}
+
+/*
+ * Contexts take memory (300 MiB each here, limit 1 GiB): charged when made,
+ * and one that would take the claim past its limit is refused and given back,
+ * leaving the context current before it current.
+ */
+void sc_contexts(void)
+{
+    CUcontext c1 = ctx_on(0), c2 = NULL, c3 = NULL, c4 = NULL, cur = NULL;
+    CUdeviceptr p = 0;
+
+    CHECK_EQ_U64(used0(), 300 * MiB);
+    CHECK(cuCtxCreate_v2(&c2, 0, 0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    CHECK(cuCtxCreate_v4(&c3, NULL, 0, 0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 900 * MiB);
+    CHECK(cuMemAlloc_v2(&p, 200 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    /* A fourth would make 1200 MiB: refused, nothing kept, c3 still current. */
+    CHECK(cuCtxCreate_v2(&c4, 0, 0) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(c4 == NULL);
+    CHECK_EQ_U64(used0(), 900 * MiB);
+    CHECK(cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == c3);
+    /* Retaining the primary context again takes nothing: allowed at any charge. */
+    CHECK(cuDevicePrimaryCtxRetain(&cur, 0) == CUDA_SUCCESS && cur == c1);
+    CHECK_EQ_U64(used0(), 900 * MiB);
+    /* A destroyed context's memory comes back at the next refresh; then one fits again. */
+    CHECK(cuCtxDestroy_v2(c3) == CUDA_SUCCESS);
+    CHECK(cuCtxSetCurrent(c2) == CUDA_SUCCESS);
+    CHECK_EQ_U64(mem_free(), GiB - 600 * MiB);
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    CHECK(cuCtxCreate_v2(&c4, 0, 0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 900 * MiB);
+    CHECK(cuCtxDestroy_v2(c4) == CUDA_SUCCESS);
+    CHECK(cuCtxDestroy_v2(c2) == CUDA_SUCCESS);
 }
