@@ -8,8 +8,8 @@
 #include "driver.h"
 #include "pools.h"
 
-/* Child graphs nest; deeper ones than this are refused as unreadable. */
-#define MAX_DEPTH 16
+/* Child graphs nest; a graph nested deeper than this is refused as unreadable. */
+#define MAX_DEPTH 64
 
 struct exec_rec {
     uintptr_t exec;
