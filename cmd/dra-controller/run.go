@@ -287,17 +287,22 @@ type largestGPU struct {
 	slices resourcelisters.ResourceSliceLister
 	stale  atomic.Bool
 	value  atomic.Int64
+	// handled reports whether the handler has seen the informer's initial
+	// slices (their notifications may come after the cache synced).
+	handled cache.InformerSynced
 }
 
 func newLargestGPU(informer resourceinformers.ResourceSliceInformer) (*largestGPU, error) {
 	l := &largestGPU{slices: informer.Lister()}
 	l.stale.Store(true)
 	changed := func(any) { l.stale.Store(true) }
-	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	reg, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: changed, UpdateFunc: func(_, obj any) { changed(obj) }, DeleteFunc: changed,
-	}); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("watch ResourceSlices for the largest GPU: %w", err)
 	}
+	l.handled = reg.HasSynced
 	return l, nil
 }
 

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
@@ -128,7 +129,9 @@ func TestLargestGPUIsRecomputedOnlyWhenSlicesChange(t *testing.T) {
 	defer factory.Shutdown() // after cancel: the informers stop with ctx
 	defer cancel()
 	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	// Once the handler has seen the initial slice: a notification arriving
+	// after the first computation would (rightly) cause a second one.
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), largest.handled))
 
 	for range 100 {
 		assert.Equal(t, int64(80<<30), largest.get())

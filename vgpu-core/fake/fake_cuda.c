@@ -314,8 +314,13 @@ static CUresult context_open(int dev)
     return CUDA_SUCCESS;
 }
 
-static void context_close(int dev)
+static void context_close(fake_ctx *c)
 {
+    int dev = c->dev;
+
+    fake_uncharge(dev, c->limit_bytes);
+    c->limit_bytes = 0;
+    memset(c->limits, 0, sizeof(c->limits));
     fake_uncharge(dev, g_fake.cfg->context_memory);
     fake_state_contexts(&g_fake.state, g_fake.cfg->gpus[dev].phys, -1);
 }
@@ -360,12 +365,12 @@ static CUresult primary_release(CUdevice dev, int reset)
         /* Reset destroys every allocation and the context itself. */
         fake_mem_reset_device(dev);
         if (c->refs > 0)
-            context_close(dev);
+            context_close(c);
         c->refs = 0;
     } else if (c->refs == 0) {
         r = CUDA_ERROR_INVALID_CONTEXT;
     } else if (--c->refs == 0) {
-        context_close(dev);
+        context_close(c);
     }
     pthread_mutex_unlock(&g_fake.mu);
     return r;
@@ -443,7 +448,7 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     if (c == NULL || c->magic != FAKE_MAGIC_CTX || c->primary)
         return CUDA_ERROR_INVALID_CONTEXT;
     pthread_mutex_lock(&g_fake.mu);
-    context_close(c->dev);
+    context_close(c);
     pthread_mutex_unlock(&g_fake.mu);
     if (tls_ctx == c)
         tls_ctx = NULL;
@@ -468,6 +473,74 @@ CUresult cuCtxSetCurrent(CUcontext ctx)
     if (c != NULL && !valid_ctx(c))
         return CUDA_ERROR_INVALID_CONTEXT;
     tls_ctx = c;
+    return CUDA_SUCCESS;
+}
+
+/*
+ * Context limits that take device memory, as a driver reserves them when set:
+ * the stack for every thread the GPU can hold resident, the printf FIFO and
+ * the malloc heap. Only what exceeds the defaults is charged (the defaults
+ * are part of context_memory). A real driver may map the heap only at the
+ * first launch that needs it; this one charges at once.
+ */
+#define FAKE_RESIDENT_THREADS 65536ULL
+static const size_t limit_default[FAKE_MEMORY_LIMITS] = {1024, 1 << 20, 8 << 20};
+
+static uint64_t limits_bytes(const size_t *limits)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < FAKE_MEMORY_LIMITS; i++) {
+        size_t v = limits[i] != 0 ? limits[i] : limit_default[i];
+        uint64_t extra = v > limit_default[i] ? v - limit_default[i] : 0;
+        if (i == CU_LIMIT_STACK_SIZE)
+            extra = extra > UINT64_MAX / FAKE_RESIDENT_THREADS ? UINT64_MAX
+                                                               : extra * FAKE_RESIDENT_THREADS;
+        sum = extra > UINT64_MAX - sum ? UINT64_MAX : sum + extra;
+    }
+    return sum;
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    REQUIRE_READY();
+    fake_ctx *c = tls_ctx;
+    if (!valid_ctx(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((unsigned)limit > 9)
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    if ((unsigned)limit >= FAKE_MEMORY_LIMITS)
+        return CUDA_SUCCESS; /* not modelled: takes no memory here */
+    size_t limits[FAKE_MEMORY_LIMITS];
+    memcpy(limits, c->limits, sizeof(limits));
+    limits[limit] = value;
+    uint64_t bytes = limits_bytes(limits);
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&g_fake.mu);
+    if (bytes > c->limit_bytes && fake_charge(c->dev, bytes - c->limit_bytes) != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        if (bytes < c->limit_bytes)
+            fake_uncharge(c->dev, c->limit_bytes - bytes);
+        c->limit_bytes = bytes;
+        memcpy(c->limits, limits, sizeof(limits));
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuCtxGetLimit(size_t *pvalue, CUlimit limit)
+{
+    REQUIRE_READY();
+    fake_ctx *c = tls_ctx;
+    if (pvalue == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_ctx(c))
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if ((unsigned)limit > 9)
+        return CUDA_ERROR_UNSUPPORTED_LIMIT;
+    *pvalue = (unsigned)limit < FAKE_MEMORY_LIMITS
+                  ? (c->limits[limit] != 0 ? c->limits[limit] : limit_default[limit])
+                  : 0;
     return CUDA_SUCCESS;
 }
 

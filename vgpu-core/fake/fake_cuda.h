@@ -24,11 +24,16 @@
 #define FAKE_KERNEL_MIN_NS 50000ULL
 #define FAKE_KERNEL_MAX_NS 20000000ULL
 
+/* cuCtxSetLimit values that take device memory: stack, printf FIFO, malloc heap. */
+#define FAKE_MEMORY_LIMITS 3
+
 typedef struct fake_ctx {
     uint32_t magic;
     int dev;
     int primary;
     unsigned int refs; /* primary contexts: retain count */
+    size_t limits[FAKE_MEMORY_LIMITS]; /* 0 = the default */
+    uint64_t limit_bytes; /* charged for them beyond the defaults */
 } fake_ctx;
 
 typedef struct fake_stream {

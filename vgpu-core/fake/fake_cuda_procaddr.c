@@ -51,6 +51,8 @@ static const proc_entry entries[] = {
     E("cuCtxSetCurrent", 4000, cuCtxSetCurrent),
     E("cuCtxGetDevice", 2000, cuCtxGetDevice),
     E("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    E("cuCtxSetLimit", 3010, cuCtxSetLimit),
+    E("cuCtxGetLimit", 3010, cuCtxGetLimit),
     E("cuMemAlloc", 2000, cuMemAlloc),
     E("cuMemAlloc", 3020, cuMemAlloc_v2),
     E("cuMemFree", 2000, cuMemFree),

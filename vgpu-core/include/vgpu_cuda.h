@@ -243,6 +243,15 @@ typedef enum CUstreamCaptureMode_enum {
     CU_STREAM_CAPTURE_MODE_RELAXED = 2
 } CUstreamCaptureMode;
 
+/* cuCtxSetLimit / cuCtxGetLimit (those that take device memory; others exist). */
+typedef enum CUlimit_enum {
+    CU_LIMIT_STACK_SIZE = 0x00,
+    CU_LIMIT_PRINTF_FIFO_SIZE = 0x01,
+    CU_LIMIT_MALLOC_HEAP_SIZE = 0x02,
+    CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH = 0x03,
+    CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT = 0x04
+} CUlimit;
+
 /* Graph node types (those vgpu-core looks for; others exist). */
 typedef enum CUgraphNodeType_enum {
     CU_GRAPH_NODE_TYPE_KERNEL = 0,
@@ -469,6 +478,8 @@ VGPU_CU_API(cuCtxGetCurrent, (CUcontext *pctx));
 VGPU_CU_API(cuCtxSetCurrent, (CUcontext ctx));
 VGPU_CU_API(cuCtxGetDevice, (CUdevice *device));
 VGPU_CU_API(cuCtxSynchronize, (void));
+VGPU_CU_API(cuCtxSetLimit, (CUlimit limit, size_t value));
+VGPU_CU_API(cuCtxGetLimit, (size_t *pvalue, CUlimit limit));
 
 /* Linear device memory. */
 VGPU_CU_API(cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytesize));

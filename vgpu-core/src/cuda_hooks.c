@@ -31,14 +31,17 @@ static bool current_device(CUdevice *dev)
 }
 
 /*
- * Contexts: the driver's memory for a new context (NVML shows it as this
- * process's, the overhead rule charges it) counts against the claim like an
- * allocation. It is measured right after the driver made the context; when
- * it took the claim past its limit, the context is given back and creation
- * fails with CUDA_ERROR_OUT_OF_MEMORY, as the driver's own does on a GPU
- * without room for one. So a container cannot hold memory beyond its limit
- * in contexts (one per process, or many per process). Retaining a primary
- * context that already exists takes no memory: nothing to refuse.
+ * Contexts: the driver's memory for a new context, or for a context limit
+ * raised with cuCtxSetLimit (stack, printf FIFO, malloc heap), shows in
+ * NVML as this process's, and the overhead rule charges it. It counts
+ * against the claim like an allocation: measured right after the driver
+ * call; when the call took the claim past its limit, it is undone (the
+ * context given back, the limit set back) and fails with
+ * CUDA_ERROR_OUT_OF_MEMORY, as the driver's own does on a GPU without room.
+ * So a container cannot hold memory beyond its limit in contexts (one per
+ * process, or many per process) or their limits. Memory a driver maps only
+ * later (a heap at the first launch that uses it) is charged by the
+ * overhead rule at the next cuMemGetInfo.
  */
 static uint64_t context_overhead(struct vgpu_gpu *g)
 {
@@ -48,12 +51,26 @@ static uint64_t context_overhead(struct vgpu_gpu *g)
     return vgpu_overhead_refresh(g);
 }
 
-/* Whether charges made without a limit check (overhead) put a claim of g past its limit. */
-static bool over_limit(const struct vgpu_gpu *g)
+/*
+ * After a driver call that may have taken memory for a context, with
+ * before the overhead charged before it: whether it took the claim past its
+ * limit (overhead is charged without a limit check, so only it can).
+ */
+static bool took_past_limit(struct vgpu_gpu *g, uint64_t before)
 {
+    if (context_overhead(g) <= before)
+        return false;
     return (g->limit != 0 && vgpu_gpu_used(g) > g->limit) ||
            (g->nparts > 0 && g->parts[0].limit != 0 &&
             vgpu_shm_used(g->parts[0].shm, g->parts[0].rec) > g->parts[0].limit);
+}
+
+/* After undoing such a call: returns what it took and says why the call fails. */
+static CUresult refused(struct vgpu_gpu *g, const char *what)
+{
+    (void)context_overhead(g);
+    VGPU_INFO("GPU %s: %s would take the claim past its limit; refused", g->uuid, what);
+    return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
 #define CONTEXT_BODY(name, pctx, dev, undo, ...)                                                   \
@@ -69,13 +86,11 @@ static bool over_limit(const struct vgpu_gpu *g)
         before = context_overhead(g);                                                              \
         saved = *pctx;                                                                             \
         rc = vgpu_cu.name(__VA_ARGS__);                                                            \
-        if (rc != CUDA_SUCCESS || context_overhead(g) <= before || !over_limit(g))                 \
+        if (rc != CUDA_SUCCESS || !took_past_limit(g, before))                                     \
             return rc;                                                                             \
         undo;                                                                                      \
-        (void)context_overhead(g);                                                                 \
         *pctx = saved;                                                                             \
-        VGPU_INFO("GPU %s: a new context would take the claim past its limit; refused", g->uuid);  \
-        return CUDA_ERROR_OUT_OF_MEMORY;                                                           \
+        return refused(g, "a new context");                                                       \
     } while (0)
 
 /*
@@ -143,6 +158,26 @@ CUresult cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, uns
 
     CONTEXT_BODY(cuCtxCreate_v4, pctx, dev, destroy_context(*pctx, prev), pctx, ctxCreateParams,
                  flags, dev);
+}
+
+CUresult cuCtxSetLimit(CUlimit limit, size_t value)
+{
+    struct vgpu_gpu *g;
+    uint64_t before;
+    size_t old = 0;
+    CUdevice dev;
+    CUresult rc;
+
+    ENTER(cuCtxSetLimit);
+    if (!current_device(&dev) || (g = vgpu_gpu_for_cuda(dev)) == NULL || !g->enforce ||
+        vgpu_cu.cuCtxGetLimit == NULL || vgpu_cu.cuCtxGetLimit(&old, limit) != CUDA_SUCCESS)
+        return vgpu_cu.cuCtxSetLimit(limit, value);
+    before = context_overhead(g);
+    rc = vgpu_cu.cuCtxSetLimit(limit, value);
+    if (rc != CUDA_SUCCESS || !took_past_limit(g, before))
+        return rc;
+    vgpu_cu.cuCtxSetLimit(limit, old);
+    return refused(g, "a larger context limit");
 }
 
 /* Shared body of the allocators that return a device pointer. */
@@ -342,12 +377,13 @@ CUresult cuGraphInstantiateWithFlags(CUgraphExec *phGraphExec, CUgraph hGraph,
                      flags);
 }
 
+/* Whether instantiating with params p uploads the graph (maps its memory). */
+#define UPLOADS(p) ((p) != NULL && ((p)->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD))
+
 CUresult cuGraphInstantiateWithParams(CUgraphExec *phGraphExec, CUgraph hGraph,
                                       CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
-    INSTANTIATE_BODY(cuGraphInstantiateWithParams, phGraphExec, hGraph,
-                     instantiateParams != NULL &&
-                         (instantiateParams->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD),
+    INSTANTIATE_BODY(cuGraphInstantiateWithParams, phGraphExec, hGraph, UPLOADS(instantiateParams),
                      phGraphExec, hGraph, instantiateParams);
 }
 
@@ -355,9 +391,7 @@ CUresult cuGraphInstantiateWithParams_ptsz(CUgraphExec *phGraphExec, CUgraph hGr
                                            CUDA_GRAPH_INSTANTIATE_PARAMS *instantiateParams)
 {
     INSTANTIATE_BODY(cuGraphInstantiateWithParams_ptsz, phGraphExec, hGraph,
-                     instantiateParams != NULL &&
-                         (instantiateParams->flags & CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD),
-                     phGraphExec, hGraph, instantiateParams);
+                     UPLOADS(instantiateParams), phGraphExec, hGraph, instantiateParams);
 }
 
 /* An upload maps the graph's memory ahead of its launch. */

@@ -64,6 +64,7 @@
     X(cuCtxCreate_v2)                                                                              \
     X(cuCtxCreate_v3)                                                                              \
     X(cuCtxCreate_v4)                                                                              \
+    X(cuCtxSetLimit)                                                                               \
     X(cuMemAlloc)                                                                                  \
     X(cuMemFree)                                                                                   \
     X(cuMemGetInfo)                                                                                \
@@ -92,7 +93,8 @@
     X(cuCtxDestroy_v2)                                                                             \
     X(cuCtxGetCurrent)                                                                             \
     X(cuCtxSetCurrent)                                                                             \
-    X(cuDevicePrimaryCtxGetState)
+    X(cuDevicePrimaryCtxGetState)                                                                  \
+    X(cuCtxGetLimit)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \

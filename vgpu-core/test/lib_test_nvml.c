@@ -279,15 +279,26 @@ void sc_idle(void)
 }
 
 /*
- * Contexts take memory (300 MiB each here, limit 1 GiB): charged when made,
- * and one that would take the claim past its limit is refused and given back,
- * leaving the context current before it current.
+ * Contexts and their limits take memory (300 MiB per context here, limit
+ * 1 GiB): charged when made or raised, and a context or limit that would take
+ * the claim past its limit is refused and undone (the context given back,
+ * the one current before it current again; the limit set back).
  */
 void sc_contexts(void)
 {
     CUcontext c1 = ctx_on(0), c2 = NULL, c3 = NULL, c4 = NULL, cur = NULL;
     CUdeviceptr p = 0;
+    size_t v = 0;
 
+    CHECK_EQ_U64(used0(), 300 * MiB);
+    /* A 16 KiB stack for every resident thread would take 960 MiB more: refused, set back. */
+    CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, 16 << 10) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE) == CUDA_SUCCESS && v == 1024);
+    CHECK_EQ_U64(used0(), 300 * MiB);
+    /* A heap 256 MiB larger fits, and is charged at once; set back, it is returned. */
+    CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, (8 + 256) * MiB) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 556 * MiB);
+    CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * MiB) == CUDA_SUCCESS);
     CHECK_EQ_U64(used0(), 300 * MiB);
     CHECK(cuCtxCreate_v2(&c2, 0, 0) == CUDA_SUCCESS);
     CHECK_EQ_U64(used0(), 600 * MiB);
