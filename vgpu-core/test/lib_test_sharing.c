@@ -98,8 +98,9 @@ bool region_view(const char *path, const char *uuid, struct region_view *v)
 /*
  * Allocates and frees on every counted path at random until killed: linear,
  * pitched, managed, async from the default pool (synchronized), from a
- * keeping pool (trimmed), VMM with retains, arrays and mipmapped arrays.
- * Prints "ready" once the first round is done.
+ * keeping pool (trimmed), VMM with retains, arrays and mipmapped arrays,
+ * launches of a graph that allocates (graph memory, trimmed). Prints "ready"
+ * once the first round is done.
  */
 int sc_churn(const char *seed_arg)
 {
@@ -113,11 +114,23 @@ int sc_churn(const char *seed_arg)
     CUmemoryPool pool;
     unsigned seed = (unsigned)strtoul(seed_arg, NULL, 10);
     size_t pitch;
+    /* A graph that allocates 8 MiB and frees it: each launch maps graph memory. */
+    CUDA_MEM_ALLOC_NODE_PARAMS gp = {.bytesize = 8 * MiB};
+    CUgraph graph = NULL;
+    CUgraphNode node;
+    CUgraphExec exec = NULL;
 
     ctx_on(0);
     pool = keeping_pool();
+    gp.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+    gp.poolProps.location = (CUmemLocation){CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    if (cuGraphCreate(&graph, 0) != CUDA_SUCCESS ||
+        cuGraphAddMemAllocNode(&node, graph, NULL, 0, &gp) != CUDA_SUCCESS ||
+        cuGraphAddMemFreeNode(&node, graph, &node, 1, gp.dptr) != CUDA_SUCCESS ||
+        cuGraphInstantiateWithFlags(&exec, graph, 0) != CUDA_SUCCESS)
+        return 1;
     for (long round = 0;; round++) {
-        int i = rand_r(&seed) % SLOTS, op = rand_r(&seed) % 7;
+        int i = rand_r(&seed) % SLOTS, op = rand_r(&seed) % 8;
         size_t mib = 1 + (size_t)(rand_r(&seed) % 24);
 
         switch (op) {
@@ -185,6 +198,12 @@ int sc_churn(const char *seed_arg)
                 if (cuMipmappedArrayCreate(&mip[i], &a3, 2) != CUDA_SUCCESS)
                     mip[i] = NULL;
             }
+            break;
+        case 7:
+            if (rand_r(&seed) % 4 == 0)
+                cuDeviceGraphMemTrim(0);
+            else
+                cuGraphLaunch(exec, NULL);
             break;
         }
         if (round == 64) {

@@ -294,7 +294,7 @@ static void test_grid(void)
                     struct plant_cell cell;
                     bool full = (nc == 2 || limits[a] >= 90) && procs[b] > 1;
 
-                    CHECK(plant_grid_cell(limits[a], procs[b], nc, k, GRID_RUN, 1, &cell) == 0);
+                    CHECK(plant_grid_cell(limits[a], procs[b], nc, k, GRID_RUN, 1, 0, &cell) == 0);
                     for (int c = 0; c < nc; c++) {
                         double target = c == 0 ? limits[a] : 100 - limits[a];
                         double e = absd(cell.share[c] - target);
@@ -339,6 +339,67 @@ static void test_grid(void)
            "(>= -5; kernels that vary more by themselves: their spread); settling <= %.2f s "
            "(<= 3) except %d fully booked runs that left the band late\n",
            n, sum / n, worst, worst_first, worst_low, worst_settle, unsettled);
+    CHECK(sum / n <= 1.0);
+}
+
+/*
+ * The cells test_grid excuses, on a GPU that time-slices like a real one
+ * (1 ms slices, NVIDIA's default order of magnitude): a process keeps the
+ * engine while it has work for its slice, so a small grid's kernels run
+ * beside each other whatever the other claim does, and its GPU time per
+ * launch no longer flips when a queue forms. Every goal holds there,
+ * settling and lowest second included, over three seeds: the misses above
+ * come from the fake's per-kernel interleaving, not from the limiter.
+ */
+static void test_grid_time_sliced(void)
+{
+    static const unsigned limits[] = {10, 30, 50, 70, 90};
+    static const int procs[] = {2, 4};
+    double sum = 0, worst = 0, worst_settle = 0, worst_low = 100;
+    int n = 0;
+
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++) {
+            for (size_t b = 0; b < sizeof(procs) / sizeof(procs[0]); b++) {
+                for (int nc = 1; nc <= 2; nc++) {
+                    for (int k = 0; k < PLANT_K_COUNT; k++) {
+                        struct plant_cell cell;
+
+                        if (nc == 1 && limits[a] < 90)
+                            continue; /* not fully booked: test_grid holds it to every goal */
+                        CHECK(plant_grid_cell(limits[a], procs[b], nc, k, GRID_RUN, seed,
+                                              1000000, &cell) == 0);
+                        for (int c = 0; c < nc; c++) {
+                            double target = c == 0 ? limits[a] : 100 - limits[a];
+                            double e = absd(cell.share[c] - target);
+
+                            sum += e;
+                            n++;
+                            worst = e > worst ? e : worst;
+                            if (cell.settling_s[c] > worst_settle)
+                                worst_settle = cell.settling_s[c];
+                            if (cell.band[c] * M_SQRT2 <= 5 && cell.low[c] - target < worst_low)
+                                worst_low = cell.low[c] - target;
+                            if (e > 3 || cell.settling_s[c] > SETTLE_GOAL_S ||
+                                cell.low[c] < target - fmax(5, cell.band[c] * M_SQRT2))
+                                printf("time-sliced, seed %llu: %.0f%% x %d, %d claim(s), %s: "
+                                       "share %.2f%%, settling %.2f s, lowest %.1f%%\n",
+                                       (unsigned long long)seed, target, procs[b], nc,
+                                       plant_kernels_name(k), cell.share[c], cell.settling_s[c],
+                                       cell.low[c]);
+                            CHECK(e <= 3);
+                            CHECK(cell.settling_s[c] <= SETTLE_GOAL_S);
+                            CHECK(cell.low[c] >= target - fmax(5, cell.band[c] * M_SQRT2));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    printf("fully booked cells on a time-sliced GPU (1 ms slices), seeds 1-3: %d claim runs, "
+           "mean absolute error %.2f points, worst %.2f, settling <= %.2f s in every run, lowest "
+           "second once settled %+.2f points\n",
+           n, sum / n, worst, worst_settle, worst_low);
     CHECK(sum / n <= 1.0);
 }
 
@@ -594,8 +655,8 @@ static void test_bad_spec(void)
     s.claims[0].limit_percent = 10;
     s.procs[0].streams = PLANT_MAX_STREAMS + 1;
     CHECK(plant_run(&s, &res) == -1);
-    CHECK(plant_grid_cell(0, 1, 1, PLANT_K_2MS, S, 1, &cell) == -1);
-    CHECK(plant_grid_cell(30, 1, 3, PLANT_K_2MS, S, 1, &cell) == -1);
+    CHECK(plant_grid_cell(0, 1, 1, PLANT_K_2MS, S, 1, 0, &cell) == -1);
+    CHECK(plant_grid_cell(30, 1, 3, PLANT_K_2MS, S, 1, 0, &cell) == -1);
 }
 
 /* The refiller's work due by t: a refill every 5 ms, the rate set every 100 ms. */
@@ -747,6 +808,7 @@ int main(void)
     test_cost_estimate();
     test_sensor();
     test_grid();
+    test_grid_time_sliced();
     test_pairs();
     test_limit_change();
     test_join_and_idle();
