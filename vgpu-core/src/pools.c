@@ -164,6 +164,41 @@ static void observe(struct pool_rec *r)
         settle(r, reserved);
 }
 
+/*
+ * Before a driver call that may take size more bytes from what r describes,
+ * which reserves reserved and uses used of them now: settles r and reserves
+ * on its claim what it may have to grow by (mu held).
+ */
+static CUresult reserve_growth(struct pool_rec *r, uint64_t reserved, uint64_t used,
+                               uint64_t size, struct vgpu_charge *c)
+{
+    uint64_t spare = reserved > used ? reserved - used : 0;
+
+    settle(r, reserved);
+    /* A pool is charged to one device and claim all its life. */
+    return vgpu_charge_begin(r->device, r->part, size > spare ? vgpu_granules(size - spare) : 0,
+                             c);
+}
+
+/*
+ * After the driver call, r having reserved before before it: keeps of c the
+ * growth observed and sets *after. False (c untouched) when the growth does
+ * not fit the limit (mu held).
+ */
+static bool keep_growth(struct pool_rec *r, uint64_t before, struct vgpu_charge *c,
+                        uint64_t *after)
+{
+    /* Unobservable now: assume it grew by all we reserved (never undercharge). */
+    if (query_reserved(r, after) != CUDA_SUCCESS)
+        *after = before + c->size;
+    if (vgpu_charge_resize(c, *after > before ? *after - before : 0) != CUDA_SUCCESS)
+        return false;
+    vgpu_charge_keep(c);
+    r->charged = before + c->size;
+    settle(r, *after);
+    return true;
+}
+
 void vgpu_pool_created(CUmemoryPool pool, CUdevice dev)
 {
     pthread_once(&P.once, init);
@@ -206,7 +241,7 @@ CUresult vgpu_pool_alloc_begin(CUdevice dev, CUmemoryPool pool, size_t size,
 {
     struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
     struct pool_rec *r;
-    uint64_t reserved = 0, used = 0, spare, need;
+    uint64_t reserved = 0, used = 0;
     CUresult rc;
 
     op->active = false;
@@ -236,11 +271,7 @@ CUresult vgpu_pool_alloc_begin(CUdevice dev, CUmemoryPool pool, size_t size,
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     /* Releases the driver made on its own (e.g. at an event synchronize) count from now. */
-    settle(r, reserved);
-    spare = reserved > used ? reserved - used : 0;
-    need = size > spare ? vgpu_granules(size - spare) : 0;
-    /* A pool is charged to one device and claim all its life. */
-    rc = vgpu_charge_begin(r->device, r->part, need, &op->c);
+    rc = reserve_growth(r, reserved, used, size, &op->c);
     if (rc != CUDA_SUCCESS) {
         pthread_mutex_unlock(&P.mu);
         return rc;
@@ -282,10 +313,7 @@ CUresult vgpu_pool_alloc_end(struct vgpu_pool_op *op, CUresult rc, CUdeviceptr *
         pthread_mutex_unlock(&P.mu);
         return rc;
     }
-    /* Unobservable now: assume it grew by all we reserved (never undercharge). */
-    if (query(op->pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &after) != CUDA_SUCCESS)
-        after = op->before + op->c.size;
-    if (vgpu_charge_resize(&op->c, after > op->before ? after - op->before : 0) != CUDA_SUCCESS) {
+    if (!keep_growth(r, op->before, &op->c, &after)) {
         undo(op, r, *dptr, stream, ptsz);
         pthread_mutex_unlock(&P.mu);
         VGPU_INFO("GPU %d: pool grew by %llu bytes, over the limit; allocation refused",
@@ -293,9 +321,6 @@ CUresult vgpu_pool_alloc_end(struct vgpu_pool_op *op, CUresult rc, CUdeviceptr *
         *dptr = saved;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    vgpu_charge_keep(&op->c);
-    r->charged = op->before + op->c.size;
-    settle(r, after);
     e = (struct vgpu_ptrmap_entry){.key = *dptr, .device = op->device, .refcount = 1,
                                    .pool = (uintptr_t)op->pool};
     if (vgpu_ptrmap_put(&P.ptrs, &e) == 0)
@@ -406,7 +431,7 @@ CUresult vgpu_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op)
     op->active = true;
     for (CUdevice d = 0; d < VGPU_MAX_GPUS; d++) {
         struct vgpu_gpu *g = bytes[d] != 0 ? vgpu_gpu_for_cuda(d) : NULL;
-        uint64_t reserved = 0, used = 0, spare;
+        uint64_t reserved = 0, used = 0;
         struct pool_rec *r;
 
         if (g == NULL || !g->enforce)
@@ -421,10 +446,7 @@ CUresult vgpu_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op)
         }
         if (rc != CUDA_SUCCESS)
             break;
-        settle(r, reserved);
-        spare = reserved > used ? reserved - used : 0;
-        rc = vgpu_charge_begin(d, r->part, bytes[d] > spare ? vgpu_granules(bytes[d] - spare) : 0,
-                               &op->c[d]);
+        rc = reserve_growth(r, reserved, used, bytes[d], &op->c[d]);
         if (rc != CUDA_SUCCESS)
             break;
         op->before[d] = reserved;
@@ -441,25 +463,18 @@ void vgpu_graph_mem_end(struct vgpu_graph_op *op)
     for (CUdevice d = 0; d < VGPU_MAX_GPUS; d++) {
         struct vgpu_charge *c = &op->c[d];
         struct pool_rec *r;
-        uint64_t after, growth;
+        uint64_t after;
 
         if (c->gpu == NULL)
             continue;
         r = find(graph_key(d));
-        /* Unobservable now: assume it grew by all we reserved (never undercharge). */
-        if (query_graph(d, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT, &after) != CUDA_SUCCESS)
-            after = op->before[d] + c->size;
-        growth = after > op->before[d] ? after - op->before[d] : 0;
-        if (vgpu_charge_resize(c, growth) == CUDA_SUCCESS) {
-            vgpu_charge_keep(c);
-            r->charged = op->before[d] + c->size;
-        } else {
+        if (!keep_growth(r, op->before[d], c, &after)) {
             vgpu_charge_abort(c);
+            settle(r, after);
             VGPU_WARN("GPU %d: graph memory grew by %llu bytes, more than reserved and over the "
                       "limit; charged, since the graph already runs",
-                      (int)d, (unsigned long long)growth);
+                      (int)d, (unsigned long long)(after - op->before[d]));
         }
-        settle(r, after);
     }
     op->active = false;
     pthread_mutex_unlock(&P.mu);
