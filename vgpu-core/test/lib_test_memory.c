@@ -498,7 +498,7 @@ void sc_graphs(void)
     CUDA_MEM_ALLOC_NODE_PARAMS a = {.bytesize = 600 * MiB};
     CUDA_GRAPH_INSTANTIATE_PARAMS upload = {.flags = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD};
     CUgraph g = NULL, g2 = NULL, big = NULL, cap = NULL;
-    CUgraphExec e = NULL, e2 = NULL, ebig = NULL, ecap = NULL;
+    CUgraphExec e = NULL, e2 = NULL, ebig = NULL, ebig2 = NULL, ecap = NULL;
     CUgraphNode n = NULL;
     CUstream s = NULL;
     CUdeviceptr p = 0, q = 0, d = 0;
@@ -575,6 +575,21 @@ void sc_graphs(void)
     CHECK(cuDeviceGraphMemTrim(0) == CUDA_SUCCESS);
     CHECK_EQ_U64(used0(), 0);
 
+    /* Hostile input: nothing charged, nothing mapped, the driver's own errors. */
+    CHECK(cuGraphLaunch(NULL, NULL) == CUDA_ERROR_INVALID_HANDLE);
+    CHECK(cuGraphUpload_ptsz(NULL, NULL) == CUDA_ERROR_INVALID_HANDLE);
+    CHECK(cuGraphInstantiateWithFlags(&ebig, NULL, 0) == CUDA_ERROR_INVALID_HANDLE);
+    CHECK(cuGraphInstantiateWithParams(&ebig, cap, NULL) == CUDA_ERROR_INVALID_VALUE);
+    a.bytesize = 1ULL << 60; /* saturates the footprint: refused at launch, not wrapped around */
+    CHECK(cuGraphAddMemAllocNode(&n, big, NULL, 0, &a) == CUDA_SUCCESS);
+    CHECK(cuGraphInstantiateWithFlags(&ebig2, big, 0) == CUDA_SUCCESS);
+    CHECK(cuGraphLaunch(ebig2, NULL) == CUDA_ERROR_OUT_OF_MEMORY);
+    a.poolProps.location.id = 99; /* no such device: the driver refuses the node */
+    CHECK(cuGraphAddMemAllocNode(&n, big, NULL, 0, &a) == CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ_U64(graph_reserved0(), 0);
+    CHECK_EQ_U64(used0(), 0);
+
+    CHECK(cuGraphExecDestroy(ebig2) == CUDA_SUCCESS);
     CHECK(cuGraphExecDestroy(e) == CUDA_SUCCESS);
     CHECK(cuGraphExecDestroy(e2) == CUDA_SUCCESS);
     CHECK(cuGraphExecDestroy(ebig) == CUDA_SUCCESS);

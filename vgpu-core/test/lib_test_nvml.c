@@ -300,6 +300,14 @@ void sc_contexts(void)
     CHECK_EQ_U64(used0(), 556 * MiB);
     CHECK(cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, 8 * MiB) == CUDA_SUCCESS);
     CHECK_EQ_U64(used0(), 300 * MiB);
+    /* Hostile input: the driver's own errors, nothing charged, limits as they were. */
+    CHECK(cuCtxSetLimit(CU_LIMIT_STACK_SIZE, SIZE_MAX) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuCtxSetLimit((CUlimit)99, GiB) == CUDA_ERROR_UNSUPPORTED_LIMIT);
+    CHECK(cuCtxGetLimit(&v, CU_LIMIT_STACK_SIZE) == CUDA_SUCCESS && v == 1024);
+    CHECK(cuCtxCreate_v2(NULL, 0, 0) == CUDA_ERROR_INVALID_VALUE);
+    CHECK(cuCtxCreate_v2(&c2, 0, 99) == CUDA_ERROR_INVALID_DEVICE && c2 == NULL);
+    CHECK(cuDevicePrimaryCtxRetain(&c2, -1) == CUDA_ERROR_INVALID_DEVICE && c2 == NULL);
+    CHECK_EQ_U64(used0(), 300 * MiB);
     CHECK(cuCtxCreate_v2(&c2, 0, 0) == CUDA_SUCCESS);
     CHECK_EQ_U64(used0(), 600 * MiB);
     CHECK(cuCtxCreate_v4(&c3, NULL, 0, 0) == CUDA_SUCCESS);

@@ -99,8 +99,9 @@ bool region_view(const char *path, const char *uuid, struct region_view *v)
  * Allocates and frees on every counted path at random until killed: linear,
  * pitched, managed, async from the default pool (synchronized), from a
  * keeping pool (trimmed), VMM with retains, arrays and mipmapped arrays,
- * launches of a graph that allocates (graph memory, trimmed). Prints "ready"
- * once the first round is done.
+ * launches of a graph that allocates (graph memory, trimmed), context heap
+ * limits and contexts made and destroyed. Prints "ready" once the first round
+ * is done.
  */
 int sc_churn(const char *seed_arg)
 {
@@ -130,7 +131,7 @@ int sc_churn(const char *seed_arg)
         cuGraphInstantiateWithFlags(&exec, graph, 0) != CUDA_SUCCESS)
         return 1;
     for (long round = 0;; round++) {
-        int i = rand_r(&seed) % SLOTS, op = rand_r(&seed) % 8;
+        int i = rand_r(&seed) % SLOTS, op = rand_r(&seed) % 9;
         size_t mib = 1 + (size_t)(rand_r(&seed) % 24);
 
         switch (op) {
@@ -204,6 +205,19 @@ int sc_churn(const char *seed_arg)
                 cuDeviceGraphMemTrim(0);
             else
                 cuGraphLaunch(exec, NULL);
+            break;
+        case 8:
+            /* Context memory: a heap of up to 64 MiB more, or a context made and destroyed. */
+            if (rand_r(&seed) % 2 == 0) {
+                cuCtxSetLimit(CU_LIMIT_MALLOC_HEAP_SIZE, (8 + mib * 2) * MiB);
+            } else {
+                CUcontext cur = NULL, extra = NULL;
+
+                cuCtxGetCurrent(&cur);
+                if (cuCtxCreate_v2(&extra, 0, 0) == CUDA_SUCCESS)
+                    cuCtxDestroy_v2(extra);
+                cuCtxSetCurrent(cur);
+            }
             break;
         }
         if (round == 64) {
