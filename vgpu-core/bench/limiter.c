@@ -54,21 +54,16 @@ static int pair(int n, long kernel_us)
     return 0;
 }
 
-/*
- * The grid on an engine with time_slice_ns (0: the fake's per-kernel
- * interleaving), its table printed when rows; then its summary.
- */
-static int grid(uint64_t time_slice_ns, bool rows)
+/* The grid: its table, then its summary. */
+static int grid(void)
 {
     static const unsigned limits[] = {10, 30, 50, 70, 90};
     static const int procs[] = {1, 2, 4};
     double sum = 0, worst = 0, worst_settle = 0, worst_first = -100;
     int n = 0, late = 0;
 
-    if (rows) {
-        printf("limit | procs | claims | kernels |  share  | error | first s | settling\n");
-        printf("------|-------|--------|---------|---------|-------|---------|---------\n");
-    }
+    printf("limit | procs | claims | kernels |  share  | error | first s | settling\n");
+    printf("------|-------|--------|---------|---------|-------|---------|---------\n");
     for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++) {
         for (size_t b = 0; b < sizeof(procs) / sizeof(procs[0]); b++) {
             for (int nc = 1; nc <= 2; nc++) {
@@ -78,8 +73,8 @@ static int grid(uint64_t time_slice_ns, bool rows)
                     for (uint64_t seed = 1; seed <= SEEDS; seed++) {
                         struct plant_cell cell;
 
-                        if (plant_grid_cell(limits[a], procs[b], nc, k, 30 * S, seed,
-                                            time_slice_ns, &cell) != 0) {
+                        if (plant_grid_cell(limits[a], procs[b], nc, k, 30 * S, seed, &cell) !=
+                            0) {
                             fprintf(stderr, "limiter bench: bad plant spec\n");
                             return 1;
                         }
@@ -102,18 +97,14 @@ static int grid(uint64_t time_slice_ns, bool rows)
                         late += settle[c] > 3.000001;
                         worst_first = first[c] - target > worst_first ? first[c] - target
                                                                       : worst_first;
-                        if (rows)
-                            printf("%4.0f%% | %5d | %6d | %7s | %6.2f%% | %+5.2f | %6.1f%% | "
-                                   "%5.2f s\n",
-                                   target, procs[b], nc, plant_kernels_name(k), share[c],
-                                   share[c] - target, first[c], settle[c]);
+                        printf("%4.0f%% | %5d | %6d | %7s | %6.2f%% | %+5.2f | %6.1f%% | %5.2f s\n",
+                               target, procs[b], nc, plant_kernels_name(k), share[c],
+                               share[c] - target, first[c], settle[c]);
                     }
                 }
             }
         }
     }
-    if (time_slice_ns != 0)
-        printf("on a GPU with %.0f ms time slices: ", time_slice_ns / 1e6);
     printf("mean absolute error %.2f points over %d claim runs (goal <= 1); worst %.2f (<= 3); "
            "settling > 3 s in %d (worst %.2f s); worst first second %+.2f points (<= +5)\n",
            sum / n, n, worst, late, worst_settle, worst_first);
@@ -128,6 +119,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: limiter [pair PROCESSES KERNEL_US]\n");
         return 2;
     }
-    /* The fake driver's engine, then one that time-slices like a real GPU (plant_spec). */
-    return grid(0, true) != 0 || grid(1000000, false) != 0;
+    return grid();
 }

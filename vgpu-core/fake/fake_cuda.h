@@ -16,9 +16,6 @@
 #include "fake_state.h"
 #include "vgpu_cuda.h"
 
-/* Pending kernels per stream before a launch blocks, as a full queue does. */
-#define FAKE_QUEUE_DEPTH 1024
-
 /* Log-normal kernel durations ("_ln<N>us" names): shape and bounds. */
 #define FAKE_KERNEL_SIGMA 0.8
 #define FAKE_KERNEL_MIN_NS 50000ULL
@@ -39,9 +36,8 @@ typedef struct fake_ctx {
 typedef struct fake_stream {
     uint32_t magic;
     int dev;
-    uint64_t tail;                     /* end of the last queued kernel */
-    uint64_t launches;                 /* kernels with busy time ever queued */
-    uint64_t pending[FAKE_QUEUE_DEPTH]; /* end times, ring indexed by launches */
+    uint32_t id;                       /* the engine's stream id, 0 = none yet */
+    uint64_t last;                     /* ticket + 1 of its last kernel, 0 = none */
     CUstreamCaptureStatus capture;
     CUstreamCaptureMode capture_mode;
     uint64_t capture_id;
@@ -72,7 +68,7 @@ typedef struct fake_process {
     fake_state state;
     fake_ctx primary[FAKE_MAX_GPUS];
     fake_stream legacy[FAKE_MAX_GPUS];
-    _Atomic uint64_t dev_tail[FAKE_MAX_GPUS]; /* latest kernel end per GPU */
+    uint32_t stream_ids;    /* the last stream id handed out */
     fake_pool default_pool[FAKE_MAX_GPUS];
     fake_pool *current_pool[FAKE_MAX_GPUS];
     fake_pool *pools;       /* created pools */

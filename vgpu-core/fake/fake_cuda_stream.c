@@ -226,14 +226,6 @@ CUresult cuStreamDestroy_v2(CUstream hStream)
     return CUDA_SUCCESS;
 }
 
-static void sleep_until(uint64_t t)
-{
-    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ULL),
-                          .tv_nsec = (long)(t % 1000000000ULL)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
-}
-
 static CUresult stream_sync(CUstream hStream, int ptsz)
 {
     REQUIRE_READY();
@@ -250,9 +242,11 @@ static CUresult stream_sync(CUstream hStream, int ptsz)
         pthread_mutex_unlock(&g_fake.mu);
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
     }
-    uint64_t tail = s->tail;
+    uint32_t id = s->id;
+    uint64_t last = s->last;
     pthread_mutex_unlock(&g_fake.mu);
-    sleep_until(tail);
+    if (last != 0)
+        fake_state_wait_stream(&g_fake.state, g_fake.cfg->gpus[dev].phys, id, last - 1);
     pthread_mutex_lock(&g_fake.mu);
     fake_pools_release_on_sync(s->dev);
     pthread_mutex_unlock(&g_fake.mu);
@@ -287,7 +281,7 @@ CUresult cuCtxSynchronize(void)
     pthread_mutex_unlock(&g_fake.mu);
     if (capturing)
         return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
-    sleep_until(atomic_load(&g_fake.dev_tail[dev]));
+    fake_state_wait_all(&g_fake.state, g_fake.cfg->gpus[dev].phys);
     pthread_mutex_lock(&g_fake.mu);
     fake_pools_release_on_sync(dev);
     pthread_mutex_unlock(&g_fake.mu);
@@ -504,8 +498,8 @@ CUresult cuStreamGetCaptureInfo_v3_ptsz(CUstream hStream,
 
 /*
  * Queues busy time on a stream. A capturing stream only records it into the
- * graph being built. A stream with FAKE_QUEUE_DEPTH kernels pending blocks
- * the caller until the oldest finishes, as a full launch queue does.
+ * graph being built. A process whose queue on the GPU is full blocks until
+ * its oldest kernel finishes, as a full launch queue does.
  */
 static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost, int small, int lognormal)
 {
@@ -535,21 +529,17 @@ static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost, int small, in
         pthread_mutex_unlock(&g_fake.mu);
         return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
     }
-    uint64_t oldest = s->pending[s->launches % FAKE_QUEUE_DEPTH];
-    uint64_t now = fake_now_ns();
-    if (oldest > now) {
+    if (s->id == 0)
+        s->id = ++g_fake.stream_ids;
+    int phys = g_fake.cfg->gpus[dev].phys;
+    int64_t ticket;
+    /* The simulated engine decides when it runs: host scheduling cannot stretch it. */
+    while ((ticket = fake_state_submit(&g_fake.state, phys, s->id, small, cost)) < 0) {
         pthread_mutex_unlock(&g_fake.mu);
-        sleep_until(oldest);
+        fake_state_wait_room(&g_fake.state, phys);
         pthread_mutex_lock(&g_fake.mu);
-        now = fake_now_ns();
     }
-    /* The simulated timeline decides when it runs: host scheduling cannot stretch it. */
-    uint64_t end = fake_state_run_kernel(&g_fake.state, g_fake.cfg->gpus[dev].phys, small, now, s->tail, cost);
-    s->tail = end;
-    s->pending[s->launches++ % FAKE_QUEUE_DEPTH] = end;
-    uint64_t t = atomic_load(&g_fake.dev_tail[dev]);
-    while (t < end && !atomic_compare_exchange_weak(&g_fake.dev_tail[dev], &t, end))
-        ;
+    s->last = (uint64_t)ticket + 1;
     pthread_mutex_unlock(&g_fake.mu);
     return CUDA_SUCCESS;
 }

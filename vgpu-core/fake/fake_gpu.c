@@ -8,25 +8,243 @@
 
 _Static_assert(GPU_SAMPLE_NS <= BUSY_MASK, "a period's busy time fits its ring entry");
 
-uint64_t gpu_place(gpu_engine *e, uint32_t owner, bool small, uint64_t now,
-                   uint64_t stream_tail, uint64_t ns)
+static gpu_kernel *kernel(gpu_sched *s, int owner, uint64_t ticket)
 {
-    uint64_t start = now > stream_tail ? now : stream_tail;
-    uint64_t last = atomic_load_explicit(&e->last_start, memory_order_relaxed);
-    uint64_t tail = atomic_load_explicit(&e->tail, memory_order_relaxed);
-    /* Small grids of one process share the SMs; anything else waits for the engine. */
-    bool beside = small && atomic_load_explicit(&e->last_small, memory_order_relaxed) &&
-                  atomic_load_explicit(&e->last_owner, memory_order_relaxed) == owner + 1;
-    uint64_t free_at = beside ? last : tail;
+    return &s->q[owner].k[ticket % GPU_QUEUE];
+}
 
-    if (start < free_at)
-        start = free_at;
-    atomic_store_explicit(&e->last_start, start, memory_order_relaxed);
-    if (start + ns > tail)
-        atomic_store_explicit(&e->tail, start + ns, memory_order_relaxed);
-    atomic_store_explicit(&e->last_owner, owner + 1, memory_order_relaxed);
-    atomic_store_explicit(&e->last_small, small, memory_order_relaxed);
-    return start;
+static uint64_t slice_ns(const gpu_sched *s)
+{
+    return s->slice_ns != 0 ? s->slice_ns : GPU_SLICE_NS;
+}
+
+static int running_count(const gpu_sched *s)
+{
+    int n = 0;
+
+    for (int i = 0; i < GPU_CONCURRENT; i++)
+        n += s->running[i] != 0;
+    return n;
+}
+
+/* Drops the finished kernels at the head of owner's queue. */
+static void pop_done(gpu_sched *s, int owner)
+{
+    gpu_queue *q = &s->q[owner];
+
+    while (q->head < q->tail && kernel(s, owner, q->head)->state == GPU_K_DONE)
+        q->head++;
+}
+
+/*
+ * The kernel of owner the engine can start next (small_only: a small grid,
+ * to run beside running ones): the oldest waiting kernel within
+ * GPU_LOOKAHEAD of the head whose stream has nothing running or waiting
+ * before it. Returns its ticket, or -1.
+ */
+static int64_t startable(gpu_sched *s, int owner, bool small_only)
+{
+    gpu_queue *q = &s->q[owner];
+    uint32_t blocked[GPU_LOOKAHEAD];
+    int nblocked = 0;
+
+    for (uint64_t t = q->head; t < q->tail && t < q->head + GPU_LOOKAHEAD; t++) {
+        const gpu_kernel *k = kernel(s, owner, t);
+        bool free = true;
+
+        if (k->state == GPU_K_DONE)
+            continue;
+        for (int i = 0; i < nblocked && free; i++)
+            free = blocked[i] != k->stream;
+        if (free && k->state == GPU_K_WAITING && (!small_only || k->small))
+            return (int64_t)t;
+        if (free)
+            blocked[nblocked++] = k->stream;
+    }
+    return -1;
+}
+
+static void start(gpu_sched *s, int owner, uint64_t ticket, const gpu_sched_hooks *h)
+{
+    gpu_kernel *k = kernel(s, owner, ticket);
+
+    for (int i = 0; i < GPU_CONCURRENT; i++) {
+        if (s->running[i] == 0) {
+            s->running[i] = ticket + 1;
+            break;
+        }
+    }
+    k->end = s->now + k->len;
+    k->state = GPU_K_RUNNING;
+    s->small = k->small;
+    s->q[owner].waiting--;
+    s->waiting--;
+    h->started(h->ctx, owner, s->now, k->end);
+}
+
+/* Starts what the engine picks at s->now (see fake_gpu.h). */
+static void dispatch(gpu_sched *s, const gpu_sched_hooks *h)
+{
+    for (;;) {
+        int o = (int)s->owner - 1, n = running_count(s);
+        int64_t t = -1;
+        bool others = s->waiting > (o >= 0 ? s->q[o].waiting : 0);
+
+        if (o >= 0 && n < GPU_CONCURRENT && (n == 0 || s->small) &&
+            (s->now < s->slice_end || !others))
+            t = startable(s, o, n > 0);
+        if (t >= 0) {
+            start(s, o, (uint64_t)t, h);
+            continue;
+        }
+        if (n > 0 || s->waiting == 0)
+            return;
+        /* Idle: the next process with work gets a slice, round robin from the owner. */
+        for (int j = 1; j <= GPU_OWNERS && t < 0; j++) {
+            o = ((int)s->owner - 1 + j + GPU_OWNERS) % GPU_OWNERS;
+            if (s->q[o].waiting > 0)
+                t = startable(s, o, false);
+        }
+        if (t < 0)
+            return;
+        s->owner = (uint32_t)o + 1;
+        s->slice_end = s->now + slice_ns(s);
+        start(s, o, (uint64_t)t, h);
+    }
+}
+
+uint64_t gpu_sched_next_end(const gpu_sched *s)
+{
+    uint64_t next = UINT64_MAX;
+
+    for (int i = 0; i < GPU_CONCURRENT; i++) {
+        if (s->running[i] != 0) {
+            uint64_t end = s->q[s->owner - 1].k[(s->running[i] - 1) % GPU_QUEUE].end;
+
+            next = end < next ? end : next;
+        }
+    }
+    return next;
+}
+
+void gpu_sched_advance(gpu_sched *s, uint64_t now, const gpu_sched_hooks *h)
+{
+    uint64_t next;
+
+    /* What a dropped process left idle goes on at once. */
+    dispatch(s, h);
+    while ((next = gpu_sched_next_end(s)) <= now) {
+        int o = (int)s->owner - 1;
+
+        if (next > s->now)
+            s->now = next;
+        for (int i = 0; i < GPU_CONCURRENT; i++) {
+            gpu_kernel *k;
+
+            if (s->running[i] == 0)
+                continue;
+            k = kernel(s, o, s->running[i] - 1);
+            if (k->end > s->now)
+                continue;
+            k->state = GPU_K_DONE;
+            s->running[i] = 0;
+            if (h->finished != NULL)
+                h->finished(h->ctx, o, k->stream);
+        }
+        pop_done(s, o);
+        dispatch(s, h);
+    }
+    if (now > s->now)
+        s->now = now;
+}
+
+int64_t gpu_sched_submit(gpu_sched *s, int owner, uint32_t stream, bool small, uint64_t len,
+                         uint64_t now, const gpu_sched_hooks *h)
+{
+    gpu_queue *q = &s->q[owner];
+    uint64_t ticket;
+    gpu_kernel *k;
+
+    gpu_sched_advance(s, now, h);
+    if (q->tail - q->head >= GPU_QUEUE)
+        return -1;
+    ticket = q->tail;
+    k = kernel(s, owner, ticket);
+    *k = (gpu_kernel){.len = len, .stream = stream, .state = GPU_K_WAITING, .small = small};
+    q->tail = ticket + 1;
+    q->waiting++;
+    s->waiting++;
+    dispatch(s, h);
+    return (int64_t)ticket;
+}
+
+uint64_t gpu_sched_wait(const gpu_sched *s, int owner, uint64_t ticket, int64_t what)
+{
+    const gpu_queue *q = &s->q[owner];
+    uint64_t at = s->now, earliest = UINT64_MAX;
+
+    if (what == GPU_WAIT_OLDEST)
+        ticket = q->head;
+    if (ticket < q->head || ticket >= q->tail)
+        return 0;
+    for (uint64_t t = q->head; t <= ticket; t++) {
+        const gpu_kernel *k = &q->k[t % GPU_QUEUE];
+        uint64_t end = k->state == GPU_K_RUNNING ? k->end : s->now + k->len;
+
+        if (k->state == GPU_K_DONE)
+            continue;
+        /* The stream's kernels run one after another: the rest of them at the least. */
+        if (what >= 0 && k->stream == (uint32_t)what)
+            at = k->state == GPU_K_RUNNING ? k->end : at + k->len;
+        earliest = end < earliest ? end : earliest;
+    }
+    if (what >= 0)
+        return q->k[ticket % GPU_QUEUE].state == GPU_K_DONE ? 0 : at;
+    if (what == GPU_WAIT_OLDEST)
+        return earliest;
+    return earliest == UINT64_MAX ? 0 : earliest;
+}
+
+void gpu_sched_drop(gpu_sched *s, int owner)
+{
+    gpu_queue *q = &s->q[owner];
+
+    if ((int)s->owner - 1 == owner) {
+        for (int i = 0; i < GPU_CONCURRENT; i++)
+            s->running[i] = 0;
+    }
+    s->waiting -= q->waiting < s->waiting ? q->waiting : s->waiting;
+    q->waiting = 0;
+    q->head = q->tail;
+}
+
+void gpu_sched_repair(gpu_sched *s)
+{
+    int o = (int)s->owner - 1, n = 0;
+
+    s->waiting = 0;
+    for (int i = 0; i < GPU_CONCURRENT; i++)
+        s->running[i] = 0;
+    for (int j = 0; j < GPU_OWNERS; j++) {
+        gpu_queue *q = &s->q[j];
+
+        if (q->tail < q->head || q->tail - q->head > GPU_QUEUE)
+            q->head = q->tail;
+        q->waiting = 0;
+        for (uint64_t t = q->head; t < q->tail; t++) {
+            gpu_kernel *k = kernel(s, j, t);
+
+            if (k->state == GPU_K_RUNNING && j == o && n < GPU_CONCURRENT)
+                s->running[n++] = t + 1;
+            else if (k->state == GPU_K_RUNNING)
+                k->state = GPU_K_DONE; /* only the owner's kernels can be running */
+            else if (k->state != GPU_K_DONE)
+                k->state = GPU_K_WAITING;
+            q->waiting += k->state == GPU_K_WAITING;
+        }
+        pop_done(s, j);
+        s->waiting += q->waiting;
+    }
 }
 
 /* Adds ns to period p's ring entry (the entry of an older period is replaced). */

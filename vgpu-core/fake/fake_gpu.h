@@ -4,21 +4,24 @@
  * file) and the compute limiter's simulated plant (test/plant.c, virtual
  * time), so that both tell the same story.
  *
- * Engine. Kernels are placed on a per-GPU timeline when they are launched,
- * from their durations alone: a kernel starts at max(launch time, end of
- * its stream's queue, engine constraint) and runs for its duration. The
- * engine runs one context (process) at a time, switching at kernel
- * boundaries in launch order (time slicing); a kernel whose grid is smaller
- * than the GPU may run beside the previous kernel when that one is also a
- * small grid of the same process (other streams). Starts on one engine
- * never go backwards, so the busy time of a process or of the GPU is the
- * exact union of its kernels, kept in O(1) per kernel.
+ * Engine (gpu_sched). As a real GPU's scheduler: kernels wait in their
+ * process's queue until the engine starts them. The engine runs one context
+ * (process, "owner") at a time for a time slice (about 1 ms, NVIDIA's
+ * default): while its slice lasts, or nobody else waits, it starts the
+ * owner's next kernels (a stream runs its kernels in order; a small grid,
+ * one that leaves SMs free, runs beside the owner's other small grids);
+ * once the slice is over and another process waits, the engine lets the
+ * running kernels finish and gives the next slice to the next process with
+ * work, round robin. A context that runs out of work yields at once. It is
+ * simulated lazily: whoever calls advances it to "now", so a kernel's start
+ * depends only on what was launched before it, not on when the host gets
+ * round to looking.
  *
  * Busy records. Per process and per GPU: the cumulative busy time (ground
- * truth, including work already queued for the future) and the busy time
- * of each sample period (GPU_SAMPLE_NS, about 1/6 s, as NVML's driver
- * samples), in a ring of GPU_PERIODS periods (about 21 s: any queued future
- * work fits). Nothing is dropped at any kernel rate.
+ * truth, including the rest of the kernels running) and the busy time of
+ * each sample period (GPU_SAMPLE_NS, about 1/6 s, as NVML's driver
+ * samples), in a ring of GPU_PERIODS periods (about 21 s). Nothing is
+ * dropped at any kernel rate.
  *
  * Sensor. What NVML reports at time t: the busy share of the last
  * GPU_WINDOW_PERIODS complete periods (a one-second moving window; the
@@ -26,10 +29,10 @@
  * in whole percent with a per-sample dither of up to one point (jitter;
  * unbiased on average).
  *
- * No clock, no lock: callers pass "now" and serialise placements on one
- * engine (the fake with a cross-process lock, the plant by being single
- * threaded). Fields are atomics so that readers in other processes see
- * whole values.
+ * No clock, no lock: callers pass "now" and serialise calls on one engine
+ * (the fake with a cross-process lock, the plant by being single
+ * threaded). Busy records are atomics so that readers in other processes
+ * see whole values without the lock.
  */
 #ifndef VGPU_FAKE_GPU_H
 #define VGPU_FAKE_GPU_H
@@ -54,26 +57,100 @@ typedef struct gpu_busy {
     _Atomic uint64_t ring[GPU_PERIODS]; /* (period << GPU_BUSY_BITS) | busy ns in that period */
 } gpu_busy;
 
-/* The timeline of one GPU. */
-typedef struct gpu_engine {
-    _Atomic uint64_t last_start; /* start of the latest placed kernel */
-    _Atomic uint64_t tail;       /* end of all placed work */
-    _Atomic uint32_t last_owner; /* owner id of the latest placed kernel + 1, 0 = none */
-    _Atomic uint32_t last_small; /* whether it was a small grid */
-} gpu_engine;
+/* Processes per GPU the engine tells apart (the fake's slots, the plant's processes). */
+#define GPU_OWNERS 64
+/* Kernels per process and GPU waiting or running; a launch into a full queue waits. */
+#define GPU_QUEUE 512
+/* How deep into a process's queue the engine looks for a kernel it can start. */
+#define GPU_LOOKAHEAD 64
+/* Kernels running at once (small grids of one process in different streams). */
+#define GPU_CONCURRENT 8
+/* NVIDIA's default time slice. */
+#define GPU_SLICE_NS 1000000ULL
+
+enum { GPU_K_WAITING = 1, GPU_K_RUNNING, GPU_K_DONE };
+
+/* One kernel in its process's queue. */
+typedef struct gpu_kernel {
+    uint64_t len;    /* duration */
+    uint64_t end;    /* set when it starts */
+    uint32_t stream; /* the process's stream: a stream runs its kernels in order */
+    uint16_t state;  /* GPU_K_* */
+    uint16_t small;  /* a grid smaller than the GPU */
+} gpu_kernel;
+
+/* The kernels of one process on one GPU: tickets [head, tail) live at k[ticket % GPU_QUEUE]. */
+typedef struct gpu_queue {
+    uint64_t head;    /* oldest kernel not done */
+    uint64_t tail;    /* kernels ever submitted: the next ticket */
+    uint64_t waiting; /* kernels not started */
+    gpu_kernel k[GPU_QUEUE];
+} gpu_queue;
 
 /*
- * Places a kernel of duration ns launched at now by owner (any id) on a
- * stream whose queue ends at stream_tail; small: its grid leaves SMs free.
- * Returns its start; the end is start + ns. The caller serialises calls on
- * one engine.
+ * The engine of one GPU. Zero-filled is a valid idle engine. Callers
+ * serialise every call on one engine (the fake with a cross-process lock,
+ * the plant by being single threaded).
  */
-uint64_t gpu_place(gpu_engine *e, uint32_t owner, bool small, uint64_t now,
-                   uint64_t stream_tail, uint64_t ns);
+typedef struct gpu_sched {
+    uint64_t now;       /* simulated up to */
+    uint64_t slice_end;
+    uint64_t slice_ns;  /* 0 = GPU_SLICE_NS */
+    uint64_t waiting;   /* kernels not started, all processes */
+    uint32_t owner;     /* process holding the slice + 1, 0 = none yet */
+    uint32_t small;     /* the running kernels are small grids */
+    uint64_t running[GPU_CONCURRENT]; /* tickets + 1 of the owner's running kernels, 0 = free */
+    gpu_queue q[GPU_OWNERS];
+} gpu_sched;
+
+/* What the engine tells its user: a kernel started (busy records), one finished. */
+typedef struct gpu_sched_hooks {
+    void (*started)(void *ctx, int owner, uint64_t start, uint64_t end);
+    void (*finished)(void *ctx, int owner, uint32_t stream); /* NULL: nothing to do */
+    void *ctx;
+} gpu_sched_hooks;
+
+/* Runs the engine up to now (an earlier now changes nothing). */
+void gpu_sched_advance(gpu_sched *s, uint64_t now, const gpu_sched_hooks *h);
+
+/*
+ * Queues a kernel of owner (len ns, on its stream; small: a small grid)
+ * launched at now, after running the engine up to now; it starts at once if
+ * the engine picks it. Returns its ticket, or -1 when owner's queue is full
+ * (wait for gpu_sched_wait(s, owner, GPU_WAIT_OLDEST, ...)).
+ */
+int64_t gpu_sched_submit(gpu_sched *s, int owner, uint32_t stream, bool small, uint64_t len,
+                         uint64_t now, const gpu_sched_hooks *h);
+
+/* gpu_sched_wait's what: the oldest kernel of the queue, or every kernel up to the ticket. */
+#define GPU_WAIT_OLDEST (-1)
+#define GPU_WAIT_ALL (-2)
+
+/*
+ * Whether owner's kernel ticket has finished by the engine's now: returns
+ * 0 if so, else the earliest time it can have (a lower bound: sleep until
+ * then, advance and ask again). what: the ticket's stream (the stream's
+ * kernels up to the ticket), GPU_WAIT_ALL (every kernel of owner up to the
+ * ticket: returns the earliest end of any of them) or GPU_WAIT_OLDEST (the
+ * oldest kernel of owner; ticket unused).
+ */
+uint64_t gpu_sched_wait(const gpu_sched *s, int owner, uint64_t ticket, int64_t what);
+
+/* Forgets owner's kernels, waiting or running (its process is gone). */
+void gpu_sched_drop(gpu_sched *s, int owner);
+
+/* Earliest end of a running kernel, UINT64_MAX when idle. */
+uint64_t gpu_sched_next_end(const gpu_sched *s);
+
+/*
+ * Makes the derived fields consistent with the queues again, after a
+ * caller died between the stores of one call (the fake's lock was stolen).
+ */
+void gpu_sched_repair(gpu_sched *s);
 
 /*
  * Records that [start, end) was busy. start must not precede the start of
- * any interval recorded before (true for gpu_place's results), so overlaps
+ * any interval recorded before (true for the engine's starts), so overlaps
  * are counted once. One writer at a time per record.
  */
 void gpu_busy_add(gpu_busy *b, uint64_t start, uint64_t end);

@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sched.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "vgpu_reserve.h"
@@ -31,11 +32,24 @@ static int slot_lock(int fd, int i, short type)
     return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-/* Returns the memory of slot i (whose lock the caller holds) to the GPUs. */
-static void slot_clear(fake_state_file *f, int i)
+static fake_dev_engine *engine_lock(fake_state *st, int dev);
+static void engine_unlock(fake_dev_engine *e);
+
+/*
+ * Returns the memory of slot i (whose lock the caller holds) to the GPUs and
+ * drops its kernels, as the driver tears a dead process's context down.
+ */
+static void slot_clear(fake_state *st, int i)
 {
+    fake_state_file *f = st->file;
     fake_slot *s = &f->slots[i];
     for (int d = 0; d < FAKE_MAX_GPUS; d++) {
+        gpu_queue *q = &f->engines[d].sched.q[i];
+        if (q->head != q->tail) {
+            fake_dev_engine *e = engine_lock(st, d);
+            gpu_sched_drop(&e->sched, i);
+            engine_unlock(e);
+        }
         uint64_t u = atomic_exchange(&s->dev[d].used, 0);
         if (u != 0)
             atomic_fetch_sub(&f->dev_used[d], u);
@@ -185,7 +199,7 @@ static int claim_slot(fake_state *st, char *err, size_t errlen)
             continue;
         /* The lock is ours: any previous owner is dead. */
         if (atomic_load(&st->file->slots[i].active))
-            slot_clear(st->file, i);
+            slot_clear(st, i);
         atomic_store(&st->file->ident[i].host_pid, 0);
         atomic_store(&st->file->ident[i].pidns, pidns_of("self"));
         atomic_store(&st->file->slots[i].pid, (uint32_t)getpid());
@@ -269,7 +283,7 @@ void fake_state_reclaim(fake_state *st)
         if (slot_lock(st->fd, i, F_WRLCK) != 0)
             continue; /* owner alive */
         if (atomic_load(&st->file->slots[i].active))
-            slot_clear(st->file, i);
+            slot_clear(st, i);
         slot_lock(st->fd, i, F_UNLCK);
     }
 }
@@ -300,36 +314,158 @@ void fake_state_contexts(fake_state *st, int dev, int delta)
     atomic_fetch_add(&st->file->slots[st->slot].dev[dev].contexts, (uint32_t)delta);
 }
 
-static void engine_lock(fake_dev_engine *e)
+/* Whether slot i's owner is alive: some open file description holds its lock byte. */
+static bool slot_alive(int fd, int i)
 {
+    struct flock fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = FAKE_LOCK_BASE + i;
+    fl.l_len = 1;
+    return fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type != F_UNLCK;
+}
+
+static void pause_briefly(unsigned spins)
+{
+    if (spins < 64)
+        return;
+    if (spins < 256) {
+        sched_yield();
+        return;
+    }
+    /* The holder is descheduled: let it run rather than compete for the CPU. */
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = 20000};
+    nanosleep(&ts, NULL);
+}
+
+static fake_dev_engine *engine_lock(fake_state *st, int dev)
+{
+    fake_dev_engine *e = &st->file->engines[dev];
+    const uint64_t slot_mask = (1ULL << FAKE_ENGINE_SLOT_BITS) - 1;
+    uint64_t mine = (uint64_t)(st->slot + 1);
     for (unsigned spins = 0;; spins++) {
         uint64_t now = fake_now_ns(), held = 0;
-        if (atomic_compare_exchange_weak(&e->lock, &held, now))
-            return;
-        /* A holder stalled that long is dead or descheduled: the timeline goes on. */
-        if (held != 0 && now > held + FAKE_ENGINE_STEAL_NS &&
-            atomic_compare_exchange_strong(&e->lock, &held, now))
-            return;
-        if (spins > 64)
-            sched_yield();
+        uint64_t word = (now & ~slot_mask) | mine;
+        if (word == 0)
+            word = 1ULL << FAKE_ENGINE_SLOT_BITS;
+        if (atomic_compare_exchange_weak(&e->lock, &held, word))
+            return e;
+        /* A holder that stalled that long and is gone (killed inside): repair, go on. */
+        uint64_t since = held & ~slot_mask;
+        int holder = (int)(held & slot_mask) - 1;
+        bool stale = holder >= 0 ? now > since + FAKE_ENGINE_STEAL_NS && !slot_alive(st->fd, holder)
+                                 : now > since + FAKE_ENGINE_STEAL_SLOTLESS_NS;
+        if (held != 0 && stale && atomic_compare_exchange_strong(&e->lock, &held, word)) {
+            gpu_sched_repair(&e->sched);
+            return e;
+        }
+        pause_briefly(spins);
     }
 }
 
-uint64_t fake_state_run_kernel(fake_state *st, int dev, bool small, uint64_t now,
-                               uint64_t stream_tail, uint64_t ns)
+static void engine_unlock(fake_dev_engine *e)
 {
-    fake_dev_engine *e = &st->file->engines[dev];
-    engine_lock(e);
-    uint64_t start = gpu_place(&e->engine, (uint32_t)st->slot, small, now, stream_tail, ns);
-    gpu_busy_add(&e->busy, start, start + ns);
-    gpu_busy_add(&st->file->slots[st->slot].dev[dev].busy, start, start + ns);
     atomic_store(&e->lock, 0);
-    return start + ns;
+}
+
+struct engine_ctx {
+    fake_state_file *f;
+    int dev;
+};
+
+static void kernel_started(void *ctx, int owner, uint64_t start, uint64_t end)
+{
+    struct engine_ctx *c = ctx;
+    gpu_busy_add(&c->f->engines[c->dev].busy, start, end);
+    gpu_busy_add(&c->f->slots[owner].dev[c->dev].busy, start, end);
+}
+
+/* Locks dev's engine and runs it up to now. */
+static fake_dev_engine *engine_enter(fake_state *st, int dev, struct engine_ctx *ctx,
+                                     gpu_sched_hooks *h)
+{
+    fake_dev_engine *e = engine_lock(st, dev);
+    *ctx = (struct engine_ctx){.f = st->file, .dev = dev};
+    *h = (gpu_sched_hooks){.started = kernel_started, .ctx = ctx};
+    gpu_sched_advance(&e->sched, fake_now_ns(), h);
+    return e;
+}
+
+/* Runs dev's engine up to now, so that the busy records are current. */
+static void engine_catch_up(fake_state *st, int dev)
+{
+    struct engine_ctx ctx;
+    gpu_sched_hooks h;
+    engine_unlock(engine_enter(st, dev, &ctx, &h));
+}
+
+int64_t fake_state_submit(fake_state *st, int dev, uint32_t stream, bool small, uint64_t ns)
+{
+    struct engine_ctx ctx;
+    gpu_sched_hooks h;
+    fake_dev_engine *e = engine_enter(st, dev, &ctx, &h);
+    int64_t ticket = gpu_sched_submit(&e->sched, st->slot, stream, small, ns, e->sched.now, &h);
+    engine_unlock(e);
+    return ticket;
+}
+
+static void sleep_until(uint64_t t)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ULL),
+                          .tv_nsec = (long)(t % 1000000000ULL)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/*
+ * Waits for gpu_sched_wait(ticket, what) to say done, sleeping until the
+ * time it gives (the earliest the work can be done), then running the
+ * engine and asking again. With all, the ticket is the newest queued now.
+ */
+static void wait_for(fake_state *st, int dev, uint64_t ticket, int64_t what, bool all)
+{
+    for (;;) {
+        struct engine_ctx ctx;
+        gpu_sched_hooks h;
+        fake_dev_engine *e = engine_enter(st, dev, &ctx, &h);
+        const gpu_queue *q = &e->sched.q[st->slot];
+        if (all) {
+            if (q->tail == q->head) {
+                engine_unlock(e);
+                return;
+            }
+            ticket = q->tail - 1;
+            all = false;
+        }
+        uint64_t at = gpu_sched_wait(&e->sched, st->slot, ticket, what);
+        uint64_t now = e->sched.now;
+        engine_unlock(e);
+        if (at == 0)
+            return;
+        sleep_until(at > now ? at : now + 1000);
+    }
+}
+
+void fake_state_wait_room(fake_state *st, int dev)
+{
+    wait_for(st, dev, 0, GPU_WAIT_OLDEST, false);
+}
+
+void fake_state_wait_stream(fake_state *st, int dev, uint32_t stream, uint64_t ticket)
+{
+    wait_for(st, dev, ticket, (int64_t)stream, false);
+}
+
+void fake_state_wait_all(fake_state *st, int dev)
+{
+    wait_for(st, dev, 0, GPU_WAIT_ALL, true);
 }
 
 int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t from,
                              uint64_t to)
 {
+    engine_catch_up(st, dev);
     if (pid == 0)
         return (int64_t)gpu_busy_between(&st->file->engines[dev].busy, from, to);
     for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
@@ -360,6 +496,7 @@ uint64_t fake_state_used(fake_state *st, int dev)
 
 unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now)
 {
+    engine_catch_up(st, dev);
     return gpu_sensor_percent(&st->file->engines[dev].busy, now, (uint64_t)dev << 32, NULL);
 }
 
@@ -368,6 +505,7 @@ int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, 
     int count = 0;
     uint64_t own_ns = pidns_of("self");
     fake_state_reclaim(st);
+    engine_catch_up(st, dev);
     for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
         fake_slot *s = &st->file->slots[i];
         if (!atomic_load(&s->active))

@@ -27,8 +27,11 @@
 #include "fake_gpu.h"
 
 #define FAKE_STATE_MAGIC 0x5453454b41464756ULL /* "VGFAKEST" little-endian */
-/* 2: busy time as per-period records on a simulated timeline (fake_gpu.h) */
-#define FAKE_STATE_VERSION 2u
+/*
+ * 2: busy time as per-period records on a simulated timeline (fake_gpu.h);
+ * 3: kernels queued on a time-sliced engine
+ */
+#define FAKE_STATE_VERSION 3u
 #define FAKE_MAX_SLOTS 64
 /* Lock bytes lie beyond the mapped data, one per slot. */
 #define FAKE_LOCK_BASE (1LL << 30)
@@ -37,7 +40,7 @@ typedef struct fake_slot_dev {
     _Atomic uint64_t used;      /* bytes charged by this process */
     _Atomic uint32_t contexts;  /* contexts this process holds on the GPU */
     uint32_t reserved;
-    gpu_busy busy;              /* its kernels' busy time (written by the owner only) */
+    gpu_busy busy;              /* its kernels' busy time (written under the GPU's engine lock) */
 } fake_slot_dev;
 
 typedef struct fake_slot {
@@ -60,17 +63,24 @@ typedef struct fake_slot_identity {
 } fake_slot_identity;
 
 /*
- * The simulated timeline of one GPU: every process places its kernels on it
- * under a spin lock (a few stores; a holder that stalls past
- * FAKE_ENGINE_STEAL_NS, e.g. killed inside, loses it).
+ * The simulated engine of one GPU (fake_gpu.h): every process queues its
+ * kernels on it and runs it up to the present under a spin lock. The lock
+ * word is the holder's acquisition time with its slot + 1 in the low bits
+ * (0 there: a process without a slot). A holder that stalls past
+ * FAKE_ENGINE_STEAL_NS and whose slot shows it dead (its lock byte dropped:
+ * killed inside), or a slotless one that stalls past
+ * FAKE_ENGINE_STEAL_SLOTLESS_NS, loses the lock, and the taker repairs the
+ * engine's derived fields (gpu_sched_repair).
  */
 typedef struct fake_dev_engine {
-    _Atomic uint64_t lock;      /* 0 free, else the holder's acquisition time */
-    gpu_engine engine;
+    _Atomic uint64_t lock;      /* 0 free, else acquisition time | (slot + 1) */
     gpu_busy busy;              /* union of every process's kernels on the GPU */
+    gpu_sched sched;
 } fake_dev_engine;
 
 #define FAKE_ENGINE_STEAL_NS 50000000ULL
+#define FAKE_ENGINE_STEAL_SLOTLESS_NS 1000000000ULL
+#define FAKE_ENGINE_SLOT_BITS 7
 
 typedef struct fake_state_file {
     _Atomic uint64_t magic;
@@ -120,17 +130,28 @@ void fake_state_release(fake_state *st, int dev, uint64_t bytes);
 void fake_state_contexts(fake_state *st, int dev, int delta);
 
 /*
- * Places a kernel of this process (ns long, launched at now into a stream
- * whose queue ends at stream_tail; small: a grid smaller than the GPU) on
- * dev's simulated timeline and records its busy time. Returns its end.
+ * Queues a kernel of this process (ns long, on its stream, a process-wide
+ * id; small: a grid smaller than the GPU) on dev's engine, launched now;
+ * the engine starts it when it picks it and records its busy time then.
+ * Returns its ticket, or -1 when this process's queue on dev is full
+ * (fake_state_wait_room).
  */
-uint64_t fake_state_run_kernel(fake_state *st, int dev, bool small, uint64_t now,
-                               uint64_t stream_tail, uint64_t ns);
+int64_t fake_state_submit(fake_state *st, int dev, uint32_t stream, bool small, uint64_t ns);
+
+/* Blocks until this process's queue on dev has room for a kernel. */
+void fake_state_wait_room(fake_state *st, int dev);
+
+/* Blocks until the kernel ticket of this process on dev, and its stream's kernels before it, have run. */
+void fake_state_wait_stream(fake_state *st, int dev, uint32_t stream, uint64_t ticket);
+
+/* Blocks until every kernel this process has queued on dev has run. */
+void fake_state_wait_all(fake_state *st, int dev);
 
 /*
  * Ground truth for tests: busy ns of the process with the given pid (as
  * the slot records it, the owner's own pid; 0 = the whole GPU) on dev in
- * [from, to). Returns -1 when no live slot has that pid.
+ * [from, to), the engine run up to now first. Returns -1 when no live slot
+ * has that pid.
  */
 int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t from,
                              uint64_t to);
@@ -160,11 +181,14 @@ uint64_t fake_state_used(fake_state *st, int dev);
  * namespace inode and its innermost NSpid (and the result is remembered in
  * the state file when the caller is in the host namespace); when the
  * caller cannot see it (the caller is itself in a child namespace), the
- * owner's own pid is reported.
+ * owner's own pid is reported. The engine is run up to now first.
  */
 int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, int max);
 
-/* NVML's sensor for the whole GPU: percent of its window during which any kernel ran on dev. */
+/*
+ * NVML's sensor for the whole GPU: percent of its window during which any
+ * kernel ran on dev (the engine run up to now first).
+ */
 unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now);
 
 /* Returns dead processes' slots and memory to the pool. */

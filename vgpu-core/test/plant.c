@@ -9,12 +9,7 @@
 #define P GPU_SAMPLE_NS
 
 struct stream {
-    uint64_t tail;                    /* end of its queued work */
-    uint64_t ends[PLANT_MAX_DEPTH];   /* ends of its queued kernels, oldest first (ring) */
-    int head, n;
-    /* Time-sliced engine: kernels wait here until the engine starts them. */
-    uint64_t lens[PLANT_MAX_DEPTH];   /* durations (ring, like ends) */
-    bool started;                     /* the head kernel runs (its end is in ends) */
+    int n; /* kernels queued, waiting or running */
 };
 
 struct proc {
@@ -29,20 +24,13 @@ struct proc {
     double cost_ns; /* what the refiller set, 0 = default */
     uint64_t rng;
     gpu_busy busy;  /* what NVML's per-process sensor sees */
-};
-
-/* The time-sliced engine (plant_spec.time_slice_ns). */
-struct sliced_engine {
-    int owner;          /* process holding the slice, -1 = none yet */
-    uint64_t slice_end;
-    int running;        /* kernels running, all the owner's */
-    bool small;         /* they are small grids */
+    bool gone;      /* stopped, its kernels dropped */
 };
 
 struct model {
     const struct plant_spec *spec;
-    gpu_engine engine;
-    struct sliced_engine sliced;
+    gpu_sched engine;
+    gpu_sched_hooks hooks;
     gpu_busy device;
     gpu_busy claim_busy[PLANT_MAX_CLAIMS]; /* ground truth */
     struct proc procs[PLANT_MAX_PROCS];
@@ -50,6 +38,28 @@ struct model {
     struct vgpu_ctl *ctl[PLANT_MAX_CLAIMS];
     int refiller[PLANT_MAX_CLAIMS]; /* process index, -1 = none */
 };
+
+/* The engine started a kernel of process i: busy records. */
+static void kernel_started(void *ctx, int i, uint64_t start, uint64_t end)
+{
+    struct model *m = ctx;
+    struct proc *p = &m->procs[i];
+
+    gpu_busy_add(&m->device, start, end);
+    gpu_busy_add(&m->claim_busy[p->spec->claim], start, end);
+    gpu_busy_add(&p->busy, start, end);
+}
+
+/* A kernel of process i finished: its queue has room, it may launch again. */
+static void kernel_finished(void *ctx, int i, uint32_t stream)
+{
+    struct model *m = ctx;
+    struct proc *p = &m->procs[i];
+
+    p->streams[stream].n--;
+    if (p->next_try > m->engine.now)
+        p->next_try = m->engine.now;
+}
 
 static bool alive(const struct proc *p, uint64_t t)
 {
@@ -99,26 +109,19 @@ static void try_launch(struct model *m, int i, uint64_t t)
     }
     for (;;) {
         struct stream *st = NULL;
-        uint64_t earliest = NEVER, cost, len, start, wait;
+        uint64_t cost, len, wait;
 
-        for (int k = 0; k < p->nstreams; k++) {
-            struct stream *s = &p->streams[(p->next_stream + k) % p->nstreams];
+        for (int k = 0; k < p->nstreams && st == NULL; k++) {
+            int j = (p->next_stream + k) % p->nstreams;
 
-            /* Time-sliced: the engine pops finished kernels (sliced_step). */
-            while (m->spec->time_slice_ns == 0 && s->n > 0 && s->ends[s->head] <= t) {
-                s->head = (s->head + 1) % PLANT_MAX_DEPTH;
-                s->n--;
+            if (p->streams[j].n < p->depth) {
+                st = &p->streams[j];
+                p->next_stream = (j + 1) % p->nstreams;
             }
-            if (s->n < p->depth && st == NULL) {
-                st = s;
-                p->next_stream = (p->next_stream + k + 1) % p->nstreams;
-            }
-            if (s->n > 0 && s->ends[s->head] < earliest)
-                earliest = s->ends[s->head];
         }
         if (st == NULL) {
-            /* Every queue is full: wait for a kernel to finish (sliced: the engine wakes it). */
-            p->next_try = m->spec->time_slice_ns == 0 ? earliest : NEVER;
+            /* Every queue is full: the engine wakes it when a kernel finishes. */
+            p->next_try = NEVER;
             return;
         }
         cost = p->cost_ns > 0 ? (uint64_t)p->cost_ns : VGPU_CTL_DEFAULT_COST_NS;
@@ -139,115 +142,11 @@ static void try_launch(struct model *m, int i, uint64_t t)
                                        20000000)
                   : p->spec->kernel_ns;
         p->launches++;
-        if (m->spec->time_slice_ns != 0) {
-            st->lens[(st->head + st->n) % PLANT_MAX_DEPTH] = len;
-            st->n++;
-            continue;
-        }
-        start = gpu_place(&m->engine, (uint32_t)i, p->spec->small_grid, t, st->tail, len);
-        gpu_busy_add(&m->device, start, start + len);
-        gpu_busy_add(&m->claim_busy[c], start, start + len);
-        gpu_busy_add(&p->busy, start, start + len);
-        st->tail = start + len;
-        st->ends[(st->head + st->n) % PLANT_MAX_DEPTH] = start + len;
         st->n++;
+        /* Queues hold at most PLANT_MAX_STREAMS x PLANT_MAX_DEPTH < GPU_QUEUE kernels. */
+        (void)gpu_sched_submit(&m->engine, i, (uint32_t)(st - p->streams), p->spec->small_grid,
+                               len, t, &m->hooks);
     }
-}
-
-/* A stream of process i whose head kernel waits to start (small grids only: small), or NULL. */
-static struct stream *waiting_stream(struct model *m, int i, bool small)
-{
-    struct proc *p = &m->procs[i];
-
-    if (small && !p->spec->small_grid)
-        return NULL;
-    for (int k = 0; k < p->nstreams; k++) {
-        if (p->streams[k].n > 0 && !p->streams[k].started)
-            return &p->streams[k];
-    }
-    return NULL;
-}
-
-/* Starts the head kernel of process i's stream s at t. */
-static void sliced_start(struct model *m, int i, struct stream *s, uint64_t t)
-{
-    struct proc *p = &m->procs[i];
-    uint64_t end = t + s->lens[s->head];
-
-    s->started = true;
-    s->ends[s->head] = end;
-    gpu_busy_add(&m->device, t, end);
-    gpu_busy_add(&m->claim_busy[p->spec->claim], t, end);
-    gpu_busy_add(&p->busy, t, end);
-    m->sliced.running++;
-    m->sliced.small = p->spec->small_grid;
-}
-
-/*
- * The time-sliced engine at t: finishes the kernels that ended (their
- * processes may launch again), then starts what the engine picks: the
- * owner's next kernel while its slice lasts or nobody else waits (small
- * grids beside its running small grids), else, once the engine is idle, the
- * next process with a kernel waiting, round robin, for a new slice. Returns
- * the next kernel end.
- */
-static uint64_t sliced_step(struct model *m, uint64_t t)
-{
-    struct sliced_engine *e = &m->sliced;
-    int n = m->spec->nprocs;
-    uint64_t next = NEVER;
-
-    for (int i = 0; i < n; i++) {
-        struct proc *p = &m->procs[i];
-
-        for (int k = 0; k < p->nstreams; k++) {
-            struct stream *s = &p->streams[k];
-
-            if (s->n > 0 && s->started && s->ends[s->head] <= t) {
-                s->head = (s->head + 1) % PLANT_MAX_DEPTH;
-                s->n--;
-                s->started = false;
-                e->running--;
-                if (p->next_try > t)
-                    p->next_try = t;
-            }
-        }
-    }
-    for (;;) {
-        struct stream *s = NULL;
-        bool others = false;
-        int o = e->owner;
-
-        for (int i = 0; i < n && !others; i++)
-            others = i != o && waiting_stream(m, i, false) != NULL;
-        if (o >= 0 && (t < e->slice_end || !others))
-            s = waiting_stream(m, o, e->running > 0);
-        if (s != NULL && (e->running == 0 || e->small)) {
-            sliced_start(m, o, s, t);
-            continue;
-        }
-        if (e->running > 0)
-            break;
-        /* Idle: the next process with work gets a slice (round robin from the owner). */
-        for (int k = 1; k <= n && s == NULL; k++) {
-            o = (e->owner + k + n) % n;
-            s = waiting_stream(m, o, false);
-        }
-        if (s == NULL)
-            break;
-        e->owner = o;
-        e->slice_end = t + m->spec->time_slice_ns;
-        sliced_start(m, o, s, t);
-    }
-    for (int i = 0; i < n; i++) {
-        for (int k = 0; k < m->procs[i].nstreams; k++) {
-            struct stream *s = &m->procs[i].streams[k];
-
-            if (s->n > 0 && s->started && s->ends[s->head] < next)
-                next = s->ends[s->head];
-        }
-    }
-    return next;
 }
 
 /* The claim's refiller: its lowest live process, as the lease would settle on one. */
@@ -367,7 +266,7 @@ int plant_run(const struct plant_spec *spec, struct plant_result *res)
         return -1;
     memset(res, 0, sizeof(*res));
     m->spec = spec;
-    m->sliced.owner = -1;
+    m->hooks = (gpu_sched_hooks){.started = kernel_started, .finished = kernel_finished, .ctx = m};
     for (int i = 0; i < spec->nprocs; i++) {
         struct proc *p = &m->procs[i];
 
@@ -407,20 +306,25 @@ int plant_run(const struct plant_spec *spec, struct plant_result *res)
             }
             next_ctl += VGPU_CTL_PERIOD_NS;
         }
-        /* Sliced: kernels that ended free queues, and what was launched at t may start. */
-        if (spec->time_slice_ns != 0)
-            sliced_step(m, t);
+        /* Kernels that ended free queues (their processes may launch at t). */
+        gpu_sched_advance(&m->engine, t, &m->hooks);
+        for (int i = 0; i < spec->nprocs; i++) {
+            struct proc *p = &m->procs[i];
+
+            /* A process that exited: the driver tears its context down. */
+            if (p->spec->stop_ns != 0 && t >= p->spec->stop_ns && !p->gone) {
+                gpu_sched_drop(&m->engine, i);
+                p->gone = true;
+            }
+        }
         for (int i = 0; i < spec->nprocs; i++) {
             if (m->procs[i].next_try <= t)
                 try_launch(m, i, t);
             if (m->procs[i].next_try < next)
                 next = m->procs[i].next_try;
         }
-        if (spec->time_slice_ns != 0) {
-            uint64_t end = sliced_step(m, t);
-
-            next = end < next ? end : next;
-        }
+        if (gpu_sched_next_end(&m->engine) < next)
+            next = gpu_sched_next_end(&m->engine);
         /* Periods that ended are final: no kernel placed from now on can reach back. */
         while ((uint64_t)(recorded + 1) * P <= t && recorded < PLANT_MAX_PERIODS) {
             for (int c = 0; c < spec->nclaims; c++)
@@ -518,13 +422,11 @@ const char *plant_kernels_name(enum plant_kernels k)
 }
 
 int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k,
-                    uint64_t duration_ns, uint64_t seed, uint64_t time_slice_ns,
-                    struct plant_cell *out)
+                    uint64_t duration_ns, uint64_t seed, struct plant_cell *out)
 {
     static const uint64_t means[3] = {100000, 2000000, 20000000};
     static struct plant_result res;
-    struct plant_spec s = {.duration_ns = duration_ns, .seed = seed, .nclaims = nclaims,
-                           .time_slice_ns = time_slice_ns};
+    struct plant_spec s = {.duration_ns = duration_ns, .seed = seed, .nclaims = nclaims};
 
     if (nclaims < 1 || nclaims > 2 || procs < 1 || procs > PLANT_MAX_PROCS / 2 || limit == 0 ||
         limit >= 100 || k >= PLANT_K_COUNT)

@@ -4,13 +4,12 @@
  * time, without threads or clocks.
  *
  * The GPU and NVML are the model the fake driver follows in real time
- * (fake/fake_gpu.h): kernels placed on one timeline per GPU from their
- * durations (processes switching at kernel boundaries, small grids of one
- * process side by side), busy time as the exact union of kernels, and
- * NVML's per-process utilisation as a one-second moving window of 1/6 s
- * sample periods, lagged by up to one period, in whole percents with
- * jitter. Optionally (plant_spec.time_slice_ns) the engine time-slices as a
- * real GPU does instead; the fake does not follow that one yet.
+ * (fake/fake_gpu.h), with the same code: a time-sliced engine that starts
+ * queued kernels when it picks them (one process at a time for about 1 ms
+ * while others wait, small grids of that process side by side), busy time
+ * as the exact union of kernels, and NVML's per-process utilisation as a
+ * one-second moving window of 1/6 s sample periods, lagged by up to one
+ * period, in whole percents with jitter.
  *
  * A process launches asynchronously into its streams, keeping up to depth
  * kernels queued on each, with log-normal durations around a mean (50 us ..
@@ -19,8 +18,8 @@
  * bucket every VGPU_WAIT_MAX_NS and going early once the whole debt is paid
  * (vgpu_bucket_paid); count the launch when it goes; the bucket
  * set up at the start, as every process's library does); it starts, may alternate
- * busy and idle phases, and may stop (as if killed: its queued kernels
- * still run; a launch it was charged for and never made is given back by
+ * busy and idle phases, and may stop (as if killed: the GPU drops its
+ * queued kernels; a launch it was charged for and never made is given back by
  * the refiller's next control period, which reclaims its slot). The
  * refiller is elected among the claim's live processes (the lowest index)
  * and keeps the lease while it lives; one that stopped is replaced
@@ -72,15 +71,6 @@ struct plant_claim_spec {
 struct plant_spec {
     uint64_t duration_ns;
     uint64_t seed; /* kernel durations, sensor jitter */
-    /*
-     * 0: the engine switches processes at kernel boundaries in launch order,
-     * the fake driver's model (gpu_place). Otherwise a process keeps the
-     * engine this long while it has kernels queued, as a real GPU's time
-     * slices do (NVIDIA's default is about 1 ms), and a small grid runs
-     * beside the owner's other small grids within its slice; kernels then
-     * start when the engine picks them, not when they are launched.
-     */
-    uint64_t time_slice_ns;
     int nclaims, nprocs;
     struct plant_claim_spec claims[PLANT_MAX_CLAIMS];
     struct plant_proc_spec procs[PLANT_MAX_PROCS];
@@ -139,11 +129,9 @@ struct plant_cell {
  * Runs one cell: nclaims (1 or 2) claims on one GPU, the first at limit,
  * the second at 100 - limit, each with procs saturating processes (1..4)
  * launching kernels of class k (log-normal durations; processes differ in
- * streams, queue depth and grid size), for duration_ns, on an engine with
- * the given time slice (plant_spec). Returns 0 or -1.
+ * streams, queue depth and grid size), for duration_ns. Returns 0 or -1.
  */
 int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k,
-                    uint64_t duration_ns, uint64_t seed, uint64_t time_slice_ns,
-                    struct plant_cell *out);
+                    uint64_t duration_ns, uint64_t seed, struct plant_cell *out);
 
 #endif /* VGPU_PLANT_H */
