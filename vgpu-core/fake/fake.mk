@@ -69,13 +69,14 @@ $(BUILD)/fake-san/cuda-probe: tools/cuda-probe.c include/vgpu_cuda.h
 
 # The test links both fakes as a -lcuda -lnvidia-ml application would, and
 # runs cuda-probe (from the same directory set) as a second process.
-FAKE_TEST_SRCS := $(FAKE_DIR)/test/fake_test.c $(FAKE_DIR)/fake_config.c
+FAKE_TEST_SRCS := $(FAKE_DIR)/test/fake_test.c $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c \
+	$(FAKE_DIR)/fake_gpu.c
 FAKE_TEST_DEPS := $(FAKE_TEST_SRCS) test/check.h $(FAKE_HDRS)
 
 define fake_test
 $(1)/fake_test: $$(FAKE_TEST_DEPS) $(1)/libcuda.so $(1)/libnvidia-ml.so
 	$$(CC) $$(FAKE_CFLAGS) -Itest $(2) -o $$@ $$(FAKE_TEST_SRCS) -L$(1) \
-		-Wl,-rpath,$$(abspath $(1)) -lcuda -lnvidia-ml -ldl -lpthread
+		-Wl,-rpath,$$(abspath $(1)) -lcuda -lnvidia-ml -ldl -lpthread -lm
 endef
 
 $(eval $(call fake_test,$(BUILD)/fake,-O1 -g))

@@ -32,8 +32,8 @@ static int slot_lock(int fd, int i, short type)
     return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-static fake_dev_engine *engine_lock(fake_state *st, int dev);
-static void engine_unlock(fake_dev_engine *e);
+
+static void drop_kernels(fake_state *st, int dev, int slot);
 
 /*
  * Returns the memory of slot i (whose lock the caller holds) to the GPUs and
@@ -45,11 +45,8 @@ static void slot_clear(fake_state *st, int i)
     fake_slot *s = &f->slots[i];
     for (int d = 0; d < FAKE_MAX_GPUS; d++) {
         gpu_queue *q = &f->engines[d].sched.q[i];
-        if (q->head != q->tail) {
-            fake_dev_engine *e = engine_lock(st, d);
-            gpu_sched_drop(&e->sched, i);
-            engine_unlock(e);
-        }
+        if (q->head != q->tail)
+            drop_kernels(st, d, i);
         uint64_t u = atomic_exchange(&s->dev[d].used, 0);
         if (u != 0)
             atomic_fetch_sub(&f->dev_used[d], u);
@@ -339,74 +336,94 @@ static void pause_briefly(unsigned spins)
     nanosleep(&ts, NULL);
 }
 
-static fake_dev_engine *engine_lock(fake_state *st, int dev)
+/*
+ * The engine of a GPU, locked by the caller: the lock word it wrote, and
+ * the hooks that record the busy time of the kernels the engine starts.
+ */
+struct engine_hold {
+    fake_dev_engine *e;
+    uint64_t word;
+    fake_state_file *f;
+    int dev;
+    gpu_sched_hooks h;
+};
+
+static void kernel_started(void *ctx, int owner, uint64_t start, uint64_t end)
+{
+    struct engine_hold *hold = ctx;
+    gpu_busy_add(&hold->f->engines[hold->dev].busy, start, end);
+    gpu_busy_add(&hold->f->slots[owner].dev[hold->dev].busy, start, end);
+}
+
+static void engine_lock(fake_state *st, int dev, struct engine_hold *hold)
 {
     fake_dev_engine *e = &st->file->engines[dev];
     const uint64_t slot_mask = (1ULL << FAKE_ENGINE_SLOT_BITS) - 1;
     uint64_t mine = (uint64_t)(st->slot + 1);
+    *hold = (struct engine_hold){.e = e, .f = st->file, .dev = dev,
+                                 .h = {.started = kernel_started, .ctx = hold}};
     for (unsigned spins = 0;; spins++) {
         uint64_t now = fake_now_ns(), held = 0;
-        uint64_t word = (now & ~slot_mask) | mine;
-        if (word == 0)
-            word = 1ULL << FAKE_ENGINE_SLOT_BITS;
-        if (atomic_compare_exchange_weak(&e->lock, &held, word))
-            return e;
-        /* A holder that stalled that long and is gone (killed inside): repair, go on. */
+        hold->word = (now & ~slot_mask) | mine;
+        if (hold->word == 0)
+            hold->word = 1ULL << FAKE_ENGINE_SLOT_BITS;
+        if (atomic_compare_exchange_weak(&e->lock, &held, hold->word))
+            return;
+        /*
+         * A holder killed inside (its slot's lock byte dropped), or one stopped
+         * for a second (a frozen container must not stall every process on the
+         * GPU): the lock is taken over and the engine repaired.
+         */
         uint64_t since = held & ~slot_mask;
         int holder = (int)(held & slot_mask) - 1;
-        bool stale = holder >= 0 ? now > since + FAKE_ENGINE_STEAL_NS && !slot_alive(st->fd, holder)
-                                 : now > since + FAKE_ENGINE_STEAL_SLOTLESS_NS;
-        if (held != 0 && stale && atomic_compare_exchange_strong(&e->lock, &held, word)) {
+        bool stale = now > since + FAKE_ENGINE_STEAL_SLOTLESS_NS ||
+                     (holder >= 0 && now > since + FAKE_ENGINE_STEAL_NS &&
+                      !slot_alive(st->fd, holder));
+        if (held != 0 && stale && atomic_compare_exchange_strong(&e->lock, &held, hold->word)) {
             gpu_sched_repair(&e->sched);
-            return e;
+            return;
         }
         pause_briefly(spins);
     }
 }
 
-static void engine_unlock(fake_dev_engine *e)
+/* Unlocks, unless the lock was taken over meanwhile (the holder stalled). */
+static void engine_unlock(struct engine_hold *hold)
 {
-    atomic_store(&e->lock, 0);
-}
-
-struct engine_ctx {
-    fake_state_file *f;
-    int dev;
-};
-
-static void kernel_started(void *ctx, int owner, uint64_t start, uint64_t end)
-{
-    struct engine_ctx *c = ctx;
-    gpu_busy_add(&c->f->engines[c->dev].busy, start, end);
-    gpu_busy_add(&c->f->slots[owner].dev[c->dev].busy, start, end);
+    uint64_t word = hold->word;
+    atomic_compare_exchange_strong(&hold->e->lock, &word, 0);
 }
 
 /* Locks dev's engine and runs it up to now. */
-static fake_dev_engine *engine_enter(fake_state *st, int dev, struct engine_ctx *ctx,
-                                     gpu_sched_hooks *h)
+static gpu_sched *engine_enter(fake_state *st, int dev, struct engine_hold *hold)
 {
-    fake_dev_engine *e = engine_lock(st, dev);
-    *ctx = (struct engine_ctx){.f = st->file, .dev = dev};
-    *h = (gpu_sched_hooks){.started = kernel_started, .ctx = ctx};
-    gpu_sched_advance(&e->sched, fake_now_ns(), h);
-    return e;
+    engine_lock(st, dev, hold);
+    gpu_sched_advance(&hold->e->sched, fake_now_ns(), &hold->h);
+    return &hold->e->sched;
+}
+
+static void drop_kernels(fake_state *st, int dev, int slot)
+{
+    struct engine_hold hold;
+    engine_lock(st, dev, &hold);
+    gpu_sched_drop(&hold.e->sched, slot);
+    engine_unlock(&hold);
 }
 
 /* Runs dev's engine up to now, so that the busy records are current. */
 static void engine_catch_up(fake_state *st, int dev)
 {
-    struct engine_ctx ctx;
-    gpu_sched_hooks h;
-    engine_unlock(engine_enter(st, dev, &ctx, &h));
+    struct engine_hold hold;
+    engine_enter(st, dev, &hold);
+    engine_unlock(&hold);
 }
 
 int64_t fake_state_submit(fake_state *st, int dev, uint32_t stream, bool small, uint64_t ns)
 {
-    struct engine_ctx ctx;
-    gpu_sched_hooks h;
-    fake_dev_engine *e = engine_enter(st, dev, &ctx, &h);
-    int64_t ticket = gpu_sched_submit(&e->sched, st->slot, stream, small, ns, e->sched.now, &h);
-    engine_unlock(e);
+    struct engine_hold hold;
+    gpu_sched *s = engine_enter(st, dev, &hold);
+    int64_t ticket = gpu_sched_submit(s, st->slot, stream, small, ns, s->now, &hold.h);
+    engine_unlock(&hold);
     return ticket;
 }
 
@@ -426,21 +443,30 @@ static void sleep_until(uint64_t t)
 static void wait_for(fake_state *st, int dev, uint64_t ticket, int64_t what, bool all)
 {
     for (;;) {
-        struct engine_ctx ctx;
-        gpu_sched_hooks h;
-        fake_dev_engine *e = engine_enter(st, dev, &ctx, &h);
-        const gpu_queue *q = &e->sched.q[st->slot];
+        struct engine_hold hold;
+        gpu_sched *s = engine_enter(st, dev, &hold);
+        const gpu_queue *q = &s->q[st->slot];
         if (all) {
             if (q->tail == q->head) {
-                engine_unlock(e);
+                engine_unlock(&hold);
                 return;
             }
             ticket = q->tail - 1;
             all = false;
         }
-        uint64_t at = gpu_sched_wait(&e->sched, st->slot, ticket, what);
-        uint64_t now = e->sched.now;
-        engine_unlock(e);
+        uint64_t at = gpu_sched_wait(s, st->slot, ticket, what);
+        uint64_t now = s->now;
+        /*
+         * Work left over that the engine does not run (a kernel past its
+         * end, or an idle engine): a holder stopped past its takeover wrote
+         * into it afterwards. Repair, and run it again.
+         */
+        if (at != 0 && (at <= now || gpu_sched_next_end(s) == UINT64_MAX)) {
+            gpu_sched_repair(s);
+            gpu_sched_advance(s, now, &hold.h);
+            at = gpu_sched_wait(s, st->slot, ticket, what);
+        }
+        engine_unlock(&hold);
         if (at == 0)
             return;
         sleep_until(at > now ? at : now + 1000);

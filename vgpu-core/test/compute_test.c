@@ -252,6 +252,7 @@ struct cell {
     enum kernels k;
     char root[2][600];
     pid_t pid[2][MAX_PROCS];
+    uint64_t start; /* CLOCK_MONOTONIC ns when its first process was started */
     double share[2], first_s[2];
     double settle_s[2]; /* two-second means within the band from then on */
     double band[2];
@@ -269,6 +270,7 @@ static void start_cell(const char *self, const char *base, struct cell *c, char 
     static const double mean_ns[3] = {100e3, 2e6, 20e6};
     char ordstr[16], streams[8], depth[8], grid[16];
 
+    c->start = (uint64_t)(now_s() * 1e9);
     snprintf(ordstr, sizeof(ordstr), "%d", c->ord);
     for (int a = 0; a < c->nclaims; a++) {
         snprintf(c->root[a], sizeof(c->root[a]), "%s/gpu%d-claim%d", base, c->ord, a);
@@ -345,7 +347,7 @@ static void settling(fake_state *st, struct cell *c, int a, uint64_t start, uint
 static void run_cells(const char *self, const char *base, struct cell *cells, int n,
                       char uuid[][96], fake_state *st)
 {
-    uint64_t start = (uint64_t)(now_s() * 1e9), to;
+    uint64_t to;
     int status;
 
     CHECK(pipe(stop_pipe) == 0);
@@ -356,6 +358,9 @@ static void run_cells(const char *self, const char *base, struct cell *cells, in
     /* Only whole sample periods that have ended: no kernel can be placed into them any more. */
     to = ((uint64_t)(now_s() * 1e9) / GPU_SAMPLE_NS - 1) * GPU_SAMPLE_NS;
     for (int i = 0; i < n; i++) {
+        /* From the cell's own start: the cells of a batch start one after another. */
+        uint64_t start = cells[i].start;
+
         for (int a = 0; a < cells[i].nclaims; a++) {
             cells[i].share[a] = true_share(st, &cells[i], a, start + MEASURE_FROM_S * S, to);
             cells[i].first_s[a] = true_share(st, &cells[i], a, start, start + S);

@@ -21,6 +21,7 @@
 
 #include "check.h"
 #include "fake_config.h"
+#include "fake_state.h"
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
 
@@ -457,6 +458,113 @@ static void test_launch_and_capture(void)
     CHECK_EQ(cuModuleUnload(mod), CUDA_SUCCESS);
 }
 
+/* Runs one 10 ms kernel on s and returns how long until its stream synchronised (ms). */
+static uint64_t launch_and_sync_ms(CUfunction k, CUstream s)
+{
+    uint64_t t0 = mono_ms();
+    CHECK_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+    return mono_ms() - t0;
+}
+
+/*
+ * A child that takes a process slot of the shared state and then, by what:
+ * 'q' queues 2 s of kernels on GPU 0 and waits to be killed; 'l' takes GPU
+ * 0's engine lock and stops itself (as if frozen inside). Returns its pid
+ * once it got that far.
+ */
+static pid_t engine_child(char what)
+{
+    int ready[2];
+    char c;
+    CHECK(pipe(ready) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        fake_state st;
+        char err[256];
+        if (fake_state_open(&st, state_dir, 1, err, sizeof(err)) != 0)
+            _exit(1);
+        if (what == 'q') {
+            for (int i = 0; i < 20; i++)
+                if (fake_state_submit(&st, 0, 1, false, 100000000ULL) < 0)
+                    _exit(1);
+        } else {
+            uint64_t word = (fake_now_ns() & ~((1ULL << FAKE_ENGINE_SLOT_BITS) - 1)) |
+                            (uint64_t)(st.slot + 1);
+            uint64_t free_word = 0;
+            if (!atomic_compare_exchange_strong(&st.file->engines[0].lock, &free_word, word))
+                _exit(1);
+        }
+        if (write(ready[1], "r", 1) != 1)
+            _exit(1);
+        if (what == 'l')
+            raise(SIGSTOP);
+        pause();
+        _exit(0);
+    }
+    close(ready[1]);
+    CHECK(pid > 0 && read(ready[0], &c, 1) == 1);
+    close(ready[0]);
+    return pid;
+}
+
+/*
+ * The engine shared by every process survives its users: a killed process's
+ * queued kernels are dropped once its slot is reclaimed; a lock holder
+ * killed inside loses the lock within 50 ms, one stopped inside within a
+ * second; and an engine whose running kernels were lost (a stopped holder
+ * wrote after its takeover) is repaired by the next waiter.
+ */
+static void test_engine_survival(void)
+{
+    CUmodule mod;
+    CUfunction k;
+    CUstream s;
+    fake_state st;
+    char err[256];
+    int status;
+    static const char image[] = "fake";
+    CHECK_EQ(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleGetFunction(&k, mod, "busy_10000us"), CUDA_SUCCESS);
+    CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    CHECK_EQ(fake_state_open(&st, state_dir, 0, err, sizeof(err)), 0);
+
+    /* 2 s of another process's kernels hold the engine; killed, they are dropped. */
+    pid_t q = engine_child('q');
+    CHECK(kill(q, SIGKILL) == 0 && waitpid(q, &status, 0) == q);
+    (void)nvml_used(); /* an NVML query reclaims the dead process's slot */
+    uint64_t took = launch_and_sync_ms(k, s);
+    CHECK(took >= 10 && took < 300);
+
+    /* The lock's holder died inside: taken over after 50 ms. */
+    _Atomic uint64_t *lock = &st.file->engines[0].lock;
+    atomic_store(lock, (fake_now_ns() & ~((1ULL << FAKE_ENGINE_SLOT_BITS) - 1)) |
+                           (uint64_t)FAKE_MAX_SLOTS);
+    took = launch_and_sync_ms(k, s);
+    CHECK(took >= 50 && took < 500);
+
+    /* The holder is alive but stopped inside: taken over after a second. */
+    pid_t l = engine_child('l');
+    CHECK(waitpid(l, &status, WUNTRACED) == l && WIFSTOPPED(status));
+    took = launch_and_sync_ms(k, s);
+    CHECK(took >= 1000 && took < 2500);
+    CHECK(kill(l, SIGKILL) == 0 && waitpid(l, &status, 0) == l);
+
+    /* Running kernels lost from the engine's books: the waiter repairs it. */
+    uint64_t t0 = mono_ms();
+    CHECK_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuLaunchKernel(k, 1, 1, 1, 32, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+    for (int i = 0; i < GPU_CONCURRENT; i++)
+        st.file->engines[0].sched.running[i] = 0;
+    CHECK_EQ(cuStreamSynchronize(s), CUDA_SUCCESS);
+    took = mono_ms() - t0;
+    CHECK(took >= 20 && took < 300);
+
+    fake_state_close(&st);
+    CHECK_EQ(cuStreamDestroy_v2(s), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleUnload(mod), CUDA_SUCCESS);
+}
+
 static void test_xid_events(void)
 {
     nvmlEventSet_t set;
@@ -881,6 +989,7 @@ int main(int argc, char **argv)
     test_arrays();
     test_proc_address();
     test_launch_and_capture();
+    test_engine_survival();
     test_xid_events();
     test_cross_process(probe);
     test_pid_namespace(probe);
