@@ -26,9 +26,10 @@
  *                        second at 100 - limit) x kernels 0.1 ms, 2 ms,
  *                        20 ms, mix, up to eight cells (24 processes) at a
  *                        time (~5 min; "sweep LIMIT" runs one limit); prints
- *                        the table and checks the goals (mean absolute error
- *                        <= 1, worst <= 3, first second <= limit + 5, 95 % of
- *                        the runs settled within 3 s).
+ *                        the table (late runs with their seconds) and checks
+ *                        the goals (mean absolute error <= 1, worst <= 3,
+ *                        first second <= limit + 5, 95 % of the runs settled
+ *                        within 3 s), each cell measured from its own start.
  *
  * Env: VGPU_TEST_LIB (libvgpu.so), VGPU_FAKE_STATE_DIR, VGPU_FAKE_GPU_COUNT
  * (>= 4 quick, >= 8 sweep).
@@ -255,6 +256,7 @@ struct cell {
     uint64_t start; /* CLOCK_MONOTONIC ns when its first process was started */
     double share[2], first_s[2];
     double settle_s[2]; /* two-second means within the band from then on */
+    double second[2][RUN_S]; /* true share of each whole second from the start */
     double band[2];
 };
 
@@ -365,6 +367,9 @@ static void run_cells(const char *self, const char *base, struct cell *cells, in
             cells[i].share[a] = true_share(st, &cells[i], a, start + MEASURE_FROM_S * S, to);
             cells[i].first_s[a] = true_share(st, &cells[i], a, start, start + S);
             settling(st, &cells[i], a, start, to);
+            for (int k = 0; k < RUN_S && start + (uint64_t)(k + 1) * S <= to; k++)
+                cells[i].second[a][k] = true_share(st, &cells[i], a, start + (uint64_t)k * S,
+                                                   start + (uint64_t)(k + 1) * S);
         }
     }
     close(stop_pipe[1]);
@@ -601,6 +606,13 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
             printf("%4u%% | %5d | %6d | %7s | %6.2f%% | %+5.2f | %6.1f%% | %5.2f s (%4.1f)\n",
                    all[i].limit[a], all[i].procs, all[i].nclaims, kernel_names[all[i].k],
                    all[i].share[a], e, all[i].first_s[a], all[i].settle_s[a], all[i].band[a]);
+            if (all[i].settle_s[a] > 3) {
+                /* What a late run did, second by second. */
+                printf("      seconds:");
+                for (int k = 0; k < RUN_S && all[i].second[a][k] > 0; k++)
+                    printf(" %.1f", all[i].second[a][k]);
+                printf("\n");
+            }
             settle[all[i].settle_s[a] <= 3 ? 0 : all[i].settle_s[a] <= 5 ? 1 : 2]++;
             worst_settle = all[i].settle_s[a] > worst_settle ? all[i].settle_s[a] : worst_settle;
             sum += absd(e);
@@ -618,10 +630,10 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
     CHECK(worst <= 3);
     CHECK(worst_first <= 5);
     /*
-     * Settling: real time on a shared host, where a starved child leaves a
-     * dip in the GPU's timeline, and four processes of tiny kernels at 10 %
-     * start in 3-3.4 s (see the README): 95 % of the runs within 3 s (178 of
-     * 180 in the last two sweeps).
+     * Settling: real time on a shared host, where a child starved by other
+     * work on the machine leaves a dip in the GPU's busy time (late runs
+     * print their seconds): 95 % of the runs within 3 s (all 180 on a quiet
+     * host; four processes of tiny kernels at 10 % take 2.7-3.1 s).
      */
     if (only_limit == 0)
         CHECK(settle[0] >= runs * 95 / 100);
