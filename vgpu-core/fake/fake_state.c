@@ -20,6 +20,9 @@
 
 #include "vgpu_reserve.h"
 
+_Static_assert(FAKE_MAX_SLOTS <= GPU_OWNERS, "every slot has its queue on each engine");
+_Static_assert(FAKE_MAX_SLOTS < (1 << FAKE_ENGINE_SLOT_BITS), "slot + 1 fits the lock word");
+
 /* Takes (F_OFD_SETLK) or drops the lock byte of slot i; returns 0 on success. */
 static int slot_lock(int fd, int i, short type)
 {
@@ -31,7 +34,6 @@ static int slot_lock(int fd, int i, short type)
     fl.l_len = 1;
     return fcntl(fd, F_OFD_SETLK, &fl);
 }
-
 
 static void drop_kernels(fake_state *st, int dev, int slot);
 
@@ -376,7 +378,7 @@ static void engine_lock(fake_state *st, int dev, struct engine_hold *hold)
          */
         uint64_t since = held & ~slot_mask;
         int holder = (int)(held & slot_mask) - 1;
-        bool stale = now > since + FAKE_ENGINE_STEAL_SLOTLESS_NS ||
+        bool stale = now > since + FAKE_ENGINE_STEAL_ANY_NS ||
                      (holder >= 0 && now > since + FAKE_ENGINE_STEAL_NS &&
                       !slot_alive(st->fd, holder));
         if (held != 0 && stale && atomic_compare_exchange_strong(&e->lock, &held, hold->word)) {

@@ -68,9 +68,12 @@ typedef struct fake_slot_identity {
  * word is the holder's acquisition time with its slot + 1 in the low bits
  * (0 there: a process without a slot). A holder that stalls past
  * FAKE_ENGINE_STEAL_NS and whose slot shows it dead (its lock byte dropped:
- * killed inside), or a slotless one that stalls past
- * FAKE_ENGINE_STEAL_SLOTLESS_NS, loses the lock, and the taker repairs the
- * engine's derived fields (gpu_sched_repair).
+ * killed inside), or any holder that stalls past FAKE_ENGINE_STEAL_ANY_NS
+ * (stopped, frozen with its container, or without a slot to look at),
+ * loses the lock, and the taker repairs the engine's derived fields
+ * (gpu_sched_repair). A holder stopped past that may write into the engine
+ * once more when it resumes; the next waiter that finds work the engine
+ * does not run repairs it again. The holder unlocks only its own word.
  */
 typedef struct fake_dev_engine {
     _Atomic uint64_t lock;      /* 0 free, else acquisition time | (slot + 1) */
@@ -79,7 +82,7 @@ typedef struct fake_dev_engine {
 } fake_dev_engine;
 
 #define FAKE_ENGINE_STEAL_NS 50000000ULL
-#define FAKE_ENGINE_STEAL_SLOTLESS_NS 1000000000ULL
+#define FAKE_ENGINE_STEAL_ANY_NS 1000000000ULL
 #define FAKE_ENGINE_SLOT_BITS 7
 
 typedef struct fake_state_file {

@@ -6,6 +6,9 @@
 #include <string.h>
 
 #define NEVER UINT64_MAX
+
+_Static_assert(PLANT_MAX_PROCS <= GPU_OWNERS, "every process has its queue on the engine");
+_Static_assert(PLANT_MAX_STREAMS * PLANT_MAX_DEPTH <= GPU_QUEUE, "a process's queue never fills");
 #define P GPU_SAMPLE_NS
 
 struct stream {
@@ -143,7 +146,6 @@ static void try_launch(struct model *m, int i, uint64_t t)
                   : p->spec->kernel_ns;
         p->launches++;
         st->n++;
-        /* Queues hold at most PLANT_MAX_STREAMS x PLANT_MAX_DEPTH < GPU_QUEUE kernels. */
         (void)gpu_sched_submit(&m->engine, i, (uint32_t)(st - p->streams), p->spec->small_grid,
                                len, t, &m->hooks);
     }
