@@ -23,8 +23,8 @@
 _Static_assert(FAKE_MAX_SLOTS <= GPU_OWNERS, "every slot has its queue on each engine");
 _Static_assert(FAKE_MAX_SLOTS < (1 << FAKE_ENGINE_SLOT_BITS), "slot + 1 fits the lock word");
 
-/* Takes (F_OFD_SETLK) or drops the lock byte of slot i; returns 0 on success. */
-static int slot_lock(int fd, int i, short type)
+/* A lock of type on the lock byte of slot i. */
+static struct flock slot_flock(int i, short type)
 {
     struct flock fl;
     memset(&fl, 0, sizeof(fl));
@@ -32,6 +32,13 @@ static int slot_lock(int fd, int i, short type)
     fl.l_whence = SEEK_SET;
     fl.l_start = FAKE_LOCK_BASE + i;
     fl.l_len = 1;
+    return fl;
+}
+
+/* Takes (F_OFD_SETLK) or drops the lock byte of slot i; returns 0 on success. */
+static int slot_lock(int fd, int i, short type)
+{
+    struct flock fl = slot_flock(i, type);
     return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
@@ -316,12 +323,7 @@ void fake_state_contexts(fake_state *st, int dev, int delta)
 /* Whether slot i's owner is alive: some open file description holds its lock byte. */
 static bool slot_alive(int fd, int i)
 {
-    struct flock fl;
-    memset(&fl, 0, sizeof(fl));
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fl.l_start = FAKE_LOCK_BASE + i;
-    fl.l_len = 1;
+    struct flock fl = slot_flock(i, F_WRLCK);
     return fcntl(fd, F_OFD_GETLK, &fl) != 0 || fl.l_type != F_UNLCK;
 }
 
