@@ -74,7 +74,7 @@ static void start(gpu_sched *s, int owner, uint64_t ticket, const gpu_sched_hook
             break;
         }
     }
-    k->end = s->now + k->len;
+    k->end = s->now + (k->len < GPU_KERNEL_MAX_NS ? k->len : GPU_KERNEL_MAX_NS);
     k->state = GPU_K_RUNNING;
     s->small = k->small;
     s->q[owner].waiting--;
@@ -170,7 +170,8 @@ int64_t gpu_sched_submit(gpu_sched *s, int owner, uint32_t stream, bool small, u
         return -1;
     ticket = q->tail;
     k = kernel(s, owner, ticket);
-    *k = (gpu_kernel){.len = len, .stream = stream, .state = GPU_K_WAITING, .small = small};
+    *k = (gpu_kernel){.len = len < GPU_KERNEL_MAX_NS ? len : GPU_KERNEL_MAX_NS, .stream = stream,
+                      .state = GPU_K_WAITING, .small = small};
     q->tail = ticket + 1;
     q->waiting++;
     s->waiting++;
@@ -218,9 +219,39 @@ void gpu_sched_drop(gpu_sched *s, int owner)
     q->head = q->tail;
 }
 
+bool gpu_sched_sane(const gpu_sched *s)
+{
+    const gpu_queue *q;
+
+    if (s->owner > GPU_OWNERS)
+        return false;
+    for (int j = 0; j < GPU_OWNERS; j++) {
+        q = &s->q[j];
+        if (q->tail < q->head || q->tail - q->head > GPU_QUEUE || q->waiting > GPU_QUEUE)
+            return false;
+    }
+    for (int i = 0; i < GPU_CONCURRENT; i++) {
+        uint64_t t = s->running[i] - 1;
+
+        if (s->running[i] == 0)
+            continue;
+        if (s->owner == 0)
+            return false;
+        q = &s->q[s->owner - 1];
+        if (t < q->head || t >= q->tail || q->k[t % GPU_QUEUE].state != GPU_K_RUNNING ||
+            q->k[t % GPU_QUEUE].end > s->now + GPU_KERNEL_MAX_NS)
+            return false;
+    }
+    return s->waiting <= (uint64_t)GPU_OWNERS * GPU_QUEUE;
+}
+
 void gpu_sched_repair(gpu_sched *s)
 {
-    int o = (int)s->owner - 1, n = 0;
+    int o, n = 0;
+
+    if (s->owner > GPU_OWNERS)
+        s->owner = 0;
+    o = (int)s->owner - 1;
 
     s->waiting = 0;
     for (int i = 0; i < GPU_CONCURRENT; i++)
@@ -234,6 +265,10 @@ void gpu_sched_repair(gpu_sched *s)
         for (uint64_t t = q->head; t < q->tail; t++) {
             gpu_kernel *k = kernel(s, j, t);
 
+            if (k->len > GPU_KERNEL_MAX_NS)
+                k->len = GPU_KERNEL_MAX_NS;
+            if (k->state == GPU_K_RUNNING && k->end > s->now + k->len)
+                k->end = s->now + k->len;
             if (k->state == GPU_K_RUNNING && j == o && n < GPU_CONCURRENT)
                 s->running[n++] = t + 1;
             else if (k->state == GPU_K_RUNNING)

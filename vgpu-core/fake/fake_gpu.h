@@ -67,6 +67,8 @@ typedef struct gpu_busy {
 #define GPU_CONCURRENT 8
 /* NVIDIA's default time slice. */
 #define GPU_SLICE_NS 1000000ULL
+/* The longest kernel the engine runs (a longer one is cut: nothing real runs an hour). */
+#define GPU_KERNEL_MAX_NS 3600000000000ULL
 
 enum { GPU_K_WAITING = 1, GPU_K_RUNNING, GPU_K_DONE };
 
@@ -143,8 +145,17 @@ void gpu_sched_drop(gpu_sched *s, int owner);
 uint64_t gpu_sched_next_end(const gpu_sched *s);
 
 /*
+ * Whether the engine's fields are within their bounds (an owner that
+ * exists, queues no longer than GPU_QUEUE, running kernels inside their
+ * queue), as every call expects; a few loads per process. The fake's
+ * engine lives in a file every process on the node can write.
+ */
+bool gpu_sched_sane(const gpu_sched *s);
+
+/*
  * Makes the derived fields consistent with the queues again, after a
- * caller died between the stores of one call (the fake's lock was stolen).
+ * caller died between the stores of one call (the fake's lock was stolen)
+ * or anything else wrote into the engine: after it, gpu_sched_sane holds.
  */
 void gpu_sched_repair(gpu_sched *s);
 

@@ -402,6 +402,8 @@ static void engine_unlock(struct engine_hold *hold)
 static gpu_sched *engine_enter(fake_state *st, int dev, struct engine_hold *hold)
 {
     engine_lock(st, dev, hold);
+    if (!gpu_sched_sane(&hold->e->sched))
+        gpu_sched_repair(&hold->e->sched);
     gpu_sched_advance(&hold->e->sched, fake_now_ns(), &hold->h);
     return &hold->e->sched;
 }

@@ -354,12 +354,30 @@ static void test_engine(void)
     gpu_sched_repair(&e);
     CHECK_EQ_U64(e.waiting, GPU_QUEUE);
     CHECK_EQ_U64(e.running[0], 1);
+    CHECK(gpu_sched_sane(&e));
     gpu_sched_drop(&e, 9);
     CHECK_EQ_U64(e.waiting, 1);
     CHECK_EQ_U64(gpu_sched_wait(&e, 9, 5, GPU_WAIT_ALL), 0);
     gpu_sched_advance(&e, 500 * US, &h);
     CHECK(ran.n == 2 && ran.owner[1] == 10 && ran.start[1] == 0);
     CHECK_EQ_U64(gpu_sched_next_end(&e), 1 * MS);
+
+    /* Garbage written into the engine (the fake's lives in a shared file) is found and repaired. */
+    e.owner = 1000;
+    CHECK(!gpu_sched_sane(&e));
+    gpu_sched_repair(&e);
+    CHECK(gpu_sched_sane(&e) && e.owner == 0);
+    e.q[3].tail = e.q[3].head + GPU_QUEUE + 7;
+    CHECK(!gpu_sched_sane(&e));
+    gpu_sched_repair(&e);
+    CHECK(gpu_sched_sane(&e) && e.q[3].head == e.q[3].tail);
+    memset(&e, 0, sizeof(e));
+    CHECK(gpu_sched_submit(&e, 2, 0, false, UINT64_MAX, 0, &h) == 0);
+    CHECK_EQ_U64(gpu_sched_next_end(&e), GPU_KERNEL_MAX_NS);
+    e.q[2].k[0].end = UINT64_MAX;
+    CHECK(!gpu_sched_sane(&e));
+    gpu_sched_repair(&e);
+    CHECK(gpu_sched_sane(&e) && gpu_sched_next_end(&e) == GPU_KERNEL_MAX_NS);
 }
 
 /* Settling is counted in sample periods: 18 of them (3 s) come to 3.000000006 s. */
