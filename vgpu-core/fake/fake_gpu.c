@@ -13,11 +13,6 @@ static gpu_kernel *kernel(gpu_sched *s, int owner, uint64_t ticket)
     return &s->q[owner].k[ticket % GPU_QUEUE];
 }
 
-static uint64_t slice_ns(const gpu_sched *s)
-{
-    return s->slice_ns != 0 ? s->slice_ns : GPU_SLICE_NS;
-}
-
 static int running_count(const gpu_sched *s)
 {
     int n = 0;
@@ -108,7 +103,7 @@ static void dispatch(gpu_sched *s, const gpu_sched_hooks *h)
         if (t < 0)
             return;
         s->owner = (uint32_t)o + 1;
-        s->slice_end = s->now + slice_ns(s);
+        s->slice_end = s->now + GPU_SLICE_NS;
         start(s, o, (uint64_t)t, h);
     }
 }

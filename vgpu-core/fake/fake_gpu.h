@@ -53,7 +53,7 @@
 /* Busy time of one process on one GPU, or of the whole GPU. */
 typedef struct gpu_busy {
     _Atomic uint64_t until;            /* end of the latest busy interval recorded */
-    _Atomic uint64_t total;            /* busy ns ever recorded (also queued future work) */
+    _Atomic uint64_t total;            /* busy ns ever recorded (also the rest of running kernels) */
     _Atomic uint64_t ring[GPU_PERIODS]; /* (period << GPU_BUSY_BITS) | busy ns in that period */
 } gpu_busy;
 
@@ -97,7 +97,6 @@ typedef struct gpu_queue {
 typedef struct gpu_sched {
     uint64_t now;       /* simulated up to */
     uint64_t slice_end;
-    uint64_t slice_ns;  /* 0 = GPU_SLICE_NS */
     uint64_t waiting;   /* kernels not started, all processes */
     uint32_t owner;     /* process holding the slice + 1, 0 = none yet */
     uint32_t small;     /* the running kernels are small grids */
@@ -119,7 +118,7 @@ void gpu_sched_advance(gpu_sched *s, uint64_t now, const gpu_sched_hooks *h);
  * Queues a kernel of owner (len ns, on its stream; small: a small grid)
  * launched at now, after running the engine up to now; it starts at once if
  * the engine picks it. Returns its ticket, or -1 when owner's queue is full
- * (wait for gpu_sched_wait(s, owner, GPU_WAIT_OLDEST, ...)).
+ * (wait for gpu_sched_wait(s, owner, 0, GPU_WAIT_OLDEST)).
  */
 int64_t gpu_sched_submit(gpu_sched *s, int owner, uint32_t stream, bool small, uint64_t len,
                          uint64_t now, const gpu_sched_hooks *h);
