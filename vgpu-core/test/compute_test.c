@@ -654,7 +654,7 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
      * Settling: real time on a shared host, where a child starved by other
      * work on the machine leaves a dip in the GPU's busy time (late runs
      * print their seconds): 95 % of the runs within 3 s (178-180 on a quiet
-     * host; four processes of tiny kernels at 10 % take 2.5-3.2 s).
+     * host; four processes of tiny kernels at 10 % take 2.5-3.1 s).
      */
     if (only_limit == 0)
         CHECK(settle[0] >= runs * 95 / 100);
