@@ -371,8 +371,12 @@ static void engine_lock(fake_state *st, int dev, struct engine_hold *hold)
         hold->word = (now & ~slot_mask) | mine;
         if (hold->word == 0)
             hold->word = 1ULL << FAKE_ENGINE_SLOT_BITS;
-        if (atomic_compare_exchange_weak(&e->lock, &held, hold->word))
+        if (atomic_compare_exchange_weak(&e->lock, &held, hold->word)) {
+            /* Every process on the node can write the file: what is out of bounds is mended. */
+            if (!gpu_sched_sane(&e->sched))
+                gpu_sched_repair(&e->sched);
             return;
+        }
         /*
          * A holder killed inside (its slot's lock byte dropped), or one stopped
          * for a second (a frozen container must not stall every process on the
@@ -402,8 +406,6 @@ static void engine_unlock(struct engine_hold *hold)
 static gpu_sched *engine_enter(fake_state *st, int dev, struct engine_hold *hold)
 {
     engine_lock(st, dev, hold);
-    if (!gpu_sched_sane(&hold->e->sched))
-        gpu_sched_repair(&hold->e->sched);
     gpu_sched_advance(&hold->e->sched, fake_now_ns(), &hold->h);
     return &hold->e->sched;
 }
@@ -427,8 +429,10 @@ static void engine_catch_up(fake_state *st, int dev)
 int64_t fake_state_submit(fake_state *st, int dev, uint32_t stream, bool small, uint64_t ns)
 {
     struct engine_hold hold;
-    gpu_sched *s = engine_enter(st, dev, &hold);
-    int64_t ticket = gpu_sched_submit(s, st->slot, stream, small, ns, s->now, &hold.h);
+    engine_lock(st, dev, &hold);
+    /* Submitting runs the engine up to now first. */
+    int64_t ticket = gpu_sched_submit(&hold.e->sched, st->slot, stream, small, ns, fake_now_ns(),
+                                      &hold.h);
     engine_unlock(&hold);
     return ticket;
 }
