@@ -52,18 +52,19 @@ void vgpu_bucket_open(struct vgpu_region_device *d)
     __atomic_store_n(&d->bucket_tokens, VGPU_BUCKET_OPEN, __ATOMIC_RELAXED);
 }
 
-/* Capacity (tokens) of a bucket refilled at rate (fraction of GPU time). */
-static int64_t capacity_for(double rate)
+/* Capacity (tokens) of a bucket holding depth_ns of refill at rate (fraction of GPU time). */
+static int64_t capacity_for(double rate, uint64_t depth_ns)
 {
-    int64_t cap = (int64_t)(rate * (double)VGPU_BUCKET_DEPTH_NS);
+    int64_t cap = (int64_t)(rate * (double)depth_ns);
 
     return cap < VGPU_BUCKET_MIN_CAPACITY ? VGPU_BUCKET_MIN_CAPACITY : cap;
 }
 
-void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t now)
+void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t depth_ns,
+                          uint64_t now)
 {
     double per_s = rate > 0 ? rate * 1e9 : 0;
-    int64_t cap = capacity_for(rate), t;
+    int64_t cap = capacity_for(rate, depth_ns), t;
     uint64_t last = 0;
 
     __atomic_store_n(&d->bucket_refill_rate, (uint64_t)per_s, __ATOMIC_RELAXED);
@@ -80,7 +81,7 @@ void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t no
 void vgpu_bucket_init(struct vgpu_region_device *d, double rate, uint64_t now)
 {
     uint64_t none = 0;
-    int64_t cap = capacity_for(rate);
+    int64_t cap = capacity_for(rate, VGPU_BUCKET_DEPTH_NS);
 
     /* Whoever sets the capacity first sets the bucket up: launches charged before stay owed. */
     if (!__atomic_compare_exchange_n(&d->bucket_capacity, &none, (uint64_t)cap, false,
@@ -161,7 +162,7 @@ void vgpu_ctl_takeover(struct vgpu_ctl *c, struct vgpu_region_device *d, double 
     }
     vgpu_bucket_init(d, target, now);
     if (!vgpu_bucket_is_open(d))
-        vgpu_bucket_set_rate(d, target, now);
+        vgpu_bucket_set_rate(d, target, VGPU_BUCKET_DEPTH_NS, now);
 }
 
 /* Indices of p's oldest and newest history records (meaningful once p->n > 0). */
@@ -386,14 +387,33 @@ bool vgpu_ctl_should_limit(struct vgpu_ctl *c, uint32_t policy, bool high_priori
     }
 }
 
+/* Whether o's process launched since the controller's last record of it. */
+static bool launched(const struct vgpu_ctl *c, const struct vgpu_ctl_obs *o)
+{
+    const struct vgpu_ctl_proc *p;
+
+    if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
+        return false;
+    p = &c->procs[o->slot];
+    return p->n == 0 || p->id != o->id ? o->launches > 0
+                                       : o->launches != p->launches[newest_record(p)];
+}
+
 void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t)
 {
     double util = 0, dt = c->last_ns != 0 && t->now > c->last_ns
                               ? (double)(t->now - c->last_ns) : 0;
+    double coarsest = 0; /* the largest cost of a process that launched this period */
 
     t->refund_ns = 0;
     for (int i = 0; i < t->nobs; i++) {
+        bool busy = launched(c, &t->obs[i]);
+        double cost;
+
         t->cost_ns[i] = vgpu_ctl_cost(c, &t->obs[i], t->util_known, t->now);
+        cost = t->cost_ns[i] > 0 ? t->cost_ns[i] : (double)VGPU_CTL_DEFAULT_COST_NS;
+        if (busy && cost > coarsest)
+            coarsest = cost;
         util += t->obs[i].util;
         if (t->obs[i].slot >= 0 && t->obs[i].slot < VGPU_REGION_MAX_SLOTS) {
             t->refund_ns += c->procs[t->obs[i].slot].refund_ns;
@@ -420,7 +440,18 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
         vgpu_bucket_open(d);
         return;
     }
-    vgpu_bucket_set_rate(d, c->target, t->now);
+    /*
+     * A claim of long kernels that launches while another claim's kernels
+     * share the GPU keeps what it could not spend behind them longer; one
+     * that stopped launching is back to the usual burst at the next period.
+     */
+    vgpu_bucket_set_rate(d, c->target,
+                         t->now < c->contended_until_ns &&
+                                 coarsest * VGPU_BUCKET_FEW_LAUNCHES >
+                                     c->target * (double)VGPU_BUCKET_DEPTH_NS
+                             ? VGPU_BUCKET_CONTENDED_DEPTH_NS
+                             : VGPU_BUCKET_DEPTH_NS,
+                         t->now);
     /* Launches charged more than NVML shows they ran: the claim gets it back. */
     vgpu_bucket_credit(d, t->refund_ns < 1e18 ? (uint64_t)t->refund_ns : (uint64_t)1e18);
 }

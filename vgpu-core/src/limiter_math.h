@@ -23,6 +23,14 @@
 #define VGPU_BUCKET_OPEN (INT64_MAX / 4)
 /* The bucket holds this much refill time: the largest burst above the share. */
 #define VGPU_BUCKET_DEPTH_NS 100000000ull
+/*
+ * While another claim's kernels share the GPU, a claim whose usual bucket
+ * holds fewer than VGPU_BUCKET_FEW_LAUNCHES of its launches keeps this much
+ * refill: what it could not spend while the other claim's kernels held the
+ * engine (its own queued behind them) would otherwise spill at the brim.
+ */
+#define VGPU_BUCKET_CONTENDED_DEPTH_NS 200000000ull
+#define VGPU_BUCKET_FEW_LAUNCHES 8
 /* Smallest capacity (tokens), so that tiny rates still admit short kernels. */
 #define VGPU_BUCKET_MIN_CAPACITY 100000ll
 /* A waiting launch looks at the bucket at least this often (it may have been opened). */
@@ -56,10 +64,12 @@
 
 /*
  * Sets the refill rate (fraction of GPU time) and the capacity derived from
- * it. An open bucket (or a balance above the new capacity) is reset to a full
- * bucket, so throttling starts with at most one burst.
+ * it (depth_ns of refill). An open bucket (or a balance above the new
+ * capacity) is reset to a full bucket, so throttling starts with at most one
+ * burst.
  */
-void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t now);
+void vgpu_bucket_set_rate(struct vgpu_region_device *d, double rate, uint64_t depth_ns,
+                          uint64_t now);
 
 /*
  * Sets up a bucket that has none yet (capacity 0): its rate, and a full
