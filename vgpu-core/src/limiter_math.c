@@ -443,10 +443,11 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
     /*
      * A claim of long kernels that launches while another claim's kernels
      * share the GPU keeps what it could not spend behind them longer; one
-     * that stopped launching is back to the usual burst at the next period.
+     * that stopped launching is back to the usual burst at the next period,
+     * and a bucket that was open restarts full with the usual burst.
      */
     vgpu_bucket_set_rate(d, c->target,
-                         t->now < c->contended_until_ns &&
+                         t->now < c->contended_until_ns && !vgpu_bucket_is_open(d) &&
                                  coarsest * VGPU_BUCKET_FEW_LAUNCHES >
                                      c->target * (double)VGPU_BUCKET_DEPTH_NS
                              ? VGPU_BUCKET_CONTENDED_DEPTH_NS

@@ -171,6 +171,21 @@ static void test_contended_depth(void)
     vgpu_ctl_tick(&c, &d, &t);
     CHECK(cost == 1 * MS);
     CHECK_EQ_U64(d.bucket_capacity, 30 * MS);
+
+    /* workConserving: an open bucket restarts full with the usual burst, deepens a period later. */
+    memset(&d, 0, sizeof(d));
+    vgpu_ctl_takeover(&c, &d, 0.3, NULL, now);
+    t.policy = VGPU_POLICY_WORK_CONSERVING;
+    t.foreign_busy = false;
+    for (int i = 0; i < 3; i++) {
+        o.launches += 10;
+        t.now += VGPU_CTL_PERIOD_NS;
+        vgpu_ctl_tick(&c, &d, &t);
+        CHECK(vgpu_bucket_is_open(&d) == (i == 0));
+        CHECK_EQ_U64(d.bucket_capacity, i < 2 ? 30 * MS : 60 * MS);
+        CHECK(i != 1 || d.bucket_tokens == 30 * (int64_t)MS);
+        t.foreign_busy = true;
+    }
 }
 
 /* The cost estimate's bounds and measurements, driven directly. */
