@@ -227,10 +227,11 @@ struct vgpu_ctl_tick {
  * The refiller's control period: updates every process's launch-cost
  * estimate and the achieved share, decides the policy, and either opens the
  * bucket or sets its rate and depth (VGPU_BUCKET_CONTENDED_DEPTH_NS for a
- * claim of long kernels that launched this period while contended). The loop closes through the cost estimates: with
- * every launch charged its measured GPU time, the bucket's rate is the
- * share, so no integrator sits on top of them to wind up or to be inherited;
- * a new refiller restarts at the target. Refilling is separate
+ * claim of long kernels that launched this period while contended). The
+ * loop closes through the cost estimates: with every launch charged its
+ * measured GPU time, the bucket's rate is the share, so no integrator sits
+ * on top of them to wind up or to be inherited; a new refiller restarts at
+ * the target. Refilling is separate
  * (vgpu_bucket_refill, more often).
  */
 void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t);

@@ -150,7 +150,7 @@ static void test_contended_depth(void)
         t.foreign_busy = steps[i].foreign;
         vgpu_ctl_tick(&c, &d, &t);
         CHECK_EQ_U64(d.bucket_capacity, steps[i].capacity);
-        /* Filled up to the deeper capacity, then cut back to the usual one. */
+        /* A long gap fills it to that capacity (a deep balance is cut when the depth returns). */
         vgpu_bucket_refill(&d, now + 1 * S);
         CHECK_EQ_U64(d.bucket_tokens, steps[i].capacity);
     }
