@@ -387,16 +387,14 @@ bool vgpu_ctl_should_limit(struct vgpu_ctl *c, uint32_t policy, bool high_priori
     }
 }
 
-/* Whether o's process launched since the controller's last record of it. */
-static bool launched(const struct vgpu_ctl *c, const struct vgpu_ctl_obs *o)
+/* Whether p launched between its two newest history records (from 0 for a new owner). */
+static bool launched(const struct vgpu_ctl_proc *p)
 {
-    const struct vgpu_ctl_proc *p;
+    unsigned newest = newest_record(p);
 
-    if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
-        return false;
-    p = &c->procs[o->slot];
-    return p->n == 0 || p->id != o->id ? o->launches > 0
-                                       : o->launches != p->launches[newest_record(p)];
+    return p->n > 1 ? p->launches[newest] != p->launches[(newest + VGPU_CTL_HISTORY - 1) %
+                                                          VGPU_CTL_HISTORY]
+                    : p->n == 1 && p->launches[newest] > 0;
 }
 
 void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t)
@@ -407,17 +405,16 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
 
     t->refund_ns = 0;
     for (int i = 0; i < t->nobs; i++) {
-        bool busy = launched(c, &t->obs[i]);
-        double cost;
-
         t->cost_ns[i] = vgpu_ctl_cost(c, &t->obs[i], t->util_known, t->now);
-        cost = t->cost_ns[i] > 0 ? t->cost_ns[i] : (double)VGPU_CTL_DEFAULT_COST_NS;
-        if (busy && cost > coarsest)
-            coarsest = cost;
         util += t->obs[i].util;
         if (t->obs[i].slot >= 0 && t->obs[i].slot < VGPU_REGION_MAX_SLOTS) {
-            t->refund_ns += c->procs[t->obs[i].slot].refund_ns;
-            c->procs[t->obs[i].slot].refund_ns = 0;
+            struct vgpu_ctl_proc *p = &c->procs[t->obs[i].slot];
+            double cost = t->cost_ns[i] > 0 ? t->cost_ns[i] : (double)VGPU_CTL_DEFAULT_COST_NS;
+
+            t->refund_ns += p->refund_ns;
+            p->refund_ns = 0;
+            if (launched(p) && cost > coarsest)
+                coarsest = cost;
         }
     }
     t->util = util;
