@@ -747,12 +747,13 @@ static void test_work_conserving(void)
  * case on the plant): two processes of a 30 % claim keep the GPU busy;
  * every 100-400 ms one of them, chosen at random, stops where it is (a
  * launch it was charged for and never made stays owed; as refiller, its
- * lease is taken over) and a new one starts. Returns the index of the
- * first process that runs to the end; *kills_end is when the last kill was.
+ * lease is taken over) and a new one starts. With other_limit, a second
+ * claim at that limit keeps one process of 2 ms kernels busy beside it all
+ * along (contention). *kills_end is when the last kill was.
  */
-static int kill_spec(struct plant_spec *s, uint64_t seed, uint64_t kernel_ns, int depth,
-                     uint64_t min_gap_ns, uint64_t max_gap_ns, uint64_t kill_s,
-                     uint64_t *kills_end)
+static void kill_spec(struct plant_spec *s, uint64_t seed, uint64_t kernel_ns, int depth,
+                      uint64_t min_gap_ns, uint64_t max_gap_ns, uint64_t kill_s,
+                      unsigned other_limit, uint64_t *kills_end)
 {
     uint64_t rng = seed, t = 0;
     int lane[2] = {0, 1};
@@ -766,6 +767,12 @@ static int kill_spec(struct plant_spec *s, uint64_t seed, uint64_t kernel_ns, in
         s->procs[s->nprocs++] = (struct plant_proc_spec){.claim = 0, .kernel_ns = kernel_ns,
                                                           .sigma = 0.5, .streams = 2,
                                                           .depth = depth};
+    if (other_limit != 0) {
+        s->nclaims = 2;
+        s->claims[1].limit_percent = other_limit;
+        s->procs[s->nprocs++] = (struct plant_proc_spec){.claim = 1, .kernel_ns = 2 * MS,
+                                                          .sigma = 0.5};
+    }
     for (;;) {
         int j = (int)(gpu_rand_next(&rng) % 2);
 
@@ -779,7 +786,6 @@ static int kill_spec(struct plant_spec *s, uint64_t seed, uint64_t kernel_ns, in
         lane[j] = s->nprocs++;
         *kills_end = t;
     }
-    return lane[0] < lane[1] ? lane[0] : lane[1];
 }
 
 /* What one second of claim target's kernels (mean mean_ns, log-normal sigma) varies by itself. */
@@ -808,7 +814,7 @@ static void test_kills(void)
      */
     band = 4 * second_spread(30, 2e6, 0.5) / M_SQRT2;
     for (uint64_t seed = 1; seed <= 5; seed++) {
-        kill_spec(&s, seed, 2 * MS, 10, 100 * MS, 400 * MS, 6, &end);
+        kill_spec(&s, seed, 2 * MS, 10, 100 * MS, 400 * MS, 6, 0, &end);
         CHECK(s.nprocs >= 20);
         CHECK(plant_run(&s, &res) == 0);
         during += plant_mean_share(&res, 0, 1 * S, end) / 5;
@@ -836,19 +842,28 @@ static void test_kills(void)
      * counts launches cannot know a kernel's duration before it runs;
      * without kills, two processes of 20 ms kernels reach 35.2 %).
      */
-    for (int k = 0; k < 3; k++) {
+    for (int i = 0; i < 6; i++) {
         static const uint64_t kernel[3] = {100 * US, 2 * MS, 20 * MS};
+        /*
+         * Alone, and next to a claim at 50 % busy all along: every new
+         * process is charged the longest kernel planned for, so the claim
+         * keeps its deeper contended bucket; that too gains nothing.
+         */
+        unsigned other = i < 3 ? 0 : 50;
+        int k = i % 3;
         double allowed = 35 + second_spread(30, (double)kernel[k], 0.5);
 
         for (uint64_t seed = 2; seed <= 3; seed++) {
             kill_spec(&s, seed * 31 + (uint64_t)k, kernel[k], PLANT_MAX_DEPTH, 50 * MS,
-                      500 * MS, 8, &end);
+                      500 * MS, 8, other, &end);
             CHECK(plant_run(&s, &res) == 0);
             top = plant_max_share(&res, 0, 0, s.duration_ns);
             during = plant_mean_share(&res, 0, 0, end);
-            printf("hostile kills, %s kernels, seed %llu: %d processes, %.2f%% during the kills, "
-                   "busiest second %.2f%% (<= %.2f)\n", plant_kernels_name((enum plant_kernels)k),
-                   (unsigned long long)seed, s.nprocs, during, top, allowed);
+            printf("hostile kills%s, %s kernels, seed %llu: %d processes, %.2f%% during the "
+                   "kills, busiest second %.2f%% (<= %.2f)\n",
+                   other != 0 ? " next to a busy claim" : "",
+                   plant_kernels_name((enum plant_kernels)k), (unsigned long long)seed, s.nprocs,
+                   during, top, allowed);
             CHECK(during <= 30);
             CHECK(top <= allowed);
         }
@@ -976,6 +991,7 @@ static void test_hostile_counters(void)
     struct vgpu_region_device d;
     uint64_t rng = 42, t = 0;
     double cost = 0, refunded = 0;
+    int deep = 0;
 
     memset(&d, 0, sizeof(d));
     vgpu_ctl_takeover(&c, &d, 0.3, NULL, 0);
@@ -983,7 +999,8 @@ static void test_hostile_counters(void)
         uint64_t r = gpu_rand_next(&rng);
         struct vgpu_ctl_obs o = {.slot = 5, .id = 11};
         struct vgpu_ctl_tick k = {.now = t += 100 * MS, .policy = VGPU_POLICY_STRICT,
-                                  .util_known = true, .nobs = 1, .obs = &o, .cost_ns = &cost};
+                                  .util_known = true, .nobs = 1, .obs = &o, .cost_ns = &cost,
+                                  .foreign_busy = (r & 2048) != 0};
 
         o.launches = r % 4 == 0 ? UINT64_MAX : r % 4 == 1 ? r >> (r % 64) : (uint64_t)i * 1000;
         o.util = r & 256 ? 1.0 : 0;
@@ -992,9 +1009,13 @@ static void test_hostile_counters(void)
         CHECK(isfinite(cost) && (cost == 0 || (cost >= 100 && cost <= 1e10)));
         CHECK(isfinite(k.refund_ns) && k.refund_ns >= 0);
         CHECK(d.bucket_tokens <= (int64_t)d.bucket_capacity);
+        /* The depth, whatever the counts say: 100 ms of refill, or 200 ms while contended. */
+        CHECK(d.bucket_capacity == 30 * MS || d.bucket_capacity == 60 * MS);
+        deep += d.bucket_capacity == 60 * MS;
         refunded += k.refund_ns;
     }
     CHECK(refunded > 0); /* the refund path ran on the garbage */
+    CHECK(deep > 0);     /* and so did the contended depth */
     /*
      * The writes stop: an honest count, lower than the last garbage, starts a
      * new process, charged the default, then bounded from its own launches
@@ -1010,8 +1031,9 @@ static void test_hostile_counters(void)
             CHECK(cost == 0);
     }
     CHECK(cost == 0 || cost >= 0.01 * S / 5);
-    printf("hostile counters: 400 periods of garbage launch counts and readings, estimates "
-           "finite and clamped, balance never above the capacity\n");
+    printf("hostile counters: 400 periods of garbage launch counts and readings, contended or "
+           "not, estimates finite and clamped, balance never above the capacity, the depth 100 "
+           "or 200 ms (200 in %d)\n", deep);
 }
 
 int main(void)
