@@ -82,6 +82,12 @@ static uint64_t launch_cost(const struct vgpu_gpu *g)
     return c != 0 ? c : VGPU_CTL_DEFAULT_COST_NS;
 }
 
+/* A waiting launch's charge as its slot shows it (whole microseconds). */
+static uint32_t pending_us(uint64_t cost)
+{
+    return cost / 1000 < UINT32_MAX ? (uint32_t)(cost / 1000) : UINT32_MAX;
+}
+
 static void *helper_main(void *arg);
 
 static void start_helper(void)
@@ -136,12 +142,39 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
          * forgives less.
          */
         struct vgpu_region_slot_device *sd = own_slot(g);
-        uint32_t pending = cost / 1000 < UINT32_MAX ? (uint32_t)(cost / 1000) : UINT32_MAX;
+        uint32_t pending = pending_us(cost);
 
         if (sd != NULL)
             __atomic_fetch_add(&sd->pending_charge_us, pending, __ATOMIC_RELAXED);
         t0 = now = mono_ns();
         while (now - t0 < wait && !vgpu_bucket_paid(c->bucket)) {
+            uint64_t now_cost = launch_cost(g);
+
+            if (now_cost != cost) {
+                /*
+                 * Our cost changed while we waited: we are charged the new
+                 * one. The slot shows the lower of the two charges
+                 * meanwhile, so a kill in between only ever forgives less.
+                 */
+                uint32_t now_pending = pending_us(now_cost);
+                int64_t later;
+
+                if (sd != NULL && now_pending < pending)
+                    __atomic_fetch_sub(&sd->pending_charge_us, pending - now_pending,
+                                       __ATOMIC_RELAXED);
+                later = vgpu_bucket_reprice(c->bucket, cost, now_cost);
+                if (sd != NULL && now_pending > pending)
+                    __atomic_fetch_add(&sd->pending_charge_us, now_pending - pending,
+                                       __ATOMIC_RELAXED);
+                pending = now_pending;
+                cost = now_cost;
+                wait = later < 0 ? (wait > (uint64_t)-later ? wait - (uint64_t)-later : 0)
+                                 : wait + (uint64_t)later;
+                /* No launch waits longer than VGPU_WAIT_LIMIT_NS from now on. */
+                if (wait > now - t0 + VGPU_WAIT_LIMIT_NS)
+                    wait = now - t0 + VGPU_WAIT_LIMIT_NS;
+                continue;
+            }
             sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);
             now = mono_ns();
         }
