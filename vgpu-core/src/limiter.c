@@ -157,22 +157,17 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
                  * meanwhile, so a kill in between only ever forgives less.
                  */
                 uint32_t now_pending = pending_us(now_cost);
-                int64_t later;
 
                 if (sd != NULL && now_pending < pending)
                     __atomic_fetch_sub(&sd->pending_charge_us, pending - now_pending,
                                        __ATOMIC_RELAXED);
-                later = vgpu_bucket_reprice(c->bucket, cost, now_cost);
+                wait = now - t0 + vgpu_bucket_reprice(c->bucket, cost, now_cost,
+                                                      wait - (now - t0));
                 if (sd != NULL && now_pending > pending)
                     __atomic_fetch_add(&sd->pending_charge_us, now_pending - pending,
                                        __ATOMIC_RELAXED);
                 pending = now_pending;
                 cost = now_cost;
-                wait = later < 0 ? (wait > (uint64_t)-later ? wait - (uint64_t)-later : 0)
-                                 : wait + (uint64_t)later;
-                /* No launch waits longer than VGPU_WAIT_LIMIT_NS from now on. */
-                if (wait > now - t0 + VGPU_WAIT_LIMIT_NS)
-                    wait = now - t0 + VGPU_WAIT_LIMIT_NS;
                 continue;
             }
             sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);

@@ -144,22 +144,20 @@ uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
     return w < 1 ? 1 : w > (double)VGPU_WAIT_LIMIT_NS ? VGPU_WAIT_LIMIT_NS : (uint64_t)w;
 }
 
-int64_t vgpu_bucket_reprice(struct vgpu_region_device *d, uint64_t charged, uint64_t cost)
+uint64_t vgpu_bucket_reprice(struct vgpu_region_device *d, uint64_t charged, uint64_t cost,
+                             uint64_t wait_ns)
 {
     uint64_t rate = load_u64(&d->bucket_refill_rate);
-    double diff, w;
+    double w;
 
     if (cost < charged)
         vgpu_bucket_credit(d, charged - cost);
     else if (cost > charged)
         (void)vgpu_bucket_take(d, cost - charged);
-    if (rate == 0 || cost == charged)
-        return 0;
-    diff = (double)cost - (double)charged;
-    w = diff * 1e9 / (double)rate;
-    return w > (double)VGPU_WAIT_LIMIT_NS    ? (int64_t)VGPU_WAIT_LIMIT_NS
-           : w < -(double)VGPU_WAIT_LIMIT_NS ? -(int64_t)VGPU_WAIT_LIMIT_NS
-                                             : (int64_t)w;
+    if (rate == 0)
+        return wait_ns;
+    w = (double)wait_ns + ((double)cost - (double)charged) * 1e9 / (double)rate;
+    return w <= 0 ? 0 : w > (double)VGPU_WAIT_LIMIT_NS ? VGPU_WAIT_LIMIT_NS : (uint64_t)w;
 }
 
 void vgpu_ctl_init(struct vgpu_ctl *c, double target)

@@ -120,17 +120,20 @@ void vgpu_bucket_credit(struct vgpu_region_device *d, uint64_t tokens);
 uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
 
 /*
- * A launch that waits in the debt, charged `charged` tokens, is charged its
- * process's launch cost as it is now (a new estimate, or a bound NVML
- * proved), which any launch taken now would be: the difference is given
- * back or charged on top. Returns by how much its wait changes (ns at the
- * current rate; negative: it may go sooner). Without it, the launches that
- * wait when a process's estimate falls (at its start, charged the default
- * cost of the longest kernels) hold the claim back for as long as that
- * overcharge takes to refill; both ways, so that waits spanning an
- * estimate's ups and downs are charged neither its lows nor its highs.
+ * A launch that waits in the debt, charged `charged` tokens with wait_ns of
+ * its wait left, is charged its process's launch cost as it is now (a new
+ * estimate, or a bound NVML proved), as any launch taken now would be: the
+ * difference is given back or charged on top, and its wait shortens or grows
+ * by it over the rate. Returns the wait left (0: it may go; at most
+ * VGPU_WAIT_LIMIT_NS; unchanged at a rate of 0, where waits are polled).
+ * Without it, the launches that wait when a process's estimate falls (at its
+ * start, charged the default cost of the longest kernels) hold the claim
+ * back for as long as that overcharge takes to refill; both ways, so that
+ * waits spanning an estimate's ups and downs are charged neither its lows
+ * nor its highs.
  */
-int64_t vgpu_bucket_reprice(struct vgpu_region_device *d, uint64_t charged, uint64_t cost);
+uint64_t vgpu_bucket_reprice(struct vgpu_region_device *d, uint64_t charged, uint64_t cost,
+                             uint64_t wait_ns);
 
 /* Launch-count history and cost estimate of one process (one region slot). */
 struct vgpu_ctl_proc {

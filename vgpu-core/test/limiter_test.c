@@ -114,29 +114,32 @@ static void test_bucket(void)
     /*
      * A waiting launch is charged its process's cost as it is now: a cost
      * that fell gives the difference back and the wait shortens by it over
-     * the rate; one that rose charges it on top and the wait grows.
+     * the rate (to nothing, at most); one that rose charges it on top and the
+     * wait grows.
      */
     memset(&d, 0, sizeof(d));
     vgpu_bucket_init(&d, 0.25, 1000);
     CHECK_EQ_U64(vgpu_bucket_take(&d, 20 * MS), 0);
     CHECK_EQ_U64(vgpu_bucket_take(&d, 20 * MS), 60 * MS);
     CHECK_EQ_U64(vgpu_bucket_take(&d, 20 * MS), 140 * MS);
-    CHECK(vgpu_bucket_reprice(&d, 20 * MS, 5 * MS) == -60 * (int64_t)MS);
+    CHECK_EQ_U64(vgpu_bucket_reprice(&d, 20 * MS, 5 * MS, 130 * MS), 70 * MS);
     CHECK(d.bucket_tokens == -20 * (int64_t)MS);
-    CHECK(vgpu_bucket_reprice(&d, 5 * MS, 8 * MS) == 12 * (int64_t)MS);
+    CHECK_EQ_U64(vgpu_bucket_reprice(&d, 5 * MS, 8 * MS, 70 * MS), 82 * MS);
     CHECK(d.bucket_tokens == -23 * (int64_t)MS);
-    CHECK(vgpu_bucket_reprice(&d, 8 * MS, 8 * MS) == 0);
+    CHECK_EQ_U64(vgpu_bucket_reprice(&d, 8 * MS, 8 * MS, 82 * MS), 82 * MS);
     CHECK(d.bucket_tokens == -23 * (int64_t)MS);
+    CHECK_EQ_U64(vgpu_bucket_reprice(&d, 8 * MS, 1 * MS, 10 * MS), 0);
+    CHECK(d.bucket_tokens == -16 * (int64_t)MS);
     /* Like any credit, never beyond the capacity; at a rate of 0 the wait is polled, not moved. */
-    CHECK(vgpu_bucket_reprice(&d, 1000 * MS, 0) == -4 * (int64_t)S);
+    CHECK_EQ_U64(vgpu_bucket_reprice(&d, 1000 * MS, 0, 10 * MS), 0);
     CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
     vgpu_bucket_set_rate(&d, 0, VGPU_BUCKET_DEPTH_NS, 2 * S);
     CHECK(vgpu_bucket_take(&d, 10 * MS) != 0);
-    CHECK(vgpu_bucket_reprice(&d, 10 * MS, 1 * MS) == 0);
+    CHECK_EQ_U64(vgpu_bucket_reprice(&d, 10 * MS, 1 * MS, 3 * MS), 3 * MS);
     CHECK(d.bucket_tokens == VGPU_BUCKET_MIN_CAPACITY - (int64_t)MS);
-    /* No wait moves by more than VGPU_WAIT_LIMIT_NS. */
+    /* No launch is told to wait longer than VGPU_WAIT_LIMIT_NS. */
     vgpu_bucket_set_rate(&d, 0.0001, VGPU_BUCKET_DEPTH_NS, 3 * S);
-    CHECK(vgpu_bucket_reprice(&d, 1 * MS, 100 * MS) == (int64_t)VGPU_WAIT_LIMIT_NS);
+    CHECK_EQ_U64(vgpu_bucket_reprice(&d, 1 * MS, 100 * MS, 1 * S), VGPU_WAIT_LIMIT_NS);
 }
 
 /*
@@ -1036,8 +1039,8 @@ static void test_hostile_bucket(void)
      * A waiting launch is re-priced at whatever cost its slot shows, which
      * the container can write: a round trip through any costs the refiller
      * could set gives nothing back that was not charged, garbage costs never
-     * lift the balance above the capacity, and no wait moves by more than
-     * VGPU_WAIT_LIMIT_NS.
+     * lift the balance above the capacity, and no launch is told to wait
+     * longer than VGPU_WAIT_LIMIT_NS.
      */
     for (int garbage = 0; garbage <= 1; garbage++) {
         struct vgpu_region_device d;
@@ -1051,15 +1054,13 @@ static void test_hostile_bucket(void)
         before = d.bucket_tokens;
         for (int k = 0; k < 1000; k++) {
             uint64_t r = gpu_rand_next(&rng), cost;
-            int64_t moved;
 
             cost = garbage && k % 3 == 0 ? UINT64_MAX >> (r % 64) : 1 + r % (10 * S);
-            moved = vgpu_bucket_reprice(&d, charged, cost);
-            CHECK(moved <= (int64_t)VGPU_WAIT_LIMIT_NS && moved >= -(int64_t)VGPU_WAIT_LIMIT_NS);
+            CHECK(vgpu_bucket_reprice(&d, charged, cost, r % (20 * S)) <= VGPU_WAIT_LIMIT_NS);
             CHECK(d.bucket_tokens <= (int64_t)d.bucket_capacity);
             charged = cost;
         }
-        (void)vgpu_bucket_reprice(&d, charged, 20 * MS);
+        (void)vgpu_bucket_reprice(&d, charged, 20 * MS, 0);
         if (!garbage)
             CHECK(d.bucket_tokens == before);
         printf("waiting launch re-priced 1000 times at %s costs: balance %.1f ms (%.1f ms before)\n",
