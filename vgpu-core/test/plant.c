@@ -136,11 +136,9 @@ static void try_launch(struct model *m, int i, uint64_t t)
         }
         if (p->pending) {
             /* As limiter.c: a waiting launch is charged its process's cost as it is now. */
-            uint64_t now_cost = p->cost_ns > 0 ? (uint64_t)p->cost_ns : VGPU_CTL_DEFAULT_COST_NS;
-
-            p->wait_until = t + vgpu_bucket_reprice(&m->dev[c], p->pending_cost, now_cost,
+            p->wait_until = t + vgpu_bucket_reprice(&m->dev[c], p->pending_cost, cost,
                                                     p->wait_until > t ? p->wait_until - t : 0);
-            p->pending_cost = now_cost;
+            p->pending_cost = cost;
         }
         if (p->pending && t < p->wait_until && !vgpu_bucket_paid(&m->dev[c])) {
             /* As limiter.c: a look at the bucket every VGPU_WAIT_MAX_NS at least. */
