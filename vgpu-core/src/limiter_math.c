@@ -417,7 +417,7 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
 {
     double util = 0, dt = c->last_ns != 0 && t->now > c->last_ns
                               ? (double)(t->now - c->last_ns) : 0;
-    double coarsest = 0; /* the largest cost of a process that launched this period */
+    bool launching = false; /* a process of the claim launched this period */
 
     t->refund_ns = 0;
     for (int i = 0; i < t->nobs; i++) {
@@ -425,12 +425,10 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
         util += t->obs[i].util;
         if (t->obs[i].slot >= 0 && t->obs[i].slot < VGPU_REGION_MAX_SLOTS) {
             struct vgpu_ctl_proc *p = &c->procs[t->obs[i].slot];
-            double cost = t->cost_ns[i] > 0 ? t->cost_ns[i] : (double)VGPU_CTL_DEFAULT_COST_NS;
 
             t->refund_ns += p->refund_ns;
             p->refund_ns = 0;
-            if (launched(p) && cost > coarsest)
-                coarsest = cost;
+            launching |= launched(p);
         }
     }
     t->util = util;
@@ -454,15 +452,13 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
         return;
     }
     /*
-     * A claim of long kernels that launches while another claim's kernels
-     * share the GPU keeps what it could not spend behind them longer; one
-     * that stopped launching is back to the usual burst at the next period,
-     * and a bucket that was open restarts full with the usual burst.
+     * A claim that launches while another claim's kernels share the GPU
+     * keeps what it could not spend behind them longer; one that stopped
+     * launching is back to the usual burst at the next period, and a bucket
+     * that was open restarts full with the usual burst.
      */
     vgpu_bucket_set_rate(d, c->target,
-                         t->now < c->contended_until_ns && !vgpu_bucket_is_open(d) &&
-                                 coarsest * VGPU_BUCKET_FEW_LAUNCHES >
-                                     c->target * (double)VGPU_BUCKET_DEPTH_NS
+                         t->now < c->contended_until_ns && !vgpu_bucket_is_open(d) && launching
                              ? VGPU_BUCKET_CONTENDED_DEPTH_NS
                              : VGPU_BUCKET_DEPTH_NS,
                          t->now);

@@ -24,13 +24,13 @@
 /* The bucket holds this much refill time: the largest burst above the share. */
 #define VGPU_BUCKET_DEPTH_NS 100000000ull
 /*
- * While another claim's kernels share the GPU, a claim whose usual bucket
- * holds fewer than VGPU_BUCKET_FEW_LAUNCHES of its launches keeps this much
- * refill: what it could not spend while the other claim's kernels held the
- * engine (its own queued behind them) would otherwise spill at the brim.
+ * While another claim's kernels share the GPU, a claim that launches keeps
+ * this much refill: what it could not spend while the other claim's kernels
+ * held the engine (its own queued behind them), or while the kernels it was
+ * charged for ran longer than their estimate, would otherwise spill at the
+ * brim, and the seconds its kernels run shorter could not make it up.
  */
 #define VGPU_BUCKET_CONTENDED_DEPTH_NS 200000000ull
-#define VGPU_BUCKET_FEW_LAUNCHES 8
 /* Smallest capacity (tokens), so that tiny rates still admit short kernels. */
 #define VGPU_BUCKET_MIN_CAPACITY 100000ll
 /* A waiting launch looks at the bucket at least this often (it may have been opened). */
@@ -243,7 +243,7 @@ struct vgpu_ctl_tick {
  * The refiller's control period: updates every process's launch-cost
  * estimate and the achieved share, decides the policy, and either opens the
  * bucket or sets its rate and depth (VGPU_BUCKET_CONTENDED_DEPTH_NS for a
- * claim of long kernels that launched this period while contended). The
+ * claim that launched this period while contended). The
  * loop closes through the cost estimates: with every launch charged its
  * measured GPU time, the bucket's rate is the share, so no integrator sits
  * on top of them to wind up or to be inherited; a new refiller restarts at

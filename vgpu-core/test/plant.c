@@ -12,7 +12,8 @@ _Static_assert(PLANT_MAX_STREAMS * PLANT_MAX_DEPTH <= GPU_QUEUE, "a process's qu
 #define P GPU_SAMPLE_NS
 
 struct stream {
-    int n; /* kernels queued, waiting or running */
+    int n;    /* kernels queued, waiting or running */
+    int left; /* kernels of the batch still to launch (synced processes) */
 };
 
 struct proc {
@@ -114,7 +115,15 @@ static void try_launch(struct model *m, int i, uint64_t t)
         struct stream *st = NULL;
         uint64_t cost, len, wait;
 
-        for (int k = 0; k < p->nstreams && st == NULL; k++) {
+        if (p->spec->synced) {
+            /* Its host thread waits for the next stream to drain, then queues a batch. */
+            st = &p->streams[p->next_stream];
+            if (st->left == 0 && st->n == 0)
+                st->left = p->depth;
+            if (st->left == 0)
+                st = NULL;
+        }
+        for (int k = 0; k < p->nstreams && st == NULL && !p->spec->synced; k++) {
             int j = (p->next_stream + k) % p->nstreams;
 
             if (p->streams[j].n < p->depth) {
@@ -123,7 +132,7 @@ static void try_launch(struct model *m, int i, uint64_t t)
             }
         }
         if (st == NULL) {
-            /* Every queue is full: the engine wakes it when a kernel finishes. */
+            /* Its queues are full, or the stream it synchronises is busy: a finishing kernel wakes it. */
             p->next_try = NEVER;
             return;
         }
@@ -152,6 +161,8 @@ static void try_launch(struct model *m, int i, uint64_t t)
                   : p->spec->kernel_ns;
         p->launches++;
         st->n++;
+        if (p->spec->synced && --st->left == 0)
+            p->next_stream = (p->next_stream + 1) % p->nstreams;
         (void)gpu_sched_submit(&m->engine, i, (uint32_t)(st - p->streams), p->spec->small_grid,
                                len, t, &m->hooks);
     }

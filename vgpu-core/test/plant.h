@@ -57,6 +57,8 @@ struct plant_proc_spec {
     int streams;            /* 1..PLANT_MAX_STREAMS (0 = 1) */
     int depth;              /* kernels queued per stream, 1..PLANT_MAX_DEPTH (0 = 2) */
     bool small_grid;        /* grids smaller than the GPU: its streams run side by side */
+    bool synced;            /* each stream in turn: synchronise it, then queue depth kernels
+                               (else every stream is kept depth kernels deep) */
     uint64_t start_ns;      /* starts launching here */
     uint64_t stop_ns;       /* exits here; 0 = runs to the end */
     uint64_t busy_ns, idle_ns; /* alternating phases (idle_ns 0 = always busy) */
