@@ -117,22 +117,23 @@ static void try_launch(struct model *m, int i, uint64_t t)
 
         if (p->spec->synced) {
             /* Its host thread waits for the next stream to drain, then queues a batch. */
-            st = &p->streams[p->next_stream];
-            if (st->left == 0 && st->n == 0)
-                st->left = p->depth;
-            if (st->left == 0)
-                st = NULL;
-        }
-        for (int k = 0; k < p->nstreams && st == NULL && !p->spec->synced; k++) {
-            int j = (p->next_stream + k) % p->nstreams;
+            struct stream *next = &p->streams[p->next_stream];
 
-            if (p->streams[j].n < p->depth) {
-                st = &p->streams[j];
-                p->next_stream = (j + 1) % p->nstreams;
+            if (next->left == 0 && next->n == 0)
+                next->left = p->depth;
+            st = next->left > 0 ? next : NULL;
+        } else {
+            for (int k = 0; k < p->nstreams && st == NULL; k++) {
+                int j = (p->next_stream + k) % p->nstreams;
+
+                if (p->streams[j].n < p->depth) {
+                    st = &p->streams[j];
+                    p->next_stream = (j + 1) % p->nstreams;
+                }
             }
         }
         if (st == NULL) {
-            /* Its queues are full, or the stream it synchronises is busy: a finishing kernel wakes it. */
+            /* Queues full, or the stream it synchronises still busy: a finished kernel wakes it. */
             p->next_try = NEVER;
             return;
         }

@@ -14,7 +14,8 @@
  * A process launches asynchronously into its streams, keeping up to depth
  * kernels queued on each (or, synced, waiting for its next stream to drain
  * and queueing depth kernels on it), with log-normal durations around a
- * mean (50 us .. 20 ms), through its claim's token bucket exactly as libvgpu.so does
+ * mean (50 us .. 20 ms), through its claim's token bucket exactly as
+ * libvgpu.so does
  * (charge; if in debt, wait what vgpu_bucket_take says, looking at the
  * bucket every VGPU_WAIT_MAX_NS and going early once the whole debt is paid
  * (vgpu_bucket_paid); count the launch when it goes; the bucket
