@@ -462,6 +462,19 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
                              ? VGPU_BUCKET_CONTENDED_DEPTH_NS
                              : VGPU_BUCKET_DEPTH_NS,
                          t->now);
-    /* Launches charged more than NVML shows they ran: the claim gets it back. */
-    vgpu_bucket_credit(d, t->refund_ns < 1e18 ? (uint64_t)t->refund_ns : (uint64_t)1e18);
+    /*
+     * Launches charged more than NVML shows they ran: the claim gets it
+     * back, up to the usual burst. The contended depth keeps refill the
+     * other claim's kernels kept it from spending, not over-charges: a
+     * claim whose new processes were charged the start-up cost would
+     * otherwise burst a whole deep bucket once their costs are known.
+     */
+    {
+        int64_t room = capacity_for(c->target, VGPU_BUCKET_DEPTH_NS) -
+                       __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
+        double refund = t->refund_ns < (double)room ? t->refund_ns : (double)room;
+
+        if (refund >= 1)
+            vgpu_bucket_credit(d, (uint64_t)refund);
+    }
 }

@@ -201,6 +201,30 @@ static void test_contended_depth(void)
     CHECK(cost == 1 * MS);
     CHECK_EQ_U64(d.bucket_capacity, 60 * MS);
 
+    /*
+     * Refunds fill only the usual burst: a contended claim whose process
+     * was charged the start-up cost for 0.3 s is owed 56.7 ms (see
+     * test_cost_estimate), but a deep bucket holding it would burst that
+     * once the costs are known.
+     */
+    {
+        struct vgpu_ctl_obs fresh = {.slot = 3, .id = 7};
+        struct vgpu_ctl_tick ft = {.policy = VGPU_POLICY_STRICT, .util_known = true,
+                                   .foreign_busy = true, .nobs = 1, .obs = &fresh,
+                                   .cost_ns = &cost};
+
+        memset(&d, 0, sizeof(d));
+        vgpu_ctl_takeover(&c, &d, 0.3, NULL, 0);
+        d.bucket_tokens = 0;
+        for (ft.now = 100 * MS; ft.now <= 300 * MS; ft.now += 100 * MS) {
+            fresh.launches = ft.now / MS / 10;
+            vgpu_ctl_tick(&c, &d, &ft);
+        }
+        CHECK(absd(ft.refund_ns - (10.0 / 3 * 20 - 10) * MS) < 0.1 * MS);
+        CHECK_EQ_U64(d.bucket_capacity, 60 * MS);
+        CHECK(d.bucket_tokens == 30 * (int64_t)MS);
+    }
+
     /* workConserving: an open bucket restarts full with the usual burst, deepens a period later. */
     memset(&d, 0, sizeof(d));
     vgpu_ctl_takeover(&c, &d, 0.3, NULL, now);
