@@ -470,9 +470,10 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
      * otherwise burst a whole deep bucket once their costs are known.
      */
     {
-        int64_t room = capacity_for(c->target, VGPU_BUCKET_DEPTH_NS) -
-                       __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
-        double refund = t->refund_ns < (double)room ? t->refund_ns : (double)room;
+        /* In doubles: the balance is writable by the container, any value. */
+        double room = (double)capacity_for(c->target, VGPU_BUCKET_DEPTH_NS) -
+                      (double)__atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
+        double refund = t->refund_ns < room ? t->refund_ns : room;
 
         if (refund >= 1)
             vgpu_bucket_credit(d, (uint64_t)refund);
