@@ -516,7 +516,7 @@ static CUresult enqueue(CUstream hStream, int ptsz, uint64_t cost, int small, in
     pthread_mutex_lock(&g_fake.mu);
     if (lognormal) {
         if (g_fake.rng == 0)
-            g_fake.rng = (uint64_t)getpid() * 0x9e3779b97f4a7c15ULL + 1;
+            g_fake.rng = gpu_rand_seed((uint64_t)getpid(), 0);
         cost = gpu_rand_lognormal(&g_fake.rng, cost, FAKE_KERNEL_SIGMA, FAKE_KERNEL_MIN_NS,
                                   FAKE_KERNEL_MAX_NS);
     }

@@ -369,6 +369,11 @@ uint64_t gpu_rand_next(uint64_t *state)
     return mix(*state);
 }
 
+uint64_t gpu_rand_seed(uint64_t seed, uint64_t stream)
+{
+    return mix(mix(seed + 1) ^ mix(stream + 0x632be59bd9b4e019ULL));
+}
+
 double gpu_rand_unit(uint64_t *state)
 {
     return (double)(gpu_rand_next(state) >> 11) / 9007199254740992.0;

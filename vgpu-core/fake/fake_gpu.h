@@ -187,6 +187,15 @@ unsigned gpu_sensor_percent(const gpu_busy *b, uint64_t now, uint64_t seed,
 /* Deterministic pseudo-random numbers (splitmix64) for the models. */
 uint64_t gpu_rand_next(uint64_t *state);
 
+/*
+ * The generator state of stream `stream` (a process) of seed `seed`.
+ * Streams of nearby seeds or indices are unrelated: splitmix64 states that
+ * differ by a multiple of its increment (such as seed x increment + index)
+ * replay one sequence shifted, which would give every process the same
+ * kernels a few launches apart.
+ */
+uint64_t gpu_rand_seed(uint64_t seed, uint64_t stream);
+
 /* A uniform double in [0, 1). */
 double gpu_rand_unit(uint64_t *state);
 

@@ -294,7 +294,7 @@ int plant_run(const struct plant_spec *spec, struct plant_result *res)
         p->nstreams = p->spec->streams > 0 ? p->spec->streams : 1;
         p->depth = p->spec->depth > 0 ? p->spec->depth : 2;
         p->next_try = p->spec->start_ns;
-        p->rng = spec->seed * 0x9e3779b97f4a7c15ull + (uint64_t)i;
+        p->rng = gpu_rand_seed(spec->seed, (uint64_t)i);
     }
     for (int c = 0; c < spec->nclaims; c++) {
         m->refiller[c] = -1;
