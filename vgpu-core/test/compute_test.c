@@ -30,11 +30,17 @@
  *                        the goals (mean absolute error <= 1, worst <= 3,
  *                        first second <= limit + 5, once settled no second
  *                        below limit - 5 or the kernels' own spread in 99 %
- *                        of the runs, 95 % of the runs settled within 3 s),
+ *                        of the runs, 99 % of the runs settled within 3 s),
  *                        each claim measured from its own start.
+ *   compute_test cell LIMIT PROCS CLAIMS KERNELS COPIES
+ *                        one cell of that sweep (KERNELS: 0.1, 2, 20 or mix)
+ *                        run COPIES times at once on as many GPUs (1-8): each
+ *                        copy's seconds, then how the first claim's seconds
+ *                        from 3 s vary (standard deviation, lowest, highest)
+ *                        and its settling; a measurement, no goals checked.
  *
  * Env: VGPU_TEST_LIB (libvgpu.so), VGPU_FAKE_STATE_DIR, VGPU_FAKE_GPU_COUNT
- * (>= 4 quick, >= 8 sweep).
+ * (>= 4 quick, >= 8 sweep, >= COPIES cell).
  */
 #include <fcntl.h>
 #include <math.h>
@@ -63,6 +69,8 @@
 #define MAX_CELLS 8
 #define MAX_BATCH_PROCS 24
 #define MAX_PROCS 4
+/* Processes of all copies of `cell` together (the fake has 64 slots, some for the parent). */
+#define MAX_CELL_COPY_PROCS 48
 /* Busy children read the parent's stop pipe on this descriptor. */
 #define STOP_FD 9
 
@@ -680,19 +688,104 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
     CHECK(worst <= 3);
     CHECK(worst_first <= 5);
     /*
-     * Real time on a shared host, where a child starved by other work on the
-     * machine leaves a dip in the GPU's busy time (late and short runs print
-     * their seconds). Seconds below the limit: at most 1 % of the runs (0-1
-     * of 180 on a quiet host, in cells of four processes of 2 ms kernels
-     * whose lowest second sits 0-3 points above the bound: 20.4-24.6 % at
-     * 30 % next to 70 %, three such cells at once). Settling: 95 % of the
-     * runs within 3 s (177-180 on a quiet host; four processes of tiny
-     * kernels at 10 % take 2.5-3.1 s).
+     * Real time on a shared host, where a child starved of CPU leaves a dip
+     * in its claim's busy time that the limiter cannot see: 99 % of the runs
+     * settled within 3 s and without a second more than 5 points (or the
+     * kernels' own spread) below the limit, so that one run caught by a stall
+     * does not fail the sweep (on a quiet host every run meets both: 180 of
+     * 180 in each of two sweeps, worst settling 2.31 s).
      */
     CHECK(short_runs <= runs / 100);
-    if (only_limit == 0)
-        CHECK(settle[0] >= runs * 95 / 100);
+    CHECK(settle[0] >= runs * 99 / 100);
     return 0;
+}
+
+/* One cell run in copies at once (see the header): the figures behind "how much a second varies". */
+static int cell_copies(const char *self, const char *base, char uuid[][96], fake_state *st,
+                       const struct cell *proto, int copies)
+{
+    struct cell cells[8];
+    double sd_sum = 0, lo = 100, hi = 0, settle_sum = 0, settle_worst = 0;
+
+    for (int i = 0; i < copies; i++) {
+        cells[i] = *proto;
+        cells[i].ord = i;
+    }
+    run_cells(self, base, cells, copies, uuid, st);
+    for (int i = 0; i < copies; i++) {
+        const struct cell *c = &cells[i];
+        double sum = 0, sq = 0;
+        int n = 0;
+
+        for (int a = 0; a < c->nclaims; a++) {
+            printf("copy %d claim %d (%u %%): %.2f %%, settled %.2f s, seconds:", i, a,
+                   c->limit[a], c->share[a], c->settle_s[a]);
+            for (int k = 0; k < c->seconds[a]; k++)
+                printf(" %.1f", c->second[a][k]);
+            printf("\n");
+        }
+        for (int k = 3; k < c->seconds[0]; k++, n++) {
+            sum += c->second[0][k];
+            sq += c->second[0][k] * c->second[0][k];
+            lo = fmin(lo, c->second[0][k]);
+            hi = fmax(hi, c->second[0][k]);
+        }
+        if (n > 0)
+            sd_sum += sqrt(fmax(0, sq / n - (sum / n) * (sum / n)));
+        settle_sum += c->settle_s[0];
+        settle_worst = fmax(settle_worst, c->settle_s[0]);
+    }
+    printf("%u %% claim, %d process(es) of %s kernels, %d claim(s) per GPU, %d copies: seconds "
+           "from 3 s vary by %.2f points (standard deviation, mean over copies), lowest %.1f %%, "
+           "highest %.1f %%; settled in %.2f s on average, %.2f s at worst\n",
+           proto->limit[0], proto->procs, kernel_names[proto->k], proto->nclaims, copies,
+           sd_sum / copies, lo, hi, settle_sum / copies, settle_worst);
+    return 0;
+}
+
+/* Parses `cell`'s arguments into proto and copies; false (and says which) if one is bad. */
+static bool cell_args(char **argv, struct cell *proto, int *copies)
+{
+    char *end;
+    long limit = strtol(argv[2], &end, 10), procs, claims;
+
+    if (*end != '\0' || limit < 1 || limit > 99) {
+        fprintf(stderr, "compute_test cell: LIMIT must be 1-99 (percent), not %s\n", argv[2]);
+        return false;
+    }
+    procs = strtol(argv[3], &end, 10);
+    if (*end != '\0' || procs < 1 || procs > MAX_PROCS) {
+        fprintf(stderr, "compute_test cell: PROCS must be 1-%d, not %s\n", MAX_PROCS, argv[3]);
+        return false;
+    }
+    claims = strtol(argv[4], &end, 10);
+    if (*end != '\0' || claims < 1 || claims > 2) {
+        fprintf(stderr, "compute_test cell: CLAIMS must be 1 or 2, not %s\n", argv[4]);
+        return false;
+    }
+    *proto = (struct cell){.nclaims = (int)claims, .procs = (int)procs,
+                           .limit = {(unsigned)limit, 100 - (unsigned)limit}, .k = K_COUNT};
+    for (int k = 0; k < K_COUNT; k++) {
+        char name[16];
+
+        snprintf(name, sizeof(name), "%s", kernel_names[k]);
+        name[strcspn(name, " ")] = '\0';
+        if (strcmp(argv[5], name) == 0)
+            proto->k = (enum kernels)k;
+    }
+    if (proto->k == K_COUNT) {
+        fprintf(stderr, "compute_test cell: KERNELS must be 0.1, 2, 20 or mix, not %s\n",
+                argv[5]);
+        return false;
+    }
+    *copies = (int)strtol(argv[6], &end, 10);
+    if (*end != '\0' || *copies < 1 || *copies > 8 ||
+        *copies * (int)(procs * claims) > MAX_CELL_COPY_PROCS) {
+        fprintf(stderr, "compute_test cell: COPIES must be 1-8, with at most %d processes in "
+                        "all, not %s\n", MAX_CELL_COPY_PROCS, argv[6]);
+        return false;
+    }
+    return true;
 }
 
 int main(int argc, char **argv)
@@ -701,7 +794,9 @@ int main(int argc, char **argv)
     const char *dir = getenv("VGPU_FAKE_STATE_DIR");
     bool full = (argc == 2 || argc == 3) && strcmp(argv[1], "sweep") == 0;
     bool kills_only = argc == 2 && strcmp(argv[1], "kills") == 0;
-    int need = full ? 8 : 4;
+    bool one_cell = argc == 7 && strcmp(argv[1], "cell") == 0;
+    struct cell proto;
+    int copies = 0, need = full ? 8 : 4;
     fake_state st;
     nvmlDevice_t dev;
 
@@ -710,16 +805,22 @@ int main(int argc, char **argv)
                           (unsigned)atoi(argv[6]));
     if (argc == 3 && strcmp(argv[1], "capture") == 0)
         return child_capture(atoi(argv[2]));
+    if (one_cell) {
+        if (!cell_args(argv, &proto, &copies))
+            return 2;
+        need = copies;
+    }
     if (vgpu_test_claims_ns_supported() != 0) {
         printf("skip compute_test: claims must be read-only mounts in a private mount namespace, "
                "which needs root\n");
         return 0;
     }
-    if ((!full && !kills_only && (argc != 2 || strcmp(argv[1], "quick") != 0)) ||
+    if ((!full && !kills_only && !one_cell && (argc != 2 || strcmp(argv[1], "quick") != 0)) ||
         getenv("VGPU_TEST_LIB") == NULL || dir == NULL || mkdtemp(base) == NULL ||
         nvmlInit_v2() != NVML_SUCCESS) {
-        fprintf(stderr, "usage: compute_test quick | kills | sweep [LIMIT] (needs VGPU_TEST_LIB, "
-                        "VGPU_FAKE_STATE_DIR and the fake NVML)\n");
+        fprintf(stderr, "usage: compute_test quick | kills | sweep [LIMIT] | cell LIMIT PROCS "
+                        "CLAIMS KERNELS COPIES (needs VGPU_TEST_LIB, VGPU_FAKE_STATE_DIR and the "
+                        "fake NVML)\n");
         return 2;
     }
     if (fake_state_open(&st, dir, 0, err, sizeof(err)) != 0) {
@@ -737,6 +838,8 @@ int main(int argc, char **argv)
         kills(argv[0], base, uuid[1], 1, &st, true);
     } else if (full)
         sweep(argv[0], base, uuid, &st, argc == 3 ? (unsigned)atoi(argv[2]) : 0);
+    else if (one_cell)
+        cell_copies(argv[0], base, uuid, &st, &proto, copies);
     else
         quick(argv[0], base, uuid, &st);
     fake_state_close(&st);
