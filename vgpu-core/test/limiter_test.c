@@ -21,6 +21,7 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -381,6 +382,39 @@ static void test_sensor(void)
     gpu_busy_add(&b, 0, 10 * MS);
     gpu_busy_add(&b, 5 * MS, 12 * MS);
     CHECK_EQ_U64(atomic_load(&b.total), 12 * MS);
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Kernel durations of different processes are unrelated: no draw of one
+ * generator appears among another's, for neighbouring pids (the fake: stream
+ * 0 of seed pid) and neighbouring seeds and processes (the plant). States
+ * that differ by a multiple of splitmix64's increment, as pid x increment
+ * or seed x increment + index did, replay one sequence a few draws apart.
+ */
+static void test_rand_streams(void)
+{
+    enum { GENS = 24, DRAWS = 512 };
+    static uint64_t v[GENS * DRAWS];
+    int n = 0, same = 0;
+
+    for (int g = 0; g < GENS; g++) {
+        uint64_t st = g < 8 ? gpu_rand_seed(4000 + (uint64_t)g, 0)
+                            : gpu_rand_seed(1 + (uint64_t)(g - 8) / 4, (uint64_t)(g - 8) % 4);
+
+        for (int k = 0; k < DRAWS; k++)
+            v[n++] = gpu_rand_next(&st);
+    }
+    qsort(v, (size_t)n, sizeof(v[0]), cmp_u64);
+    for (int i = 1; i < n; i++)
+        same += v[i] == v[i - 1];
+    CHECK(same == 0);
 }
 
 /* The engine's records: who started what when (owner, start), and what finished. */
@@ -1190,6 +1224,7 @@ int main(void)
     test_hostile_counters();
     test_cost_estimate();
     test_sensor();
+    test_rand_streams();
     test_engine();
     test_grid();
     test_grid_fully_booked();
