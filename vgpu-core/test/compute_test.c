@@ -704,7 +704,7 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
 static int cell_copies(const char *self, const char *base, char uuid[][96], fake_state *st,
                        const struct cell *proto, int copies)
 {
-    struct cell cells[8];
+    struct cell cells[MAX_CELLS];
     double sd_sum = 0, lo = 100, hi = 0, settle_sum = 0, settle_worst = 0;
 
     for (int i = 0; i < copies; i++) {
@@ -779,10 +779,10 @@ static bool cell_args(char **argv, struct cell *proto, int *copies)
         return false;
     }
     *copies = (int)strtol(argv[6], &end, 10);
-    if (*end != '\0' || *copies < 1 || *copies > 8 ||
+    if (*end != '\0' || *copies < 1 || *copies > MAX_CELLS ||
         *copies * (int)(procs * claims) > MAX_CELL_COPY_PROCS) {
-        fprintf(stderr, "compute_test cell: COPIES must be 1-8, with at most %d processes in "
-                        "all, not %s\n", MAX_CELL_COPY_PROCS, argv[6]);
+        fprintf(stderr, "compute_test cell: COPIES must be 1-%d, with at most %d processes in "
+                        "all, not %s\n", MAX_CELLS, MAX_CELL_COPY_PROCS, argv[6]);
         return false;
     }
     return true;
