@@ -19,7 +19,8 @@
  *                        claim with 0.1 ms kernels (2 x 3000 launches/s),
  *                        and at 10 % with 50 ms kernels two launches in a row
  *                        wait while 100 capture launches do not; then
- *                        processes SIGKILLed and replaced (kills, ~12 s).
+ *                        processes SIGKILLed and replaced (kills, ~12 s);
+ *                        then a limit change 30 -> 60 % (~14 s).
  *   compute_test kills   that SIGKILL case alone.
  *   compute_test sweep   the accuracy table: limits 10..90 % x 1, 2, 4
  *                        processes per claim x 1 and 2 claims per GPU (the
@@ -547,6 +548,70 @@ static void kills(const char *self, const char *base, const char *uuid, int ord,
     CHECK(low >= 25);
 }
 
+/*
+ * A limit change in real time: a claim at 60 % whose only process lowers
+ * the limit to 30 % (CUDA_DEVICE_SM_LIMIT) and so refills at 30 %; at
+ * CHANGE_AT_S it stops and a process without the variable starts, the
+ * claim's limit 60 % then. The new refiller runs from its own target, not
+ * from the rate the old one left: every two-second mean within 2 points
+ * of 60 % from 3 s after the change at the latest (a design that inherited
+ * the rate took 4-7 s), and no first second above 65 %. Kernels of exactly
+ * 2 ms before and 0.1 ms after, so that the band is the limiter's, not
+ * the kernels' spread.
+ */
+#define CHANGE_AT_S 6
+#define CHANGE_AFTER_S 8
+static void limit_change(const char *self, const char *base, const char *uuid, int ord,
+                         fake_state *st)
+{
+    char root[600], ordstr[16];
+    char *before_args[] = {"busy", ordstr, "k_2000us", "2", "10", "4096", NULL};
+    char *after_args[] = {"busy", ordstr, "k_100us", "2", "200", "4096", NULL};
+    pid_t first, second;
+    int status;
+    uint64_t start, change, to, settled;
+    double before, after, first_s;
+
+    snprintf(ordstr, sizeof(ordstr), "%d", ord);
+    snprintf(root, sizeof(root), "%s/gpu%d-change", base, ord);
+    CHECK(write_claim(root, "c", uuid, 60) == 0);
+    /* A stop pipe per process: close-on-exec, so that neither child holds the other's open. */
+    CHECK(pipe2(stop_pipe, O_CLOEXEC) == 0);
+    setenv("CUDA_DEVICE_SM_LIMIT", "30", 1);
+    start = (uint64_t)(now_s() * 1e9);
+    first = spawn(self, root, -1, before_args);
+    unsetenv("CUDA_DEVICE_SM_LIMIT");
+    close(stop_pipe[0]);
+    sleep(CHANGE_AT_S);
+    close(stop_pipe[1]);
+    CHECK(pipe2(stop_pipe, O_CLOEXEC) == 0);
+    change = (uint64_t)(now_s() * 1e9);
+    second = spawn(self, root, -1, after_args);
+    close(stop_pipe[0]);
+    CHECK(waitpid(first, &status, 0) == first && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    sleep(CHANGE_AFTER_S);
+    to = ((uint64_t)(now_s() * 1e9) / GPU_SAMPLE_NS - 1) * GPU_SAMPLE_NS;
+    before = gpu_share(st, ord, start + 2 * S, change);
+    after = gpu_share(st, ord, change + MEASURE_FROM_S * S, to);
+    first_s = gpu_share(st, ord, change, change + S);
+    settled = change;
+    for (uint64_t t = change; t + 2 * S <= to; t += GPU_SAMPLE_NS) {
+        if (absd(gpu_share(st, ord, t, t + 2 * S) - 60) > 2)
+            settled = t + GPU_SAMPLE_NS;
+    }
+    close(stop_pipe[1]);
+    stop_pipe[0] = stop_pipe[1] = -1;
+    CHECK(waitpid(second, &status, 0) == second && WIFEXITED(status) &&
+          WEXITSTATUS(status) == 0);
+    printf("  limit 30 %% -> 60 %% with a new process: %.2f%% before, %.2f%% after, within 2 "
+           "points from %.2f s, first second %.2f%%\n",
+           before, after, (double)(settled - change) / 1e9, first_s);
+    CHECK(absd(before - 30) <= 3);
+    CHECK(absd(after - 60) <= 3);
+    CHECK(settled - change <= 3 * S);
+    CHECK(first_s <= 65);
+}
+
 static int quick(const char *self, const char *base, char uuid[][96], fake_state *st)
 {
     struct cell cells[3] = {
@@ -605,6 +670,7 @@ static int quick(const char *self, const char *base, char uuid[][96], fake_state
     CHECK(wait_s > 0.2);
     kills(self, base, uuid[0], 0, st, false);
     kills(self, base, uuid[1], 1, st, true);
+    limit_change(self, base, uuid[2], 2, st);
     return 0;
 }
 
