@@ -93,39 +93,42 @@ void vgpu_bucket_init(struct vgpu_region_device *d, double rate, uint64_t now)
     __atomic_fetch_add(&d->bucket_tokens, cap, __ATOMIC_RELAXED);
 }
 
+/*
+ * Adds amount (>= 0) to the balance, up to cap; a balance already at or
+ * above cap is left as it is. The sum is taken in doubles, since the
+ * balance is writable by the container and may hold anything: a balance
+ * near INT64_MIN ends at cap rather than overflowing. Compare-and-swap, so
+ * that launches charged meanwhile are not lost.
+ */
+static void add_capped(struct vgpu_region_device *d, double amount, int64_t cap)
+{
+    int64_t t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED), sum;
+
+    do {
+        if (t >= cap)
+            return;
+        sum = (double)t + amount >= (double)cap ? cap : (int64_t)((double)t + amount);
+    } while (!__atomic_compare_exchange_n(&d->bucket_tokens, &t, sum, true, __ATOMIC_RELAXED,
+                                          __ATOMIC_RELAXED));
+}
+
 void vgpu_bucket_refill(struct vgpu_region_device *d, uint64_t now)
 {
     uint64_t last = load_u64(&d->bucket_last_refill_ns);
-    int64_t cap = capacity_of(d), add, t;
-    double amount, room;
 
     if (now <= last || vgpu_bucket_is_open(d))
         return;
     if (!__atomic_compare_exchange_n(&d->bucket_last_refill_ns, &last, now, false,
                                      __ATOMIC_RELAXED, __ATOMIC_RELAXED))
         return; /* another refiller credited this interval */
-    amount = (double)load_u64(&d->bucket_refill_rate) * (double)(now - last) / 1e9;
-    /* More than pays the debt and fills the bucket is capped anyway; this keeps the sum in range. */
-    t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED);
-    room = t < cap ? (double)cap - (double)t : 0;
-    add = amount >= room ? (int64_t)room : (int64_t)amount;
-    t = __atomic_add_fetch(&d->bucket_tokens, add, __ATOMIC_RELAXED);
-    while (t > cap && !__atomic_compare_exchange_n(&d->bucket_tokens, &t, cap, true,
-                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
+    add_capped(d, (double)load_u64(&d->bucket_refill_rate) * (double)(now - last) / 1e9,
+               capacity_of(d));
 }
 
 void vgpu_bucket_credit(struct vgpu_region_device *d, uint64_t tokens)
 {
-    int64_t cap = capacity_of(d), t = __atomic_load_n(&d->bucket_tokens, __ATOMIC_RELAXED), add;
-
-    if (tokens == 0 || vgpu_bucket_is_open(d) || t >= cap)
-        return;
-    add = (double)tokens >= (double)cap - (double)t ? cap - t : (int64_t)tokens;
-    t = __atomic_add_fetch(&d->bucket_tokens, add, __ATOMIC_RELAXED);
-    while (t > cap && !__atomic_compare_exchange_n(&d->bucket_tokens, &t, cap, true,
-                                                   __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-    }
+    if (tokens != 0 && !vgpu_bucket_is_open(d))
+        add_capped(d, (double)tokens, capacity_of(d));
 }
 
 uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
@@ -140,7 +143,8 @@ uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
     rate = load_u64(&d->bucket_refill_rate);
     if (rate == 0)
         return VGPU_WAIT_MAX_NS;
-    w = (double)-t * 1e9 / (double)rate;
+    /* Negated in doubles: -t overflows at INT64_MIN, which a container can write. */
+    w = -(double)t * 1e9 / (double)rate;
     return w < 1 ? 1 : w > (double)VGPU_WAIT_LIMIT_NS ? VGPU_WAIT_LIMIT_NS : (uint64_t)w;
 }
 

@@ -1123,6 +1123,15 @@ static void test_hostile_bucket(void)
         share = admitted_in_a_second(&d, rate, t0 + 1000 * MS);
         CHECK(share <= rate + 0.01);
     }
+    /* A charge that leaves the balance at INT64_MIN: the longest wait, not an overflow. */
+    {
+        struct vgpu_region_device d;
+
+        memset(&d, 0, sizeof(d));
+        vgpu_bucket_init(&d, rate, 0);
+        d.bucket_tokens = INT64_MIN + (int64_t)MS;
+        CHECK(vgpu_bucket_take(&d, MS) == VGPU_WAIT_LIMIT_NS);
+    }
     /*
      * A waiting launch is re-priced at whatever cost its slot shows, which
      * the container can write: a round trip through any costs the refiller
@@ -1160,7 +1169,8 @@ static void test_hostile_bucket(void)
  * The refiller reads each process's launch count from the process's slot,
  * which the container can write, and NVML's readings. Whatever garbage they
  * hold (counts at UINT64_MAX, going back to 0, jumping at random; readings of
- * 0 or 100 % with windows ending anywhere), the estimate stays a finite cost
+ * 0 or 100 % with windows ending anywhere; balances at either end of their
+ * range), the estimate stays a finite cost
  * within its clamps, refunds stay finite and never lift the balance above
  * the capacity, and once the writes stop the process is charged the default
  * again (a count that went back is a new process).
@@ -1185,6 +1195,9 @@ static void test_hostile_counters(void)
         o.launches = r % 4 == 0 ? UINT64_MAX : r % 4 == 1 ? r >> (r % 64) : (uint64_t)i * 1000;
         o.util = r & 256 ? 1.0 : 0;
         o.window_end = r & 512 ? t - (r >> 40) % (3 * S) : r & 1024 ? UINT64_MAX : 0;
+        /* The balance is the container's to write too: the refund's room must not overflow. */
+        if (r & 4096)
+            d.bucket_tokens = r & 8192 ? INT64_MIN : r & 16384 ? INT64_MAX : -(int64_t)(r >> 2);
         vgpu_ctl_tick(&c, &d, &k);
         CHECK(isfinite(cost) && (cost == 0 || (cost >= 100 && cost <= 1e10)));
         CHECK(isfinite(k.refund_ns) && k.refund_ns >= 0);
