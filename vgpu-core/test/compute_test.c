@@ -256,6 +256,8 @@ static struct vgpu_region *map_region(const char *root, const char *name)
 enum kernels { K_100US, K_2MS, K_20MS, K_MIX, K_COUNT };
 
 static const char *const kernel_names[K_COUNT] = {"0.1 ms", "2 ms", "20 ms", "mix"};
+/* The same, as `compute_test cell` takes them. */
+static const char *const kernel_args[K_COUNT] = {"0.1", "2", "20", "mix"};
 
 /* One cell: claims on one fake GPU, each with procs processes. */
 struct cell {
@@ -357,6 +359,12 @@ static void settling(fake_state *st, struct cell *c, int a, uint64_t start, uint
     c->settle_s[a] = (double)((p0 + (uint64_t)settled) * GPU_SAMPLE_NS - start) / 1e9;
 }
 
+/* The end of the last whole sample period: no kernel can be placed into it any more. */
+static uint64_t measurable_until(void)
+{
+    return ((uint64_t)(now_s() * 1e9) / GPU_SAMPLE_NS - 1) * GPU_SAMPLE_NS;
+}
+
 /* Runs cells in parallel, RUN_S seconds, and measures them while their processes live. */
 static void run_cells(const char *self, const char *base, struct cell *cells, int n,
                       char uuid[][96], fake_state *st)
@@ -369,8 +377,7 @@ static void run_cells(const char *self, const char *base, struct cell *cells, in
         start_cell(self, base, &cells[i], uuid);
     close(stop_pipe[0]);
     sleep(RUN_S);
-    /* Only whole sample periods that have ended: no kernel can be placed into them any more. */
-    to = ((uint64_t)(now_s() * 1e9) / GPU_SAMPLE_NS - 1) * GPU_SAMPLE_NS;
+    to = measurable_until();
     for (int i = 0; i < n; i++) {
         for (int a = 0; a < cells[i].nclaims; a++) {
             /* From the claim's own start: the claims of a batch start one after another. */
@@ -455,6 +462,23 @@ static double share_less(fake_state *st, int ord, const pid_t *others, int n, ui
 }
 
 /*
+ * When the share of GPU ord less others' (see share_less) settled after
+ * from: from then on every two-second mean, sliding by a sample period up
+ * to to, is within band of target.
+ */
+static uint64_t settled_after(fake_state *st, int ord, const pid_t *others, int n, uint64_t from,
+                              uint64_t to, double target, double band)
+{
+    uint64_t settled = from;
+
+    for (uint64_t t = from; t + 2 * S <= to; t += GPU_SAMPLE_NS) {
+        if (absd(share_less(st, ord, others, n, t, t + 2 * S) - target) > band)
+            settled = t + GPU_SAMPLE_NS;
+    }
+    return settled;
+}
+
+/*
  * The hard limit under SIGKILL: two processes of a 30 % claim keep GPU ord
  * busy with kernels of exactly 2 ms (so that a second's share shows the
  * limiter, not the kernels' own spread: log-normal ones vary by 2.3 points
@@ -514,7 +538,7 @@ static void kills(const char *self, const char *base, const char *uuid, int ord,
     }
     calm = (uint64_t)(now_s() * 1e9);
     sleep(KILL_AFTER_S);
-    to = ((uint64_t)(now_s() * 1e9) / GPU_SAMPLE_NS - 1) * GPU_SAMPLE_NS;
+    to = measurable_until();
     for (uint64_t t = start; t + S <= to; t += GPU_SAMPLE_NS) {
         double share = share_less(st, ord, busy, 2, t, t + S);
 
@@ -522,12 +546,7 @@ static void kills(const char *self, const char *base, const char *uuid, int ord,
         if (t >= calm + 2 * S && share < low)
             low = share;
     }
-    /* Settled: from then on every two-second mean (sliding by a sample period) within the band. */
-    settled = calm;
-    for (uint64_t t = calm; t + 2 * S <= to; t += GPU_SAMPLE_NS) {
-        if (absd(share_less(st, ord, busy, 2, t, t + 2 * S) - 30) > band)
-            settled = t + GPU_SAMPLE_NS;
-    }
+    settled = settled_after(st, ord, busy, 2, calm, to, 30, band);
     during = share_less(st, ord, busy, 2, start + S, calm);
     close(stop_pipe[0]);
     close(stop_pipe[1]);
@@ -590,15 +609,11 @@ static void limit_change(const char *self, const char *base, const char *uuid, i
     close(stop_pipe[0]);
     CHECK(waitpid(first, &status, 0) == first && WIFEXITED(status) && WEXITSTATUS(status) == 0);
     sleep(CHANGE_AFTER_S);
-    to = ((uint64_t)(now_s() * 1e9) / GPU_SAMPLE_NS - 1) * GPU_SAMPLE_NS;
+    to = measurable_until();
     before = gpu_share(st, ord, start + 2 * S, change);
     after = gpu_share(st, ord, change + MEASURE_FROM_S * S, to);
     first_s = gpu_share(st, ord, change, change + S);
-    settled = change;
-    for (uint64_t t = change; t + 2 * S <= to; t += GPU_SAMPLE_NS) {
-        if (absd(gpu_share(st, ord, t, t + 2 * S) - 60) > 2)
-            settled = t + GPU_SAMPLE_NS;
-    }
+    settled = settled_after(st, ord, NULL, 0, change, to, 60, 2);
     close(stop_pipe[1]);
     stop_pipe[0] = stop_pipe[1] = -1;
     CHECK(waitpid(second, &status, 0) == second && WIFEXITED(status) &&
@@ -832,11 +847,7 @@ static bool cell_args(char **argv, struct cell *proto, int *copies)
     *proto = (struct cell){.nclaims = (int)claims, .procs = (int)procs,
                            .limit = {(unsigned)limit, 100 - (unsigned)limit}, .k = K_COUNT};
     for (int k = 0; k < K_COUNT; k++) {
-        char name[16];
-
-        snprintf(name, sizeof(name), "%s", kernel_names[k]);
-        name[strcspn(name, " ")] = '\0';
-        if (strcmp(argv[5], name) == 0)
+        if (strcmp(argv[5], kernel_args[k]) == 0)
             proto->k = (enum kernels)k;
     }
     if (proto->k == K_COUNT) {
