@@ -774,7 +774,7 @@ static int sweep(const char *self, const char *base, char uuid[][96], fake_state
      * settled within 3 s and without a second more than 5 points (or the
      * kernels' own spread) below the limit, so that one run caught by a stall
      * does not fail the sweep (on a quiet host every run meets both: 180 of
-     * 180 in each of three sweeps, worst settling 2.31 s).
+     * 180 in each of four sweeps, worst settling 2.31 s).
      */
     CHECK(short_runs <= runs / 100);
     CHECK(settle[0] >= runs * 99 / 100);
