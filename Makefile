@@ -37,9 +37,11 @@ build: vgpu-core $(addprefix $(BIN_DIR)/,$(BINARIES)) ## build libvgpu.so, the f
 $(BIN_DIR)/%: FORCE
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$*
 
-# Static, no cgo: the kubectl plugin runs on users' machines, and the image's
-# init container (vgpu-install) runs whatever C library the image holds.
-$(BIN_DIR)/kubectl-vgpu $(BIN_DIR)/vgpu-install: FORCE
+# Static, no cgo: the kubectl plugin runs on users' machines, the image's
+# init container (vgpu-install) runs whatever C library the image holds, and
+# the controller is cluster-side code that links no GPU library
+# (pkg/devices/names/deps_test.go checks the last).
+$(BIN_DIR)/kubectl-vgpu $(BIN_DIR)/vgpu-install $(BIN_DIR)/dra-controller: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(@F)
 
 .PHONY: release-kubectl-vgpu
@@ -107,7 +109,7 @@ chart-test: ## helm lint and template tests of the chart (also part of make test
 	$(GO) test -count=1 ./deployments/...
 
 .PHONY: demo
-demo: build ## the main job: simulated GPUs shared by workloads under hard limits (root; first run ~20 min, then ~1 min)
+demo: build ## the main job: simulated GPUs shared by workloads under hard limits (root; first run ~25 min, then ~1 min)
 	./demo/run.sh
 
 .PHONY: demo-down

@@ -40,7 +40,7 @@ func exported(t *testing.T) map[string]bool {
 					return true
 				}
 				s, err := strconv.Unquote(lit.Value)
-				if err == nil && metricName.FindString(s) == s {
+				if err == nil && s != "" && metricName.FindString(s) == s {
 					names[s] = true
 					for _, suffix := range []string{"_bucket", "_sum", "_count"} {
 						names[s+suffix] = true
@@ -121,6 +121,25 @@ func TestCookbookUsesExportedMetrics(t *testing.T) {
 func TestUnknownMetricIsCaught(t *testing.T) {
 	names := exported(t)
 	assert.False(t, names["vgpu_dra_claim_memory_usage_bytes"])
+	assert.False(t, names[""], "an empty literal is no metric name")
 	assert.True(t, names["vgpu_dra_claim_memory_used_bytes"])
 	assert.True(t, names["vgpu_dra_monitor_collection_duration_seconds_bucket"])
+}
+
+// TestMetricsDocumented: every metric the code registers has a row in
+// docs/metrics.md's tables (a backquoted name at the start of a row).
+func TestMetricsDocumented(t *testing.T) {
+	data, err := os.ReadFile("../../docs/metrics.md")
+	require.NoError(t, err)
+	documented := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(vgpu_dra_[a-z0-9_]+)").FindAllStringSubmatch(string(data), -1) {
+		documented[m[1]] = true
+	}
+	require.NotEmpty(t, documented, "docs/metrics.md has metric tables")
+	for name := range exported(t) {
+		if strings.HasSuffix(name, "_bucket") || strings.HasSuffix(name, "_sum") || strings.HasSuffix(name, "_count") {
+			continue // series of a histogram, documented under its name
+		}
+		assert.True(t, documented[name], "the code registers %s, which docs/metrics.md does not document", name)
+	}
 }

@@ -25,7 +25,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 type fixture struct {
@@ -62,7 +62,7 @@ func newTestController(t *testing.T, client kubernetes.Interface, informerClient
 	ctrl, err := NewController(ControllerOptions{
 		Client: client, Pods: factory.Core().V1().Pods(), Nodes: factory.Core().V1().Nodes(),
 		Claims: factory.Resource().V1().ResourceClaims(), Slices: factory.Resource().V1().ResourceSlices(),
-		Allocator: Config{DriverName: devices.DriverName, Classes: testClasses, IsOurs: isTestClass},
+		Allocator: Config{DriverName: names.DriverName, Classes: testClasses, IsOurs: isTestClass},
 		Defaults:  defaults, FallbackAfter: time.Minute, Recorder: recorder, Workers: workers,
 	})
 	require.NoError(t, err)
@@ -150,8 +150,8 @@ func cluster(t *testing.T) []runtime.Object {
 	busy := gpuClaim("busy", 1, "40Gi", "50")
 	share := busy.UID
 	busy.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-		Request: "gpu", Driver: devices.DriverName, Pool: "node-a", Device: "gpu-0", ShareID: &share,
-		ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{devices.CapacityMemory: resource.MustParse("40Gi"), devices.CapacityCores: resource.MustParse("50")},
+		Request: "gpu", Driver: names.DriverName, Pool: "node-a", Device: "gpu-0", ShareID: &share,
+		ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{names.CapacityMemory: resource.MustParse("40Gi"), names.CapacityCores: resource.MustParse("50")},
 	}}}}
 	return []runtime.Object{testNode("node-a"), testNode("node-b"), gpuSlice(t, "node-a", 2), gpuSlice(t, "node-b", 2), busy}
 }
@@ -337,8 +337,8 @@ func TestControllerRestartMidAllocation(t *testing.T) {
 		first.Finalizers = []string{Finalizer}
 		first.Status.Allocation = &resourceapi.AllocationResult{
 			Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-				Request: "gpu", Driver: devices.DriverName, Pool: "node-b", Device: "gpu-1", ShareID: &share,
-				ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{devices.CapacityMemory: resource.MustParse("4Gi"), devices.CapacityCores: resource.MustParse("10")},
+				Request: "gpu", Driver: names.DriverName, Pool: "node-b", Device: "gpu-1", ShareID: &share,
+				ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{names.CapacityMemory: resource.MustParse("4Gi"), names.CapacityCores: resource.MustParse("10")},
 			}}},
 			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
 				Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-b"}}}}}},
@@ -354,8 +354,8 @@ func TestControllerRestartMidAllocation(t *testing.T) {
 		first.Finalizers = []string{Finalizer}
 		first.Status.Allocation = &resourceapi.AllocationResult{
 			Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-				Request: "gpu", Driver: devices.DriverName, Pool: "node-b", Device: "gpu-1", ShareID: &share,
-				ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{devices.CapacityMemory: resource.MustParse("4Gi"), devices.CapacityCores: resource.MustParse("10")},
+				Request: "gpu", Driver: names.DriverName, Pool: "node-b", Device: "gpu-1", ShareID: &share,
+				ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{names.CapacityMemory: resource.MustParse("4Gi"), names.CapacityCores: resource.MustParse("10")},
 			}}},
 			NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{{
 				Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{"node-b"}}}}}},

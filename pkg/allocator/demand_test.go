@@ -7,7 +7,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 func TestDemandCountsRequestsWithoutMemory(t *testing.T) {
@@ -23,7 +23,7 @@ func TestDemandCountsRequestsWithoutMemory(t *testing.T) {
 		{Name: "whole", DeviceClassName: testClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1},
 		{Name: "slice", DeviceClassName: testClass, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1,
 			Capacity: &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{
-				devices.DriverName + "/" + devices.CapacityMemory: resource.MustParse("1Gi")}}},
+				names.DriverName + "/" + names.CapacityMemory: resource.MustParse("1Gi")}}},
 	}}
 	assert.Equal(t, demand{perRequest: []gpuNeed{{}}, devices: 1, wholeMemory: 0, bounded: true}, demandOf([]*resourceapi.ResourceClaim{either}, isTestClass))
 }

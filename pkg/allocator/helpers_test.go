@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
 
@@ -49,7 +50,7 @@ var testClasses = fakeClasses{testClass: {
 func isTestClass(class string) bool { return class == testClass }
 
 func newTestAllocator(fit NodeFitter) *Allocator {
-	return New(Config{DriverName: devices.DriverName, Classes: testClasses, IsOurs: isTestClass, Fit: fit})
+	return New(Config{DriverName: names.DriverName, Classes: testClasses, IsOurs: isTestClass, Fit: fit})
 }
 
 // gpuSlice publishes n 80Gi GPUs on a node the way the kubelet plugin does.
@@ -63,12 +64,12 @@ func gpuSlice(t testing.TB, node string, n int) *resourceapi.ResourceSlice {
 			ProductName: "NVIDIA H100 80GB HBM3", MemoryBytes: uint64(80 * gi), NUMANode: i / 4,
 			PCIBusID: fmt.Sprintf("0000:%02x:00.0", 0x18+i),
 		}, devices.Options{SysfsRoot: "/nonexistent"})
-		devs[i].Attributes[devices.AttrPCIeRoot] = resourceapi.DeviceAttribute{StringValue: ptr.To(fmt.Sprintf("pci0000:%d", i/4))}
+		devs[i].Attributes[names.AttrPCIeRoot] = resourceapi.DeviceAttribute{StringValue: ptr.To(fmt.Sprintf("pci0000:%d", i/4))}
 	}
 	return &resourceapi.ResourceSlice{
-		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + devices.DriverName},
+		ObjectMeta: metav1.ObjectMeta{Name: node + "-" + names.DriverName},
 		Spec: resourceapi.ResourceSliceSpec{
-			Driver:   devices.DriverName,
+			Driver:   names.DriverName,
 			Pool:     resourceapi.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1},
 			NodeName: ptr.To(node),
 			Devices:  devs,
@@ -95,10 +96,10 @@ func gpuClaim(name string, count int64, memory, cores string) *resourceapi.Resou
 	if memory != "" || cores != "" {
 		req.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{}}
 		if memory != "" {
-			req.Capacity.Requests[devices.CapacityMemory] = resource.MustParse(memory)
+			req.Capacity.Requests[names.CapacityMemory] = resource.MustParse(memory)
 		}
 		if cores != "" {
-			req.Capacity.Requests[devices.CapacityCores] = resource.MustParse(cores)
+			req.Capacity.Requests[names.CapacityCores] = resource.MustParse(cores)
 		}
 	}
 	claim := &resourceapi.ResourceClaim{
@@ -107,7 +108,7 @@ func gpuClaim(name string, count int64, memory, cores string) *resourceapi.Resou
 	}
 	if count > 1 {
 		claim.Spec.Devices.Constraints = []resourceapi.DeviceConstraint{{
-			Requests: []string{"gpu"}, DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(devices.DriverName + "/" + string(devices.AttrUUID))),
+			Requests: []string{"gpu"}, DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(names.DriverName + "/" + string(names.AttrUUID))),
 		}}
 	}
 	return claim
@@ -141,8 +142,8 @@ func observeOn(a *Allocator, node, device, memory, cores string) *resourceapi.Re
 	claim := gpuClaim("sched-"+node+"-"+device, 1, memory, cores)
 	share := types.UID(fmt.Sprintf("11111111-0000-0000-0000-%012d", claimCounter))
 	claim.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{{
-		Request: "gpu", Driver: devices.DriverName, Pool: node, Device: device, ShareID: &share,
-		ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{devices.CapacityMemory: resource.MustParse(memory), devices.CapacityCores: resource.MustParse(cores)},
+		Request: "gpu", Driver: names.DriverName, Pool: node, Device: device, ShareID: &share,
+		ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{names.CapacityMemory: resource.MustParse(memory), names.CapacityCores: resource.MustParse(cores)},
 	}}}}
 	a.Observe(claim)
 	return claim

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // slowClaims is an API client whose ResourceClaim updates take a while, as
@@ -128,8 +128,8 @@ func TestWorkersOverlapWritesAndNeverDoubleBook(t *testing.T) {
 			if memory[key] == nil {
 				memory[key], cores[key] = &resource.Quantity{}, &resource.Quantity{}
 			}
-			memory[key].Add(r.ConsumedCapacity[devices.CapacityMemory])
-			cores[key].Add(r.ConsumedCapacity[devices.CapacityCores])
+			memory[key].Add(r.ConsumedCapacity[names.CapacityMemory])
+			cores[key].Add(r.ConsumedCapacity[names.CapacityCores])
 		}
 	}
 	assert.Len(t, memory, 4, "all four GPUs used")

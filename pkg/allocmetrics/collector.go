@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 var (
@@ -89,10 +89,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 				g = &gpu{node: r.Pool}
 			}
 			memory, cores := g.memory, int64(0)
-			if q, ok := r.ConsumedCapacity[devices.CapacityMemory]; ok {
+			if q, ok := r.ConsumedCapacity[names.CapacityMemory]; ok {
 				memory = q.Value()
 			}
-			if q, ok := r.ConsumedCapacity[devices.CapacityCores]; ok {
+			if q, ok := r.ConsumedCapacity[names.CapacityCores]; ok {
 				cores = q.Value()
 			}
 			g.memoryAllocated += memory
@@ -146,14 +146,14 @@ func (c *Collector) gpus() (map[deviceKey]*gpu, error) {
 			node = *s.Spec.NodeName
 		}
 		for _, d := range s.Spec.Devices {
-			g := &gpu{node: node, uuid: stringAttr(d, devices.AttrUUID), product: stringAttr(d, devices.AttrProductName)}
-			if a, ok := d.Attributes[devices.AttrIndex]; ok && a.IntValue != nil {
+			g := &gpu{node: node, uuid: stringAttr(d, names.AttrUUID), product: stringAttr(d, names.AttrProductName)}
+			if a, ok := d.Attributes[names.AttrIndex]; ok && a.IntValue != nil {
 				g.index = strconv.FormatInt(*a.IntValue, 10)
 			}
-			if cp, ok := d.Capacity[devices.CapacityMemory]; ok {
+			if cp, ok := d.Capacity[names.CapacityMemory]; ok {
 				g.memory = cp.Value.Value()
 			}
-			if cp, ok := d.Capacity[devices.CapacityCores]; ok {
+			if cp, ok := d.Capacity[names.CapacityCores]; ok {
 				g.cores = cp.Value.Value()
 			}
 			out[deviceKey{s.Spec.Pool.Name, d.Name}] = g

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 const driver = "vgpu.dra.dev"
@@ -22,13 +22,13 @@ func device(name, uuid string, index int64, memory string) resourceapi.Device {
 	return resourceapi.Device{
 		Name: name,
 		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-			devices.AttrUUID:        {StringValue: ptr.To(uuid)},
-			devices.AttrIndex:       {IntValue: ptr.To(index)},
-			devices.AttrProductName: {StringValue: ptr.To("H100")},
+			names.AttrUUID:        {StringValue: ptr.To(uuid)},
+			names.AttrIndex:       {IntValue: ptr.To(index)},
+			names.AttrProductName: {StringValue: ptr.To("H100")},
 		},
 		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-			devices.CapacityMemory: {Value: resource.MustParse(memory)},
-			devices.CapacityCores:  {Value: resource.MustParse("100")},
+			names.CapacityMemory: {Value: resource.MustParse(memory)},
+			names.CapacityCores:  {Value: resource.MustParse("100")},
 		},
 	}
 }
@@ -37,7 +37,7 @@ func result(device, memory, cores string) resourceapi.DeviceRequestAllocationRes
 	r := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: driver, Pool: "node-a", Device: device}
 	if memory != "" {
 		r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{
-			devices.CapacityMemory: resource.MustParse(memory), devices.CapacityCores: resource.MustParse(cores),
+			names.CapacityMemory: resource.MustParse(memory), names.CapacityCores: resource.MustParse(cores),
 		}
 	}
 	return r

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // Values end up inside CEL string literals. Restricting them to the
@@ -64,8 +64,8 @@ func parseFilters(annotations map[string]string) (filters, field.ErrorList) {
 // case-insensitive substring of the product name ("A100" matches "NVIDIA
 // A100-SXM4-40GB"). UUIDs match exactly.
 func (f filters) selectors(driver string) []string {
-	product := fmt.Sprintf("device.attributes[%s].%s.lowerAscii()", strconv.Quote(driver), devices.AttrProductName)
-	uuid := fmt.Sprintf("device.attributes[%s].%s", strconv.Quote(driver), devices.AttrUUID)
+	product := fmt.Sprintf("device.attributes[%s].%s.lowerAscii()", strconv.Quote(driver), names.AttrProductName)
+	uuid := fmt.Sprintf("device.attributes[%s].%s", strconv.Quote(driver), names.AttrUUID)
 	anyType := func(types []string) string {
 		terms := make([]string, len(types))
 		for i, t := range types {

@@ -6,7 +6,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // Product is one kind of GPU present in the cluster: a product name with
@@ -28,11 +28,11 @@ func Products(resourceSlices []*resourceapi.ResourceSlice, driver string) []Prod
 			continue
 		}
 		for _, dev := range slice.Spec.Devices {
-			attr, ok := dev.Attributes[devices.AttrProductName]
+			attr, ok := dev.Attributes[names.AttrProductName]
 			if !ok || attr.StringValue == nil || *attr.StringValue == "" {
 				continue
 			}
-			capacity, ok := dev.Capacity[devices.CapacityMemory]
+			capacity, ok := dev.Capacity[names.CapacityMemory]
 			if !ok || capacity.Value.Sign() <= 0 {
 				continue
 			}

@@ -17,7 +17,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // mib is HAMi's unit of GPU memory and the rounding step for percentages.
@@ -127,7 +127,7 @@ func Translate(namespace string, pod *corev1.Pod, cfg Config, products []Product
 
 // containerRequest reads the HAMi resources of c. found is false when c
 // asks for none of them.
-func containerRequest(c *corev1.Container, names ResourceNames, path *field.Path) (gpuRequest, bool, field.ErrorList) {
+func containerRequest(c *corev1.Container, resNames ResourceNames, path *field.Path) (gpuRequest, bool, field.ErrorList) {
 	var errs field.ErrorList
 	found := false
 	value := func(name corev1.ResourceName, lo, hi int64) (int64, bool) {
@@ -154,11 +154,11 @@ func containerRequest(c *corev1.Container, names ResourceNames, path *field.Path
 		return 0, false
 	}
 	var r gpuRequest
-	count, hasCount := value(names.Count, 1, resourceapi.AllocationResultsMaxSize)
-	r.memoryMiB, _ = value(names.Memory, 1, 1<<30)
-	r.memoryPercent, _ = value(names.MemoryPercentage, 1, 100)
-	r.cores, _ = value(names.Cores, 0, devices.Cores)
-	if prio, ok := value(names.Priority, 0, 1); ok {
+	count, hasCount := value(resNames.Count, 1, resourceapi.AllocationResultsMaxSize)
+	r.memoryMiB, _ = value(resNames.Memory, 1, 1<<30)
+	r.memoryPercent, _ = value(resNames.MemoryPercentage, 1, 100)
+	r.cores, _ = value(resNames.Cores, 0, names.CoresCapacity)
+	if prio, ok := value(resNames.Priority, 0, 1); ok {
 		// HAMi: 0 is high priority, 1 low.
 		r.priority = api.PriorityLow
 		if prio == 0 {
@@ -179,10 +179,10 @@ func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *fi
 	capacity := func(memory int64) *resourceapi.CapacityRequirements {
 		reqs := map[resourceapi.QualifiedName]resource.Quantity{}
 		if memory > 0 {
-			reqs[devices.CapacityMemory] = *resource.NewQuantity(memory, resource.BinarySI)
+			reqs[names.CapacityMemory] = *resource.NewQuantity(memory, resource.BinarySI)
 		}
 		if r.cores > 0 {
-			reqs[devices.CapacityCores] = *resource.NewQuantity(r.cores, resource.DecimalSI)
+			reqs[names.CapacityCores] = *resource.NewQuantity(r.cores, resource.DecimalSI)
 		}
 		if len(reqs) == 0 {
 			return nil
@@ -205,7 +205,7 @@ func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *fi
 				memory = p.MemoryBytes
 			}
 			productSelector := fmt.Sprintf("device.attributes[%s].%s == %s",
-				strconv.Quote(cfg.DriverName), devices.AttrProductName, strconv.Quote(p.Name))
+				strconv.Quote(cfg.DriverName), names.AttrProductName, strconv.Quote(p.Name))
 			subs = append(subs, resourceapi.DeviceSubRequest{
 				Name:            fmt.Sprintf("%s-%d", requestName, len(subs)),
 				DeviceClassName: cfg.DeviceClassName,
@@ -242,7 +242,7 @@ func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *fi
 		// one GPU could be allocated several times.
 		spec.Devices.Constraints = []resourceapi.DeviceConstraint{{
 			Requests:          []string{requestName},
-			DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(cfg.DriverName + "/" + string(devices.AttrUUID))),
+			DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(cfg.DriverName + "/" + string(names.AttrUUID))),
 		}}
 	}
 	if r.priority != "" {
@@ -303,9 +303,9 @@ func podClaimName(container string) string {
 }
 
 // translatedResources drops the HAMi resources and adds the claim.
-func translatedResources(in corev1.ResourceRequirements, names ResourceNames, claim string) corev1.ResourceRequirements {
+func translatedResources(in corev1.ResourceRequirements, resNames ResourceNames, claim string) corev1.ResourceRequirements {
 	out := *in.DeepCopy()
-	for _, name := range names.all() {
+	for _, name := range resNames.all() {
 		delete(out.Limits, name)
 		delete(out.Requests, name)
 	}

@@ -18,7 +18,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files from the current output")
@@ -41,7 +41,7 @@ type goldenOutput struct {
 }
 
 func testConfig() Config {
-	return Config{Resources: DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", DriverName: devices.DriverName}
+	return Config{Resources: DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", DriverName: names.DriverName}
 }
 
 func TestTranslateGolden(t *testing.T) {
@@ -198,7 +198,7 @@ func TestTranslateConfigurableNames(t *testing.T) {
 	require.Len(t, tr.Templates, 1)
 	req := tr.Templates[0].Spec.Spec.Devices.Requests[0].Exactly
 	require.NotNil(t, req)
-	assert.Equal(t, "1Gi", ptr.To(req.Capacity.Requests[devices.CapacityMemory]).String())
+	assert.Equal(t, "1Gi", ptr.To(req.Capacity.Requests[names.CapacityMemory]).String())
 	res, ok := tr.Patch[0].Value.(corev1.ResourceRequirements)
 	require.True(t, ok)
 	assert.Contains(t, res.Limits, DefaultCountResource, "names that are not configured stay untouched")
@@ -209,19 +209,19 @@ func TestProducts(t *testing.T) {
 	dev := func(product string, memory string) resourceapi.Device {
 		attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
 		if product != "" {
-			attrs[devices.AttrProductName] = resourceapi.DeviceAttribute{StringValue: ptr.To(product)}
+			attrs[names.AttrProductName] = resourceapi.DeviceAttribute{StringValue: ptr.To(product)}
 		}
 		capacity := map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{}
 		if memory != "" {
-			capacity[devices.CapacityMemory] = resourceapi.DeviceCapacity{Value: resource.MustParse(memory)}
+			capacity[names.CapacityMemory] = resourceapi.DeviceCapacity{Value: resource.MustParse(memory)}
 		}
 		return resourceapi.Device{Name: "gpu", Attributes: attrs, Capacity: capacity}
 	}
 	slices := []*resourceapi.ResourceSlice{
-		{Spec: resourceapi.ResourceSliceSpec{Driver: devices.DriverName, Devices: []resourceapi.Device{
+		{Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, Devices: []resourceapi.Device{
 			dev("NVIDIA H100 80GB HBM3", "80Gi"), dev("NVIDIA A100-SXM4-40GB", "40Gi"), dev("", "10Gi"), dev("No memory", ""),
 		}}},
-		{Spec: resourceapi.ResourceSliceSpec{Driver: devices.DriverName, Devices: []resourceapi.Device{
+		{Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, Devices: []resourceapi.Device{
 			dev("NVIDIA H100 80GB HBM3", "80Gi"), dev("NVIDIA A100-SXM4-40GB", "39Gi"),
 		}}},
 		{Spec: resourceapi.ResourceSliceSpec{Driver: "other.example.com", Devices: []resourceapi.Device{dev("Other", "1Gi")}}},
@@ -230,5 +230,5 @@ func TestProducts(t *testing.T) {
 		{Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 39 << 30},
 		{Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30},
 		{Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30},
-	}, Products(slices, devices.DriverName))
+	}, Products(slices, names.DriverName))
 }

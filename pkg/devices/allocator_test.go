@@ -85,7 +85,7 @@ func loadClasses(t *testing.T) classLister {
 			require.Equal(t, "DeviceClass", class.Kind, f)
 			require.Equal(t, class.Name+".yaml", filepath.Base(f), "file is named after its class")
 			for i, cfg := range class.Spec.Config {
-				if cfg.Opaque != nil && cfg.Opaque.Driver == DriverName {
+				if cfg.Opaque != nil && cfg.Opaque.Driver == names.DriverName {
 					_, err := api.Resolve([]api.Layer{{FromClass: true, Raw: cfg.Opaque.Parameters.Raw}})
 					require.NoError(t, err, "%s config %d", f, i)
 				}
@@ -121,7 +121,7 @@ func newCluster(t *testing.T, infos []gpu.Info, opts Options) *cluster {
 		c.slices = append(c.slices, &resourceapi.ResourceSlice{
 			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", nodeName, i)},
 			Spec: resourceapi.ResourceSliceSpec{
-				Driver:   DriverName,
+				Driver:   names.DriverName,
 				Pool:     resourceapi.ResourcePool{Name: nodeName, Generation: 1, ResourceSliceCount: int64(len(pool.Slices))},
 				NodeName: ptr.To(nodeName),
 				Devices:  s.Devices,
@@ -207,7 +207,7 @@ func consumed(t *testing.T, r *resourceapi.AllocationResult) (memory, cores int6
 	t.Helper()
 	require.Len(t, r.Devices.Results, 1)
 	cc := r.Devices.Results[0].ConsumedCapacity
-	m, c := cc[CapacityMemory], cc[CapacityCores]
+	m, c := cc[names.CapacityMemory], cc[names.CapacityCores]
 	return m.Value(), c.Value()
 }
 
@@ -354,7 +354,7 @@ func TestAllocateClassConfig(t *testing.T) {
 				spec.Devices.Config = []resourceapi.DeviceClaimConfiguration{{
 					Requests: []string{"gpu"},
 					DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
-						Driver:     DriverName,
+						Driver:     names.DriverName,
 						Parameters: rawJSON(`{"apiVersion":"vgpu.dra.dev/v1alpha1","kind":"VGPUConfig",` + tc.claimConfig + `}`),
 					}},
 				}}
@@ -414,7 +414,7 @@ func TestExamples(t *testing.T) {
 
 func checkExample(t *testing.T, spec resourceapi.ResourceClaimSpec) {
 	for i, cfg := range spec.Devices.Config {
-		if cfg.Opaque != nil && cfg.Opaque.Driver == DriverName {
+		if cfg.Opaque != nil && cfg.Opaque.Driver == names.DriverName {
 			_, err := api.Resolve([]api.Layer{{Raw: cfg.Opaque.Parameters.Raw}})
 			require.NoError(t, err, "config %d", i)
 		}
@@ -435,7 +435,7 @@ func TestAllocateTwoGPUsDistinct(t *testing.T) {
 	spec.Devices.Requests[0].Exactly.Count = 2
 	spec.Devices.Constraints = []resourceapi.DeviceConstraint{{
 		Requests:          []string{"gpu"},
-		DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(DriverName + "/uuid")),
+		DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(names.DriverName + "/uuid")),
 	}}
 	results := c.fill(spec)
 	// Each claim takes 50 cores on both GPUs: two claims fill both.

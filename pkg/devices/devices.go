@@ -15,30 +15,6 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
 
-// The names of the contract live in package names, which links no GPU
-// library; they are repeated here so that code building devices reads them
-// from one place.
-const (
-	DriverName = names.DriverName
-
-	AttrUUID                  = names.AttrUUID
-	AttrIndex                 = names.AttrIndex
-	AttrMinor                 = names.AttrMinor
-	AttrProductName           = names.AttrProductName
-	AttrBrand                 = names.AttrBrand
-	AttrArchitecture          = names.AttrArchitecture
-	AttrCUDAComputeCapability = names.AttrCUDAComputeCapability
-	AttrDriverVersion         = names.AttrDriverVersion
-	AttrCUDADriverVersion     = names.AttrCUDADriverVersion
-	AttrPCIeBusID             = names.AttrPCIeBusID
-	AttrPCIeRoot              = names.AttrPCIeRoot
-	AttrNUMANode              = names.AttrNUMANode
-	AttrMultiprocessors       = names.AttrMultiprocessors
-
-	CapacityMemory = names.CapacityMemory
-	CapacityCores  = names.CapacityCores
-)
-
 // Name is the device name of the GPU with NVML index i.
 func Name(index int) string {
 	return fmt.Sprintf("gpu-%d", index)
@@ -50,28 +26,28 @@ func Name(index int) string {
 func Device(info gpu.Info, opts Options) resourceapi.Device {
 	opts = opts.withDefaults()
 	attrs := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
-		AttrUUID:         stringAttr(info.UUID),
-		AttrIndex:        intAttr(int64(info.Index)),
-		AttrMinor:        intAttr(int64(info.Minor)),
-		AttrProductName:  stringAttr(info.ProductName),
-		AttrBrand:        stringAttr(info.Brand),
-		AttrArchitecture: stringAttr(info.Architecture),
-		AttrPCIeBusID:    stringAttr(info.PCIBusID),
+		names.AttrUUID:         stringAttr(info.UUID),
+		names.AttrIndex:        intAttr(int64(info.Index)),
+		names.AttrMinor:        intAttr(int64(info.Minor)),
+		names.AttrProductName:  stringAttr(info.ProductName),
+		names.AttrBrand:        stringAttr(info.Brand),
+		names.AttrArchitecture: stringAttr(info.Architecture),
+		names.AttrPCIeBusID:    stringAttr(info.PCIBusID),
 	}
 	for name, v := range map[resourceapi.QualifiedName]string{
-		AttrCUDAComputeCapability: info.CUDAComputeCapability,
-		AttrDriverVersion:         info.DriverVersion,
-		AttrCUDADriverVersion:     info.CUDADriverVersion,
+		names.AttrCUDAComputeCapability: info.CUDAComputeCapability,
+		names.AttrDriverVersion:         info.DriverVersion,
+		names.AttrCUDADriverVersion:     info.CUDADriverVersion,
 	} {
 		if semver, ok := SemVer(v); ok {
 			attrs[name] = resourceapi.DeviceAttribute{VersionValue: &semver}
 		}
 	}
 	if info.NUMANode >= 0 {
-		attrs[AttrNUMANode] = intAttr(int64(info.NUMANode))
+		attrs[names.AttrNUMANode] = intAttr(int64(info.NUMANode))
 	}
 	if info.Multiprocessors > 0 {
-		attrs[AttrMultiprocessors] = intAttr(int64(info.Multiprocessors))
+		attrs[names.AttrMultiprocessors] = intAttr(int64(info.Multiprocessors))
 	}
 	if root, err := deviceattribute.GetPCIeRootAttributeByPCIBusID(info.PCIBusID,
 		deviceattribute.WithFSFromRoot(opts.SysfsRoot)); err == nil {
@@ -83,8 +59,8 @@ func Device(info gpu.Info, opts Options) resourceapi.Device {
 		Attributes:               attrs,
 		AllowMultipleAllocations: ptr.To(true),
 		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
-			CapacityMemory: memoryCapacity(info.MemoryBytes, opts),
-			CapacityCores:  coresCapacity(),
+			names.CapacityMemory: memoryCapacity(info.MemoryBytes, opts),
+			names.CapacityCores:  coresCapacity(),
 		},
 	}
 }
@@ -126,12 +102,12 @@ func memoryCapacity(total uint64, opts Options) resourceapi.DeviceCapacity {
 // means 0, best effort without a guaranteed share, as in HAMi.
 func coresCapacity() resourceapi.DeviceCapacity {
 	return resourceapi.DeviceCapacity{
-		Value: *resource.NewQuantity(Cores, resource.DecimalSI),
+		Value: *resource.NewQuantity(names.CoresCapacity, resource.DecimalSI),
 		RequestPolicy: &resourceapi.CapacityRequestPolicy{
 			Default: resource.NewQuantity(0, resource.DecimalSI),
 			ValidRange: &resourceapi.CapacityRequestPolicyRange{
 				Min:  resource.NewQuantity(0, resource.DecimalSI),
-				Max:  resource.NewQuantity(Cores, resource.DecimalSI),
+				Max:  resource.NewQuantity(names.CoresCapacity, resource.DecimalSI),
 				Step: resource.NewQuantity(1, resource.DecimalSI),
 			},
 		},

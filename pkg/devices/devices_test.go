@@ -1,6 +1,8 @@
 package devices
 
 import (
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -103,7 +105,7 @@ func TestDeviceOmitsUnknown(t *testing.T) {
 	info.DriverVersion = "r580-beta"
 	// No sysfs entry: a simulated GPU or a container without /sys.
 	dev := Device(info, Options{SysfsRoot: t.TempDir()})
-	for _, name := range []resourceapi.QualifiedName{"numaNode", "multiprocessors", "driverVersion", AttrPCIeRoot} {
+	for _, name := range []resourceapi.QualifiedName{"numaNode", "multiprocessors", "driverVersion", names.AttrPCIeRoot} {
 		assert.NotContains(t, dev.Attributes, name)
 	}
 	assert.Contains(t, dev.Attributes, resourceapi.QualifiedName("cudaDriverVersion"))

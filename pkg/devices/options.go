@@ -15,8 +15,6 @@ const (
 	// CUDA context plus libraries do not fit, so smaller grants only turn
 	// into confusing out-of-memory errors.
 	DefaultMemoryMin int64 = 256 << 20
-	// Cores is the published compute capacity: percent of the GPU's SM time.
-	Cores int64 = 100
 )
 
 // Options tunes the published memory request policy.

@@ -21,7 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocator"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // probeName names the synthetic node, pool and claim of a sizing run.
@@ -193,10 +193,10 @@ func (s *Sizer) consumed(r resourceapi.DeviceRequestAllocationResult, group []re
 		}
 	}
 	var u Usage
-	if q, ok := amounts[devices.CapacityMemory]; ok {
+	if q, ok := amounts[names.CapacityMemory]; ok {
 		u.MemoryBytes = q.Value()
 	}
-	if q, ok := amounts[devices.CapacityCores]; ok {
+	if q, ok := amounts[names.CapacityCores]; ok {
 		u.Cores = q.Value()
 	}
 	return u

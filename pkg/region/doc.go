@@ -2,9 +2,12 @@
 // defined by vgpu-core/include/vgpu_region.h.
 //
 // The kubelet plugin creates the file (Create): a zero-filled regular file of
-// exactly Size bytes that libvgpu.so initialises on first attach. The monitor
-// reads it (Reader) from pread snapshots, never through a mapping: the file
-// is writable by the claim's containers, so every field is validated or
-// clamped before use and a region that breaks the layout is reported as
-// corrupt instead of being interpreted.
+// exactly Size bytes that libvgpu.so initialises on first attach. Readers
+// (Reader) take snapshots of it, from preads (Read, ReadFD) or from a read-only
+// shared mapping the monitor keeps per claim (Map, ReadMapping); a read of
+// a mapping that faults because a container truncated the file returns an
+// error instead of crashing the reader. The file is writable by the claim's
+// containers, so every field is validated or clamped before use and a region
+// that breaks the layout is reported as corrupt instead of being
+// interpreted.
 package region

@@ -20,7 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/quota"
 )
 
@@ -151,7 +151,7 @@ func (v *ClaimValidator) validateSpec(ctx context.Context, namespace string, spe
 		// Two requests on one GPU are legitimate (two containers each with
 		// its own slice), so this is only a warning.
 		warnings = append(warnings, fmt.Sprintf("requests %q may be allocated on the same GPU; if they must be different GPUs add a constraint {distinctAttribute: %s/%s}",
-			ourRequests, v.DriverName, devices.AttrUUID))
+			ourRequests, v.DriverName, names.AttrUUID))
 	}
 	for i, cfg := range spec.Devices.Config {
 		if cfg.Opaque == nil || cfg.Opaque.Driver != v.DriverName {
@@ -168,7 +168,7 @@ func (v *ClaimValidator) validateSpec(ctx context.Context, namespace string, spe
 	if largest := v.LargestGPUMemory(); largest > 0 {
 		for _, req := range spec.Devices.Requests {
 			for _, capacity := range requestCapacities(req) {
-				if q, ok := v.capacity(capacity, devices.CapacityMemory); ok && q.Value() > largest {
+				if q, ok := v.capacity(capacity, names.CapacityMemory); ok && q.Value() > largest {
 					warnings = append(warnings, fmt.Sprintf("request %q asks for %s of GPU memory but the largest GPU published has %s; it stays pending until such a GPU joins",
 						req.Name, q.String(), resource.NewQuantity(largest, resource.BinarySI).String()))
 				}
@@ -194,11 +194,11 @@ func (v *ClaimValidator) roundingWarnings(ctx context.Context, name, class strin
 		return nil
 	}
 	var warnings []string
-	if q, ok := v.capacity(capacity, devices.CapacityMemory); ok && roundedUp(q, granted.MemoryBytes) {
+	if q, ok := v.capacity(capacity, names.CapacityMemory); ok && roundedUp(q, granted.MemoryBytes) {
 		warnings = append(warnings, fmt.Sprintf("request %q asks for %s of GPU memory, which the GPUs' published minimum and step round up to %s: that is the limit and what the GPU quota charges",
 			name, q.String(), resource.NewQuantity(granted.MemoryBytes, resource.BinarySI).String()))
 	}
-	if q, ok := v.capacity(capacity, devices.CapacityCores); ok && roundedUp(q, granted.Cores) {
+	if q, ok := v.capacity(capacity, names.CapacityCores); ok && roundedUp(q, granted.Cores) {
 		warnings = append(warnings, fmt.Sprintf("request %q asks for %s cores, which the GPUs' published policy rounds up to %d: that is the limit and what the GPU quota charges",
 			name, q.String(), granted.Cores))
 	}
@@ -239,7 +239,7 @@ func (v *ClaimValidator) validateRequest(namespace string, spec *resourceapi.Res
 			q := capacity.Requests[key]
 			p := capPath.Key(string(key))
 			switch key {
-			case devices.CapacityMemory:
+			case names.CapacityMemory:
 				switch {
 				case q.Sign() <= 0:
 					errs = append(errs, field.Invalid(p, q.String(), "must be positive"))
@@ -247,24 +247,24 @@ func (v *ClaimValidator) validateRequest(namespace string, spec *resourceapi.Res
 					errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("more than any GPU has (limit %s); check the unit",
 						resource.NewQuantity(v.MaxMemoryBytes, resource.BinarySI).String())))
 				}
-			case devices.CapacityCores:
-				if n, ok := q.AsInt64(); !ok || n < 0 || n > devices.Cores {
-					errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("must be a whole number of percent of the GPU's SM time between 0 and %d", devices.Cores)))
+			case names.CapacityCores:
+				if n, ok := q.AsInt64(); !ok || n < 0 || n > names.CoresCapacity {
+					errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("must be a whole number of percent of the GPU's SM time between 0 and %d", names.CoresCapacity)))
 				}
 			default:
-				if name, ours := strings.CutPrefix(string(key), v.DriverName+"/"); ours && (name == string(devices.CapacityMemory) || name == string(devices.CapacityCores)) {
+				if name, ours := strings.CutPrefix(string(key), v.DriverName+"/"); ours && (name == string(names.CapacityMemory) || name == string(names.CapacityCores)) {
 					errs = append(errs, field.Invalid(p, string(key), fmt.Sprintf(
 						"write %q: devices publish their capacities unqualified and the scheduler matches the name exactly, so this request could never be allocated", name)))
 					continue
 				}
-				errs = append(errs, field.NotSupported(p, string(key), []string{string(devices.CapacityMemory), string(devices.CapacityCores)}))
+				errs = append(errs, field.NotSupported(p, string(key), []string{string(names.CapacityMemory), string(names.CapacityCores)}))
 			}
 		}
 	}
 	if mode != resourceapi.DeviceAllocationModeAll && count > 1 && !distinct(spec, name) {
 		errs = append(errs, field.Invalid(path.Child("count"), count,
 			fmt.Sprintf("%d shares of %s could all be allocated on one GPU; add a constraint {requests: [%s], distinctAttribute: %s/%s} to get %d different GPUs",
-				count, class, name, v.DriverName, devices.AttrUUID, count)))
+				count, class, name, v.DriverName, names.AttrUUID, count)))
 	}
 	return errs
 }

@@ -22,7 +22,7 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat/templates"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 var podKind = metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}
@@ -43,10 +43,10 @@ func newPodFixture(t testing.TB, objs ...any) *podFixture {
 	sliceIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	require.NoError(t, sliceIndexer.Add(&resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-a-slice"},
-		Spec: resourceapi.ResourceSliceSpec{Driver: devices.DriverName, Devices: []resourceapi.Device{{
+		Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, Devices: []resourceapi.Device{{
 			Name:       "gpu-0",
-			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{devices.AttrProductName: {StringValue: ptr.To("NVIDIA H100 80GB HBM3")}},
-			Capacity:   map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{devices.CapacityMemory: {Value: resource.MustParse("80Gi")}},
+			Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{names.AttrProductName: {StringValue: ptr.To("NVIDIA H100 80GB HBM3")}},
+			Capacity:   map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{names.CapacityMemory: {Value: resource.MustParse("80Gi")}},
 		}}},
 	}))
 	tmplIndexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
@@ -55,7 +55,7 @@ func newPodFixture(t testing.TB, objs ...any) *podFixture {
 	}
 	client := fake.NewClientset()
 	return &podFixture{client: client, mutator: &PodMutator{
-		Compat:     compat.Config{Resources: compat.DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", DriverName: devices.DriverName},
+		Compat:     compat.Config{Resources: compat.DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", DriverName: names.DriverName},
 		Client:     client,
 		Namespaces: corelisters.NewNamespaceLister(nsIndexer),
 		Slices:     resourcelisters.NewResourceSliceLister(sliceIndexer),
@@ -110,8 +110,8 @@ func TestPodMutation(t *testing.T) {
 		require.NoError(t, err, "the template the pod references exists")
 		req := tmpl.Spec.Spec.Devices.Requests[0].Exactly
 		require.NotNil(t, req)
-		assert.Equal(t, "3000Mi", ptr.To(req.Capacity.Requests[devices.CapacityMemory]).String())
-		assert.Equal(t, "30", ptr.To(req.Capacity.Requests[devices.CapacityCores]).String())
+		assert.Equal(t, "3000Mi", ptr.To(req.Capacity.Requests[names.CapacityMemory]).String())
+		assert.Equal(t, "30", ptr.To(req.Capacity.Requests[names.CapacityCores]).String())
 		assert.Contains(t, req.Selectors[0].CEL.Expression, `contains("h100")`)
 	})
 
@@ -182,7 +182,7 @@ func TestPodMutation(t *testing.T) {
 		require.NoError(t, err)
 		subs := tmpl.Spec.Spec.Devices.Requests[0].FirstAvailable
 		require.Len(t, subs, 1)
-		assert.Equal(t, "20Gi", ptr.To(subs[0].Capacity.Requests[devices.CapacityMemory]).String())
+		assert.Equal(t, "20Gi", ptr.To(subs[0].Capacity.Requests[names.CapacityMemory]).String())
 	})
 
 	t.Run("pod without HAMi resources and other operations", func(t *testing.T) {

@@ -1,5 +1,6 @@
 // Package e2e holds the end-to-end specs of vgpu-dra: they run against a real
-// single-node Kubernetes cluster (test/e2e/cluster.sh) with the driver
+// Kubernetes cluster of two nodes, each its own kubelet and containerd in its
+// own namespaces (test/e2e/cluster.sh; E2E_NODES sets the count), with the driver
 // installed by its Helm chart on simulated GPUs (test/e2e/driver.sh), and
 // check what a user would see: ResourceSlices, pods sharing GPUs under hard
 // limits, claim lifecycle, recovery from plugin crashes and node reboots,

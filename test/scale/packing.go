@@ -7,7 +7,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 // GPUUse is what the allocated claims consume of one published GPU.
@@ -42,10 +42,10 @@ func Pack(driver string, rs []resourceapi.ResourceSlice, claims []resourceapi.Re
 		}
 		for _, d := range s.Spec.Devices {
 			u := &GPUUse{Pool: s.Spec.Pool.Name, Device: d.Name}
-			if c, ok := d.Capacity[devices.CapacityMemory]; ok {
+			if c, ok := d.Capacity[names.CapacityMemory]; ok {
 				u.MemoryCapacity = c.Value.Value()
 			}
-			if c, ok := d.Capacity[devices.CapacityCores]; ok {
+			if c, ok := d.Capacity[names.CapacityCores]; ok {
 				u.CoresCap = c.Value.Value()
 			}
 			gpus[[2]string{u.Pool, u.Device}] = u
@@ -74,10 +74,10 @@ func Pack(driver string, rs []resourceapi.ResourceSlice, claims []resourceapi.Re
 				u.Cores += u.CoresCap
 				continue
 			}
-			if q, ok := r.ConsumedCapacity[devices.CapacityMemory]; ok {
+			if q, ok := r.ConsumedCapacity[names.CapacityMemory]; ok {
 				u.Memory += q.Value()
 			}
-			if q, ok := r.ConsumedCapacity[devices.CapacityCores]; ok {
+			if q, ok := r.ConsumedCapacity[names.CapacityCores]; ok {
 				u.Cores += q.Value()
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
 func TestPercentile(t *testing.T) {
@@ -83,7 +84,7 @@ func slicesFor(t *testing.T, nodes int) []resourceapi.ResourceSlice {
 		pool := devices.Pool(GPUs(i, 8), SliceOptions(t.TempDir()))
 		for _, s := range pool.Slices {
 			out = append(out, resourceapi.ResourceSlice{Spec: resourceapi.ResourceSliceSpec{
-				Driver: devices.DriverName, Pool: resourceapi.ResourcePool{Name: NodeName(i)}, Devices: s.Devices,
+				Driver: names.DriverName, Pool: resourceapi.ResourcePool{Name: NodeName(i)}, Devices: s.Devices,
 			}})
 		}
 	}
@@ -97,20 +98,20 @@ func TestSimulatedGPUsArePublishedLikeThePlugin(t *testing.T) {
 	h100, h200 := rs[0].Spec.Devices[0], rs[1].Spec.Devices[7]
 	assert.Equal(t, "gpu-0", h100.Name)
 	assert.Equal(t, "gpu-7", h200.Name)
-	h100Mem, h200Mem := h100.Capacity[devices.CapacityMemory].Value, h200.Capacity[devices.CapacityMemory].Value
+	h100Mem, h200Mem := h100.Capacity[names.CapacityMemory].Value, h200.Capacity[names.CapacityMemory].Value
 	assert.Equal(t, int64(81559<<20), h100Mem.Value())
 	assert.Equal(t, int64(143771<<20), h200Mem.Value())
-	assert.Equal(t, "NVIDIA H200", *h200.Attributes[devices.AttrProductName].StringValue)
-	assert.NotContains(t, h100.Attributes, devices.AttrPCIeRoot, "no sysfs: no PCIe root, as on a simulated node")
-	assert.NotEqual(t, *h100.Attributes[devices.AttrUUID].StringValue, *rs[1].Spec.Devices[0].Attributes[devices.AttrUUID].StringValue)
+	assert.Equal(t, "NVIDIA H200", *h200.Attributes[names.AttrProductName].StringValue)
+	assert.NotContains(t, h100.Attributes, names.AttrPCIeRoot, "no sysfs: no PCIe root, as on a simulated node")
+	assert.NotEqual(t, *h100.Attributes[names.AttrUUID].StringValue, *rs[1].Spec.Devices[0].Attributes[names.AttrUUID].StringValue)
 }
 
 func allocated(name, pool, device string, memory, cores string) resourceapi.ResourceClaim {
-	r := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: devices.DriverName, Pool: pool, Device: device}
+	r := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: names.DriverName, Pool: pool, Device: device}
 	if memory != "" {
 		r.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{
-			devices.CapacityMemory: resource.MustParse(memory),
-			devices.CapacityCores:  resource.MustParse(cores),
+			names.CapacityMemory: resource.MustParse(memory),
+			names.CapacityCores:  resource.MustParse(cores),
 		}
 	}
 	return resourceapi.ResourceClaim{
@@ -130,7 +131,7 @@ func TestPackCountsUsedGPUsAndFreeMemoryOnPartialOnes(t *testing.T) {
 		allocated("c", n1, "gpu-3", "", ""), // no consumed capacity: the whole GPU
 		{ObjectMeta: metav1.ObjectMeta{Name: "pending"}},
 	}
-	p, problems := Pack(devices.DriverName, rs, claims)
+	p, problems := Pack(names.DriverName, rs, claims)
 	assert.Empty(t, problems)
 	assert.Equal(t, Packing{GPUs: 16, Used: 2, Nodes: 2, Allocations: 3, FreeOnPartial: (81559 - 50*1024) << 20}, p)
 }
@@ -138,7 +139,7 @@ func TestPackCountsUsedGPUsAndFreeMemoryOnPartialOnes(t *testing.T) {
 func TestPackReportsGPUsOverCapacity(t *testing.T) {
 	rs := slicesFor(t, 1)
 	n0 := NodeName(0)
-	_, problems := Pack(devices.DriverName, rs, []resourceapi.ResourceClaim{
+	_, problems := Pack(names.DriverName, rs, []resourceapi.ResourceClaim{
 		allocated("a", n0, "gpu-1", "40Gi", "60"),
 		allocated("b", n0, "gpu-1", "40Gi", "30"),
 		allocated("c", n0, "gpu-1", "1Gi", "5"), // memory: 81Gi > 81559Mi
@@ -190,7 +191,7 @@ func TestPodsAndTemplates(t *testing.T) {
 	tmpl := Template("scale", s)
 	req := tmpl.Spec.Spec.Devices.Requests[0].Exactly
 	assert.Equal(t, DeviceClass, req.DeviceClassName)
-	mem, cores := req.Capacity.Requests[devices.CapacityMemory], req.Capacity.Requests[devices.CapacityCores]
+	mem, cores := req.Capacity.Requests[names.CapacityMemory], req.Capacity.Requests[names.CapacityCores]
 	assert.Equal(t, int64(4<<30), mem.Value())
 	assert.Equal(t, int64(10), cores.Value())
 	assert.Nil(t, Template("scale", Mix[4]).Spec.Spec.Devices.Requests[0].Exactly.Capacity, "a whole GPU asks for no capacity")

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
 
@@ -160,10 +161,10 @@ func Template(namespace string, s Shape) *resourceapi.ResourceClaimTemplate {
 	req := resourceapi.ExactDeviceRequest{DeviceClassName: DeviceClass}
 	caps := map[resourceapi.QualifiedName]resource.Quantity{}
 	if s.Memory != "" {
-		caps[devices.CapacityMemory] = resource.MustParse(s.Memory)
+		caps[names.CapacityMemory] = resource.MustParse(s.Memory)
 	}
 	if s.Cores > 0 {
-		caps[devices.CapacityCores] = *resource.NewQuantity(s.Cores, resource.DecimalSI)
+		caps[names.CapacityCores] = *resource.NewQuantity(s.Cores, resource.DecimalSI)
 	}
 	if len(caps) > 0 {
 		req.Capacity = &resourceapi.CapacityRequirements{Requests: caps}

@@ -63,7 +63,8 @@
  * 3: exact charging (device charge lock and undo record, slot device
  * charged_bytes, slot flags, device refused_processes);
  * 4: device sm_share_permyriad, sm_share_time_ns (achieved SM share);
- * 5: device refusals / last_refused_bytes / last_refused_ns (limit hits)
+ * 5: device refusals / last_refused_bytes / last_refused_ns (limit hits);
+ * 6: slot device pending_charge_us (launch charges waiting for their turn)
  */
 #define VGPU_REGION_MINOR 6
 

@@ -29,6 +29,10 @@ const (
 	CapacityCores  resourceapi.QualifiedName = "cores"
 )
 
+// CoresCapacity is every GPU's published compute capacity: percent of its
+// SM time.
+const CoresCapacity int64 = 100
+
 // DeviceClasses users select (deviceclasses/, docs/api.md). The default
 // class carries the driver's name.
 const (

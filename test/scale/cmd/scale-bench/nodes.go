@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/test/scale"
 )
 
@@ -94,7 +95,7 @@ func publishNode(ctx context.Context, client kubernetes.Interface, i, gpus int, 
 	resources := devices.DriverResources(node.Name, scale.GPUs(i, gpus), opts)
 	want := int64(len(resources.Pools[node.Name].Slices))
 	ctrl, err := resourceslice.StartController(ctx, resourceslice.Options{
-		DriverName: devices.DriverName,
+		DriverName: names.DriverName,
 		KubeClient: client,
 		Owner:      &resourceslice.Owner{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID},
 		Resources:  &resources,

@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/test/scale"
 )
 
@@ -389,7 +389,7 @@ func check(ctx context.Context, client kubernetes.Interface, o podsOptions, arm 
 	if err != nil {
 		return fmt.Errorf("list ResourceClaims: %w", err)
 	}
-	packing, problems := scale.Pack(devices.DriverName, slices.Items, claims.Items)
+	packing, problems := scale.Pack(names.DriverName, slices.Items, claims.Items)
 	arm.Packing = &packing
 	arm.Problems = append(arm.Problems, problems...)
 	// A bound pod's claims must be allocated: the count of allocations

@@ -1,0 +1,43 @@
+package names_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestClusterSideLinksNoGPULibrary holds the promise of this package: the
+// binaries that run away from GPU nodes build without NVML and without cgo
+// of their own. Standard-library packages with cgo files (net, os/user,
+// runtime/cgo, plugin) are allowed because CGO_ENABLED=0 builds them in pure
+// Go; any other package with cgo, or go-nvml at all, fails the test.
+func TestClusterSideLinksNoGPULibrary(t *testing.T) {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Skipf("go tool not on PATH: %v", err)
+	}
+	for _, cmd := range []string{"../../../cmd/dra-controller", "../../../cmd/kubectl-vgpu"} {
+		out, err := exec.Command("go", "list", "-deps",
+			"-f", "{{.ImportPath}} {{.Standard}} {{len .CgoFiles}}", cmd).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list -deps %s: %v\n%s", cmd, err, out)
+		}
+		var pkgs int
+		for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			f := strings.Fields(line)
+			if len(f) != 3 {
+				t.Fatalf("go list -deps %s: unexpected line %q", cmd, line)
+			}
+			pkgs++
+			path, std, cgoFiles := f[0], f[1] == "true", f[2] != "0"
+			if strings.Contains(path, "go-nvml") {
+				t.Errorf("%s depends on %s", cmd, path)
+			}
+			if cgoFiles && !std {
+				t.Errorf("%s depends on %s, which has cgo files", cmd, path)
+			}
+		}
+		if pkgs < 50 {
+			t.Errorf("go list -deps %s listed only %d packages; the check saw nothing", cmd, pkgs)
+		}
+	}
+}
