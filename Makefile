@@ -63,7 +63,7 @@ vgpu-core: ## build libvgpu.so, the fake CUDA/NVML drivers and cuda-probe
 	$(MAKE) -C vgpu-core
 
 .PHONY: test
-test: fmt-check vet lint vgpu-core ## all checks and unit tests (Go with -race, vgpu-core C suite)
+test: fmt-check generate-check vet lint vgpu-core ## all checks and unit tests (Go with -race, vgpu-core C suite)
 	VGPU_FAKE_NVML_LIB=$(FAKE_LIB_DIR)/libnvidia-ml.so.1 \
 	VGPU_CORE_BUILD=$(abspath $(VGPU_CORE_BUILD)) \
 		$(GO) test -race -count=1 $(GO_PACKAGES)
@@ -73,6 +73,20 @@ test: fmt-check vet lint vgpu-core ## all checks and unit tests (Go with -race, 
 fmt-check: ## fail if any Go file is not gofmt-formatted
 	@bad=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); \
 	if [ -n "$$bad" ]; then echo "gofmt needed on:"; echo "$$bad"; exit 1; fi
+
+.PHONY: generate
+generate: ## regenerate generated Go code (DeepCopy of the API types, k8s.io/code-generator's deepcopy-gen)
+	$(GO) tool deepcopy-gen --go-header-file /dev/null --output-file zz_generated.deepcopy.go ./api/...
+
+.PHONY: generate-check
+generate-check: ## fail if generated Go code is not what make generate writes
+	@tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	  for f in $$(git ls-files --cached --others --exclude-standard 'api/*zz_generated.deepcopy.go'); do \
+	    mkdir -p "$$tmp/$$(dirname $$f)" && cp "$$f" "$$tmp/$$f"; done && \
+	  $(MAKE) -s generate && \
+	  stale=$$(for f in $$(git ls-files --cached --others --exclude-standard 'api/*zz_generated.deepcopy.go'); do \
+	    cmp -s "$$f" "$$tmp/$$f" || echo "$$f"; done) && \
+	  if [ -n "$$stale" ]; then echo "generated code was stale (make generate rewrote it):"; echo "$$stale"; exit 1; fi
 
 .PHONY: vet
 vet: ## go vet

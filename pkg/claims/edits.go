@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )

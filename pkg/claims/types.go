@@ -3,7 +3,7 @@ package claims
 import (
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 )
 
 // PreparedClaim is what the node knows about one prepared claim: enough to

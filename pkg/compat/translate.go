@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 

@@ -22,7 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )

@@ -18,7 +18,7 @@ import (
 	resourceapply "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/api"
+	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
 )
 

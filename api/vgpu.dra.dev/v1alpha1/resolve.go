@@ -1,4 +1,4 @@
-package api
+package v1alpha1
 
 import (
 	"fmt"
@@ -6,7 +6,9 @@ import (
 
 // Layer is one opaque config of this driver that applies to an allocation
 // result, in the order the allocation result lists them (class configs
-// first, then claim configs).
+// first, then claim configs). It is not an API object.
+//
+// +k8s:deepcopy-gen=false
 type Layer struct {
 	// FromClass is true when the config comes from the DeviceClass, which
 	// only an administrator can write.

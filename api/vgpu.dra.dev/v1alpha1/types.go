@@ -1,8 +1,7 @@
-package api
+package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
@@ -75,6 +74,8 @@ const (
 // VGPUConfig is the opaque configuration of a vGPU allocation. An empty
 // field means "not set by this layer"; defaults fill the gaps after all
 // layers are merged.
+//
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
 type VGPUConfig struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -86,27 +87,4 @@ type VGPUConfig struct {
 	LogLevel LogLevel `json:"logLevel,omitempty"`
 	// Enforcement is enabled or disabled. Default enabled. Class-only.
 	Enforcement Enforcement `json:"enforcement,omitempty"`
-}
-
-// DeepCopyInto copies c into out. VGPUConfig holds only value fields.
-func (c *VGPUConfig) DeepCopyInto(out *VGPUConfig) {
-	*out = *c
-}
-
-// DeepCopy returns a copy of c, or nil for a nil c.
-func (c *VGPUConfig) DeepCopy() *VGPUConfig {
-	if c == nil {
-		return nil
-	}
-	out := new(VGPUConfig)
-	c.DeepCopyInto(out)
-	return out
-}
-
-// DeepCopyObject implements runtime.Object.
-func (c *VGPUConfig) DeepCopyObject() runtime.Object {
-	if c == nil {
-		return nil
-	}
-	return c.DeepCopy()
 }

@@ -1,4 +1,4 @@
-package api
+package v1alpha1
 
 import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
