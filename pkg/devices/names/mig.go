@@ -1,0 +1,31 @@
+package names
+
+import resourceapi "k8s.io/api/resource/v1"
+
+// Attributes of the devices published for a GPU in MIG mode (docs/mig.md).
+// A MIG device also carries the GPU-wide attributes above (productName,
+// driverVersion, pcieRoot, ...), but not uuid, index or minor, which belong
+// to the parent GPU and are published as parentUUID and parentIndex.
+const (
+	// AttrProfile is the GPU-instance profile as nvidia-smi names it, e.g.
+	// "3g.71gb". Only MIG devices carry it: DeviceClasses tell MIG devices
+	// from whole GPUs by its presence.
+	AttrProfile resourceapi.QualifiedName = "profile"
+	// AttrPlacementStart and AttrPlacementSize are the instance's memory
+	// slices: placementSize slices from placementStart.
+	AttrPlacementStart resourceapi.QualifiedName = "placementStart"
+	AttrPlacementSize  resourceapi.QualifiedName = "placementSize"
+	// AttrParentUUID and AttrParentIndex identify the physical GPU.
+	AttrParentUUID  resourceapi.QualifiedName = "parentUUID"
+	AttrParentIndex resourceapi.QualifiedName = "parentIndex"
+	// AttrStatic is true on a device for a GPU instance an admin made: it
+	// exists whether allocated or not, and the plugin never destroys it.
+	AttrStatic resourceapi.QualifiedName = "static"
+	// AttrMIGEnabled is true on the whole-GPU device of a GPU in MIG mode,
+	// which prepare realises as a full-size instance.
+	AttrMIGEnabled resourceapi.QualifiedName = "migEnabled"
+)
+
+// MIGDeviceClass is the planned class for MIG devices (docs/mig.md). It is
+// not shipped yet, so it is not among DeviceClasses.
+const MIGDeviceClass = "mig." + DriverName
