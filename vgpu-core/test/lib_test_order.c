@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "check.h"
 #include "lib_test.h"
@@ -433,10 +434,11 @@ int sc_order(const char *symbol)
 static int exports_of(const char *lib, char names[][96], int max)
 {
     char cmd[4200], line[256], type[8], name[96];
-    int n = 0;
+    int n = 0, st;
     FILE *f;
 
-    snprintf(cmd, sizeof(cmd), "nm -D --defined-only '%s'", lib);
+    /* nm's stderr (and valgrind's reports on nm) would only clutter ours; its status counts. */
+    snprintf(cmd, sizeof(cmd), "nm -D --defined-only '%s' 2>/dev/null", lib);
     f = popen(cmd, "r");
     CHECK(f != NULL);
     if (f == NULL)
@@ -450,7 +452,14 @@ static int exports_of(const char *lib, char names[][96], int max)
         if (n < max)
             snprintf(names[n++], sizeof(names[0]), "%s", name);
     }
-    CHECK(pclose(f) == 0);
+    st = pclose(f);
+    /*
+     * Under valgrind --trace-children nm runs under it too, and its reports
+     * about the dynamic loader's own allocations make it exit 9: that is
+     * nm's exit, not ours, and the names it printed are complete.
+     */
+    CHECK(st == 0 || (getenv("VGPU_TEST_VALGRIND") != NULL && WIFEXITED(st) &&
+                      WEXITSTATUS(st) == 9));
     return n;
 }
 
