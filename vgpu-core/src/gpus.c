@@ -343,7 +343,6 @@ static bool any_sm_limit(void)
     return false;
 }
 
-
 /* Whether anything limits this process: then a GPU it cannot identify refuses (vgpu_gpu_refusal). */
 static bool any_enforcement(void)
 {
