@@ -3,6 +3,7 @@ package claims
 import (
 	"cmp"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -14,6 +15,7 @@ import (
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
 )
 
 // Capacity names published for every GPU (docs/architecture.md, contracts).
@@ -22,6 +24,10 @@ const (
 	capacityCores  = names.CapacityCores
 	maxCores       = 100
 )
+
+// configUUID is the GPU UUID form libvgpu.so's config parser accepts
+// (vgpu_uuid_valid in vgpu-core/src/config.c).
+var configUUID = regexp.MustCompile(`^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // validateUID accepts only canonical UUIDs, the form Kubernetes gives every
 // object. Anything else is rejected before it can reach a path or file name.
@@ -78,6 +84,12 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 
 		info := m.opts.Devices[r.Device]
 		idx, ok := gpuOf[info.UUID]
+		if !ok && !configUUID.MatchString(info.UUID) {
+			// libvgpu.so would refuse the whole config, failing the container closed.
+			errs = append(errs, field.Invalid(path.Child("device"), r.Device,
+				fmt.Sprintf("GPU UUID %q cannot be written to the claim config (want GPU- and 8-4-4-4-12 hex digits)", info.UUID)))
+			continue
+		}
 		if !ok {
 			idx = len(out.GPUs)
 			gpuOf[info.UUID] = idx
@@ -94,6 +106,12 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 		}
 		dev.GPU = idx
 		out.Devices = append(out.Devices, dev)
+	}
+	if len(out.GPUs) > region.MaxDevices {
+		// The config format (and the region) hold this many GPUs; more cannot be enforced.
+		tooMany := field.TooMany(resultsPath, len(out.GPUs), region.MaxDevices)
+		tooMany.Detail = fmt.Sprintf("the results name %d distinct GPUs; a claim's config holds at most %d", len(out.GPUs), region.MaxDevices)
+		errs = append(errs, tooMany)
 	}
 	if len(errs) > 0 {
 		return nil, errs.ToAggregate()

@@ -155,13 +155,16 @@ static int reserve_any(struct vgpu_gpu *g, int part, uint64_t size)
 
 CUresult vgpu_charge_begin(CUdevice dev, int part, uint64_t size, struct vgpu_charge *c)
 {
-    struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+    struct vgpu_gpu *g;
+    CUresult refusal = vgpu_gpu_refusal(dev, &g);
     int got;
 
     c->gpu = NULL;
     c->device = dev;
     c->part = part < 0 ? 0 : part;
     c->size = size;
+    if (refusal != CUDA_SUCCESS)
+        return refusal;
     if (g == NULL || !g->enforce)
         return CUDA_SUCCESS;
     if (g->fail_closed || (g->nparts > 0 && !have_slots(g)))

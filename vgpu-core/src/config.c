@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,10 @@ struct parse_state {
     char *err;
     unsigned seen;
     unsigned dev_seen[VGPU_REGION_MAX_DEVICES];
+    unsigned dev_line[VGPU_REGION_MAX_DEVICES];  /* first line of each device's keys */
+    unsigned uuid_line[VGPU_REGION_MAX_DEVICES]; /* line of each device.<k>.uuid */
+    unsigned line;                               /* line being parsed, 0 after the last */
+    unsigned *err_line;
     int failed;
 };
 
@@ -40,6 +45,7 @@ static void fail(struct parse_state *st, const char *fmt, ...)
     if (st->failed)
         return;
     st->failed = 1;
+    *st->err_line = st->line;
     va_start(ap, fmt);
     vsnprintf(st->err, VGPU_ERRMSG_MAX, fmt, ap);
     va_end(ap);
@@ -100,6 +106,8 @@ static void parse_device_key(struct parse_state *st, const char *key, const char
         return;
     }
     d = &st->cfg->devices[k];
+    if (st->dev_line[k] == 0)
+        st->dev_line[k] = st->line;
     if (strcmp(dot + 1, "uuid") == 0) {
         if (once(st, &st->dev_seen[k], DEV_UUID, key) != 0)
             return;
@@ -107,7 +115,11 @@ static void parse_device_key(struct parse_state *st, const char *key, const char
             fail(st, "%.64s: %.64s is not a GPU UUID", key, val);
             return;
         }
-        snprintf(d->uuid, sizeof(d->uuid), "%s", val);
+        st->uuid_line[k] = st->line;
+        /* Hex digits kept in lower case, as the library formats the driver's UUIDs. */
+        for (size_t i = 0; val[i] != '\0' && i + 1 < sizeof(d->uuid); i++)
+            d->uuid[i] = i >= 4 && val[i] >= 'A' && val[i] <= 'F' ? (char)(val[i] - 'A' + 'a')
+                                                                 : val[i];
     } else if (strcmp(dot + 1, "memory_limit_bytes") == 0) {
         if (once(st, &st->dev_seen[k], DEV_MEM, key) != 0)
             return;
@@ -195,36 +207,60 @@ static void parse_line(struct parse_state *st, char *line)
     }
 }
 
-int vgpu_config_parse(const char *text, struct vgpu_claim_config *cfg, char err[VGPU_ERRMSG_MAX])
+/* Whether c may appear in a config line: printable ASCII (the format has nothing else). */
+static bool is_text(unsigned char c)
 {
-    struct parse_state st = {.cfg = cfg, .err = err};
+    return c >= 0x20 && c < 0x7f;
+}
+
+int vgpu_config_parse(const char *text, size_t len, struct vgpu_claim_config *cfg,
+                      char err[VGPU_ERRMSG_MAX], unsigned *err_line)
+{
+    unsigned dummy_line;
+    struct parse_state st = {.cfg = cfg, .err = err,
+                             .err_line = err_line != NULL ? err_line : &dummy_line};
     char line[512];
-    const char *p = text;
+    size_t pos = 0;
 
     memset(cfg, 0, sizeof(*cfg));
     cfg->enforcement = true;
     cfg->compute_policy = VGPU_POLICY_STRICT;
     err[0] = '\0';
-    while (*p != '\0') {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl != NULL ? (size_t)(nl - p) : strlen(p);
+    *st.err_line = 0;
+    if (len > VGPU_CONFIG_MAX_BYTES) {
+        /* Named at the line holding the first byte past the limit. */
+        st.line = 1;
+        for (size_t i = 0; i < VGPU_CONFIG_MAX_BYTES; i++)
+            st.line += text[i] == '\n';
+        fail(&st, "file larger than %d bytes", VGPU_CONFIG_MAX_BYTES);
+        return -1;
+    }
+    while (pos < len && !st.failed) {
+        const char *p = text + pos;
+        const char *nl = memchr(p, '\n', len - pos);
+        size_t n = nl != NULL ? (size_t)(nl - p) : len - pos;
 
-        if (len >= sizeof(line)) {
+        st.line++;
+        if (n > 0 && p[n - 1] == '\r')
+            n--;
+        for (size_t i = 0; i < n && !st.failed; i++) {
+            if (p[i] == '\0')
+                fail(&st, "embedded NUL byte at column %zu", i + 1);
+            else if (!is_text((unsigned char)p[i]))
+                fail(&st, "byte 0x%02x at column %zu is not printable ASCII", (unsigned char)p[i],
+                     i + 1);
+        }
+        if (!st.failed && n >= sizeof(line))
             fail(&st, "line longer than %zu bytes", sizeof(line) - 1);
-        } else {
-            size_t n = len;
-
+        if (!st.failed && n < sizeof(line)) {
             memcpy(line, p, n);
-            if (n > 0 && line[n - 1] == '\r')
-                n--;
             line[n] = '\0';
             if (n > 0 && line[0] != '#')
                 parse_line(&st, line);
         }
-        p += len;
-        if (*p == '\n')
-            p++;
+        pos += (nl != NULL ? (size_t)(nl - p) + 1 : len - pos);
     }
+    st.line = 0; /* what follows is about the whole file */
     if (!(st.seen & SEEN_VERSION))
         fail(&st, "version: missing");
     if (!(st.seen & SEEN_CLAIM))
@@ -234,18 +270,23 @@ int vgpu_config_parse(const char *text, struct vgpu_claim_config *cfg, char err[
     for (unsigned k = 0; k < cfg->device_count; k++) {
         for (unsigned j = 0; j < k; j++) {
             if (cfg->devices[k].uuid[0] != '\0' &&
-                strcmp(cfg->devices[k].uuid, cfg->devices[j].uuid) == 0)
+                strcmp(cfg->devices[k].uuid, cfg->devices[j].uuid) == 0) {
+                st.line = st.uuid_line[k] > st.uuid_line[j] ? st.uuid_line[k] : st.uuid_line[j];
                 fail(&st, "device.%u.uuid: same GPU as device.%u", k, j);
+            }
         }
     }
     for (unsigned k = 0; k < VGPU_REGION_MAX_DEVICES; k++) {
+        st.line = 0;
         if (k < cfg->device_count && st.dev_seen[k] != DEV_ALL)
             fail(&st, "device.%u: missing %s", k,
                  !(st.dev_seen[k] & DEV_UUID) ? "uuid"
                  : !(st.dev_seen[k] & DEV_MEM) ? "memory_limit_bytes"
                                                : "sm_limit_percent");
-        else if (k >= cfg->device_count && st.dev_seen[k] != 0 && (st.seen & SEEN_COUNT))
+        else if (k >= cfg->device_count && st.dev_seen[k] != 0 && (st.seen & SEEN_COUNT)) {
+            st.line = st.dev_line[k];
             fail(&st, "device.%u: index not below device.count %u", k, cfg->device_count);
+        }
     }
     return st.failed ? -1 : 0;
 }

@@ -1,18 +1,24 @@
 /*
  * config.h - the per-claim config file written by the kubelet plugin.
  *
- * Format (contract, docs/architecture.md): key=value lines; '#' comments and blank
- * lines are skipped; unknown keys are ignored for forward compatibility.
- * Required: version=1, claim, device.count and, for each k < count,
- * device.<k>.uuid, device.<k>.memory_limit_bytes, device.<k>.sm_limit_percent.
- * Optional with safe defaults: compute_policy (strict), priority (low),
- * log_level (unset), enforcement (enabled). A duplicate key, a malformed
- * value or a missing required key makes the whole claim invalid.
+ * Format (contract, docs/architecture.md): key=value lines of printable
+ * ASCII, at most VGPU_CONFIG_MAX_BYTES in all; '#' comments and blank lines
+ * are skipped; unknown keys are ignored for forward compatibility (a key
+ * that changes enforcement needs a new version). Required: version=1,
+ * claim, device.count and, for each k < count, device.<k>.uuid,
+ * device.<k>.memory_limit_bytes, device.<k>.sm_limit_percent. Optional with
+ * safe defaults: compute_policy (strict), priority (low), log_level
+ * (unset), enforcement (enabled). Anything the parser cannot apply (a
+ * duplicate key or GPU, a malformed value, a missing required key, a byte
+ * that is not printable ASCII, an embedded NUL, a file over the size limit)
+ * makes the whole config invalid; the library then fails every GPU of the
+ * container closed (README "Config rule").
  */
 #ifndef VGPU_CONFIG_H
 #define VGPU_CONFIG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "log.h"
@@ -42,12 +48,14 @@ struct vgpu_claim_config {
 };
 
 /*
- * Parses the text of a config file (NUL-terminated). Returns 0 on success.
- * On error returns -1 and writes a message naming the bad key to err; cfg
- * then still holds every device.<k>.uuid that was well-formed (others are
- * empty strings), so the caller can fail closed on exactly those GPUs.
+ * Parses the len bytes of a config file at text (no terminator needed; a
+ * NUL inside is an error). UUIDs are stored in lower case. Returns 0 on
+ * success. On error returns -1, writes the first problem (naming the key)
+ * to err and, if err_line is not NULL, its 1-based line to *err_line: 0
+ * when it concerns the whole file (a missing key).
  */
-int vgpu_config_parse(const char *text, struct vgpu_claim_config *cfg, char err[VGPU_ERRMSG_MAX]);
+int vgpu_config_parse(const char *text, size_t len, struct vgpu_claim_config *cfg,
+                      char err[VGPU_ERRMSG_MAX], unsigned *err_line);
 
 /* Returns true if s is "GPU-" followed by a lowercase or uppercase 8-4-4-4-12 hex UUID. */
 bool vgpu_uuid_valid(const char *s);

@@ -80,7 +80,9 @@ static CUresult refused(struct vgpu_gpu *g, const char *what)
         CUcontext saved;                                                                           \
         CUresult rc;                                                                               \
         ENTER(name);                                                                               \
-        g = pctx != NULL ? vgpu_gpu_for_cuda(dev) : NULL;                                          \
+        g = NULL;                                                                                  \
+        if (pctx != NULL && (rc = vgpu_gpu_refusal(dev, &g)) != CUDA_SUCCESS)                      \
+            return rc;                                                                             \
         if (g == NULL || !g->enforce)                                                              \
             return vgpu_cu.name(__VA_ARGS__);                                                      \
         before = context_overhead(g);                                                              \
@@ -169,7 +171,11 @@ CUresult cuCtxSetLimit(CUlimit limit, size_t value)
     CUresult rc;
 
     ENTER(cuCtxSetLimit);
-    if (!current_device(&dev) || (g = vgpu_gpu_for_cuda(dev)) == NULL || !g->enforce ||
+    if (!current_device(&dev))
+        return vgpu_cu.cuCtxSetLimit(limit, value);
+    if ((rc = vgpu_gpu_refusal(dev, &g)) != CUDA_SUCCESS)
+        return rc;
+    if (g == NULL || !g->enforce ||
         vgpu_cu.cuCtxGetLimit == NULL || vgpu_cu.cuCtxGetLimit(&old, limit) != CUDA_SUCCESS)
         return vgpu_cu.cuCtxSetLimit(limit, value);
     before = context_overhead(g);
@@ -720,7 +726,11 @@ CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
     f64 = f;
     t64 = t;
     if (current_device(&dev)) {
-        struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+        struct vgpu_gpu *g;
+
+        /* Never the physical size of a GPU that may be limited. */
+        if ((rc = vgpu_gpu_refusal(dev, &g)) != CUDA_SUCCESS)
+            return rc;
         vgpu_gpu_verify(g);
         vgpu_overhead_refresh(g);
         clamp_info(g, &f64, &t64);
@@ -734,6 +744,7 @@ CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
 
 CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
+    struct vgpu_gpu *g;
     size_t t = 0;
     uint64_t f64 = UINT64_MAX, t64;
     CUresult rc;
@@ -745,7 +756,9 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     if (rc != CUDA_SUCCESS)
         return rc;
     t64 = t;
-    clamp_info(vgpu_gpu_for_cuda(dev), &f64, &t64);
+    if ((rc = vgpu_gpu_refusal(dev, &g)) != CUDA_SUCCESS)
+        return rc;
+    clamp_info(g, &f64, &t64);
     *bytes = (size_t)t64;
     return CUDA_SUCCESS;
 }

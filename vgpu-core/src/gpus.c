@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -39,6 +40,7 @@ static struct {
     bool enforced;           /* at least one claim config file exists */
     bool unreadable_claim;   /* a config we could not attribute to GPUs: fail closed */
     char unreadable_err[VGPU_ERRMSG_MAX];
+    bool any_enforcement;    /* a claim or env var limits something: unidentified GPUs refuse */
     int nclaims;
     struct claim *claims;
     int standalone_state;    /* like claim.shm_state, for CUDA_DEVICE_MEMORY_SHARED_CACHE */
@@ -108,16 +110,20 @@ uint32_t vgpu_self_host_pid(struct vgpu_gpu *g)
     return host;
 }
 
-/* Reads an open config into a malloc'ed NUL-terminated buffer and closes fd. NULL with errno set. */
-static char *read_config(int fd)
+/*
+ * Reads an open config into a malloc'ed buffer and closes fd: up to one
+ * byte more than the size limit, so that the parser sees a file over it.
+ * NULL with errno set.
+ */
+static char *read_config(int fd, size_t *len)
 {
     char *buf = malloc(VGPU_CONFIG_MAX_BYTES + 1);
     ssize_t n;
-    size_t len = 0;
     int e = ENOMEM;
 
-    while (buf != NULL && len < VGPU_CONFIG_MAX_BYTES &&
-           (n = read(fd, buf + len, VGPU_CONFIG_MAX_BYTES - len)) != 0) {
+    *len = 0;
+    while (buf != NULL && *len < VGPU_CONFIG_MAX_BYTES + 1 &&
+           (n = read(fd, buf + *len, VGPU_CONFIG_MAX_BYTES + 1 - *len)) != 0) {
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0) {
@@ -126,45 +132,64 @@ static char *read_config(int fd)
             buf = NULL;
             break;
         }
-        len += (size_t)n;
+        *len += (size_t)n;
     }
-    if (buf != NULL)
-        buf[len] = '\0';
     close(fd);
     errno = e;
     return buf;
 }
 
-/* A config we cannot attribute to GPUs makes every GPU fail closed. */
+/*
+ * The config rule: anything that keeps the library from applying every
+ * injected config makes every GPU of the container fail closed. why is
+ * logged here, once; the GPUs set up later refuse without a line each.
+ */
 static void fail_all(const char *why)
 {
     G.enforced = true;
+    VGPU_ERROR("%s", why);
     if (!G.unreadable_claim) {
         G.unreadable_claim = true;
         snprintf(G.unreadable_err, sizeof(G.unreadable_err), "%s", why);
     }
 }
 
-/* Loads one injected config (injected.h); any failure fails its GPUs, or all GPUs, closed. */
+/* Fails every GPU closed for config path: "invalid claim config <path>:<line>: <reason>". */
+static void invalid_config(const char *path, unsigned line, const char *reason)
+{
+    char msg[PATH_MAX + VGPU_ERRMSG_MAX + 64];
+    size_t n = strlen(path);
+
+    /* Messages of the mount checks start with the path already. */
+    if (strncmp(reason, path, n) == 0 && strncmp(reason + n, ": ", 2) == 0)
+        reason += n + 2;
+    snprintf(msg, sizeof(msg), "invalid claim config %s:%u: %s", path, line, reason);
+    fail_all(msg);
+}
+
+/* Loads one injected config (injected.h); any failure fails every GPU closed. */
 static void load_claim(const char *root, const struct vgpu_injected_config *ic)
 {
     struct claim *c = &G.claims[G.nclaims];
+    char path[PATH_MAX + 16];
     char *text = NULL;
-    bool any_uuid = false;
+    unsigned line = 0;
+    size_t len = 0;
     int fd;
 
     if (snprintf(c->dir, sizeof(c->dir), "%s/%s", root, ic->name) >= (int)sizeof(c->dir)) {
         fail_all("claims root path too long");
         return;
     }
+    snprintf(path, sizeof(path), "%s/config", c->dir);
     G.enforced = true;
     G.nclaims++;
     vgpu_hostpids_init(&c->hostpids, c->dir);
     fd = vgpu_injected_open(root, ic, c->err);
-    if (fd >= 0 && (text = read_config(fd)) == NULL)
-        snprintf(c->err, sizeof(c->err), "%s/config: cannot read: %s", c->dir, strerror(errno));
+    if (fd >= 0 && (text = read_config(fd, &len)) == NULL)
+        snprintf(c->err, sizeof(c->err), "cannot read: %s", strerror(errno));
     if (text != NULL) {
-        c->valid = vgpu_config_parse(text, &c->cfg, c->err) == 0;
+        c->valid = vgpu_config_parse(text, len, &c->cfg, c->err, &line) == 0;
         free(text);
     }
     if (c->valid) {
@@ -172,12 +197,7 @@ static void load_claim(const char *root, const struct vgpu_injected_config *ic)
                    c->cfg.enforcement ? "enabled" : "disabled");
         return;
     }
-    for (int k = 0; k < VGPU_REGION_MAX_DEVICES; k++)
-        any_uuid |= c->cfg.devices[k].uuid[0] != '\0';
-    VGPU_ERROR("invalid claim config %s/config: %s; refusing allocations on its GPUs", c->dir,
-               c->err);
-    if (!any_uuid)
-        fail_all(c->err);
+    invalid_config(path, line, c->err);
 }
 
 /* Whether <root>/<name>/config exists at all (a mount point or not). */
@@ -199,14 +219,17 @@ static void scan_others(const struct vgpu_injected_set *set)
 {
     struct dirent **names;
     int n = scandir(set->root, &names, NULL, alphasort);
+    bool told = false;
 
     for (int i = 0; i < n; i++) {
         const char *name = names[i]->d_name;
 
         if (name[0] != '.' && !vgpu_injected_has(set, name) && has_config_file(set->root, name)) {
-            if (!set->mountinfo_ok)
-                fail_all("cannot read " VGPU_MOUNTINFO_PATH " to tell injected claim configs");
-            else
+            if (!set->mountinfo_ok) {
+                if (!told)
+                    fail_all("cannot read " VGPU_MOUNTINFO_PATH " to tell injected claim configs");
+                told = true;
+            } else
                 VGPU_WARN("ignoring %s/%s/config: not a read-only config mount of the kubelet "
                           "plugin", set->root, name);
         }
@@ -320,6 +343,25 @@ static bool any_sm_limit(void)
     return false;
 }
 
+/* Whether anything limits this process: then a GPU it cannot identify refuses (vgpu_gpu_refusal). */
+static bool any_enforcement(void)
+{
+    extern char **environ;
+
+    if (G.unreadable_claim)
+        return true;
+    for (int i = 0; i < G.nclaims; i++) {
+        if (!G.claims[i].valid || G.claims[i].cfg.enforcement)
+            return true;
+    }
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        if (strncmp(*e, VGPU_ENV_MEMORY_LIMIT, strlen(VGPU_ENV_MEMORY_LIMIT)) == 0 ||
+            strncmp(*e, VGPU_ENV_SM_LIMIT, strlen(VGPU_ENV_SM_LIMIT)) == 0)
+            return true;
+    }
+    return false;
+}
+
 static void init(void)
 {
     load_claims();
@@ -327,6 +369,7 @@ static void init(void)
     if (vgpu_procinfo_self(&G.self) != 0)
         VGPU_WARN("cannot read /proc/self/stat: dead-process reclaim disabled");
     vgpu_compute_any = any_sm_limit();
+    G.any_enforcement = any_enforcement();
     pthread_atfork(fork_prepare, fork_parent, fork_child);
     atexit(at_exit);
     VGPU_DEBUG("initialised: %d claim(s), %s mode", G.nclaims,
@@ -423,7 +466,7 @@ static int find_claims(const char *uuid, struct claim **out, int *k, int max,
         struct claim *c = &G.claims[i];
 
         for (int d = 0; d < VGPU_REGION_MAX_DEVICES; d++) {
-            if (strcmp(c->cfg.devices[d].uuid, uuid) != 0)
+            if (strcasecmp(c->cfg.devices[d].uuid, uuid) != 0)
                 continue;
             if (!c->valid) {
                 if (*invalid == NULL)
@@ -494,7 +537,10 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
     env_rc = env_memory_limit(env_index, &env_limit, err);
     sm_rc = env_sm_limit(env_index, &sm_env, sm_err);
     n = find_claims(uuid, cs, ks, VGPU_MAX_PARTS, &invalid);
-    if (n > 0) {
+    if (G.unreadable_claim) {
+        /* The config rule: logged once, when the config was read; every GPU refuses. */
+        g->fail_closed = true;
+    } else if (n > 0) {
         for (int i = 0; i < n; i++) {
             if (!cs[i]->cfg.enforcement) {
                 g->enforce = false;
@@ -523,9 +569,7 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
         if (env_rc != 0)
             fail_closed(g, err);
     } else if (invalid != NULL) {
-        fail_closed(g, invalid->err);
-    } else if (G.unreadable_claim) {
-        fail_closed(g, G.unreadable_err);
+        fail_closed(g, invalid->err); /* not reached: an invalid claim fails every GPU */
     } else {
         if (env_rc != 0) {
             VGPU_WARN("ignoring %s; GPU %s unlimited", err, uuid[0] ? uuid : "(unknown)");
@@ -578,8 +622,9 @@ static struct vgpu_gpu *lookup_locked(const char *uuid, int env_index)
 {
     struct vgpu_gpu *g;
 
+    /* UUIDs compare as CUDA does: case-insensitive. */
     for (int i = 0; i < G.ngpus; i++) {
-        if (uuid[0] != '\0' && strcmp(G.gpus[i].uuid, uuid) == 0)
+        if (uuid[0] != '\0' && strcasecmp(G.gpus[i].uuid, uuid) == 0)
             return &G.gpus[i];
     }
     if (G.ngpus == VGPU_MAX_GPUS)
@@ -616,34 +661,81 @@ static void format_uuid(const CUuuid *u, char out[VGPU_REGION_UUID_LEN])
     *p = '\0';
 }
 
-struct vgpu_gpu *vgpu_gpu_for_cuda(CUdevice dev)
+/*
+ * Asks the driver for dev's UUID, outside our mutex (the driver may call
+ * back into hooked functions). Returns its answer; a driver without the
+ * query cannot identify any GPU: CUDA_ERROR_NOT_SUPPORTED.
+ */
+static CUresult query_uuid(CUdevice dev, char uuid[VGPU_REGION_UUID_LEN])
 {
-    struct vgpu_gpu *g;
-    char uuid[VGPU_REGION_UUID_LEN] = "";
     CUuuid u;
-    CUresult rc = CUDA_ERROR_NOT_FOUND;
+    CUresult rc = CUDA_ERROR_NOT_SUPPORTED;
 
-    if (dev < 0 || dev >= VGPU_MAX_GPUS)
-        return NULL;
-    g = __atomic_load_n(&G.by_ordinal[dev], __ATOMIC_ACQUIRE);
-    if (g != NULL)
-        return g;
-    vgpu_limits_init();
-    /* Ask the driver outside our mutex: it may call back into hooked functions. */
+    uuid[0] = '\0';
     if (vgpu_cu.cuDeviceGetUuid_v2 != NULL)
         rc = vgpu_cu.cuDeviceGetUuid_v2(&u, dev);
     else if (vgpu_cu.cuDeviceGetUuid != NULL)
         rc = vgpu_cu.cuDeviceGetUuid(&u, dev);
     if (rc == CUDA_SUCCESS)
         format_uuid(&u, uuid);
+    return rc;
+}
+
+/*
+ * The state of dev, set up and kept once the driver tells its UUID. NULL
+ * when it cannot be identified now (nothing is cached: the next call asks
+ * again), with in *why the driver's answer, or CUDA_ERROR_OUT_OF_MEMORY
+ * when it is identified but beyond what the library can track.
+ */
+static struct vgpu_gpu *identify(CUdevice dev, CUresult *why)
+{
+    struct vgpu_gpu *g;
+    char uuid[VGPU_REGION_UUID_LEN];
+    CUresult rc;
+
+    *why = CUDA_SUCCESS;
+    if (dev >= 0 && dev < VGPU_MAX_GPUS) {
+        g = __atomic_load_n(&G.by_ordinal[dev], __ATOMIC_ACQUIRE);
+        if (g != NULL)
+            return g;
+    }
+    vgpu_limits_init();
+    rc = query_uuid(dev, uuid);
+    if (rc != CUDA_SUCCESS) {
+        *why = rc;
+        return NULL;
+    }
+    if (dev < 0 || dev >= VGPU_MAX_GPUS) {
+        *why = CUDA_ERROR_OUT_OF_MEMORY;
+        return NULL;
+    }
     pthread_mutex_lock(&G.mu);
     g = G.by_ordinal[dev];
     if (g == NULL) {
         g = lookup_locked(uuid, dev);
-        if (g != NULL && uuid[0] == '\0' && G.enforced && !g->fail_closed)
-            fail_closed(g, "the driver did not report the GPU's UUID");
-        __atomic_store_n(&G.by_ordinal[dev], g, __ATOMIC_RELEASE);
+        if (g != NULL)
+            __atomic_store_n(&G.by_ordinal[dev], g, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&G.mu);
+    if (g == NULL)
+        *why = CUDA_ERROR_OUT_OF_MEMORY;
     return g;
+}
+
+struct vgpu_gpu *vgpu_gpu_for_cuda(CUdevice dev)
+{
+    CUresult why;
+
+    return identify(dev, &why);
+}
+
+CUresult vgpu_gpu_refusal(CUdevice dev, struct vgpu_gpu **g)
+{
+    CUresult why;
+
+    *g = identify(dev, &why);
+    if (*g != NULL || !G.any_enforcement)
+        return CUDA_SUCCESS;
+    VGPU_DEBUG("CUDA device %d not identified (driver: %d): refusing the call", (int)dev, (int)why);
+    return why;
 }

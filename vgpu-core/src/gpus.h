@@ -33,7 +33,7 @@ struct vgpu_part {
 
 /* Enforcement state of one physical GPU (by UUID), fixed once set up. */
 struct vgpu_gpu {
-    char uuid[VGPU_REGION_UUID_LEN]; /* "" when the driver could not tell */
+    char uuid[VGPU_REGION_UUID_LEN]; /* lower case, as the driver reports it */
     bool enforce;                    /* false: pass everything through uncounted */
     bool fail_closed;                /* true: refuse every allocation */
     uint64_t limit;                  /* bytes, 0 = unlimited: the sum of the parts' limits,
@@ -51,8 +51,29 @@ struct vgpu_gpu {
 /* Reads configs and env once, registers fork and exit handlers. Safe to call often. */
 void vgpu_limits_init(void);
 
-/* Returns the state of CUDA device ordinal dev (set up on first use), or NULL if out of range. */
+/*
+ * Returns the state of CUDA device ordinal dev, set up and kept from the
+ * first call at which the driver reports its UUID. NULL while it cannot be
+ * identified (before cuInit the driver answers CUDA_ERROR_NOT_INITIALIZED)
+ * or for an ordinal beyond VGPU_MAX_GPUS: nothing is cached then, the next
+ * call asks the driver again, so no call made before cuInit decides a GPU's
+ * limits (README "Call order"). Wrappers use vgpu_gpu_refusal instead.
+ */
 struct vgpu_gpu *vgpu_gpu_for_cuda(CUdevice dev);
+
+/*
+ * The call-order rule, for a wrapper about to act on CUDA device dev: sets
+ * *g as vgpu_gpu_for_cuda does and returns CUDA_SUCCESS, *g being NULL only
+ * when the GPU is not identified and nothing limits this process (call the
+ * driver, count nothing). When it is not identified and an injected config
+ * or a limit env var applies, returns the error to return without calling
+ * the driver: the driver's own answer to the UUID query
+ * (CUDA_ERROR_NOT_INITIALIZED before cuInit, CUDA_ERROR_INVALID_DEVICE for
+ * an ordinal it does not have), or CUDA_ERROR_OUT_OF_MEMORY for a GPU the
+ * library cannot track. A GPU that a limit may apply to never runs
+ * unlimited for want of its UUID.
+ */
+CUresult vgpu_gpu_refusal(CUdevice dev, struct vgpu_gpu **g);
 
 /* Returns the state of the GPU with uuid (env_index names its CUDA_DEVICE_MEMORY_LIMIT_<i>). */
 struct vgpu_gpu *vgpu_gpu_for_uuid(const char *uuid, int env_index);

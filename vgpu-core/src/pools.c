@@ -239,12 +239,14 @@ CUdevice vgpu_pool_device(CUmemoryPool pool, CUdevice fallback)
 CUresult vgpu_pool_alloc_begin(CUdevice dev, CUmemoryPool pool, size_t size,
                                struct vgpu_pool_op *op)
 {
-    struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+    struct vgpu_gpu *g;
     struct pool_rec *r;
     uint64_t reserved = 0, used = 0;
-    CUresult rc;
+    CUresult rc = vgpu_gpu_refusal(dev, &g);
 
     op->active = false;
+    if (rc != CUDA_SUCCESS)
+        return rc;
     if (g == NULL || !g->enforce)
         return CUDA_SUCCESS;
     if (pool == NULL) {
@@ -430,10 +432,12 @@ CUresult vgpu_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op)
     pthread_mutex_lock(&P.mu);
     op->active = true;
     for (CUdevice d = 0; d < VGPU_MAX_GPUS; d++) {
-        struct vgpu_gpu *g = bytes[d] != 0 ? vgpu_gpu_for_cuda(d) : NULL;
+        struct vgpu_gpu *g = NULL;
         uint64_t reserved = 0, used = 0;
         struct pool_rec *r;
 
+        if (bytes[d] != 0 && (rc = vgpu_gpu_refusal(d, &g)) != CUDA_SUCCESS)
+            break;
         if (g == NULL || !g->enforce)
             continue;
         /* Graph memory we cannot observe could grow unseen: refuse with the driver's reason. */

@@ -39,30 +39,44 @@
 #define OVERRIDE "/usr/local/.test-root"
 
 static char self_exe[4096];
-static char uuid0[64];
+static char uuid0[64], uuid1[64];
 
 /* ---------------------------------------------------------------------- */
 /* The preloaded probe                                                     */
 /* ---------------------------------------------------------------------- */
 
-/* Prints "total=T big=RC small=RC": GPU 0's reported total and two allocations' results. */
+/* Allocates 2 GiB, then 1 MiB on the current context, freeing each; their results. */
+static void try_allocs(CUresult *big, CUresult *small)
+{
+    CUdeviceptr p;
+
+    *big = cuMemAlloc_v2(&p, 2 * GiB);
+    if (*big == CUDA_SUCCESS)
+        cuMemFree_v2(p);
+    *small = cuMemAlloc_v2(&p, MiB);
+    if (*small == CUDA_SUCCESS)
+        cuMemFree_v2(p);
+}
+
+/*
+ * Prints "total=T big=RC small=RC big1=RC small1=RC": GPU 0's reported
+ * total and two allocations' results, then the same allocations on GPU 1.
+ */
 static int probe(void)
 {
-    CUcontext ctx;
-    CUdeviceptr p;
+    CUcontext ctx, ctx1;
     size_t f = 0, t = 0;
-    CUresult big, small;
+    CUresult big, small, big1, small1;
 
     if (cuInit(0) != CUDA_SUCCESS || cuDevicePrimaryCtxRetain(&ctx, 0) != CUDA_SUCCESS ||
         cuCtxSetCurrent(ctx) != CUDA_SUCCESS || cuMemGetInfo_v2(&f, &t) != CUDA_SUCCESS)
         return 3;
-    big = cuMemAlloc_v2(&p, 2 * GiB);
-    if (big == CUDA_SUCCESS)
-        cuMemFree_v2(p);
-    small = cuMemAlloc_v2(&p, MiB);
-    if (small == CUDA_SUCCESS)
-        cuMemFree_v2(p);
-    printf("total=%llu big=%d small=%d\n", (unsigned long long)t, (int)big, (int)small);
+    try_allocs(&big, &small);
+    if (cuDevicePrimaryCtxRetain(&ctx1, 1) != CUDA_SUCCESS || cuCtxSetCurrent(ctx1) != CUDA_SUCCESS)
+        return 3;
+    try_allocs(&big1, &small1);
+    printf("total=%llu big=%d small=%d big1=%d small1=%d\n", (unsigned long long)t, (int)big,
+           (int)small, (int)big1, (int)small1);
     return 0;
 }
 
@@ -86,16 +100,21 @@ static int mkdirs(const char *path)
     return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
 
-static int put(const char *path, const char *text, mode_t mode, uid_t uid)
+/* Writes len bytes of text (NULs included) to path with mode and owner uid. */
+static int put_n(const char *path, const char *text, size_t len, mode_t mode, uid_t uid)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    size_t len = strlen(text);
     int ok = fd >= 0 && write(fd, text, len) == (ssize_t)len && fchmod(fd, mode) == 0 &&
              fchown(fd, uid, 0) == 0;
 
     if (fd >= 0)
         close(fd);
     return ok ? 0 : -1;
+}
+
+static int put(const char *path, const char *text, mode_t mode, uid_t uid)
+{
+    return put_n(path, text, strlen(text), mode, uid);
 }
 
 /* A claim config limiting GPU 0 to limit bytes, with extra lines. */
@@ -131,20 +150,26 @@ static int claim_dir(const char *root, const char *name)
  * Mounts a config file onto <root>/<name>/config as a CDI file bind mount
  * does (read-only when ro), from a source written with mode and owner uid.
  */
-static int inject(const char *root, const char *name, const char *text, bool ro, mode_t mode,
-                  uid_t uid)
+static int inject_n(const char *root, const char *name, const char *text, size_t len, bool ro,
+                    mode_t mode, uid_t uid)
 {
     char src[PATH_MAX], dst[PATH_MAX];
 
     snprintf(src, sizeof(src), SRC "/%s-%s", name, ro ? "ro" : "rw");
     snprintf(dst, sizeof(dst), "%s/%s/config", root, name);
-    if (mkdirs(SRC) != 0 || put(src, text, mode, uid) != 0 || claim_dir(root, name) != 0 ||
+    if (mkdirs(SRC) != 0 || put_n(src, text, len, mode, uid) != 0 || claim_dir(root, name) != 0 ||
         put(dst, "", 0644, 0) != 0 || mount(src, dst, "none", MS_BIND, NULL) != 0)
         return -1;
     if (ro && mount("none", dst, "none", MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
                     NULL) != 0)
         return -1;
     return 0;
+}
+
+static int inject(const char *root, const char *name, const char *text, bool ro, mode_t mode,
+                  uid_t uid)
+{
+    return inject_n(root, name, text, strlen(text), ro, mode, uid);
 }
 
 /* A plain file at <root>/<name>/config: shipped in the image or written by the container. */
@@ -239,6 +264,110 @@ static int lay_no_mountinfo(void)
     return rc;
 }
 
+/*
+ * The config rule (README "Config rule"): each layout below has one line
+ * the library cannot apply; every GPU of the container fails closed, also
+ * GPU 1, which the line was about or which no config names.
+ * two_gpus(line1) is claim a: GPU 0 limited to 1 GiB (lines 1-6), then
+ * device 1 with line1 as its uuid line (line 7).
+ */
+static const char *two_gpus(const char *uuid_line)
+{
+    static char buf[1024];
+
+    snprintf(buf, sizeof(buf),
+             "version=1\nclaim=c\ndevice.count=2\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=0\n"
+             "%s\ndevice.1.memory_limit_bytes=0\ndevice.1.sm_limit_percent=0\n",
+             uuid0, uuid_line);
+    return buf;
+}
+
+static int lay_uuid_trailing_space(void)
+{
+    char line[128];
+
+    snprintf(line, sizeof(line), "device.1.uuid=%s ", uuid1);
+    return inject(CANON, "a", two_gpus(line), true, 0644, 0);
+}
+
+static int lay_uuid_non_ascii(void)
+{
+    char line[128];
+
+    /* The GPU 1 UUID with its first hex digit replaced by a two-byte UTF-8 letter. */
+    snprintf(line, sizeof(line), "device.1.uuid=GPU-\xc3\xa9%s", uuid1 + 5);
+    return inject(CANON, "a", two_gpus(line), true, 0644, 0);
+}
+
+static int lay_index_leading_zero(void)
+{
+    char line[128], text[1024];
+
+    snprintf(line, sizeof(line), "device.01.uuid=%s", uuid1);
+    snprintf(text, sizeof(text), "%s", two_gpus(line));
+    /* device.01 is not device 1: make all of device 1's keys so. */
+    for (char *p = text; (p = strstr(p, "device.1.")) != NULL; p++)
+        memmove(p + 8, p + 7, strlen(p + 7) + 1), p[7] = '0', p[8] = '1';
+    return inject(CANON, "a", text, true, 0644, 0);
+}
+
+static int lay_duplicate_uuid(void)
+{
+    char line[128];
+
+    snprintf(line, sizeof(line), "device.1.uuid=%s", uuid0);
+    return inject(CANON, "a", two_gpus(line), true, 0644, 0);
+}
+
+/* A valid config for GPU 0, a NUL, then lines that would change it. */
+static int lay_embedded_nul(void)
+{
+    char text[1024];
+    size_t n = (size_t)snprintf(text, sizeof(text), "%s", config(GiB, ""));
+
+    n += (size_t)snprintf(text + n + 1, sizeof(text) - n - 1, "enforcement=disabled\n") + 1;
+    return inject_n(CANON, "a", text, n, true, 0644, 0);
+}
+
+/* A valid config for GPU 0 padded with comments past the size limit, then more lines. */
+static int lay_oversized(void)
+{
+    static char text[VGPU_CONFIG_MAX_BYTES + 1024];
+    size_t n = (size_t)snprintf(text, sizeof(text), "%s", config(GiB, ""));
+
+    while (n < VGPU_CONFIG_MAX_BYTES) {
+        memcpy(text + n, "# padding padding padding padding padding padding padding padd\n", 64);
+        n += 64;
+    }
+    n += (size_t)snprintf(text + n, sizeof(text) - n, "enforcement=disabled\n");
+    return inject_n(CANON, "a", text, n, true, 0644, 0);
+}
+
+/* A valid claim for GPU 0 next to a bad one naming GPU 1: the bad one fails GPU 0 too. */
+static int lay_bad_second_claim(void)
+{
+    char text[1024];
+
+    snprintf(text, sizeof(text),
+             "version=1\nclaim=d\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=0\npriority=urgent\n",
+             uuid1);
+    return lay_injected() | inject(CANON, "b", text, true, 0644, 0);
+}
+
+/* A valid config naming GPU 0 in upper case: the same GPU, limited. */
+static int lay_upper_case_uuid(void)
+{
+    char text[1024], *u;
+
+    snprintf(text, sizeof(text), "%s", config(GiB, ""));
+    u = strstr(text, uuid0);
+    for (size_t i = 4; u != NULL && u[i] != '\n'; i++)
+        u[i] = u[i] >= 'a' && u[i] <= 'f' ? (char)(u[i] - 'a' + 'A') : u[i];
+    return inject(CANON, "a", text, true, 0644, 0);
+}
+
 /* ---------------------------------------------------------------------- */
 /* Driver                                                                  */
 /* ---------------------------------------------------------------------- */
@@ -246,7 +375,7 @@ static int lay_no_mountinfo(void)
 struct outcome {
     int status;
     unsigned long long total;
-    int big, small;
+    int big, small, big1, small1;
     char err[4096];
 };
 
@@ -286,7 +415,8 @@ static void run_case(int (*lay)(void), const char *env, struct outcome *o)
     close(out[0]);
     waitpid(pid, &st, 0);
     o->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (sscanf(line, "total=%llu big=%d small=%d", &o->total, &o->big, &o->small) != 3)
+    if (sscanf(line, "total=%llu big=%d small=%d big1=%d small1=%d", &o->total, &o->big,
+               &o->small, &o->big1, &o->small1) != 5)
         o->status = o->status == 0 ? -2 : o->status;
     n = pread(efd, o->err, sizeof(o->err) - 1, 0);
     o->err[n > 0 ? n : 0] = '\0';
@@ -296,11 +426,18 @@ static void run_case(int (*lay)(void), const char *env, struct outcome *o)
 
 enum want { LIMITED_1G, UNLIMITED, FAIL_CLOSED };
 
+/*
+ * GPU 0 is as want says; GPU 1, which only the config rule's layouts name,
+ * is unlimited unless the case fails closed, which then takes every GPU;
+ * for a config the library cannot apply, with exactly one log line, the
+ * one log names.
+ */
 static void expect_case(const char *name, int (*lay)(void), const char *env, enum want want,
                         const char *log)
 {
     struct outcome o;
     int before = check_failures;
+    char *nl;
 
     run_case(lay, env, &o);
     CHECK(o.status == 0);
@@ -308,20 +445,30 @@ static void expect_case(const char *name, int (*lay)(void), const char *env, enu
     case LIMITED_1G:
         CHECK_EQ_U64(o.total, GiB);
         CHECK(o.big == CUDA_ERROR_OUT_OF_MEMORY && o.small == CUDA_SUCCESS);
+        CHECK(o.big1 == CUDA_SUCCESS && o.small1 == CUDA_SUCCESS);
         break;
     case UNLIMITED:
         CHECK_EQ_U64(o.total, PHYS);
         CHECK(o.big == CUDA_SUCCESS && o.small == CUDA_SUCCESS);
+        CHECK(o.big1 == CUDA_SUCCESS && o.small1 == CUDA_SUCCESS);
         break;
     case FAIL_CLOSED:
         CHECK(o.big == CUDA_ERROR_OUT_OF_MEMORY && o.small == CUDA_ERROR_OUT_OF_MEMORY);
+        CHECK(o.big1 == CUDA_ERROR_OUT_OF_MEMORY && o.small1 == CUDA_ERROR_OUT_OF_MEMORY);
+        /* A config the library cannot apply: its one line is all the library says. */
+        if (log != NULL && strncmp(log, "invalid claim config", 20) == 0) {
+            nl = strchr(o.err, '\n');
+            CHECK(nl != NULL && nl[1] == '\0');
+        }
         break;
     }
     if (log != NULL)
         CHECK_STR_CONTAINS(o.err, log);
     if (check_failures != before)
-        fprintf(stderr, "case %s: status %d total %llu big %d small %d; library stderr:\n%s\n",
-                name, o.status, o.total, o.big, o.small, o.err);
+        fprintf(stderr,
+                "case %s: status %d total %llu big %d small %d big1 %d small1 %d; library "
+                "stderr:\n%s\n",
+                name, o.status, o.total, o.big, o.small, o.big1, o.small1, o.err);
     else
         printf("ok   %s\n", name);
 }
@@ -394,6 +541,7 @@ int main(int argc, char **argv)
     }
     CHECK(cuInit(0) == CUDA_SUCCESS);
     uuid_of(0, uuid0);
+    uuid_of(1, uuid1);
 
     expect_case("injected config limits", lay_injected, NULL, LIMITED_1G, NULL);
     expect_case("image config with a larger limit is ignored", lay_image_larger, NULL,
@@ -401,13 +549,34 @@ int main(int argc, char **argv)
     expect_case("image config disabling enforcement is ignored", lay_image_disabled, NULL,
                 LIMITED_1G, "ignoring " CANON "/0-image/config");
     expect_case("writable config mount fails closed", lay_writable_mount, NULL, FAIL_CLOSED,
-                "not a read-only mount");
+                "invalid claim config " CANON "/a/config:0: not a read-only mount\n");
     expect_case("config mount owned by a user fails closed", lay_foreign_owner, NULL,
-                FAIL_CLOSED, "not owned by root");
+                FAIL_CLOSED, "invalid claim config " CANON "/a/config:0: not owned by root");
     expect_case("world-writable config mount fails closed", lay_world_writable, NULL,
-                FAIL_CLOSED, "writable by others");
+                FAIL_CLOSED, "invalid claim config " CANON "/a/config:0: not owned by root or "
+                "writable by others (uid 0, mode 666)\n");
     expect_case("unparseable injected config fails closed", lay_garbage, NULL, FAIL_CLOSED,
-                "invalid claim config");
+                "invalid claim config " CANON "/a/config:2: line without '='");
+    /* The config rule. */
+    expect_case("UUID with a trailing space fails every GPU closed", lay_uuid_trailing_space,
+                NULL, FAIL_CLOSED, "invalid claim config " CANON "/a/config:7: device.1.uuid: ");
+    expect_case("non-ASCII UUID fails every GPU closed", lay_uuid_non_ascii, NULL, FAIL_CLOSED,
+                "invalid claim config " CANON "/a/config:7: byte 0xc3 at column 19 is not "
+                "printable ASCII\n");
+    expect_case("index device.01 fails every GPU closed", lay_index_leading_zero, NULL,
+                FAIL_CLOSED, "invalid claim config " CANON "/a/config:7: device.01.uuid: device "
+                "index is not an integer");
+    expect_case("duplicated UUID fails every GPU closed", lay_duplicate_uuid, NULL, FAIL_CLOSED,
+                "invalid claim config " CANON "/a/config:7: device.1.uuid: same GPU as device.0\n");
+    expect_case("embedded NUL fails every GPU closed", lay_embedded_nul, NULL, FAIL_CLOSED,
+                "invalid claim config " CANON "/a/config:7: embedded NUL byte at column 1\n");
+    expect_case("config over 65536 bytes fails every GPU closed", lay_oversized, NULL,
+                FAIL_CLOSED, ": file larger than 65536 bytes\n");
+    expect_case("a bad config fails the GPUs of valid ones closed too", lay_bad_second_claim,
+                NULL, FAIL_CLOSED, "invalid claim config " CANON "/b/config:7: priority: unknown "
+                "value urgent\n");
+    expect_case("upper-case UUID names the same GPU", lay_upper_case_uuid, NULL, LIMITED_1G,
+                NULL);
     expect_case("override root cannot lift injected limits", lay_override_refused,
                 "VGPU_CLAIMS_ROOT=" OVERRIDE, LIMITED_1G, "ignoring VGPU_CLAIMS_ROOT");
     expect_case("override root honoured without injected claims", lay_override_mounted,

@@ -428,6 +428,12 @@ static void expect_two_claims_nvml(void)
     CHECK(system(path) == 0);
 }
 
+/* A scenario that must exit 0 and print nothing (the call-order rows). */
+static void expect_quiet(const char *name)
+{
+    expect(name, NULL, 0, true);
+}
+
 static int run_driver(void)
 {
     char cache[512], errfile[600];
@@ -447,12 +453,17 @@ static int run_driver(void)
 
     make_std_claim(GiB, "");
     if (getenv("VGPU_TEST_ONLY") != NULL) {
-        expect(getenv("VGPU_TEST_ONLY"), NULL, 0, true);
+        if (strcmp(getenv("VGPU_TEST_ONLY"), "order") == 0)
+            expect_call_order(expect_quiet);
+        else
+            expect(getenv("VGPU_TEST_ONLY"), NULL, 0, true);
         return check_report("lib_test");
     }
     expect("limit", NULL, 0, true);
     expect("paths", NULL, 0, true);
     expect("procaddr", NULL, 0, true);
+    /* Whatever a program calls first, before cuInit, GPU 0 is limited afterwards. */
+    expect_call_order(expect_quiet);
     expect("share", NULL, 0, true);
     expect("race", NULL, 0, true);
     expect("pools", NULL, 0, true);
@@ -610,6 +621,8 @@ int main(int argc, char **argv)
         return sc_pgrab();
     if (strcmp(argv[1], "churn") == 0 && argc == 3)
         return sc_churn(argv[2]);
+    if (strncmp(argv[1], "order:", 6) == 0)
+        return sc_order(argv[1] + 6);
     if (strcmp(argv[1], "busyhold") == 0 && argc == 3)
         return sc_busyhold(argv[2]);
     static const struct {

@@ -93,4 +93,9 @@ void sc_nvml_procs(void);
 void sc_fork(void);
 void sc_idle(void);
 
+/* lib_test_order.c: every export called before cuInit, then the limit. */
+int sc_order(const char *symbol);
+/* Checks the export list against the table and runs "order:<symbol>" for each row with run. */
+void expect_call_order(void (*run)(const char *name));
+
 #endif /* VGPU_LIB_TEST_H */

@@ -109,6 +109,8 @@ static const char good_config[] =
     "device.1.memory_limit_bytes=0\n"
     "device.1.sm_limit_percent=0\n";
 
+static unsigned variant_line; /* line of the last parse_variant's error */
+
 /* Parses good_config with one line replaced (or appended when from is NULL). */
 static int parse_variant(const char *from, const char *to, struct vgpu_claim_config *cfg,
                          char err[VGPU_ERRMSG_MAX])
@@ -122,7 +124,7 @@ static int parse_variant(const char *from, const char *to, struct vgpu_claim_con
         size_t pre = (size_t)(at - good_config);
         snprintf(text, sizeof(text), "%.*s%s%s", (int)pre, good_config, to, at + strlen(from));
     }
-    return vgpu_config_parse(text, cfg, err);
+    return vgpu_config_parse(text, strlen(text), cfg, err, &variant_line);
 }
 
 static void test_config(void)
@@ -130,7 +132,7 @@ static void test_config(void)
     struct vgpu_claim_config cfg;
     char err[VGPU_ERRMSG_MAX];
 
-    CHECK(vgpu_config_parse(good_config, &cfg, err) == 0);
+    CHECK(vgpu_config_parse(good_config, strlen(good_config), &cfg, err, NULL) == 0);
     CHECK(strcmp(cfg.claim, "8f0c-uid") == 0);
     CHECK_EQ_U64(cfg.compute_policy, VGPU_POLICY_WORK_CONSERVING);
     CHECK(cfg.priority == VGPU_PRIORITY_HIGH);
@@ -154,8 +156,6 @@ static void test_config(void)
     CHECK_STR_CONTAINS(err, "duplicate key priority");
     CHECK(parse_variant("device.0.sm_limit_percent=30\n", "", &cfg, err) != 0);
     CHECK_STR_CONTAINS(err, "device.0: missing sm_limit_percent");
-    /* The UUIDs survive an invalid config so that exactly its GPUs fail closed. */
-    CHECK(strcmp(cfg.devices[0].uuid, UUID0) == 0);
     CHECK(parse_variant("device.0.memory_limit_bytes=4294967296",
                         "device.0.memory_limit_bytes=4Gi", &cfg, err) != 0);
     CHECK_STR_CONTAINS(err, "device.0.memory_limit_bytes");
@@ -176,8 +176,88 @@ static void test_config(void)
     CHECK_STR_CONTAINS(err, "device.count");
 
     CHECK(vgpu_uuid_valid(UUID0));
+    CHECK(vgpu_uuid_valid("GPU-AAAAAAAA-bbbb-cccc-dddd-eeeeeeeeeeee"));
     CHECK(!vgpu_uuid_valid(UUID0 "0"));
+    CHECK(!vgpu_uuid_valid(UUID0 " "));
     CHECK(!vgpu_uuid_valid("MIG-11111111-2222-3333-4444-555555555555"));
+}
+
+/*
+ * The config rule (README "Config rule"): every line the library cannot
+ * apply makes the config invalid, named by its line (0: the whole file).
+ * good_config's lines: 1 version .. 10 device.count, 11-13 device 0,
+ * 14-16 device 1.
+ */
+static void test_config_rule(void)
+{
+    struct vgpu_claim_config cfg;
+    char err[VGPU_ERRMSG_MAX], text[2048];
+    static char big[VGPU_CONFIG_MAX_BYTES + 2];
+    unsigned line = 99;
+    size_t n;
+
+    /* Upper-case UUIDs are the same GPUs: stored as the driver's lower case. */
+    CHECK(parse_variant("device.1.uuid=" UUID1, "device.1.uuid=GPU-AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE",
+                        &cfg, err) == 0);
+    CHECK(strcmp(cfg.devices[1].uuid, UUID1) == 0);
+    /* ... so a case-only duplicate is a duplicate. */
+    CHECK(parse_variant("device.1.uuid=" UUID1, "device.1.uuid=GPU-11111111-2222-3333-4444-555555555555",
+                        &cfg, err) != 0);
+    CHECK(parse_variant("device.0.uuid=" UUID0, "device.0.uuid=" UUID1, &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "device.1.uuid: same GPU as device.0");
+    CHECK_EQ_U64(variant_line, 14);
+    /* A UUID with a trailing space, a non-ASCII one: not UUIDs. */
+    CHECK(parse_variant("device.1.uuid=" UUID1, "device.1.uuid=" UUID1 " ", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "device.1.uuid");
+    CHECK_EQ_U64(variant_line, 14);
+    CHECK(parse_variant("device.1.uuid=" UUID1, "device.1.uuid=GPU-\xc3\xa9" "aaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee",
+                        &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "not printable ASCII");
+    CHECK_EQ_U64(variant_line, 14);
+    /* Any byte outside printable ASCII, even in a comment or an unknown key. */
+    CHECK(parse_variant("# a comment", "# caf\xc3\xa9", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "byte 0xc3 at column 6");
+    CHECK_EQ_U64(variant_line, 8);
+    CHECK(parse_variant("future_key=whatever", "future_key=what\tever", &cfg, err) != 0);
+    CHECK_EQ_U64(variant_line, 7);
+    /* Unknown keys stay ignored (keys that change enforcement need a new version). */
+    CHECK(parse_variant("future_key=whatever", "device.0.future=1", &cfg, err) == 0);
+    /* An index that is not the plugin's decimal: device.01 is not device 1. */
+    CHECK(parse_variant("device.1.uuid=" UUID1, "device.01.uuid=" UUID1, &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "device.01.uuid: device index");
+    CHECK_EQ_U64(variant_line, 14);
+    CHECK(parse_variant("device.1.sm_limit_percent=0", "device.+1.sm_limit_percent=0", &cfg, err) != 0);
+    CHECK_EQ_U64(variant_line, 16);
+    /* Missing keys concern the whole file: line 0. */
+    CHECK(parse_variant("device.0.sm_limit_percent=30\n", "", &cfg, err) != 0);
+    CHECK_EQ_U64(variant_line, 0);
+    CHECK(parse_variant("device.count=2", "device.count=1", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "device.1: index not below device.count 1");
+    CHECK_EQ_U64(variant_line, 14);
+
+    /* An embedded NUL: the bytes after it are part of the file, never ignored. */
+    n = (size_t)snprintf(text, sizeof(text), "%s", good_config);
+    memcpy(text + n, "device.2.uuid=\0x\n", 17);
+    CHECK(vgpu_config_parse(text, n + 17, &cfg, err, &line) != 0);
+    CHECK_STR_CONTAINS(err, "embedded NUL byte at column 15");
+    CHECK_EQ_U64(line, 17);
+    text[0] = '\0';
+    CHECK(vgpu_config_parse(text, n, &cfg, err, &line) != 0);
+    CHECK_EQ_U64(line, 1);
+
+    /* The size limit: a valid file padded with comments to exactly the limit, then one byte more. */
+    n = (size_t)snprintf(big, sizeof(big), "%s", good_config);
+    while (n < VGPU_CONFIG_MAX_BYTES) {
+        size_t k = VGPU_CONFIG_MAX_BYTES - n < 64 ? VGPU_CONFIG_MAX_BYTES - n : 64;
+        memset(big + n, '#', k - 1);
+        big[n + k - 1] = '\n';
+        n += k;
+    }
+    CHECK(vgpu_config_parse(big, VGPU_CONFIG_MAX_BYTES, &cfg, err, &line) == 0);
+    big[VGPU_CONFIG_MAX_BYTES] = '#';
+    CHECK(vgpu_config_parse(big, VGPU_CONFIG_MAX_BYTES + 1, &cfg, err, &line) != 0);
+    CHECK_STR_CONTAINS(err, "file larger than 65536 bytes");
+    CHECK_EQ_U64(line, 16 + (VGPU_CONFIG_MAX_BYTES - strlen(good_config) + 63) / 64 + 1);
 }
 
 static void test_ptrmap(void)
@@ -778,6 +858,7 @@ int main(void)
     test_parse_size();
     test_parse_uint();
     test_config();
+    test_config_rule();
     test_ptrmap();
     test_procinfo();
     test_hostpids_parse();

@@ -7,6 +7,7 @@
  * usage: region-writer [options] FILE
  *        region-writer --layout
  *        region-writer --fixture FILE
+ *        region-writer --check-config FILE
  *
  *   --device UUID,LIMIT,USED[,SM]      add a device record (peak = USED)
  *   --slot PID,START,DEV,USED[,OVERHEAD]
@@ -23,6 +24,12 @@
  *                                      of vgpu_region.h and exit
  *   --fixture FILE                     write the fixed region pkg/region's tests
  *                                      compare the Go reader and writer with
+ *   --check-config FILE                parse FILE (a claim config, "-" = stdin) with
+ *                                      the library's own parser and size limit:
+ *                                      exit 0 if libvgpu.so can apply all of it, else
+ *                                      print the library's line "invalid claim config
+ *                                      FILE:LINE: REASON" and exit 1 (pkg/claims
+ *                                      feeds the plugin's real output through it)
  *
  * Numbers are decimal (0x... accepted for --magic). Exit status 0, or 2 with
  * a message naming the bad argument.
@@ -294,6 +301,44 @@ static int add_slot(struct vgpu_region *r, char *arg, uint64_t pidns)
     return 0;
 }
 
+/*
+ * --check-config: reads at most one byte past VGPU_CONFIG_MAX_BYTES, as the
+ * library does, so that a file over the limit is refused like there.
+ */
+static int check_config(const char *path)
+{
+    static char buf[VGPU_CONFIG_MAX_BYTES + 1];
+    static struct vgpu_claim_config cfg;
+    char err[VGPU_ERRMSG_MAX];
+    unsigned line = 0;
+    size_t len = 0;
+    ssize_t n;
+    int fd = strcmp(path, "-") == 0 ? 0 : open(path, O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0) {
+        printf("invalid claim config %s:0: cannot open: %s\n", path, strerror(errno));
+        return 1;
+    }
+    while (len < sizeof(buf) && (n = read(fd, buf + len, sizeof(buf) - len)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            printf("invalid claim config %s:0: cannot read: %s\n", path, strerror(errno));
+            if (fd != 0)
+                close(fd);
+            return 1;
+        }
+        len += (size_t)n;
+    }
+    if (fd != 0)
+        close(fd);
+    if (vgpu_config_parse(buf, len, &cfg, err, &line) != 0) {
+        printf("invalid claim config %s:%u: %s\n", path, line, err);
+        return 1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct vgpu_region *r;
@@ -308,6 +353,8 @@ int main(int argc, char **argv)
     }
     if (argc == 3 && strcmp(argv[1], "--fixture") == 0)
         return write_fixture(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "--check-config") == 0)
+        return check_config(argv[2]);
     r = calloc(1, sizeof(*r));
     if (r == NULL)
         return usage_error("out of memory", NULL);
