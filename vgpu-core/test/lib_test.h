@@ -93,4 +93,11 @@ void sc_nvml_procs(void);
 void sc_fork(void);
 void sc_idle(void);
 
+/* lib_test_vmm.c */
+void sc_vmm_sample(void);
+void sc_vmm_alias(void);
+void sc_vmm_expandable(void);
+int sc_vmm_churn(const char *seed_arg);
+void sc_vmm_kill(void);
+
 #endif /* VGPU_LIB_TEST_H */
