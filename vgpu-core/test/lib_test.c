@@ -481,6 +481,7 @@ static int run_driver(void)
         expect("vmm_alias", NULL, 0, true);
         expect("vmm_expandable", NULL, 0, true);
         expect("vmm_kill", env, 0, true);
+        expect("vmm_threads", NULL, 0, true);
     }
     {
         const char *env[] = {"VGPU_FAKE_CONTEXT_MEMORY=64Mi", NULL};
@@ -644,6 +645,7 @@ int main(int argc, char **argv)
         {"graphs", sc_graphs},     {"contexts", sc_contexts},
         {"vmm_sample", sc_vmm_sample}, {"vmm_alias", sc_vmm_alias},
         {"vmm_expandable", sc_vmm_expandable}, {"vmm_kill", sc_vmm_kill},
+        {"vmm_threads", sc_vmm_threads},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {

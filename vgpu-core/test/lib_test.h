@@ -99,5 +99,6 @@ void sc_vmm_alias(void);
 void sc_vmm_expandable(void);
 int sc_vmm_churn(const char *seed_arg);
 void sc_vmm_kill(void);
+void sc_vmm_threads(void);
 
 #endif /* VGPU_LIB_TEST_H */

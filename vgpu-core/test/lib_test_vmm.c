@@ -9,6 +9,7 @@
  * live processes hold.
  */
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -398,4 +399,69 @@ void sc_vmm_kill(void)
     CHECK_EQ_U64(v.used, 0);
     CHECK_EQ_U64(v.charged_sum, 0);
     CHECK(cuMemAddressFree(va, 100 * MiB) == CUDA_SUCCESS);
+}
+
+/* Two threads of vmm_threads: one releases a handle while the other unmaps its only mapping. */
+struct race {
+    pthread_barrier_t start, done;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    CUcontext ctx;
+    int rounds;
+    CUresult rc[2];
+};
+
+static void *race_side(struct race *r, int side)
+{
+    CHECK(cuCtxSetCurrent(r->ctx) == CUDA_SUCCESS);
+    for (int i = 0; i < r->rounds; i++) {
+        pthread_barrier_wait(&r->start);
+        r->rc[side] = side == 0 ? cuMemRelease(r->h) : cuMemUnmap(r->va, 4 * MiB);
+        pthread_barrier_wait(&r->done);
+    }
+    return NULL;
+}
+
+static void *race_release(void *arg)
+{
+    return race_side(arg, 0);
+}
+
+static void *race_unmap(void *arg)
+{
+    return race_side(arg, 1);
+}
+
+/*
+ * The last reference released and the last mapping unmapped at the same
+ * time, from two threads, many times: whichever finishes last returns the
+ * bytes, exactly once; the counter never drifts from the driver's count.
+ */
+void sc_vmm_threads(void)
+{
+    struct race r = {.rounds = getenv("VGPU_TEST_VALGRIND") != NULL ? 100 : 2000};
+    pthread_t a, b;
+
+    r.ctx = ctx_on(0);
+    CHECK(cuMemAddressReserve(&r.va, 4 * MiB, 0, 0, 0) == CUDA_SUCCESS);
+    pthread_barrier_init(&r.start, NULL, 3);
+    pthread_barrier_init(&r.done, NULL, 3);
+    CHECK(pthread_create(&a, NULL, race_release, &r) == 0);
+    CHECK(pthread_create(&b, NULL, race_unmap, &r) == 0);
+    for (int i = 0; i < r.rounds; i++) {
+        CHECK(cuMemCreate(&r.h, 4 * MiB, &prop, 0) == CUDA_SUCCESS);
+        CHECK(cuMemMap(r.va, 4 * MiB, 0, r.h, 0) == CUDA_SUCCESS);
+        CHECK_HELD(4 * MiB);
+        pthread_barrier_wait(&r.start);
+        pthread_barrier_wait(&r.done);
+        CHECK(r.rc[0] == CUDA_SUCCESS && r.rc[1] == CUDA_SUCCESS);
+        CHECK_HELD(0);
+        if (check_failures != 0) {
+            fprintf(stderr, "vmm_threads: round %d\n", i);
+            _exit(1); /* the threads wait for the next round */
+        }
+    }
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    CHECK(cuMemAddressFree(r.va, 4 * MiB) == CUDA_SUCCESS);
 }
