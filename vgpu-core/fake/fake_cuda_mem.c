@@ -33,7 +33,8 @@ typedef struct rec {
     int dev;
     rec_kind kind;
     fake_pool *pool;
-    unsigned int refs; /* VMM: handle + mappings + retains */
+    unsigned int refs;  /* VMM: handle references + mappings; the memory goes with the last */
+    unsigned int hrefs; /* VMM: handle references (cuMemCreate + retains) not yet released */
     struct rec *next;
 } rec;
 
@@ -884,10 +885,12 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         uint64_t h = next_handle;
-        if (rec_new(h, size, size, dev, REC_VMM) == NULL) {
+        rec *v = rec_new(h, size, size, dev, REC_VMM);
+        if (v == NULL) {
             fake_uncharge(dev, size);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
+            v->hrefs = 1;
             next_handle += 0x10;
             *handle = h;
         }
@@ -896,7 +899,11 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
     return r;
 }
 
-/* Drops one reference to a VMM handle; the memory goes with the last (mu held). */
+/*
+ * Drops one reference to a VMM allocation (mu held). As in the real driver,
+ * the physical memory goes only when every handle reference is released
+ * and every mapping unmapped, in either order.
+ */
 static void vmm_unref(rec *r)
 {
     if (--r->refs > 0)
@@ -913,10 +920,13 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
         return r;
     pthread_mutex_lock(&g_fake.mu);
     rec *e = table_get(handle);
-    if (e == NULL || e->kind != REC_VMM)
+    /* A handle released as often as it was created and retained is gone, even if mapped. */
+    if (e == NULL || e->kind != REC_VMM || e->hrefs == 0) {
         r = CUDA_ERROR_INVALID_VALUE;
-    else
+    } else {
+        e->hrefs--;
         vmm_unref(e);
+    }
     pthread_mutex_unlock(&g_fake.mu);
     return r;
 }
@@ -941,7 +951,9 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
     if (m == NULL) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else {
+        /* A new reference to the same allocation, released with its own cuMemRelease. */
         m->handle->refs++;
+        m->handle->hrefs++;
         *handle = m->handle->key;
     }
     pthread_mutex_unlock(&g_fake.mu);
@@ -1011,7 +1023,8 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     for (va_range *o = mappings; o != NULL; o = o->next)
         if (ptr < o->base + o->size && o->base < ptr + size)
             overlap = 1;
-    if (h == NULL || h->kind != REC_VMM || offset > h->size || size > h->size - offset || !inside) {
+    if (h == NULL || h->kind != REC_VMM || h->hrefs == 0 || offset > h->size ||
+        size > h->size - offset || !inside) {
         r = CUDA_ERROR_INVALID_VALUE;
     } else if (overlap) {
         r = CUDA_ERROR_ALREADY_MAPPED;
@@ -1026,18 +1039,35 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     return r;
 }
 
+/* Whether mapping m lies wholly inside [ptr, ptr + size). */
+static int mapping_inside(const va_range *m, uint64_t ptr, uint64_t size)
+{
+    return m->base >= ptr && m->base - ptr <= size && m->size <= size - (m->base - ptr);
+}
+
+/*
+ * Unmaps every mapping inside the range (one or several, from one or
+ * several handles). As documented for the real driver, a mapping cannot be
+ * unmapped in part: a range cutting one fails and changes nothing.
+ */
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
     CUresult r = fake_ready();
     if (r != CUDA_SUCCESS)
         return r;
-    if (size == 0)
+    if (size == 0 || ptr > UINT64_MAX - size)
         return CUDA_ERROR_INVALID_VALUE;
     r = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_lock(&g_fake.mu);
+    for (va_range *m = mappings; m != NULL; m = m->next) {
+        if (ptr < m->base + m->size && m->base < ptr + size && !mapping_inside(m, ptr, size)) {
+            pthread_mutex_unlock(&g_fake.mu);
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
     for (va_range **p = &mappings; *p != NULL;) {
         va_range *m = *p;
-        if (m->base >= ptr && m->base - ptr <= size && m->size <= size - (m->base - ptr)) {
+        if (mapping_inside(m, ptr, size)) {
             *p = m->next;
             vmm_unref(m->handle);
             free(m);

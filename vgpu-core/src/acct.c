@@ -1,6 +1,8 @@
 /* acct.c - see acct.h. */
 #include "acct.h"
 
+#include <stdlib.h>
+
 #include "log.h"
 #include "region.h"
 #include "vgpu_reserve.h"
@@ -302,6 +304,9 @@ void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CU
         VGPU_WARN("out of memory tracking an allocation; it is not counted");
 }
 
+/* VA ranges mapped to tracked VMM handles; guarded by vgpu_lock(). */
+static struct vgpu_vamap vamap;
+
 void vgpu_vmm_retain(uint64_t handle)
 {
     struct vgpu_ptrmap_entry *e;
@@ -313,28 +318,124 @@ void vgpu_vmm_retain(uint64_t handle)
     vgpu_unlock();
 }
 
-bool vgpu_vmm_release_ref(uint64_t handle)
+/*
+ * Drops a reference (ref) or a mapping (!ref) of handle; vgpu_lock() held.
+ * When neither is left the handle is untracked into *out and true returned:
+ * the caller then returns its bytes with vgpu_untrack_end, lock released.
+ */
+static bool vmm_drop_locked(uint64_t handle, bool ref, struct vgpu_ptrmap_entry *out)
+{
+    struct vgpu_ptrmap_entry *e = vgpu_ptrmap_get(&maps[VGPU_KIND_VMM], handle);
+
+    if (e == NULL)
+        return false;
+    if (ref && e->refcount > 0)
+        e->refcount--;
+    else if (!ref && e->maps > 0)
+        e->maps--;
+    if (e->refcount != 0 || e->maps != 0)
+        return false;
+    return vgpu_ptrmap_remove(&maps[VGPU_KIND_VMM], handle, out) == 0;
+}
+
+enum vgpu_vmm_release vgpu_vmm_release_begin(uint64_t handle, struct vgpu_ptrmap_entry *out)
 {
     struct vgpu_ptrmap_entry *e;
-    bool alive = false;
+    enum vgpu_vmm_release r = VGPU_VMM_UNTRACKED;
 
     vgpu_lock();
     e = vgpu_ptrmap_get(&maps[VGPU_KIND_VMM], handle);
-    if (e != NULL && e->refcount > 1) {
-        e->refcount--;
-        alive = true;
+    if (e != NULL && e->refcount <= 1 && e->maps == 0) {
+        vgpu_ptrmap_remove(&maps[VGPU_KIND_VMM], handle, out);
+        r = VGPU_VMM_LAST;
+    } else if (e != NULL) {
+        r = VGPU_VMM_LIVES;
     }
     vgpu_unlock();
-    return alive;
+    return r;
 }
 
-void vgpu_vmm_restore_ref(uint64_t handle)
+void vgpu_vmm_release_end(uint64_t handle, CUresult rc)
 {
-    vgpu_vmm_retain(handle);
+    struct vgpu_ptrmap_entry e;
+    bool gone;
+
+    if (rc != CUDA_SUCCESS)
+        return;
+    vgpu_lock();
+    gone = vmm_drop_locked(handle, true, &e);
+    vgpu_unlock();
+    if (gone)
+        vgpu_untrack_end(VGPU_KIND_VMM, &e, CUDA_SUCCESS);
+}
+
+bool vgpu_vmm_map_begin(uint64_t handle)
+{
+    struct vgpu_ptrmap_entry *e;
+
+    vgpu_lock();
+    e = vgpu_ptrmap_get(&maps[VGPU_KIND_VMM], handle);
+    if (e != NULL)
+        e->maps++;
+    vgpu_unlock();
+    return e != NULL;
+}
+
+void vgpu_vmm_map_end(uint64_t handle, uint64_t base, uint64_t size, CUresult rc)
+{
+    struct vgpu_vamap_entry m = {.base = base, .size = size, .handle = handle};
+    struct vgpu_ptrmap_entry e;
+    bool gone = false;
+    int put = 0;
+
+    vgpu_lock();
+    if (rc != CUDA_SUCCESS)
+        gone = vmm_drop_locked(handle, false, &e);
+    else
+        put = vgpu_vamap_put(&vamap, &m);
+    vgpu_unlock();
+    if (gone)
+        vgpu_untrack_end(VGPU_KIND_VMM, &e, CUDA_SUCCESS);
+    /* Unrecorded, the mapping keeps its handle charged until the process exits. */
+    if (put != 0)
+        VGPU_WARN("out of memory recording a mapping; its memory stays counted");
+}
+
+void vgpu_vmm_unmap_begin(uint64_t base, uint64_t size, struct vgpu_vmm_unmap *u)
+{
+    vgpu_lock();
+    u->n = vgpu_vamap_take(&vamap, base, size, &u->taken);
+    vgpu_unlock();
+    if (u->n < 0)
+        VGPU_WARN("out of memory unrecording mappings; their memory stays counted");
+}
+
+void vgpu_vmm_unmap_end(struct vgpu_vmm_unmap *u, CUresult rc)
+{
+    for (long i = 0; i < u->n; i++) {
+        struct vgpu_ptrmap_entry e;
+        bool gone = false;
+        int put = 0;
+
+        vgpu_lock();
+        if (rc == CUDA_SUCCESS)
+            gone = vmm_drop_locked(u->taken[i].handle, false, &e);
+        else
+            put = vgpu_vamap_put(&vamap, &u->taken[i]);
+        vgpu_unlock();
+        if (gone)
+            vgpu_untrack_end(VGPU_KIND_VMM, &e, CUDA_SUCCESS);
+        if (put != 0)
+            VGPU_WARN("out of memory recording a mapping; its memory stays counted");
+    }
+    free(u->taken);
+    u->taken = NULL;
+    u->n = 0;
 }
 
 void vgpu_acct_forget_all(void)
 {
     for (int k = 0; k < VGPU_KIND_COUNT; k++)
         vgpu_ptrmap_clear(&maps[k]);
+    vgpu_vamap_clear(&vamap);
 }

@@ -94,17 +94,74 @@ bool vgpu_untrack(enum vgpu_kind kind, uint64_t key, struct vgpu_ptrmap_entry *e
  */
 void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CUresult rc);
 
-/* VMM: counts one more cuMemRetainAllocationHandle reference on a tracked handle. */
+/*
+ * VMM lifetime. The driver keeps the physical memory of a cuMemCreate handle
+ * until its handle is released (cuMemRelease, once per cuMemCreate and per
+ * cuMemRetainAllocationHandle) AND its last mapping is unmapped (cuMemUnmap),
+ * in any order. The charge follows it: a tracked handle counts references
+ * (refcount) and mappings (maps); its bytes leave the claim only when both
+ * are 0. Every step keeps the claim over-counting during a driver call,
+ * never under-counting, and the charge stays in this process's slot all
+ * along, so a kill at any instant returns exactly what the driver frees.
+ */
+
+/* After a successful cuMemRetainAllocationHandle: one more reference on a tracked handle. */
 void vgpu_vmm_retain(uint64_t handle);
 
-/*
- * VMM: drops one reference of handle. Returns true if the handle stays alive
- * (more references), false if this is the last one or it is not tracked.
- */
-bool vgpu_vmm_release_ref(uint64_t handle);
+/* What releasing a handle does to its charge (vgpu_vmm_release_begin). */
+enum vgpu_vmm_release {
+    VGPU_VMM_UNTRACKED, /* not ours: straight to the driver */
+    VGPU_VMM_LAST,      /* last reference, no mapping: untracked, finish with vgpu_untrack_end */
+    VGPU_VMM_LIVES,     /* the memory outlives this reference: finish with vgpu_vmm_release_end */
+};
 
-/* VMM: undoes vgpu_vmm_release_ref after the driver refused the release. */
-void vgpu_vmm_restore_ref(uint64_t handle);
+/*
+ * cuMemRelease, before the driver call. For VGPU_VMM_LAST the handle is no
+ * longer tracked and *e holds its charge (as vgpu_untrack does).
+ */
+enum vgpu_vmm_release vgpu_vmm_release_begin(uint64_t handle, struct vgpu_ptrmap_entry *e);
+
+/*
+ * cuMemRelease of a VGPU_VMM_LIVES handle, after the driver returned rc: on
+ * success one reference goes, and the bytes leave the claim if that left
+ * neither a reference nor a mapping (a concurrent unmap).
+ */
+void vgpu_vmm_release_end(uint64_t handle, CUresult rc);
+
+/*
+ * cuMemMap, before the driver call: counts the mapping on a tracked handle
+ * (so a concurrent release of the last reference keeps the charge).
+ * Returns whether the handle is tracked.
+ */
+bool vgpu_vmm_map_begin(uint64_t handle);
+
+/*
+ * cuMemMap, after the driver returned rc: on success records [base, base +
+ * size) as mapped to handle; on failure uncounts the mapping (and returns
+ * the bytes if nothing else holds them).
+ */
+void vgpu_vmm_map_end(uint64_t handle, uint64_t base, uint64_t size, CUresult rc);
+
+/* An unmap in flight: the mappings it takes away (vgpu_vmm_unmap_begin). */
+struct vgpu_vmm_unmap {
+    struct vgpu_vamap_entry *taken;
+    long n;
+};
+
+/*
+ * cuMemUnmap, before the driver call: takes the recorded mappings wholly
+ * inside [base, base + size) out of the VA map (a concurrent map of the
+ * same addresses after the driver's unmap is then recorded afresh). Their
+ * handles stay charged until vgpu_vmm_unmap_end.
+ */
+void vgpu_vmm_unmap_begin(uint64_t base, uint64_t size, struct vgpu_vmm_unmap *u);
+
+/*
+ * cuMemUnmap, after the driver returned rc: on success each mapping taken
+ * goes, and a handle left with neither a reference nor a mapping leaves the
+ * claim; on failure they are recorded again.
+ */
+void vgpu_vmm_unmap_end(struct vgpu_vmm_unmap *u, CUresult rc);
 
 /* Bytes currently charged for gpu: the sum over its claims (regions), or the process's (private). */
 uint64_t vgpu_gpu_used(const struct vgpu_gpu *g);

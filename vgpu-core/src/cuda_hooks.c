@@ -537,18 +537,55 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
     return rc;
 }
 
+/*
+ * VMM (acct.h): the charge taken at cuMemCreate stays until the handle's
+ * last reference is released and its last mapping unmapped, whatever the
+ * order (NVIDIA's samples release right after mapping).
+ */
 CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
 {
-    ENTER(cuMemRelease);
-    /* Retained elsewhere: the memory lives on, so the bytes stay charged. */
-    if (vgpu_vmm_release_ref(handle)) {
-        CUresult rc = vgpu_cu.cuMemRelease(handle);
+    struct vgpu_ptrmap_entry e;
+    CUresult rc;
 
-        if (rc != CUDA_SUCCESS)
-            vgpu_vmm_restore_ref(handle);
+    ENTER(cuMemRelease);
+    switch (vgpu_vmm_release_begin(handle, &e)) {
+    case VGPU_VMM_LAST:
+        rc = vgpu_cu.cuMemRelease(handle);
+        vgpu_untrack_end(VGPU_KIND_VMM, &e, rc);
         return rc;
+    case VGPU_VMM_LIVES:
+        rc = vgpu_cu.cuMemRelease(handle);
+        vgpu_vmm_release_end(handle, rc);
+        return rc;
+    default:
+        return vgpu_cu.cuMemRelease(handle);
     }
-    FREE_BODY(cuMemRelease, VGPU_KIND_VMM, handle, handle);
+}
+
+CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                  unsigned long long flags)
+{
+    bool tracked;
+    CUresult rc;
+
+    ENTER(cuMemMap);
+    tracked = vgpu_vmm_map_begin(handle);
+    rc = vgpu_cu.cuMemMap(ptr, size, offset, handle, flags);
+    if (tracked)
+        vgpu_vmm_map_end(handle, ptr, size, rc);
+    return rc;
+}
+
+CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    struct vgpu_vmm_unmap u;
+    CUresult rc;
+
+    ENTER(cuMemUnmap);
+    vgpu_vmm_unmap_begin(ptr, size, &u);
+    rc = vgpu_cu.cuMemUnmap(ptr, size);
+    vgpu_vmm_unmap_end(&u, rc);
+    return rc;
 }
 
 /* Bytes per element of an array format; unknown (newer) formats count as 16. */

@@ -37,6 +37,8 @@
     X(cuMemCreate)                                                                                 \
     X(cuMemRelease)                                                                                \
     X(cuMemRetainAllocationHandle)                                                                 \
+    X(cuMemMap)                                                                                    \
+    X(cuMemUnmap)                                                                                  \
     X(cuArrayCreate_v2)                                                                            \
     X(cuArray3DCreate_v2)                                                                          \
     X(cuArrayDestroy)                                                                              \

@@ -113,3 +113,75 @@ void vgpu_ptrmap_destroy(struct vgpu_ptrmap *m)
     m->capacity = 0;
     m->count = 0;
 }
+
+/* Index of the first mapping whose base is >= base. */
+static size_t vamap_lower(const struct vgpu_vamap *m, uint64_t base)
+{
+    size_t lo = 0, hi = m->count;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+
+        if (m->v[mid].base < base)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int vgpu_vamap_put(struct vgpu_vamap *m, const struct vgpu_vamap_entry *e)
+{
+    size_t i = vamap_lower(m, e->base);
+
+    if (i < m->count && m->v[i].base == e->base) {
+        m->v[i] = *e;
+        return 0;
+    }
+    if (m->count == m->capacity) {
+        size_t cap = m->capacity == 0 ? INITIAL_CAPACITY : m->capacity * 2;
+        struct vgpu_vamap_entry *nv = realloc(m->v, cap * sizeof(*nv));
+
+        if (nv == NULL)
+            return -1;
+        m->v = nv;
+        m->capacity = cap;
+    }
+    memmove(&m->v[i + 1], &m->v[i], (m->count - i) * sizeof(*m->v));
+    m->v[i] = *e;
+    m->count++;
+    return 0;
+}
+
+long vgpu_vamap_take(struct vgpu_vamap *m, uint64_t base, uint64_t size,
+                     struct vgpu_vamap_entry **out)
+{
+    size_t i = vamap_lower(m, base), j, n = 0, kept = 0;
+    uint64_t end = size > UINT64_MAX - base ? UINT64_MAX : base + size;
+    struct vgpu_vamap_entry *taken;
+
+    *out = NULL;
+    for (j = i; j < m->count && m->v[j].base < end; j++)
+        n += m->v[j].size <= end - m->v[j].base;
+    if (n == 0)
+        return 0;
+    taken = malloc(n * sizeof(*taken));
+    if (taken == NULL)
+        return -1;
+    n = 0;
+    for (j = i; j < m->count && m->v[j].base < end; j++) {
+        if (m->v[j].size <= end - m->v[j].base)
+            taken[n++] = m->v[j];
+        else
+            m->v[i + kept++] = m->v[j];
+    }
+    memmove(&m->v[i + kept], &m->v[j], (m->count - j) * sizeof(*m->v));
+    m->count -= n;
+    *out = taken;
+    return (long)n;
+}
+
+void vgpu_vamap_clear(struct vgpu_vamap *m)
+{
+    m->count = 0;
+}

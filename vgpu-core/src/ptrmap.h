@@ -17,8 +17,11 @@ struct vgpu_ptrmap_entry {
     uint64_t size;     /* bytes charged */
     int16_t device;    /* CUDA ordinal charged */
     uint16_t part;     /* index of the claim (vgpu_gpu.parts) charged */
-    uint32_t refcount; /* VMM handles: cuMemCreate + retains */
-    uint64_t pool;     /* pool allocations: the CUmemoryPool they came from */
+    uint32_t refcount; /* VMM handles: cuMemCreate + retains not yet released */
+    union {
+        uint64_t pool; /* pool allocations: the CUmemoryPool they came from */
+        uint64_t maps; /* VMM handles: live (or in-flight) cuMemMap mappings of it */
+    };
 };
 
 struct vgpu_ptrmap {
@@ -41,5 +44,36 @@ void vgpu_ptrmap_clear(struct vgpu_ptrmap *m);
 
 /* Frees the buckets. */
 void vgpu_ptrmap_destroy(struct vgpu_ptrmap *m);
+
+/*
+ * VA map: the virtual address ranges mapped to VMM handles (cuMemMap), kept
+ * sorted by base address so that an unmap of a range finds every mapping
+ * inside it. Not synchronised either (same owner, same mutex).
+ */
+struct vgpu_vamap_entry {
+    uint64_t base;   /* first mapped address */
+    uint64_t size;   /* bytes mapped */
+    uint64_t handle; /* the CUmemGenericAllocationHandle mapped there */
+};
+
+struct vgpu_vamap {
+    struct vgpu_vamap_entry *v; /* sorted by base, ranges never overlap */
+    size_t count, capacity;
+};
+
+/* Inserts a mapping (replacing one with the same base). Returns 0, or -1 without memory. */
+int vgpu_vamap_put(struct vgpu_vamap *m, const struct vgpu_vamap_entry *e);
+
+/*
+ * Removes every mapping lying wholly inside [base, base + size) and returns
+ * them in *out (malloc'd, the caller frees it; NULL when none). Mappings
+ * that only overlap the range stay. Returns how many were removed, or -1
+ * without memory (then nothing is removed).
+ */
+long vgpu_vamap_take(struct vgpu_vamap *m, uint64_t base, uint64_t size,
+                     struct vgpu_vamap_entry **out);
+
+/* Forgets every mapping, keeping the allocation (safe in a fork child). */
+void vgpu_vamap_clear(struct vgpu_vamap *m);
 
 #endif /* VGPU_PTRMAP_H */

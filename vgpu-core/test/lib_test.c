@@ -482,6 +482,18 @@ static int run_driver(void)
         /* The last process killed: a fresh one gets the whole limit back. */
         expect("lastkill", NULL, 0, true);
     }
+    /* VMM memory is charged while the driver holds it (lib_test_vmm.c). */
+    {
+        const char *env[] = {getenv("VGPU_TEST_VALGRIND") != NULL ? "VGPU_TEST_KILLS=10"
+                             : getenv("VGPU_TEST_PRELOAD_PREFIX") != NULL ? "VGPU_TEST_KILLS=60"
+                                                                          : NULL,
+                             NULL};
+        expect("vmm_sample", NULL, 0, true);
+        expect("vmm_alias", NULL, 0, true);
+        expect("vmm_expandable", NULL, 0, true);
+        expect("vmm_kill", env, 0, true);
+        expect("vmm_threads", NULL, 0, true);
+    }
     {
         const char *env[] = {"VGPU_FAKE_CONTEXT_MEMORY=64Mi", NULL};
         const char *big[] = {"VGPU_FAKE_CONTEXT_MEMORY=300Mi", NULL};
@@ -625,6 +637,8 @@ int main(int argc, char **argv)
         return sc_order(argv[1] + 6);
     if (strcmp(argv[1], "busyhold") == 0 && argc == 3)
         return sc_busyhold(argv[2]);
+    if (strcmp(argv[1], "vmm_churn") == 0 && argc == 3)
+        return sc_vmm_churn(argv[2]);
     static const struct {
         const char *name;
         void (*fn)(void);
@@ -642,6 +656,9 @@ int main(int argc, char **argv)
         {"twoclaims_capped", sc_twoclaims_capped},
         {"idle", sc_idle},         {"nvml_procs", sc_nvml_procs},
         {"graphs", sc_graphs},     {"contexts", sc_contexts},
+        {"vmm_sample", sc_vmm_sample}, {"vmm_alias", sc_vmm_alias},
+        {"vmm_expandable", sc_vmm_expandable}, {"vmm_kill", sc_vmm_kill},
+        {"vmm_threads", sc_vmm_threads},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {

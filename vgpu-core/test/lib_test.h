@@ -97,5 +97,12 @@ void sc_idle(void);
 int sc_order(const char *symbol);
 /* Checks the export list against the table and runs "order:<symbol>" for each row with run. */
 void expect_call_order(void (*run)(const char *name));
+/* lib_test_vmm.c */
+void sc_vmm_sample(void);
+void sc_vmm_alias(void);
+void sc_vmm_expandable(void);
+int sc_vmm_churn(const char *seed_arg);
+void sc_vmm_kill(void);
+void sc_vmm_threads(void);
 
 #endif /* VGPU_LIB_TEST_H */

@@ -169,6 +169,13 @@ static int call_cuMemCreate(void)
 
 static int call_cuMemRelease(void) { return cuMemRelease((CUmemGenericAllocationHandle)0x1234); }
 
+static int call_cuMemMap(void)
+{
+    return cuMemMap(BOGUS_PTR, 2 * MiB, 0, (CUmemGenericAllocationHandle)0x1234, 0);
+}
+
+static int call_cuMemUnmap(void) { return cuMemUnmap(BOGUS_PTR, 2 * MiB); }
+
 static int call_cuMemRetainAllocationHandle(void)
 {
     CUmemGenericAllocationHandle h = 0;
@@ -358,6 +365,8 @@ static const struct order_row rows[] = {
     ROW(cuCtxSynchronize, NI),
     ROW(cuMemCreate, NI),
     ROW(cuMemRelease, NI),
+    ROW(cuMemMap, NI),
+    ROW(cuMemUnmap, NI),
     ROW(cuMemRetainAllocationHandle, NI),
     ROW(cuArrayCreate_v2, NI),
     ROW(cuArray3DCreate_v2, NI),

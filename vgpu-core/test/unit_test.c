@@ -575,6 +575,74 @@ static void test_region_reclaim(void)
     vgpu_shm_detach(&s);
 }
 
+/* VA map: random mappings on a grid and random range takes, against a brute-force model. */
+static void test_vamap(void)
+{
+    enum { SLOTS = 512, UNIT = 1 << 21 };
+    struct vgpu_vamap m = {0};
+    uint64_t model[SLOTS] = {0}; /* size mapped at slot i (base i * 8 units), 0 = none */
+    unsigned seed = 7;
+
+    for (int step = 0; step < 20000; step++) {
+        int i = rand_r(&seed) % SLOTS;
+
+        if (rand_r(&seed) % 2 == 0) {
+            struct vgpu_vamap_entry e = {.base = (uint64_t)i * 8 * UNIT,
+                                         .size = (uint64_t)(1 + rand_r(&seed) % 8) * UNIT,
+                                         .handle = (uint64_t)step + 1};
+            if (model[i] != 0)
+                continue;
+            CHECK(vgpu_vamap_put(&m, &e) == 0);
+            model[i] = e.size;
+        } else {
+            /* From inside slot i (or its start) over a few slots' worth, possibly cutting some. */
+            uint64_t base = (uint64_t)i * 8 * UNIT + (uint64_t)(rand_r(&seed) % 3) * UNIT;
+            uint64_t size = (uint64_t)(1 + rand_r(&seed) % 40) * UNIT;
+            struct vgpu_vamap_entry *out = NULL;
+            long n = vgpu_vamap_take(&m, base, size, &out), want = 0;
+
+            for (int j = 0; j < SLOTS; j++) {
+                uint64_t b = (uint64_t)j * 8 * UNIT;
+                if (model[j] == 0 || b < base || b + model[j] > base + size)
+                    continue;
+                bool found = false;
+                for (long k = 0; k < n; k++)
+                    found |= out[k].base == b && out[k].size == model[j];
+                CHECK(found);
+                model[j] = 0;
+                want++;
+            }
+            CHECK_EQ_U64((uint64_t)n, (uint64_t)want);
+            free(out);
+        }
+        if (step % 1000 == 0) {
+            size_t count = 0;
+            for (int j = 0; j < SLOTS; j++)
+                count += model[j] != 0;
+            CHECK_EQ_U64(m.count, count);
+            for (size_t k = 1; k < m.count; k++)
+                CHECK(m.v[k - 1].base + m.v[k - 1].size <= m.v[k].base);
+        }
+    }
+    /* Same base replaces; a take of nothing returns 0 and no buffer. */
+    {
+        struct vgpu_vamap_entry e = {.base = 1ull << 40, .size = UNIT, .handle = 1}, *out = NULL;
+        size_t before = m.count;
+
+        CHECK(vgpu_vamap_put(&m, &e) == 0);
+        e.handle = 2;
+        CHECK(vgpu_vamap_put(&m, &e) == 0);
+        CHECK_EQ_U64(m.count, before + 1);
+        CHECK(vgpu_vamap_take(&m, (1ull << 40) + UNIT, UNIT, &out) == 0 && out == NULL);
+        CHECK(vgpu_vamap_take(&m, 1ull << 40, UINT64_MAX, &out) == 1 && out != NULL &&
+              out[0].handle == 2);
+        free(out);
+    }
+    vgpu_vamap_clear(&m);
+    CHECK_EQ_U64(m.count, 0);
+    free(m.v);
+}
+
 static void test_procinfo(void)
 {
     struct vgpu_procinfo self;
@@ -860,6 +928,7 @@ int main(void)
     test_config();
     test_config_rule();
     test_ptrmap();
+    test_vamap();
     test_procinfo();
     test_hostpids_parse();
     test_hostpids_lookup();

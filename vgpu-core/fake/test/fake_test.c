@@ -277,9 +277,29 @@ static void test_vmm(void)
     CHECK_EQ(cuMemRelease(h), CUDA_SUCCESS);
     CHECK_EQ(cuMemRelease(h2), CUDA_SUCCESS);
     CHECK_EQ(nvml_used(), base + 4 * gran); /* the mapping keeps it */
+    /* Every reference released: the handle is gone, though its mapping keeps the memory. */
+    CHECK_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(cuMemMap(va + 8 * gran, 4 * gran, 0, h, 0), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(nvml_used(), base + 4 * gran);
+    /* A range cutting a mapping unmaps nothing. */
+    CHECK_EQ(cuMemUnmap(va, 2 * gran), CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(nvml_used(), base + 4 * gran);
     CHECK_EQ(cuMemUnmap(va, 4 * gran), CUDA_SUCCESS);
     CHECK_EQ(nvml_used(), base);
     CHECK_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+    /* One handle mapped twice, and one range unmapping mappings of two handles. */
+    CHECK_EQ(cuMemCreate(&h, 2 * gran, &prop, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemCreate(&h2, 2 * gran, &prop, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemMap(va, 2 * gran, 0, h, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemMap(va + 2 * gran, 2 * gran, 0, h2, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemMap(va + 8 * gran, gran, gran, h, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemRelease(h), CUDA_SUCCESS);
+    CHECK_EQ(cuMemRelease(h2), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 4 * gran);
+    CHECK_EQ(cuMemUnmap(va, 4 * gran), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 2 * gran); /* h's second mapping */
+    CHECK_EQ(cuMemUnmap(va + 8 * gran, gran), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base);
     CHECK_EQ(cuMemAddressFree(va, 16 * gran), CUDA_SUCCESS);
 }
 
