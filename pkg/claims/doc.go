@@ -2,8 +2,9 @@
 // driver on one node.
 //
 // For every claim it writes the per-claim directory (the read-only limits
-// file "config" and the shared region "shm/region") and one transient CDI
-// spec, and records each claim in a checkpoint so that a restarted or
+// file "config", the shared region "shm/region" and "host/", the directory
+// of files only the plugin writes, such as "host/pids", which
+// pkg/hostpids fills) and one transient CDI spec, and records each claim in a checkpoint so that a restarted or
 // rebooted plugin can finish, undo or recreate its work:
 //
 //	checkpoint PrepareStarted -> config -> region -> CDI spec -> checkpoint PrepareCompleted
@@ -15,6 +16,7 @@
 // Manager implements the prepare and unprepare halves of the kubeletplugin
 // DRAPlugin interface. One claim's prepare pipeline is in prepare.go (after
 // plan.go turns the allocation into limits), unprepare in unprepare.go,
-// recovery at startup in recovery.go, and the on-disk layout in files.go. docs/prepare.md describes the files, the checkpoint
-// format and the recovery rules.
+// recovery at startup in recovery.go, and the on-disk layout in files.go.
+// docs/prepare.md describes the files, the checkpoint format and the
+// recovery rules.
 package claims
