@@ -12,7 +12,7 @@
 
 /*
  * Refreshes the NVML-reported context overhead of this process on g (rule in
- * README.md) and charges the difference to the claim. Returns the overhead
+ * docs/memory.md, "Context overhead") and charges the difference to the claim. Returns the overhead
  * now charged (0 when it cannot be known).
  */
 uint64_t vgpu_overhead_refresh(struct vgpu_gpu *g);
