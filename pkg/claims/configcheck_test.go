@@ -103,6 +103,19 @@ func manyGPUs(n int) map[string]gpu.Info {
 }
 
 // claimOnGPUs asks for 1 GiB and 10 cores on each of the first n GPUs of manyGPUs.
+// managerWithManyGPUs is a manager on a node with one GPU more than the
+// config format holds, for plans at and past that limit.
+func managerWithManyGPUs(t *testing.T) *Manager {
+	t.Helper()
+	configChecker(t)
+	env := newTestEnv(t)
+	opts := env.options()
+	opts.Devices = manyGPUs(region.MaxDevices + 1)
+	m, err := NewManager(testContext(t), opts)
+	require.NoError(t, err)
+	return m
+}
+
 func claimOnGPUs(n int) *resourceapi.ResourceClaim {
 	b := newClaim(claimA, "wide")
 	for i := range n {
@@ -145,12 +158,7 @@ func TestPreparedConfigPassesLibraryParser(t *testing.T) {
 
 // As many GPUs as the format holds: planned, written, and applied by the library.
 func TestPlanAtTheGPULimitPassesLibraryParser(t *testing.T) {
-	configChecker(t)
-	env := newTestEnv(t)
-	opts := env.options()
-	opts.Devices = manyGPUs(region.MaxDevices + 1)
-	m, err := NewManager(testContext(t), opts)
-	require.NoError(t, err)
+	m := managerWithManyGPUs(t)
 
 	planned, err := m.plan(claimOnGPUs(region.MaxDevices))
 	require.NoError(t, err)
@@ -161,14 +169,9 @@ func TestPlanAtTheGPULimitPassesLibraryParser(t *testing.T) {
 // One GPU more than the format holds: the plan refuses the claim, naming the field,
 // because the library would refuse the config (and fail the container closed).
 func TestPlanRefusesMoreGPUsThanTheConfigHolds(t *testing.T) {
-	configChecker(t)
-	env := newTestEnv(t)
-	opts := env.options()
-	opts.Devices = manyGPUs(region.MaxDevices + 1)
-	m, err := NewManager(testContext(t), opts)
-	require.NoError(t, err)
+	m := managerWithManyGPUs(t)
 
-	_, err = m.plan(claimOnGPUs(region.MaxDevices + 1))
+	_, err := m.plan(claimOnGPUs(region.MaxDevices + 1))
 	require.Error(t, err)
 	var agg interface{ Errors() []error }
 	require.ErrorAs(t, err, &agg)

@@ -41,6 +41,9 @@ uint64_t mem_total(void);
 pid_t spawn_helper(char *const args[], int *to, int *from);
 /* Reads one line from fd into buf. */
 void read_line(int fd, char *buf, size_t len);
+/* Runs this program's helper scenario with a seed drawn from *seed, waits for its "ready" line,
+ * SIGKILLs it 0..3 ms later and returns its wait status. */
+int kill_helper_at_random(const char *scenario, unsigned *seed);
 /* A pool on GPU 0 whose release threshold keeps everything it reserves. */
 CUmemoryPool keeping_pool(void);
 

@@ -145,6 +145,27 @@ void read_line(int fd, char *buf, size_t len)
     buf[n] = '\0';
 }
 
+int kill_helper_at_random(const char *scenario, unsigned *seed)
+{
+    char seed_arg[32], line[64];
+    char *args[] = {self_exe, (char *)scenario, seed_arg, NULL};
+    struct timespec ts = {0, 0};
+    int to, from, st;
+    pid_t pid;
+
+    snprintf(seed_arg, sizeof(seed_arg), "%u", rand_r(seed));
+    pid = spawn_helper(args, &to, &from);
+    read_line(from, line, sizeof(line));
+    CHECK(strcmp(line, "ready") == 0);
+    ts.tv_nsec = (long)(rand_r(seed) % 3000) * 1000;
+    nanosleep(&ts, NULL);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    close(to);
+    close(from);
+    return st;
+}
+
 /* A pool on GPU 0 whose release threshold keeps everything it reserves. */
 CUmemoryPool keeping_pool(void)
 {

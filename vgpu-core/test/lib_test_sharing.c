@@ -246,22 +246,8 @@ void sc_killstress(void)
     ctx_on(0);
     CHECK(cuMemAlloc_v2(&held, 100 * MiB) == CUDA_SUCCESS);
     for (int k = 0; k < kills; k++) {
-        char seed_arg[32], line[64];
-        char *args[] = {self_exe, "churn", seed_arg, NULL};
-        struct timespec ts = {0, 0};
-        int to, from, st;
-        pid_t pid;
+        int st = kill_helper_at_random("churn", &seed);
 
-        snprintf(seed_arg, sizeof(seed_arg), "%u", rand_r(&seed));
-        pid = spawn_helper(args, &to, &from);
-        read_line(from, line, sizeof(line));
-        CHECK(strcmp(line, "ready") == 0);
-        ts.tv_nsec = (long)(rand_r(&seed) % 3000) * 1000;
-        nanosleep(&ts, NULL);
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        close(to);
-        close(from);
         CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
         /* Killed inside a counter change: left for the next locker to undo. */
         if (region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v) && (v.lock || v.undo))

@@ -361,22 +361,8 @@ void sc_vmm_kill(void)
     CHECK(cuMemRelease(h) == CUDA_SUCCESS);
     CHECK_HELD(100 * MiB);
     for (int k = 0; k < kills; k++) {
-        char seed_arg[32], line[64];
-        char *args[] = {self_exe, "vmm_churn", seed_arg, NULL};
-        struct timespec ts = {0, 0};
-        int to, from, st;
-        pid_t pid;
+        int st = kill_helper_at_random("vmm_churn", &seed);
 
-        snprintf(seed_arg, sizeof(seed_arg), "%u", rand_r(&seed));
-        pid = spawn_helper(args, &to, &from);
-        read_line(from, line, sizeof(line));
-        CHECK(strcmp(line, "ready") == 0);
-        ts.tv_nsec = (long)(rand_r(&seed) % 3000) * 1000;
-        nanosleep(&ts, NULL);
-        kill(pid, SIGKILL);
-        waitpid(pid, &st, 0);
-        close(to);
-        close(from);
         /* Exit 3: the helper saw its charge differ from the driver's count. */
         CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
         /* Refused (we hold 100 MiB): reclaims the dead process on the way. */
