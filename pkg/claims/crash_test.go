@@ -13,8 +13,8 @@ import (
 )
 
 var (
-	prepareSteps   = []step{stepCheckpointStarted, stepConfig, stepRegion, stepCDISpec, stepCheckpointCompleted}
-	unprepareSteps = []step{stepRemoveCDISpec, stepRemoveClaimDir, stepCheckpointRemoved}
+	prepareSteps   = []step{stepCheckpointStarted, stepConfig, stepRegionMount, stepRegion, stepCDISpec, stepCheckpointCompleted}
+	unprepareSteps = []step{stepRemoveCDISpec, stepRegionUnmount, stepRemoveClaimDir, stepCheckpointRemoved}
 )
 
 // crashAfter runs call in a goroutine that dies (runtime.Goexit: only

@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/moby/sys/mountinfo"
+
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/atomicfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
 )
@@ -127,15 +129,40 @@ func (l layout) writeClaimConfig(c *PreparedClaim) error {
 	return nil
 }
 
-// createRegion makes the shm directory and the region file in it, sized by
-// the plugin; an existing region is kept. Anything else in the directory
-// (left by an older plugin that mounted the directory writable into
-// containers, or by a crash inside region.Create) is removed.
-func (l layout) createRegion(uid types.UID) error {
+// mountRegionFS makes the shm directory and mounts the claim's region file
+// system on it; one mounted already is kept. It reports legacy when the
+// directory instead holds a region file on the state root's own file system,
+// made by an earlier version of the plugin: containers may have that file
+// mounted, so it is used until the claim is unprepared.
+func (l layout) mountRegionFS(uid types.UID) (legacy bool, err error) {
 	dir := l.shmDir(uid)
 	if err := ownedDir(dir, shmDirMode); err != nil {
-		return fmt.Errorf("create shm directory: %w", err)
+		return false, fmt.Errorf("create shm directory: %w", err)
 	}
+	if l.isLegacyRegion(uid) {
+		return true, nil
+	}
+	return false, mountRegionFS(dir)
+}
+
+// isLegacyRegion reports whether the claim's region is a file on the state
+// root's file system: its shm directory is no mount point yet holds one.
+// The plugin empties a directory before mounting on it, so only an earlier
+// version leaves a region there.
+func (l layout) isLegacyRegion(uid types.UID) bool {
+	if mounted, err := mountinfo.Mounted(l.shmDir(uid)); err != nil || mounted {
+		return false
+	}
+	info, err := os.Lstat(l.regionPath(uid))
+	return err == nil && info.Mode().IsRegular()
+}
+
+// createRegion makes the region file in the claim's shm directory, sized
+// by the plugin; an existing region is kept. Anything else in the directory
+// (left by a crash inside region.Create, or by an older plugin that mounted
+// the directory writable into containers) is removed.
+func (l layout) createRegion(uid types.UID) error {
+	dir := l.shmDir(uid)
 	if err := removeAllBut(dir, regionFileName); err != nil {
 		return fmt.Errorf("clean shm directory: %w", err)
 	}
@@ -200,8 +227,20 @@ func removeAllBut(dir, keep string) error {
 	return errors.Join(errs...)
 }
 
-// removeClaimDir deletes everything of the claim under the state root.
+// unmountRegionFS unmounts the claim's region file system, if mounted.
+func (l layout) unmountRegionFS(uid types.UID) error {
+	if err := unmountRegionFS(l.shmDir(uid)); err != nil {
+		return fmt.Errorf("unmount the region file system: %w", err)
+	}
+	return nil
+}
+
+// removeClaimDir deletes everything of the claim under the state root,
+// unmounting its region file system first.
 func (l layout) removeClaimDir(uid types.UID) error {
+	if err := l.unmountRegionFS(uid); err != nil {
+		return err
+	}
 	if err := os.RemoveAll(l.claimDir(uid)); err != nil {
 		return fmt.Errorf("remove claim directory: %w", err)
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
 )
 
 // TestContainersCannotWriteNodeState checks what a container gets of the
@@ -52,17 +54,22 @@ func TestContainersCannotWriteNodeState(t *testing.T) {
 }
 
 // TestPrepareRepairsOldClaimDirectories: a claim prepared by an older
-// plugin had a world-writable shm directory that containers could plant
-// files in; preparing it again (restore after a restart) locks it down and
-// removes what was planted, keeping the region.
+// plugin had its region on the state root's file system, in a
+// world-writable shm directory that containers could plant files in;
+// preparing it again (restore after a restart) locks it down and removes
+// what was planted, keeping the region containers map (and so the older
+// layout) until the claim is unprepared.
 func TestPrepareRepairsOldClaimDirectories(t *testing.T) {
 	env := newTestEnv(t)
 	m := env.newManager(t)
 	claim := twoGPUClaim(claimA)
 	prepareOne(t, m, claim)
 
-	shm := filepath.Join(env.stateRoot, "claims", claimA, "shm")
-	regionBefore, err := os.Stat(filepath.Join(shm, "region"))
+	l := layout{stateRoot: env.stateRoot}
+	shm := l.shmDir(claimA)
+	require.NoError(t, unmountRegionFS(shm))
+	require.NoError(t, region.Create(l.regionPath(claimA)))
+	regionBefore, err := os.Stat(l.regionPath(claimA))
 	require.NoError(t, err)
 	require.NoError(t, os.Chmod(shm, 0o777))
 	planted := filepath.Join(shm, "planted")
@@ -70,13 +77,23 @@ func TestPrepareRepairsOldClaimDirectories(t *testing.T) {
 
 	// A new manager (the plugin restarted) restores the claim from its
 	// checkpoint.
-	env.newManager(t)
+	m = env.newManager(t)
 
 	info, err := os.Stat(shm)
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(0o755), info.Mode().Perm())
 	assert.NoFileExists(t, planted)
-	regionAfter, err := os.Stat(filepath.Join(shm, "region"))
+	regionAfter, err := os.Stat(l.regionPath(claimA))
 	require.NoError(t, err)
 	assert.True(t, os.SameFile(regionBefore, regionAfter), "the region containers map is kept")
+	want := prepared
+	want.regionFS = false
+	assert.Equal(t, want, env.diskState(t, claimA), "the older layout is kept while the claim is prepared")
+
+	for _, err := range unprepare(t, m, claimA) {
+		require.NoError(t, err)
+	}
+	assert.Equal(t, absent, env.diskState(t, claimA))
+	prepareOne(t, m, claim)
+	assert.Equal(t, prepared, env.diskState(t, claimA), "prepared again, the claim gets a region file system")
 }

@@ -62,6 +62,7 @@ func newTestEnv(t testing.TB) *testEnv {
 		libVGPU:    "/usr/local/vgpu/libvgpu.so",
 	}
 	require.NoError(t, os.MkdirAll(env.vendorDir, 0o755))
+	sharedMount(t, env.stateRoot)
 	env.setBootID(t, "boot-1")
 	writeVendorSpec(t, env.vendorDir)
 	src, err := cdi.NewSpecDirSource(cdi.DefaultVendorKind, []string{env.vendorDir})
@@ -218,7 +219,10 @@ func readSpec(t testing.TB, e *testEnv, uid string) *cdiapi.Spec {
 // diskState describes what exists on disk for a claim.
 type diskState struct {
 	claimDir, config, region, spec bool
-	state                          claimState // "" when not in the checkpoint
+	// regionFS: the claim's region file system is mounted (and, when
+	// region is set, holds the region).
+	regionFS bool
+	state    claimState // "" when not in the checkpoint
 }
 
 func (e *testEnv) diskState(t testing.TB, uid string) diskState {
@@ -234,6 +238,12 @@ func (e *testEnv) diskState(t testing.TB, uid string) diskState {
 		region:   exists(l.regionPath(u)),
 		spec:     exists(filepath.Join(e.cdiRoot, cdiapi.GenerateTransientSpecName(cdi.Vendor, cdi.Class, uid)+".json")),
 	}
+	for _, p := range mountsUnder(t, l.claimDir(u)) {
+		require.Equal(t, l.shmDir(u), p, "the only mount of a claim is its region file system")
+		require.NoError(t, checkRegionFS(p))
+		require.False(t, s.regionFS, "one region file system per claim")
+		s.regionFS = true
+	}
 	cp, err := loadCheckpoint(l.checkpointPath())
 	require.NoError(t, err)
 	if rec, ok := cp.Claims[u]; ok {
@@ -244,5 +254,5 @@ func (e *testEnv) diskState(t testing.TB, uid string) diskState {
 
 var (
 	absent   = diskState{}
-	prepared = diskState{claimDir: true, config: true, region: true, spec: true, state: statePrepareCompleted}
+	prepared = diskState{claimDir: true, config: true, region: true, spec: true, regionFS: true, state: statePrepareCompleted}
 )

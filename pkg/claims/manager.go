@@ -77,10 +77,12 @@ type step string
 const (
 	stepCheckpointStarted   step = "checkpoint-started"
 	stepConfig              step = "config"
+	stepRegionMount         step = "region-mount"
 	stepRegion              step = "region"
 	stepCDISpec             step = "cdi-spec"
 	stepCheckpointCompleted step = "checkpoint-completed"
 	stepRemoveCDISpec       step = "remove-cdi-spec"
+	stepRegionUnmount       step = "region-unmount"
 	stepRemoveClaimDir      step = "remove-claim-dir"
 	stepCheckpointRemoved   step = "checkpoint-removed"
 )

@@ -168,6 +168,16 @@ func (m *Manager) ensure(ctx context.Context, c *PreparedClaim, writeSpec bool) 
 	if err := m.step(stepConfig, c.UID); err != nil {
 		return err
 	}
+	legacy, err := m.layout.mountRegionFS(c.UID)
+	if err != nil {
+		return err
+	}
+	if legacy {
+		klog.FromContext(ctx).Info("Keeping the claim's region made by an earlier plugin version on the state root's file system until the claim is unprepared; only the monitor's cut-back bounds its size", "path", m.layout.regionPath(c.UID))
+	}
+	if err := m.step(stepRegionMount, c.UID); err != nil {
+		return err
+	}
 	if err := m.layout.createRegion(c.UID); err != nil {
 		return err
 	}

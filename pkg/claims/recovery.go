@@ -36,6 +36,9 @@ func (m *Manager) start(ctx context.Context) error {
 	if err := ownedDir(m.layout.claimsDir(), claimDirMode); err != nil {
 		return fmt.Errorf("create claims directory: %w", err)
 	}
+	if err := checkMountPropagation(m.opts.StateRoot); err != nil {
+		return err
+	}
 	lock, err := openStateLock(filepath.Join(m.opts.StateRoot, lockFileName))
 	if err != nil {
 		return err

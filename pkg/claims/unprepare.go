@@ -9,8 +9,8 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// UnprepareResourceClaims removes each claim's CDI spec, then its directory,
-// then its checkpoint entry. The files are removed by UID even when the
+// UnprepareResourceClaims removes each claim's CDI spec, then its region
+// file system and directory, then its checkpoint entry. The files are removed by UID even when the
 // checkpoint does not know the claim, so unpreparing is complete after any
 // crash; a claim that was never prepared succeeds. It ends with a sweep of
 // the directories of claims that are no longer prepared (left by a crash
@@ -76,6 +76,12 @@ func (m *Manager) unprepareFiles(uid types.UID) error {
 		return err
 	}
 	if err := m.step(stepRemoveCDISpec, uid); err != nil {
+		return err
+	}
+	if err := m.layout.unmountRegionFS(uid); err != nil {
+		return err
+	}
+	if err := m.step(stepRegionUnmount, uid); err != nil {
 		return err
 	}
 	if err := m.layout.removeClaimDir(uid); err != nil {

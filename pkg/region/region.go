@@ -20,14 +20,29 @@ const FileMode fs.FileMode = 0o666
 
 // Create makes path a zero-filled region file of Size bytes with FileMode.
 // An existing region of Size bytes is kept untouched because processes may
-// be attached to it; an existing regular file of another size is a damaged
-// region no process can use and is replaced; anything else at path is an
-// error. The new file is complete before it appears under its name, so a
-// crash never leaves a short region behind.
+// be attached to it; an existing regular file of another size (a container
+// that has it read-write truncated or extended it) is resized in place, so
+// that the processes sharing it keep sharing one file and its first bytes
+// are kept; anything else at path is an error. The new file is complete
+// before it appears under its name, so a crash never leaves a short region
+// behind, and neither path needs room for more than one region: it fits a
+// file system sized for exactly one.
 //
 // Nothing is fsynced: a new region holds no data, and after a power loss the
 // plugin recreates a missing or damaged region from its checkpoint.
 func Create(path string) error {
+	switch info, err := os.Lstat(path); {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return fmt.Errorf("check region %s: %w", path, err)
+	case !info.Mode().IsRegular():
+		return fmt.Errorf("region %s is not a regular file (mode %s)", path, info.Mode())
+	case info.Size() == Size:
+		return nil
+	default:
+		return resize(path)
+	}
+
 	dir := filepath.Dir(path)
 	tmp, err := os.CreateTemp(dir, ".region-*")
 	if err != nil {
@@ -43,23 +58,33 @@ func Create(path string) error {
 	if err != nil {
 		return fmt.Errorf("create region %s: %w", path, err)
 	}
-	// Link fails instead of replacing an existing region, unlike rename.
+	// Link fails instead of replacing a region made meanwhile, unlike rename.
 	err = os.Link(tmpPath, path)
 	if errors.Is(err, fs.ErrExist) {
-		info, statErr := os.Lstat(path)
-		if statErr != nil {
-			return fmt.Errorf("check region %s: %w", path, statErr)
-		}
-		if !info.Mode().IsRegular() {
-			return fmt.Errorf("region %s is not a regular file (mode %s)", path, info.Mode())
-		}
-		if info.Size() == Size {
-			return nil
-		}
-		err = os.Rename(tmpPath, path)
+		return Create(path)
 	}
 	if err != nil {
 		return fmt.Errorf("create region %s: %w", path, err)
+	}
+	return nil
+}
+
+// resize cuts or extends the region file at path to Size bytes in place.
+func resize(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("resize region %s: %w", path, err)
+	}
+	// Truncating first frees whatever lies past Size.
+	err = f.Truncate(Size)
+	if err == nil {
+		err = fill(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("resize region %s: %w", path, err)
 	}
 	return nil
 }

@@ -85,17 +85,30 @@ func TestCreateKeepsExistingRegion(t *testing.T) {
 	assert.Equal(t, "VGPUREG1", string(data[:8]), "an existing region must not be wiped")
 }
 
-func TestCreateReplacesDamagedRegion(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "region")
-	require.NoError(t, os.WriteFile(path, []byte("short"), 0o600))
-	require.NoError(t, Create(path))
-	info, err := os.Stat(path)
-	require.NoError(t, err)
-	assert.EqualValues(t, Size, info.Size(), "a region of the wrong size is unusable and replaced")
-	assert.Equal(t, FileMode, info.Mode().Perm())
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	assert.True(t, bytes.Equal(make([]byte, Size), data))
+func TestCreateResizesDamagedRegionInPlace(t *testing.T) {
+	for name, content := range map[string][]byte{
+		"short": []byte("short"),
+		"grown": append([]byte("VGPUREG1"), make([]byte, 3*Size)...),
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "region")
+			require.NoError(t, os.WriteFile(path, content, 0o600))
+			before, err := os.Stat(path)
+			require.NoError(t, err)
+
+			require.NoError(t, Create(path))
+			info, err := os.Stat(path)
+			require.NoError(t, err)
+			assert.EqualValues(t, Size, info.Size(), "a region of the wrong size is resized")
+			assert.True(t, os.SameFile(before, info), "resized in place: processes sharing the file keep sharing it")
+			assert.Equal(t, FileMode, info.Mode().Perm())
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			want := make([]byte, Size)
+			copy(want, content)
+			assert.True(t, bytes.Equal(want, data), "the first bytes are kept, the rest is zero")
+		})
+	}
 }
 
 func TestCreateRejectsNonRegularFile(t *testing.T) {
