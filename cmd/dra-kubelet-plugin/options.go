@@ -97,7 +97,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.podUID, "pod-uid", o.podUID, "UID of the plugin's own pod (downward API). When set, two plugin pods can run side by side during a rolling update (kubelet >= 1.33); when empty, rolling updates with surge are off.")
 
 	fs = named.FlagSet("paths")
-	fs.StringVar(&o.stateRoot, "state-root", o.stateRoot, "Host directory for per-claim limits and shared regions (claims/<uid>/), the checkpoint and ld.so.preload.")
+	fs.StringVar(&o.stateRoot, "state-root", o.stateRoot, "Host directory for per-claim limits and shared regions (claims/<uid>/, each region on its own tmpfs mounted there), the checkpoint and ld.so.preload. Must be on a shared mount (in a container: mountPropagation: Bidirectional) so that the container runtime sees the region mounts.")
 	fs.StringVar(&o.cdiRoot, "cdi-root", o.cdiRoot, "Directory the container runtime reads CDI specs from; one transient spec per prepared claim is written here.")
 	fs.StringVar(&o.registrarDir, "kubelet-registrar-directory-path", o.registrarDir, "The kubelet's plugin registration directory.")
 	fs.StringVar(&o.pluginDataDir, "kubelet-plugin-data-directory-path", o.pluginDataDir, "Directory for the plugin's DRA gRPC socket and lock file; must be shared by all instances of the plugin on a node.")

@@ -180,7 +180,8 @@ func container(t *testing.T, cs []corev1.Container, name string) corev1.Containe
 	return corev1.Container{}
 }
 
-// hostMounts maps each mount path of the container to "hostPath[:ro]".
+// hostMounts maps each mount path of the container to
+// "hostPath[:ro][:bidirectional]".
 func hostMounts(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container) map[string]string {
 	t.Helper()
 	vols := map[string]corev1.Volume{}
@@ -195,6 +196,9 @@ func hostMounts(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container) map[stri
 		s := v.HostPath.Path
 		if vm.ReadOnly {
 			s += ":ro"
+		}
+		if vm.MountPropagation != nil && *vm.MountPropagation == corev1.MountPropagationBidirectional {
+			s += ":bidirectional"
 		}
 		m[vm.MountPath] = s
 	}
@@ -297,7 +301,7 @@ func TestDefaults(t *testing.T) {
 		"/var/lib/kubelet/plugins_registry":     "/var/lib/kubelet/plugins_registry",
 		"/var/lib/kubelet/plugins/vgpu.dra.dev": "/var/lib/kubelet/plugins/vgpu.dra.dev",
 		"/var/run/cdi":                          "/var/run/cdi",
-		"/var/lib/vgpu-dra":                     "/var/lib/vgpu-dra",
+		"/var/lib/vgpu-dra":                     "/var/lib/vgpu-dra:bidirectional", // the region tmpfs mounts reach the runtime
 		"/usr/local/vgpu":                       "/usr/local/vgpu:ro",
 		"/driver-root":                          "/:ro",
 		"/sys":                                  "/sys:ro",

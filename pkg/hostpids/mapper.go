@@ -300,11 +300,12 @@ func (p *Mapper) mapsFile(pid uint32, file fileID) bool {
 }
 
 // trimRegion cuts a region file back to region.Size when it is larger or
-// occupies more disk than that (a container has the file read-write and
-// can write past its end or allocate blocks beyond it). Nothing valid
-// lives past region.Size, so this loses nothing; it bounds what a
-// container can take of the state root's disk to what it writes within
-// one interval.
+// occupies more than that (a container has the file read-write). Nothing
+// valid lives past region.Size, so this loses nothing. On a claim's region
+// file system (docs/prepare.md) the file cannot take more than its size
+// anyway and this only undoes an ftruncate; for a region an earlier plugin
+// version left on the state root's file system it bounds what a container
+// can take of that disk to what it writes within one interval.
 func trimRegion(path string) (bool, error) {
 	var st unix.Stat_t
 	if err := unix.Stat(path, &st); err != nil {

@@ -110,7 +110,11 @@ _lay_out() {
 # _clear_driver_dir empties $E2E_DRIVER_DIR but keeps it: on this machine it
 # is where the namespaced nodes' own driver directories are mounted.
 _clear_driver_dir() {
+  local m
   mkdir -p "$E2E_DRIVER_DIR"
+  # The shared state root and the claims' region file systems in it.
+  awk -v d="$E2E_DRIVER_DIR/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" || log "could not unmount $m"; done
   find "$E2E_DRIVER_DIR" -mindepth 1 -delete
 }
 
@@ -119,6 +123,12 @@ _node_files() {
   _clear_driver_dir
   mkdir -p "$E2E_DRIVER_DIR/bin" "$E2E_DRIVER_DIR/state" "$E2E_DRIVER_DIR/fake-state" \
     "$E2E_KUBELET_DIR/plugins_registry" "$E2E_KUBELET_DIR/plugins/$DRIVER_NAME"
+  # The plugin mounts each claim's region file system under its state
+  # root, which must be a shared mount for the runtime to see them (the
+  # chart's Bidirectional volume requires it); systemd makes / shared on a
+  # real node, this machine's / is private.
+  mount --bind "$E2E_DRIVER_DIR/state" "$E2E_DRIVER_DIR/state"
+  mount --make-shared "$E2E_DRIVER_DIR/state"
   # Containers of any user write their usage there.
   chmod 0777 "$E2E_DRIVER_DIR/fake-state"
   if [ "$E2E_DRIVER_MODE" = host ]; then

@@ -4,8 +4,8 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -152,9 +152,9 @@ func TestClassRecognisedWhateverItsSpelling(t *testing.T) {
 
 // TestContainerCannotWriteNodeState: a container gets its claim's region
 // file alone read-write (nosuid, nodev, noexec); what it writes or makes
-// setuid next to it never reaches the node's state, a region it grows is
-// cut back, the claim's host directory is the plugin's alone, and another
-// claim's prepare on the node still succeeds afterwards.
+// setuid next to it never reaches the node's state, its region cannot grow
+// past its size, the claim's host directory is the plugin's alone, and
+// another claim's prepare on the node still succeeds afterwards.
 func TestContainerCannotWriteNodeState(t *testing.T) {
 	f := newFramework(t)
 	f.createClaimTemplate("slice", claimRequest{memory: "1Gi", cores: "10"})
@@ -183,42 +183,125 @@ func TestContainerCannotWriteNodeState(t *testing.T) {
 	// Root in the container tries to plant files and a setuid binary in
 	// every claim path, and to fill the directory of the region.
 	script := fmt.Sprintf(`for d in %[1]s/shm %[1]s/host %[1]s; do
-  cp /bin/busybox $d/planted 2>/dev/null && chmod 4755 $d/planted
-  dd if=/dev/zero of=$d/fill bs=1M count=8 2>/dev/null
+  cp /bin/busybox $d/planted && chmod 4755 $d/planted || echo "cannot plant in $d"
+  dd if=/dev/zero of=$d/fill bs=1M count=8 2>/dev/null || echo "cannot fill $d"
 done; true`, dir)
 	_, err = f.execIn("tenant", "c0", "sh", "-c", script)
 	require.NoError(t, err)
-	hostDir := filepath.Join(cluster.stateRoot, "claims", uid)
-	for sub, want := range map[string][]string{"shm": {"region"}, "host": {"pids"}} {
-		entries, err := os.ReadDir(filepath.Join(hostDir, sub))
+	// The node's own view: the region is on a file system mounted there.
+	hostDir := filepath.Join(cluster.runDir, "driver", "state", "claims", uid)
+	for sub, want := range map[string]string{"shm": "region", "host": "pids"} {
+		out, err := onNode(f.ctx, pod.Spec.NodeName, "ls", "-A", filepath.Join(hostDir, sub))
 		require.NoError(t, err)
-		var names []string
-		for _, e := range entries {
-			names = append(names, e.Name())
-		}
-		assert.Subset(t, want, names, "nothing the container wrote is in the node's %s directory", sub)
+		assert.Subset(t, []string{want}, strings.Fields(out), "nothing the container wrote is in the node's %s directory", sub)
 	}
-	for _, name := range []string{"planted", "fill"} {
-		assert.NoFileExists(t, filepath.Join(hostDir, name))
-	}
-	// Growing the region file itself is undone by the plugin within a
-	// second or two.
-	_, err = f.execIn("tenant", "c0", "sh", "-c",
-		"dd if=/dev/zero of="+dir+"/shm/region bs=1M seek=1 count=64 conv=notrunc 2>/dev/null; true")
+	out, err := onNode(f.ctx, pod.Spec.NodeName, "ls", "-A", hostDir)
 	require.NoError(t, err)
-	f.poll("the grown region cut back to its size", 30*time.Second, func() (bool, error) {
-		info, err := os.Stat(filepath.Join(hostDir, "shm", "region"))
-		return err == nil && info.Size() == region.Size, err
-	})
+	assert.NotContains(t, strings.Fields(out), "planted")
+	assert.NotContains(t, strings.Fields(out), "fill")
 
-	info, err := os.Stat(hostDir)
+	// Writing past the region's end fails at its size.
+	out, err = f.execIn("tenant", "c0", "sh", "-c",
+		"dd if=/dev/zero of="+dir+"/shm/region bs=1M seek=1 count=64 conv=notrunc 2>&1; true")
 	require.NoError(t, err)
-	assert.Equal(t, os.FileMode(0o700), info.Mode().Perm(), "no other host user reaches the claim's files")
-	info, err = os.Stat(filepath.Join(hostDir, "shm"))
-	require.NoError(t, err)
-	assert.Zero(t, info.Mode().Perm()&0o022, "the shm directory is not writable by others")
+	assert.Contains(t, out, "No space left on device")
+	assert.Equal(t, strconv.Itoa(region.Size), nodeStat(f, pod.Spec.NodeName, "%s", filepath.Join(hostDir, "shm", "region")))
+
+	assert.Equal(t, "700", nodeStat(f, pod.Spec.NodeName, "%a", hostDir), "no other host user reaches the claim's files")
+	assert.Equal(t, "755", nodeStat(f, pod.Spec.NodeName, "%a", filepath.Join(hostDir, "shm")), "the shm directory is not writable by others")
 
 	// Another claim is still prepared on the node.
 	f.createPod(podSpec{name: "neighbour", image: cluster.plain, claims: []podClaim{{name: "gpu", template: "slice"}}})
 	f.waitRunning("neighbour")
+}
+
+// nodeStat is stat's format of path, as the node sees it.
+func nodeStat(f *framework, node, format, path string) string {
+	f.t.Helper()
+	out, err := onNode(f.ctx, node, "stat", "-c", format, path)
+	require.NoError(f.t, err)
+	return strings.TrimSpace(out)
+}
+
+// nodeDiskKiB is what the node's state root holds, in KiB: its own file
+// system and the claims' region file systems mounted in it.
+func nodeDiskKiB(f *framework, node string) int64 {
+	f.t.Helper()
+	out, err := onNode(f.ctx, node, "du", "-sk", filepath.Join(cluster.runDir, "driver", "state"))
+	require.NoError(f.t, err)
+	fields := strings.Fields(out)
+	require.NotEmpty(f.t, fields, "du printed nothing")
+	kib, err := strconv.ParseInt(fields[0], 10, 64)
+	require.NoError(f.t, err, "du: %q", out)
+	return kib
+}
+
+// TestRegionCannotFillNodeDisk: a container that keeps allocating and
+// writing past its region's end for 60 s never gets a byte of it, the
+// node's state root grows by the new claims' regions alone, pods with
+// other claims start on the node meanwhile, and the container's own claim
+// keeps working (and limiting) for its other processes.
+func TestRegionCannotFillNodeDisk(t *testing.T) {
+	f := newFramework(t)
+	f.createClaimTemplate("slice", claimRequest{memory: "1Gi", cores: "10"})
+	f.createPod(podSpec{name: "hog", containers: 2, claims: []podClaim{{name: "gpu", template: "slice"}}})
+	pod := f.waitRunning("hog")
+	node := pod.Spec.NodeName
+	claim := f.claimOf(pod, "gpu")
+	cfg, err := f.execIn("hog", "c1", "cat", containerClaims+"/"+string(claim.UID)+"/config")
+	require.NoError(t, err)
+	uuid := parseConfig(cfg)["device.0.uuid"]
+	before := nodeDiskKiB(f, node)
+
+	const seconds = 60
+	script := fmt.Sprintf(`r=%s/%s/shm/region; end=$(($(date +%%s) + %d)); grew=0; refused=0
+while [ "$(date +%%s)" -lt "$end" ]; do
+  if fallocate -o %d -l 67108864 "$r" 2>/dev/null; then grew=$((grew + 1)); else refused=$((refused + 1)); fi
+  if dd if=/dev/zero of="$r" bs=1M seek=1 count=64 conv=notrunc 2>/dev/null; then grew=$((grew + 1)); else refused=$((refused + 1)); fi
+done
+echo "grew=$grew refused=$refused"`, containerClaims, claim.UID, seconds, region.Size)
+	type result struct {
+		out string
+		err error
+	}
+	hog := make(chan result, 1)
+	go func() {
+		out, err := f.execIn("hog", "c0", "sh", "-c", script)
+		hog <- result{out, err}
+	}()
+
+	started := time.Now()
+	maxGrowth := int64(0)
+	neighbours := 0
+	for i := range 3 {
+		name := fmt.Sprintf("neighbour-%d", i)
+		f.createPod(podSpec{name: name, image: cluster.plain, node: node, claims: []podClaim{{name: "gpu", template: "slice"}}})
+		f.waitRunning(name)
+		neighbours++
+		maxGrowth = max(maxGrowth, nodeDiskKiB(f, node)-before)
+	}
+	require.Less(t, time.Since(started), seconds*time.Second, "the neighbours started while the hog wrote")
+	var r result
+	for done := false; !done; {
+		select {
+		case r = <-hog:
+			done = true
+		case <-time.After(2 * time.Second):
+			maxGrowth = max(maxGrowth, nodeDiskKiB(f, node)-before)
+		}
+	}
+	require.NoError(t, r.err, r.out)
+	t.Logf("hog: %s; state root grew by at most %d KiB with %d new claims", strings.TrimSpace(r.out), maxGrowth, neighbours)
+	var grew, refused int
+	_, err = fmt.Sscanf(strings.TrimSpace(r.out), "grew=%d refused=%d", &grew, &refused)
+	require.NoError(t, err, r.out)
+	assert.Zero(t, grew, "no allocation or write past the region's end succeeded")
+	assert.Positive(t, refused)
+	// Each new claim brings one region and a few small files.
+	regionKiB := int64((region.Size + 4095) / 4096 * 4)
+	assert.LessOrEqual(t, maxGrowth, int64(neighbours)*(regionKiB+64)+256, "the state root grew by the new claims' regions alone")
+
+	// The hog's claim still works for its other processes, limit included.
+	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc("hog", "c1", 0, uuid, 512<<20))
+	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc("hog", "c1", 0, uuid, 2<<30))
 }

@@ -4,7 +4,8 @@
 # `ctr images import` understands.
 
 # BusyBox applets the specs and the demo call inside containers.
-_BUSYBOX_APPLETS=(sh cat ls env sleep echo test grep id touch head tail wc sort stat mount sed awk cut tr printf kill ps)
+_BUSYBOX_APPLETS=(sh cat ls env sleep echo test grep id touch head tail wc sort stat mount sed awk cut tr printf kill ps
+  cp chmod dd fallocate date)
 
 # _mkimage REF ROOTFS OUT ENTRYPOINT...
 _mkimage() {
