@@ -2,13 +2,15 @@
 // driver on one node.
 //
 // For every claim it writes the per-claim directory (the read-only limits
-// file "config", the shared region "shm/region" and "host/", the directory
-// of files only the plugin writes, such as "host/pids", which
-// pkg/hostpids fills) and one transient CDI spec, and records each claim in a checkpoint so that a restarted or
+// file "config", the shared region "shm/region" on a tmpfs of one region's
+// size mounted on "shm" so that no container can fill the node's disk
+// through it, and "host/", the directory of files only the plugin writes,
+// such as "host/pids", which pkg/hostpids fills) and one transient CDI
+// spec, and records each claim in a checkpoint so that a restarted or
 // rebooted plugin can finish, undo or recreate its work:
 //
-//	checkpoint PrepareStarted -> config -> region -> CDI spec -> checkpoint PrepareCompleted
-//	CDI spec removed -> claim directory removed -> checkpoint entry deleted
+//	checkpoint PrepareStarted -> config -> shm mount -> region -> CDI spec -> checkpoint PrepareCompleted
+//	CDI spec removed -> shm unmounted -> claim directory removed -> checkpoint entry deleted
 //
 // Every call holds an flock on the state root and re-reads the checkpoint,
 // so two plugin instances (a rolling update) can share one node.
@@ -16,7 +18,8 @@
 // Manager implements the prepare and unprepare halves of the kubeletplugin
 // DRAPlugin interface. One claim's prepare pipeline is in prepare.go (after
 // plan.go turns the allocation into limits), unprepare in unprepare.go,
-// recovery at startup in recovery.go, and the on-disk layout in files.go.
+// recovery at startup in recovery.go, the on-disk layout in files.go and
+// the region file system in regionfs.go.
 // docs/prepare.md describes the files, the checkpoint format and the
 // recovery rules.
 package claims

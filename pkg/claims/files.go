@@ -11,9 +11,8 @@ import (
 	"strings"
 	"syscall"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/moby/sys/mountinfo"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/atomicfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
