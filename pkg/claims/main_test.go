@@ -1,6 +1,7 @@
 package claims
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -51,7 +52,7 @@ func rerunInMountNamespace() int {
 	}
 	cmd.SysProcAttr = attr
 	if err := cmd.Run(); err != nil {
-		if exit, ok := err.(*exec.ExitError); ok {
+		if exit := (*exec.ExitError)(nil); errors.As(err, &exit) {
 			return exit.ExitCode()
 		}
 		fmt.Fprintln(os.Stderr, "run the tests in a private mount namespace:", err)
@@ -80,7 +81,7 @@ func unmountUnder(t testing.TB, dir string) {
 	}
 	slices.SortFunc(points, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	for _, p := range points {
-		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && err != unix.EINVAL {
+		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
 			t.Errorf("unmount %s: %v", p, err)
 		}
 	}

@@ -71,7 +71,7 @@ func checkRegionFS(dir string) error {
 	if err := unix.Statfs(dir, &st); err != nil {
 		return fmt.Errorf("check the file system on %s: %w", dir, err)
 	}
-	size := uint64(st.Blocks) * uint64(st.Bsize)
+	size := st.Blocks * uint64(st.Bsize)
 	if st.Type != unix.TMPFS_MAGIC || size != uint64(regionFSSize()) {
 		return fmt.Errorf("%s has a file system of type %#x and %d bytes mounted on it, not the %d-byte tmpfs of a region; unmount it", dir, st.Type, size, regionFSSize())
 	}
