@@ -43,6 +43,7 @@ static int slot_lock(int fd, int i, short type)
 }
 
 static void drop_kernels(fake_state *st, int dev, int slot);
+static void pause_briefly(unsigned spins);
 
 /*
  * Returns the memory of slot i (whose lock the caller holds) to the GPUs and
@@ -56,9 +57,8 @@ static void slot_clear(fake_state *st, int i)
         gpu_queue *q = &f->engines[d].sched.q[i];
         if (q->head != q->tail)
             drop_kernels(st, d, i);
-        uint64_t u = atomic_exchange(&s->dev[d].used, 0);
-        if (u != 0)
-            atomic_fetch_sub(&f->dev_used[d], u);
+        /* The GPU's total is the sum of the slots: this one step frees it all. */
+        atomic_store(&s->dev[d].used, 0);
         atomic_store(&s->dev[d].contexts, 0);
         gpu_busy_reset(&s->dev[d].busy);
     }
@@ -294,25 +294,54 @@ void fake_state_reclaim(fake_state *st)
     }
 }
 
+/* Bytes charged on dev by every slot (dead ones not yet reclaimed included). */
+static uint64_t slots_used(const fake_state_file *f, int dev)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++)
+        sum += atomic_load(&f->slots[i].dev[dev].used);
+    return sum;
+}
+
 int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)
 {
-    _Atomic uint64_t *used = &st->file->dev_used[dev];
+    _Atomic uint64_t *mine = &st->file->slots[st->slot].dev[dev].used;
     int reclaimed = 0;
-    /* total is never 0 (the config refuses it), so it is a real bound. */
-    while (vgpu_reserve(used, bytes, total) != 0) {
-        if (reclaimed)
-            return -1;
-        fake_state_reclaim(st);
-        reclaimed = 1;
+    /*
+     * The charge is one atomic add to this process's own record, and the
+     * GPU's total is the sum of all records: a SIGKILL at any instant leaves
+     * them consistent, and the reclaimer frees exactly what the dead process
+     * had charged. The add is optimistic: with every access sequentially
+     * consistent, of two racing reservers at least one sees the other's add,
+     * so what the reservers that succeed hold never exceeds the physical
+     * bound (total is never 0: the config refuses it). A reserver that overshoots takes its add back;
+     * if the others' charges alone leave room, the overshoot was a racing
+     * reserver's transient and it tries again.
+     */
+    if (bytes > total)
+        return -1; /* never fits; and no add may wrap a record */
+    for (unsigned tries = 0;; tries++) {
+        atomic_fetch_add(mine, bytes);
+        if (slots_used(st->file, dev) <= total)
+            return 0;
+        atomic_fetch_sub(mine, bytes);
+        uint64_t rest = slots_used(st->file, dev);
+        if (rest > total || bytes > total - rest) {
+            if (reclaimed)
+                return -1;
+            fake_state_reclaim(st);
+            reclaimed = 1;
+        } else if (tries >= 1000) {
+            return -1; /* never seen: racing reservers kept overshooting */
+        } else {
+            pause_briefly(tries);
+        }
     }
-    atomic_fetch_add(&st->file->slots[st->slot].dev[dev].used, bytes);
-    return 0;
 }
 
 void fake_state_release(fake_state *st, int dev, uint64_t bytes)
 {
     atomic_fetch_sub(&st->file->slots[st->slot].dev[dev].used, bytes);
-    atomic_fetch_sub(&st->file->dev_used[dev], bytes);
 }
 
 void fake_state_contexts(fake_state *st, int dev, int delta)
@@ -527,7 +556,7 @@ uint64_t fake_state_used(fake_state *st, int dev)
 {
     fake_state_reclaim(st);
     fake_state_resolve_host_pids(st);
-    return atomic_load(&st->file->dev_used[dev]);
+    return slots_used(st->file, dev);
 }
 
 unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now)
