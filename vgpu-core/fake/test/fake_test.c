@@ -894,9 +894,12 @@ static int view_main(void)
 /*
  * A process whose /dev has nvidiactl and nvidia1 only (as a container with
  * a claim on gpu-1 gets from CDI) sees that GPU alone, as NVML index 0 and
- * CUDA device 0, and its memory lands on the node's GPU 1. Needs root.
+ * CUDA device 0, and its memory lands on the node's GPU 1. With dev_dir
+ * NULL the nodes are in a private /dev (the default device directory; needs
+ * root), else in dev_dir, named by VGPU_FAKE_DEV_DIR.
  */
-static void test_visibility_container(const char *cuda_visible, const char *nodes, const char *want_prefix)
+static void test_visibility_container(const char *cuda_visible, const char *nodes,
+                                      const char *want_prefix, const char *dev_dir)
 {
     int in[2], out[2], status;
     char line[512] = "";
@@ -909,15 +912,22 @@ static void test_visibility_container(const char *cuda_visible, const char *node
     if (pid == 0) {
         char exe[4096];
         ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-        if (n <= 0 || unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-            mount("tmpfs", "/dev", "tmpfs", 0, "mode=0755") != 0)
-            _exit(125);
+        if (n <= 0)
+            _exit(127);
+        if (dev_dir != NULL) {
+            setenv("VGPU_FAKE_DEV_DIR", dev_dir, 1);
+        } else {
+            unsetenv("VGPU_FAKE_DEV_DIR");
+            if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("tmpfs", "/dev", "tmpfs", 0, "mode=0755") != 0)
+                _exit(125);
+            mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3));
+        }
         exe[n] = '\0';
-        mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3));
         for (const char *s = nodes; *s != '\0'; s += strcspn(s, " "), s += *s == ' ') {
             char name[32];
             snprintf(name, sizeof(name), "%.*s", (int)strcspn(s, " "), s);
-            touch("/dev", name);
+            touch(dev_dir != NULL ? dev_dir : "/dev", name);
         }
         if (cuda_visible != NULL)
             setenv("CUDA_VISIBLE_DEVICES", cuda_visible, 1);
@@ -1021,10 +1031,18 @@ int main(int argc, char **argv)
         CHECK_EQ(nvmlDeviceGetUUID(nv1, u1, sizeof(u1)), NVML_SUCCESS);
         /* A claim on gpu-1: one GPU, index 0 in NVML and CUDA, minor 1. */
         snprintf(want, sizeof(want), "1 %s 1 1 %s", u1, u1);
-        test_visibility_container(NULL, "nvidiactl nvidia1", want);
+        test_visibility_container(NULL, "nvidiactl nvidia1", want, NULL);
+        /* The same nodes in the directory VGPU_FAKE_DEV_DIR names: no root needed. */
+        {
+            char dev[] = "/tmp/vgpu-fake-devdir-XXXXXX", cmd[300];
+            CHECK(mkdtemp(dev) != NULL);
+            test_visibility_container(NULL, "nvidiactl nvidia1", want, dev);
+            snprintf(cmd, sizeof(cmd), "rm -rf %s", dev);
+            CHECK(system(cmd) == 0);
+        }
         /* Both nodes and CUDA_VISIBLE_DEVICES=1: NVML ignores the variable, CUDA does not. */
         snprintf(want, sizeof(want), "2 %s 0 1 %s", u0, u1);
-        test_visibility_container("1", "nvidiactl nvidia0 nvidia1", want);
+        test_visibility_container("1", "nvidiactl nvidia0 nvidia1", want, NULL);
     }
     CHECK_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
     CHECK_EQ(nvml_process_used((unsigned int)getpid()), -1);
