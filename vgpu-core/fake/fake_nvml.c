@@ -430,8 +430,7 @@ static void memory_of(int i, unsigned long long *total, unsigned long long *used
 {
     uint64_t t = cfg->gpu_memory, u = fake_state_used(&state, cfg->gpus[i].phys);
     *total = t;
-    /* A racing reserver's optimistic charge may overshoot for an instant (fake_state_reserve). */
-    *used = u > t ? t : u;
+    *used = u;
     *free_bytes = u >= t ? 0 : t - u;
 }
 

@@ -57,8 +57,9 @@ static void slot_clear(fake_state *st, int i)
         gpu_queue *q = &f->engines[d].sched.q[i];
         if (q->head != q->tail)
             drop_kernels(st, d, i);
-        /* The GPU's total is the sum of the slots: this one step frees it all. */
+        /* The GPU's total is the sum of the slots: this frees all the process held. */
         atomic_store(&s->dev[d].used, 0);
+        atomic_store(&s->dev[d].pending, 0);
         atomic_store(&s->dev[d].contexts, 0);
         gpu_busy_reset(&s->dev[d].busy);
     }
@@ -294,48 +295,59 @@ void fake_state_reclaim(fake_state *st)
     }
 }
 
-/* Bytes charged on dev by every slot (dead ones not yet reclaimed included). */
-static uint64_t slots_used(const fake_state_file *f, int dev)
+/*
+ * Bytes charged on dev by every slot (dead ones not yet reclaimed
+ * included), with the bytes allocators are checking (pending) too or not.
+ */
+static uint64_t slots_used(const fake_state_file *f, int dev, bool with_pending)
 {
     uint64_t sum = 0;
-    for (int i = 0; i < FAKE_MAX_SLOTS; i++)
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
         sum += atomic_load(&f->slots[i].dev[dev].used);
+        if (with_pending)
+            sum += atomic_load(&f->slots[i].dev[dev].pending);
+    }
     return sum;
 }
 
 int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)
 {
-    _Atomic uint64_t *mine = &st->file->slots[st->slot].dev[dev].used;
+    fake_slot_dev *mine = &st->file->slots[st->slot].dev[dev];
     int reclaimed = 0;
     /*
-     * The charge is one atomic add to this process's own record, and the
-     * GPU's total is the sum of all records: a SIGKILL at any instant leaves
-     * them consistent, and the reclaimer frees exactly what the dead process
-     * had charged. The add is optimistic: with every access sequentially
-     * consistent, of two racing reservers at least one sees the other's add,
-     * so what the reservers that succeed hold never exceeds the physical
-     * bound (total is never 0: the config refuses it). A reserver that overshoots takes its add back;
-     * if the others' charges alone leave room, the overshoot was a racing
-     * reserver's transient and it tries again.
+     * Every step is one atomic add or subtract on this process's own
+     * records, and a GPU's total is the sum over the slots: a SIGKILL at any
+     * instant leaves them consistent, and the reclaimer frees exactly what
+     * the dead process had charged or was checking. The allocator announces
+     * its bytes as pending, sums every slot's charged and pending bytes, and
+     * charges them when the sum fits (charged before the pending bytes are
+     * taken back, so they are never missing from the sum). With every access
+     * sequentially consistent, of two racing allocators at least one sees
+     * the other's bytes, so what is charged never exceeds the physical total
+     * (never 0: the config refuses it). An allocator that does not fit takes
+     * its pending bytes back; it fails only when the charged bytes alone
+     * leave no room (after reclaiming dead processes once), else it saw a
+     * racing allocator's pending bytes and tries again.
      */
     if (bytes > total)
         return -1; /* never fits; and no add may wrap a record */
     for (unsigned tries = 0;; tries++) {
-        atomic_fetch_add(mine, bytes);
-        if (slots_used(st->file, dev) <= total)
+        atomic_fetch_add(&mine->pending, bytes);
+        if (slots_used(st->file, dev, true) <= total) {
+            atomic_fetch_add(&mine->used, bytes);
+            atomic_fetch_sub(&mine->pending, bytes);
             return 0;
-        atomic_fetch_sub(mine, bytes);
-        uint64_t rest = slots_used(st->file, dev);
-        if (rest > total || bytes > total - rest) {
-            if (reclaimed)
-                return -1;
+        }
+        atomic_fetch_sub(&mine->pending, bytes);
+        if (!reclaimed) {
             fake_state_reclaim(st);
             reclaimed = 1;
-        } else if (tries >= 1000) {
-            return -1; /* never seen: racing reservers kept overshooting */
-        } else {
-            pause_briefly(tries);
+            continue;
         }
+        uint64_t charged = slots_used(st->file, dev, false);
+        if (charged > total || bytes > total - charged || tries >= 1000)
+            return -1;
+        pause_briefly(tries);
     }
 }
 
@@ -556,7 +568,7 @@ uint64_t fake_state_used(fake_state *st, int dev)
 {
     fake_state_reclaim(st);
     fake_state_resolve_host_pids(st);
-    return slots_used(st->file, dev);
+    return slots_used(st->file, dev, false);
 }
 
 unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now)

@@ -4,10 +4,11 @@
  * One file, <state_dir>/state, mapped shared by the fake libcuda (which
  * writes its own process slot) and the fake NVML (which reads all slots).
  * It holds, per process slot and GPU, the bytes that process has in use
- * (a GPU's bytes in use are the sum over the slots, so one atomic add or
- * subtract on the process's own record is the whole accounting step and a
- * SIGKILL at any instant leaves it exact) and its busy record on the
- * simulated GPU timeline (fake_gpu.h), and per GPU that timeline.
+ * (a GPU's bytes in use are the sum over the slots: every accounting step
+ * is an atomic add or subtract on the process's own records, so a SIGKILL
+ * at any instant leaves the accounting exact once the slot is reclaimed)
+ * and its busy record on the simulated GPU timeline (fake_gpu.h), and per
+ * GPU that timeline.
  *
  * Liveness: a process owns its slot by holding an OFD write lock on one
  * byte (FAKE_LOCK_BASE + slot) of the file for its whole life. The kernel
@@ -40,6 +41,7 @@
 
 typedef struct fake_slot_dev {
     _Atomic uint64_t used;      /* bytes charged by this process */
+    _Atomic uint64_t pending;   /* bytes its allocators are checking against the total */
     _Atomic uint32_t contexts;  /* contexts this process holds on the GPU */
     uint32_t reserved;
     gpu_busy busy;              /* its kernels' busy time (written under the GPU's engine lock) */

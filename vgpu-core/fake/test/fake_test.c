@@ -970,6 +970,75 @@ static void test_visibility_container(const char *cuda_visible, const char *node
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/*
+ * Processes racing to fill a GPU in chunks get exactly what fits, never more
+ * and, with room left, never a refusal: each of 4 processes charges 1 MiB
+ * chunks of a 64 MiB GPU straight through fake_state until refused; the
+ * chunks granted add up to 64, and to nothing once they are gone.
+ */
+static void test_reserve_race(void)
+{
+    const uint64_t mib = 1ULL << 20, total = 64 * mib;
+    char dir[] = "/tmp/vgpu-fake-race-XXXXXX", err[256], cmd[300];
+    fake_state reader;
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK_EQ(fake_state_open(&reader, dir, 0, err, sizeof(err)), 0);
+    for (int round = 0; round < 50; round++) {
+        int go[2], done[2], hold[2];
+        pid_t pids[4];
+        CHECK(pipe(go) == 0 && pipe(done) == 0 && pipe(hold) == 0);
+        for (int c = 0; c < 4; c++) {
+            pids[c] = fork();
+            if (pids[c] == 0) {
+                fake_state st;
+                char b;
+                int n = 0;
+                close(go[1]);
+                close(done[0]);
+                close(hold[1]);
+                if (fake_state_open(&st, dir, 1, err, sizeof(err)) != 0)
+                    _exit(2);
+                if (read(go[0], &b, 1) != 0)
+                    _exit(3);
+                while (fake_state_reserve(&st, 0, mib, total) == 0)
+                    n++;
+                if (write(done[1], &n, sizeof(n)) != (ssize_t)sizeof(n))
+                    _exit(4);
+                /* Alive (slot held) until the parent has looked. */
+                if (read(hold[0], &b, 1) != 0)
+                    _exit(5);
+                _exit(0);
+            }
+        }
+        close(go[0]);
+        close(done[1]);
+        close(hold[0]);
+        close(go[1]); /* all start at once */
+        int granted = 0, n;
+        for (int c = 0; c < 4; c++) {
+            if (read(done[0], &n, sizeof(n)) == (ssize_t)sizeof(n))
+                granted += n;
+        }
+        if (granted != 64)
+            fprintf(stderr, "reserve race round %d: %d chunks of 64 granted\n", round, granted);
+        CHECK_EQ(granted, 64);
+        CHECK_EQ(fake_state_used(&reader, 0), total);
+        close(hold[1]);
+        for (int c = 0; c < 4; c++) {
+            int status;
+            CHECK(waitpid(pids[c], &status, 0) == pids[c] && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0);
+        }
+        close(done[0]);
+        CHECK_EQ(fake_state_used(&reader, 0), 0);
+        if (check_failures != 0)
+            break;
+    }
+    fake_state_close(&reader);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 static void remove_state(void)
 {
     char path[256];
@@ -1001,6 +1070,7 @@ int main(int argc, char **argv)
     test_parse_size();
     test_config_file();
     test_visibility_rules();
+    test_reserve_race();
 
     CUdeviceptr p;
     CHECK_EQ(cuMemAlloc_v2(&p, 1), CUDA_ERROR_NOT_INITIALIZED);
