@@ -18,8 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vgpu_reserve.h"
-
 _Static_assert(FAKE_MAX_SLOTS <= GPU_OWNERS, "every slot has its queue on each engine");
 _Static_assert(FAKE_MAX_SLOTS < (1 << FAKE_ENGINE_SLOT_BITS), "slot + 1 fits the lock word");
 
