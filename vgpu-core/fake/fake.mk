@@ -82,6 +82,9 @@ endef
 $(eval $(call fake_test,$(BUILD)/fake,-O1 -g))
 $(eval $(call fake_test,$(BUILD)/fake-san,-O1 -g $(SAN)))
 
+# The fakes look for device nodes in a directory of the tests' own (absent:
+# every GPU visible), not the host's /dev.
+fake-test: export VGPU_FAKE_DEV_DIR := $(abspath $(BUILD)/test-dev)
 fake-test: $(BUILD)/fake/fake_test $(BUILD)/cuda-probe $(BUILD)/fake-san/fake_test \
 		$(BUILD)/fake-san/cuda-probe
 	FAKE_TEST_PROBE=$(abspath $(BUILD)/cuda-probe) FAKE_TEST_LIBDIR=$(abspath $(BUILD)/fake) \

@@ -413,8 +413,13 @@ static void views_once(void)
 {
     const fake_config *node = fake_config_get(&g_view_err);
 
-    fake_config_restrict(node, "/dev", NULL, &g_views[FAKE_VIEW_NVML]);
-    fake_config_restrict(node, "/dev", getenv("CUDA_VISIBLE_DEVICES"), &g_views[FAKE_VIEW_CUDA]);
+    /* Tests name a directory of their own, so the host's /dev cannot change what they see. */
+    const char *dev = getenv("VGPU_FAKE_DEV_DIR");
+    if (dev == NULL || dev[0] == '\0')
+        dev = "/dev";
+
+    fake_config_restrict(node, dev, NULL, &g_views[FAKE_VIEW_NVML]);
+    fake_config_restrict(node, dev, getenv("CUDA_VISIBLE_DEVICES"), &g_views[FAKE_VIEW_CUDA]);
 }
 
 const fake_config *fake_config_view(int view, const char **err)

@@ -67,7 +67,9 @@ const fake_config *fake_config_get(const char **err);
  * The CUDA view then applies CUDA_VISIBLE_DEVICES (indices into the
  * visible GPUs or GPU UUIDs, as the CUDA driver reads it; NVML ignores
  * it). Visible GPUs are numbered from 0 in that order; gpus[i].phys keeps
- * the node index. Thread safe; *err as for fake_config_get.
+ * the node index. The device directory is VGPU_FAKE_DEV_DIR where set and
+ * not empty (tests name their own), else /dev. Thread safe; *err as for
+ * fake_config_get.
  */
 const fake_config *fake_config_view(int view, const char **err);
 

@@ -5,6 +5,11 @@
  * the result is the newest exported variant introduced at or before the
  * requested CUDA version; CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM
  * selects the _ptsz/_ptds variant where one exists.
+ *
+ * A name the driver does not know, or a known one asked for with a CUDA
+ * version older than its first variant, is not an error, as in NVIDIA's
+ * drivers: CUDA_SUCCESS with *pfn = NULL and the reason in symbolStatus
+ * (CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND or _VERSION_NOT_SUFFICIENT).
  */
 #include <string.h>
 
@@ -175,7 +180,7 @@ static CUresult resolve(const char *symbol, void **pfn, int cudaVersion, cuuint6
         *status = best != NULL ? CU_GET_PROC_ADDRESS_SUCCESS
                   : known      ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
                                : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return best != NULL ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+    return CUDA_SUCCESS;
 }
 
 CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)

@@ -18,8 +18,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "vgpu_reserve.h"
-
 _Static_assert(FAKE_MAX_SLOTS <= GPU_OWNERS, "every slot has its queue on each engine");
 _Static_assert(FAKE_MAX_SLOTS < (1 << FAKE_ENGINE_SLOT_BITS), "slot + 1 fits the lock word");
 
@@ -43,6 +41,7 @@ static int slot_lock(int fd, int i, short type)
 }
 
 static void drop_kernels(fake_state *st, int dev, int slot);
+static void pause_briefly(unsigned spins);
 
 /*
  * Returns the memory of slot i (whose lock the caller holds) to the GPUs and
@@ -56,9 +55,9 @@ static void slot_clear(fake_state *st, int i)
         gpu_queue *q = &f->engines[d].sched.q[i];
         if (q->head != q->tail)
             drop_kernels(st, d, i);
-        uint64_t u = atomic_exchange(&s->dev[d].used, 0);
-        if (u != 0)
-            atomic_fetch_sub(&f->dev_used[d], u);
+        /* The GPU's total is the sum of the slots: this frees all the process held. */
+        atomic_store(&s->dev[d].used, 0);
+        atomic_store(&s->dev[d].pending, 0);
         atomic_store(&s->dev[d].contexts, 0);
         gpu_busy_reset(&s->dev[d].busy);
     }
@@ -294,25 +293,65 @@ void fake_state_reclaim(fake_state *st)
     }
 }
 
+/*
+ * Bytes charged on dev by every slot (dead ones not yet reclaimed
+ * included), with the bytes allocators are checking (pending) too or not.
+ */
+static uint64_t slots_used(const fake_state_file *f, int dev, bool with_pending)
+{
+    uint64_t sum = 0;
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        sum += atomic_load(&f->slots[i].dev[dev].used);
+        if (with_pending)
+            sum += atomic_load(&f->slots[i].dev[dev].pending);
+    }
+    return sum;
+}
+
 int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)
 {
-    _Atomic uint64_t *used = &st->file->dev_used[dev];
+    fake_slot_dev *mine = &st->file->slots[st->slot].dev[dev];
     int reclaimed = 0;
-    /* total is never 0 (the config refuses it), so it is a real bound. */
-    while (vgpu_reserve(used, bytes, total) != 0) {
-        if (reclaimed)
+    /*
+     * Every step is one atomic add or subtract on this process's own
+     * records, and a GPU's total is the sum over the slots: a SIGKILL at any
+     * instant leaves them consistent, and the reclaimer frees exactly what
+     * the dead process had charged or was checking. The allocator announces
+     * its bytes as pending, sums every slot's charged and pending bytes, and
+     * charges them when the sum fits (charged before the pending bytes are
+     * taken back, so they are never missing from the sum). With every access
+     * sequentially consistent, of two racing allocators at least one sees
+     * the other's bytes, so what is charged never exceeds the physical total
+     * (never 0: the config refuses it). An allocator that does not fit takes
+     * its pending bytes back; it fails only when the charged bytes alone
+     * leave no room (after reclaiming dead processes once), else it saw a
+     * racing allocator's pending bytes and tries again.
+     */
+    if (bytes > total)
+        return -1; /* never fits; and no add may wrap a record */
+    for (unsigned tries = 0;; tries++) {
+        atomic_fetch_add(&mine->pending, bytes);
+        if (slots_used(st->file, dev, true) <= total) {
+            atomic_fetch_add(&mine->used, bytes);
+            atomic_fetch_sub(&mine->pending, bytes);
+            return 0;
+        }
+        atomic_fetch_sub(&mine->pending, bytes);
+        if (!reclaimed) {
+            fake_state_reclaim(st);
+            reclaimed = 1;
+            continue;
+        }
+        uint64_t charged = slots_used(st->file, dev, false);
+        if (charged > total || bytes > total - charged || tries >= 1000)
             return -1;
-        fake_state_reclaim(st);
-        reclaimed = 1;
+        pause_briefly(tries);
     }
-    atomic_fetch_add(&st->file->slots[st->slot].dev[dev].used, bytes);
-    return 0;
 }
 
 void fake_state_release(fake_state *st, int dev, uint64_t bytes)
 {
     atomic_fetch_sub(&st->file->slots[st->slot].dev[dev].used, bytes);
-    atomic_fetch_sub(&st->file->dev_used[dev], bytes);
 }
 
 void fake_state_contexts(fake_state *st, int dev, int delta)
@@ -527,7 +566,7 @@ uint64_t fake_state_used(fake_state *st, int dev)
 {
     fake_state_reclaim(st);
     fake_state_resolve_host_pids(st);
-    return atomic_load(&st->file->dev_used[dev]);
+    return slots_used(st->file, dev, false);
 }
 
 unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now)

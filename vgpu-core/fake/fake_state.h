@@ -3,10 +3,12 @@
  *
  * One file, <state_dir>/state, mapped shared by the fake libcuda (which
  * writes its own process slot) and the fake NVML (which reads all slots).
- * It holds, per GPU, the bytes in use by all processes (the physical total
- * is enforced with compare-and-swap on that counter) and, per process slot,
- * its bytes in use and its busy record on the simulated GPU timeline
- * (fake_gpu.h), and per GPU that timeline.
+ * It holds, per process slot and GPU, the bytes that process has in use
+ * (a GPU's bytes in use are the sum over the slots: every accounting step
+ * is an atomic add or subtract on the process's own records, so a SIGKILL
+ * at any instant leaves the accounting exact once the slot is reclaimed)
+ * and its busy record on the simulated GPU timeline (fake_gpu.h), and per
+ * GPU that timeline.
  *
  * Liveness: a process owns its slot by holding an OFD write lock on one
  * byte (FAKE_LOCK_BASE + slot) of the file for its whole life. The kernel
@@ -29,15 +31,17 @@
 #define FAKE_STATE_MAGIC 0x5453454b41464756ULL /* "VGFAKEST" little-endian */
 /*
  * 2: busy time as per-period records on a simulated timeline (fake_gpu.h);
- * 3: kernels queued on a time-sliced engine
+ * 3: kernels queued on a time-sliced engine;
+ * 4: no GPU-wide used counter, the sum of the slots' records instead
  */
-#define FAKE_STATE_VERSION 3u
+#define FAKE_STATE_VERSION 4u
 #define FAKE_MAX_SLOTS 64
 /* Lock bytes lie beyond the mapped data, one per slot. */
 #define FAKE_LOCK_BASE (1LL << 30)
 
 typedef struct fake_slot_dev {
     _Atomic uint64_t used;      /* bytes charged by this process */
+    _Atomic uint64_t pending;   /* bytes its allocators are checking against the total */
     _Atomic uint32_t contexts;  /* contexts this process holds on the GPU */
     uint32_t reserved;
     gpu_busy busy;              /* its kernels' busy time (written under the GPU's engine lock) */
@@ -89,7 +93,6 @@ typedef struct fake_state_file {
     _Atomic uint64_t magic;
     _Atomic uint32_t version;
     uint32_t reserved;
-    _Atomic uint64_t dev_used[FAKE_MAX_GPUS]; /* bytes in use by all processes */
     fake_slot slots[FAKE_MAX_SLOTS];
     fake_slot_identity ident[FAKE_MAX_SLOTS];
     fake_dev_engine engines[FAKE_MAX_GPUS];
@@ -120,8 +123,9 @@ int fake_state_open(fake_state *st, const char *dir, int own_slot, char *err, si
 void fake_state_close(fake_state *st);
 
 /*
- * Charges bytes on GPU dev against its physical total, atomically across
- * processes. Returns 0, or -1 when the GPU would exceed total (after
+ * Charges bytes on GPU dev to this process against the GPU's physical
+ * total, atomically across processes (one add to the process's own
+ * record). Returns 0, or -1 when the GPU would exceed total (after
  * reclaiming dead processes once).
  */
 int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total);

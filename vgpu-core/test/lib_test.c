@@ -446,6 +446,12 @@ static int run_driver(void)
     }
     /* Not preloaded here: the driver talks to the fake directly. */
     CHECK(cuInit(0) == CUDA_SUCCESS);
+    /* The fake driver's own accounting survives SIGKILL at any instant. */
+    if (getenv("VGPU_TEST_ONLY") == NULL || strcmp(getenv("VGPU_TEST_ONLY"), "fake_kill") == 0) {
+        fake_killstress(getenv("VGPU_TEST_VALGRIND") != NULL ? 10 : 100);
+        if (getenv("VGPU_TEST_ONLY") != NULL)
+            return check_report("lib_test");
+    }
     uuid_of(0, uuids[0]);
     uuid_of(1, uuids[1]);
     snprintf(root, sizeof(root), "/tmp/vgpu-libtest-%d", (int)getpid());
@@ -633,6 +639,8 @@ int main(int argc, char **argv)
         return sc_pgrab();
     if (strcmp(argv[1], "churn") == 0 && argc == 3)
         return sc_churn(argv[2]);
+    if (strcmp(argv[1], "fake_churn") == 0 && argc == 3)
+        return sc_fake_churn(argv[2]);
     if (strncmp(argv[1], "order:", 6) == 0)
         return sc_order(argv[1] + 6);
     if (strcmp(argv[1], "busyhold") == 0 && argc == 3)

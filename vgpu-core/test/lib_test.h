@@ -78,6 +78,13 @@ void sc_pooldev(void);
 void sc_share(void);
 int sc_churn(const char *seed_arg);
 void sc_killstress(void);
+/* Helper of fake_killstress: allocates and frees on the fake driver in four threads for ever. */
+int sc_fake_churn(const char *seed_arg);
+/*
+ * SIGKILLs sc_fake_churn at random instants, kills times, with the caller not
+ * preloaded: the fake GPU's used memory must come back to what it was.
+ */
+void fake_killstress(int kills);
 void sc_lastkill(void);
 void sc_race(void);
 void sc_fail_closed(void);

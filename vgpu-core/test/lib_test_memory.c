@@ -236,12 +236,18 @@ void sc_procaddr(void)
     CHECK(gpa1("cuMemAlloc", &fn, 11030, 0) == CUDA_SUCCESS);
     CHECK(dladdr(fn, &info) != 0 && strcmp(info.dli_sname, "cuMemAlloc_v2") == 0 &&
           strstr(info.dli_fname, "libvgpu") != NULL);
-    /* Unknown symbol and too-new version: the driver's status comes through. */
+    /*
+     * Unknown symbol and too-new version: the driver's answer comes through
+     * as it is (NVIDIA's drivers: CUDA_SUCCESS, the reason, a NULL pointer).
+     */
     fn = (void *)1;
-    CHECK(gpa("cuNoSuchFunction", &fn, 12000, 0, &st) != CUDA_SUCCESS);
-    CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
-    CHECK(gpa("cuMemAllocAsync", &fn, 11000, 0, &st) != CUDA_SUCCESS);
-    CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT);
+    CHECK(gpa("cuNoSuchFunction", &fn, 12000, 0, &st) == CUDA_SUCCESS);
+    CHECK(st == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && fn == NULL);
+    fn = (void *)1;
+    CHECK(gpa("cuMemAllocAsync", &fn, 11000, 0, &st) == CUDA_SUCCESS);
+    CHECK(st == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT && fn == NULL);
+    fn = (void *)1;
+    CHECK(gpa1("cuNoSuchFunction", &fn, 12000, 0) == CUDA_SUCCESS && fn == NULL);
     /* dlsym on handles: wrapped names, pass-through names, names outside cu[A-Z]/nvml[A-Z]. */
     CHECK(dladdr(dlsym(h, "cuMemAlloc_v2"), &info) != 0 && strstr(info.dli_fname, "libvgpu"));
     CHECK(dladdr(dlsym(h, "cuLaunchKernel"), &info) != 0 && strstr(info.dli_fname, "libvgpu"));

@@ -3,6 +3,7 @@
  */
 #include <dirent.h>
 #include <poll.h>
+#include <pthread.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -477,3 +478,77 @@ void sc_twoclaims_capped(void)
  * Pool memory counts on the pool's device: a pool on GPU 1 (limit 256 MiB)
  * used from a context on GPU 0, and the current pool of a GPU 1 stream.
  */
+
+/* One thread of fake_churn: 64 MiB allocations freed and made again at random. */
+static void *fake_churn_thread(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    CUdeviceptr p[4] = {0};
+
+    for (;;) {
+        int i = rand_r(&seed) % 4;
+
+        if (p[i] != 0) {
+            cuMemFree_v2(p[i]);
+            p[i] = 0;
+        } else if (cuMemAlloc_v2(&p[i], 64 * MiB) != CUDA_SUCCESS) {
+            p[i] = 0;
+        }
+    }
+    return NULL;
+}
+
+int sc_fake_churn(const char *seed_arg)
+{
+    unsigned seed = (unsigned)strtoul(seed_arg, NULL, 10);
+    CUcontext ctx = ctx_on(0);
+    pthread_t t;
+
+    /* Four threads: more instants inside the driver's own accounting. */
+    for (int i = 0; i < 3; i++) {
+        if (pthread_create(&t, NULL, fake_churn_thread, (void *)(uintptr_t)rand_r(&seed)) != 0)
+            return 1;
+    }
+    (void)ctx;
+    for (int round = 0; round < 64; round++) {
+        CUdeviceptr p;
+
+        if (cuMemAlloc_v2(&p, 64 * MiB) == CUDA_SUCCESS)
+            cuMemFree_v2(p);
+    }
+    printf("ready\n");
+    fflush(stdout);
+    fake_churn_thread((void *)(uintptr_t)seed);
+    return 0;
+}
+
+/* Bytes in use on the fake's GPU 0, as its NVML reports them (the caller is not preloaded). */
+static uint64_t fake_gpu_used(void)
+{
+    nvmlDevice_t dev;
+    nvmlMemory_t mem = {0};
+
+    CHECK(nvmlInit_v2() == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetHandleByIndex_v2(0, &dev) == NVML_SUCCESS);
+    CHECK(nvmlDeviceGetMemoryInfo(dev, &mem) == NVML_SUCCESS);
+    CHECK(nvmlShutdown() == NVML_SUCCESS);
+    return mem.used;
+}
+
+void fake_killstress(int kills)
+{
+    unsigned seed = (unsigned)getpid() ^ 0x5eedu;
+    uint64_t before = fake_gpu_used(), after;
+
+    for (int k = 0; k < kills; k++) {
+        int st = kill_helper_at_random("fake_churn", &seed);
+
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    }
+    /* The report reclaims the dead processes: what is left is what the survivors hold. */
+    after = fake_gpu_used();
+    if (after != before)
+        fprintf(stderr, "fake GPU after %d kills: %llu bytes used, %llu before\n", kills,
+                (unsigned long long)after, (unsigned long long)before);
+    CHECK_EQ_U64(after, before);
+}

@@ -380,9 +380,9 @@ static void test_proc_address(void)
         CUresult r = cuGetProcAddress_v2(cases[i].name, &fn, cases[i].version, cases[i].flags, &st);
         CUresult r1 = cuGetProcAddress(cases[i].name, &fn1, cases[i].version, cases[i].flags);
         int ok = st == cases[i].status && fn == fn1 && r == r1 &&
-                 (cases[i].want == NULL ? r == CUDA_ERROR_NOT_FOUND && fn == NULL
-                                        : r == CUDA_SUCCESS &&
-                                              strcmp(symbol_of(fn), cases[i].want) == 0);
+                 r == CUDA_SUCCESS &&
+                 (cases[i].want == NULL ? fn == NULL
+                                        : strcmp(symbol_of(fn), cases[i].want) == 0);
         if (!ok) {
             fprintf(stderr, "cuGetProcAddress(%s, %d, %llu) = %d status %d -> %s\n",
                     cases[i].name, cases[i].version, (unsigned long long)cases[i].flags, (int)r,
@@ -894,9 +894,12 @@ static int view_main(void)
 /*
  * A process whose /dev has nvidiactl and nvidia1 only (as a container with
  * a claim on gpu-1 gets from CDI) sees that GPU alone, as NVML index 0 and
- * CUDA device 0, and its memory lands on the node's GPU 1. Needs root.
+ * CUDA device 0, and its memory lands on the node's GPU 1. With dev_dir
+ * NULL the nodes are in a private /dev (the default device directory; needs
+ * root), else in dev_dir, named by VGPU_FAKE_DEV_DIR.
  */
-static void test_visibility_container(const char *cuda_visible, const char *nodes, const char *want_prefix)
+static void test_visibility_container(const char *cuda_visible, const char *nodes,
+                                      const char *want_prefix, const char *dev_dir)
 {
     int in[2], out[2], status;
     char line[512] = "";
@@ -909,15 +912,22 @@ static void test_visibility_container(const char *cuda_visible, const char *node
     if (pid == 0) {
         char exe[4096];
         ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-        if (n <= 0 || unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
-            mount("tmpfs", "/dev", "tmpfs", 0, "mode=0755") != 0)
-            _exit(125);
+        if (n <= 0)
+            _exit(127);
+        if (dev_dir != NULL) {
+            setenv("VGPU_FAKE_DEV_DIR", dev_dir, 1);
+        } else {
+            unsetenv("VGPU_FAKE_DEV_DIR");
+            if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+                mount("tmpfs", "/dev", "tmpfs", 0, "mode=0755") != 0)
+                _exit(125);
+            mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3));
+        }
         exe[n] = '\0';
-        mknod("/dev/null", S_IFCHR | 0666, makedev(1, 3));
         for (const char *s = nodes; *s != '\0'; s += strcspn(s, " "), s += *s == ' ') {
             char name[32];
             snprintf(name, sizeof(name), "%.*s", (int)strcspn(s, " "), s);
-            touch("/dev", name);
+            touch(dev_dir != NULL ? dev_dir : "/dev", name);
         }
         if (cuda_visible != NULL)
             setenv("CUDA_VISIBLE_DEVICES", cuda_visible, 1);
@@ -960,6 +970,75 @@ static void test_visibility_container(const char *cuda_visible, const char *node
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/*
+ * Processes racing to fill a GPU in chunks get exactly what fits, never more
+ * and, with room left, never a refusal: each of 4 processes charges 1 MiB
+ * chunks of a 64 MiB GPU straight through fake_state until refused; the
+ * chunks granted add up to 64, and to nothing once they are gone.
+ */
+static void test_reserve_race(void)
+{
+    const uint64_t mib = 1ULL << 20, total = 64 * mib;
+    char dir[] = "/tmp/vgpu-fake-race-XXXXXX", err[256], cmd[300];
+    fake_state reader;
+    CHECK(mkdtemp(dir) != NULL);
+    CHECK_EQ(fake_state_open(&reader, dir, 0, err, sizeof(err)), 0);
+    for (int round = 0; round < 50; round++) {
+        int go[2], done[2], hold[2];
+        pid_t pids[4];
+        CHECK(pipe(go) == 0 && pipe(done) == 0 && pipe(hold) == 0);
+        for (int c = 0; c < 4; c++) {
+            pids[c] = fork();
+            if (pids[c] == 0) {
+                fake_state st;
+                char b;
+                int n = 0;
+                close(go[1]);
+                close(done[0]);
+                close(hold[1]);
+                if (fake_state_open(&st, dir, 1, err, sizeof(err)) != 0)
+                    _exit(2);
+                if (read(go[0], &b, 1) != 0)
+                    _exit(3);
+                while (fake_state_reserve(&st, 0, mib, total) == 0)
+                    n++;
+                if (write(done[1], &n, sizeof(n)) != (ssize_t)sizeof(n))
+                    _exit(4);
+                /* Alive (slot held) until the parent has looked. */
+                if (read(hold[0], &b, 1) != 0)
+                    _exit(5);
+                _exit(0);
+            }
+        }
+        close(go[0]);
+        close(done[1]);
+        close(hold[0]);
+        close(go[1]); /* all start at once */
+        int granted = 0, n;
+        for (int c = 0; c < 4; c++) {
+            if (read(done[0], &n, sizeof(n)) == (ssize_t)sizeof(n))
+                granted += n;
+        }
+        if (granted != 64)
+            fprintf(stderr, "reserve race round %d: %d chunks of 64 granted\n", round, granted);
+        CHECK_EQ(granted, 64);
+        CHECK_EQ(fake_state_used(&reader, 0), total);
+        close(hold[1]);
+        for (int c = 0; c < 4; c++) {
+            int status;
+            CHECK(waitpid(pids[c], &status, 0) == pids[c] && WIFEXITED(status) &&
+                  WEXITSTATUS(status) == 0);
+        }
+        close(done[0]);
+        CHECK_EQ(fake_state_used(&reader, 0), 0);
+        if (check_failures != 0)
+            break;
+    }
+    fake_state_close(&reader);
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    CHECK(system(cmd) == 0);
+}
+
 static void remove_state(void)
 {
     char path[256];
@@ -991,6 +1070,7 @@ int main(int argc, char **argv)
     test_parse_size();
     test_config_file();
     test_visibility_rules();
+    test_reserve_race();
 
     CUdeviceptr p;
     CHECK_EQ(cuMemAlloc_v2(&p, 1), CUDA_ERROR_NOT_INITIALIZED);
@@ -1021,10 +1101,18 @@ int main(int argc, char **argv)
         CHECK_EQ(nvmlDeviceGetUUID(nv1, u1, sizeof(u1)), NVML_SUCCESS);
         /* A claim on gpu-1: one GPU, index 0 in NVML and CUDA, minor 1. */
         snprintf(want, sizeof(want), "1 %s 1 1 %s", u1, u1);
-        test_visibility_container(NULL, "nvidiactl nvidia1", want);
+        test_visibility_container(NULL, "nvidiactl nvidia1", want, NULL);
+        /* The same nodes in the directory VGPU_FAKE_DEV_DIR names: no root needed. */
+        {
+            char dev[] = "/tmp/vgpu-fake-devdir-XXXXXX", cmd[300];
+            CHECK(mkdtemp(dev) != NULL);
+            test_visibility_container(NULL, "nvidiactl nvidia1", want, dev);
+            snprintf(cmd, sizeof(cmd), "rm -rf %s", dev);
+            CHECK(system(cmd) == 0);
+        }
         /* Both nodes and CUDA_VISIBLE_DEVICES=1: NVML ignores the variable, CUDA does not. */
         snprintf(want, sizeof(want), "2 %s 0 1 %s", u0, u1);
-        test_visibility_container("1", "nvidiactl nvidia0 nvidia1", want);
+        test_visibility_container("1", "nvidiactl nvidia0 nvidia1", want, NULL);
     }
     CHECK_EQ(cuDevicePrimaryCtxRelease_v2(0), CUDA_SUCCESS);
     CHECK_EQ(nvml_process_used((unsigned int)getpid()), -1);

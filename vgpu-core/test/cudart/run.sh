@@ -75,7 +75,8 @@ fi
 
 work="$(mktemp -d /tmp/vgpu-cudart-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
-export VGPU_FAKE_STATE_DIR="$work/state" VGPU_FAKE_GPU_COUNT=2 VGPU_FAKE_GPU_MEMORY=16Gi
+export VGPU_FAKE_STATE_DIR="$work/state" VGPU_FAKE_GPU_COUNT=2 VGPU_FAKE_GPU_MEMORY=16Gi \
+    VGPU_FAKE_DEV_DIR="$work/dev"
 export LD_LIBRARY_PATH="$build/fake:$lib"
 
 run() { # name, extra env...
