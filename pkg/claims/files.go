@@ -129,31 +129,27 @@ func (l layout) writeClaimConfig(c *PreparedClaim) error {
 }
 
 // mountRegionFS makes the shm directory and mounts the claim's region file
-// system on it; one mounted already is kept. It reports legacy when the
-// directory instead holds a region file on the state root's own file system,
-// made by an earlier version of the plugin: containers may have that file
-// mounted, so it is used until the claim is unprepared.
+// system on it; one mounted already is checked and kept. It reports legacy
+// when the directory is no mount point yet holds a region: a file on the
+// state root's own file system made by an earlier version of the plugin
+// (this one empties a directory before mounting on it). Containers may have
+// that file mounted, so it is used until the claim is unprepared.
 func (l layout) mountRegionFS(uid types.UID) (legacy bool, err error) {
 	dir := l.shmDir(uid)
 	if err := ownedDir(dir, shmDirMode); err != nil {
 		return false, fmt.Errorf("create shm directory: %w", err)
 	}
-	if l.isLegacyRegion(uid) {
+	mounted, err := mountinfo.Mounted(dir)
+	if err != nil {
+		return false, fmt.Errorf("check mount of %s: %w", dir, err)
+	}
+	if mounted {
+		return false, checkRegionFS(dir)
+	}
+	if info, err := os.Lstat(l.regionPath(uid)); err == nil && info.Mode().IsRegular() {
 		return true, nil
 	}
 	return false, mountRegionFS(dir)
-}
-
-// isLegacyRegion reports whether the claim's region is a file on the state
-// root's file system: its shm directory is no mount point yet holds one.
-// The plugin empties a directory before mounting on it, so only an earlier
-// version leaves a region there.
-func (l layout) isLegacyRegion(uid types.UID) bool {
-	if mounted, err := mountinfo.Mounted(l.shmDir(uid)); err != nil || mounted {
-		return false
-	}
-	info, err := os.Lstat(l.regionPath(uid))
-	return err == nil && info.Mode().IsRegular()
 }
 
 // createRegion makes the region file in the claim's shm directory, sized
@@ -226,18 +222,10 @@ func removeAllBut(dir, keep string) error {
 	return errors.Join(errs...)
 }
 
-// unmountRegionFS unmounts the claim's region file system, if mounted.
-func (l layout) unmountRegionFS(uid types.UID) error {
-	if err := unmountRegionFS(l.shmDir(uid)); err != nil {
-		return fmt.Errorf("unmount the region file system: %w", err)
-	}
-	return nil
-}
-
 // removeClaimDir deletes everything of the claim under the state root,
 // unmounting its region file system first.
 func (l layout) removeClaimDir(uid types.UID) error {
-	if err := l.unmountRegionFS(uid); err != nil {
+	if err := unmountRegionFS(l.shmDir(uid)); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(l.claimDir(uid)); err != nil {

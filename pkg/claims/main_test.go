@@ -73,12 +73,7 @@ func sharedMount(t testing.TB, dir string) {
 
 // unmountUnder unmounts dir and every mount below it, deepest first.
 func unmountUnder(t testing.TB, dir string) {
-	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
-	require.NoError(t, err)
-	points := make([]string, 0, len(mounts))
-	for _, m := range mounts {
-		points = append(points, m.Mountpoint)
-	}
+	points := append(mountsUnder(t, dir), dir)
 	slices.SortFunc(points, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	for _, p := range points {
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {

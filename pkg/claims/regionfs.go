@@ -41,17 +41,10 @@ func regionFSData() string {
 	return "size=" + strconv.Itoa(regionFSSize()) + ",nr_inodes=" + strconv.Itoa(regionFSInodes) + ",mode=" + strconv.FormatUint(shmDirMode, 8)
 }
 
-// mountRegionFS makes dir the mount point of a fresh region file system
-// unless one is mounted there already. What the directory held before is
-// removed first: once covered it would be out of reach of the cleanup.
+// mountRegionFS mounts a fresh region file system on dir, which is no mount
+// point. What the directory held is removed first: once covered it would be
+// out of reach of the cleanup.
 func mountRegionFS(dir string) error {
-	mounted, err := mountinfo.Mounted(dir)
-	if err != nil {
-		return fmt.Errorf("check mount of %s: %w", dir, err)
-	}
-	if mounted {
-		return checkRegionFS(dir)
-	}
 	if err := removeAllBut(dir, ""); err != nil {
 		return fmt.Errorf("empty %s before mounting: %w", dir, err)
 	}
@@ -92,7 +85,7 @@ func unmountRegionFS(dir string) error {
 			return fmt.Errorf("check mount of %s: %w", dir, err)
 		}
 		if err := unix.Unmount(dir, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("unmount %s: %w", dir, err)
+			return fmt.Errorf("unmount the region file system on %s: %w", dir, err)
 		}
 	}
 	return fmt.Errorf("unmount %s: still a mount point after %d unmounts", dir, maxUnmounts)

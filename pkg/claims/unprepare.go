@@ -78,7 +78,7 @@ func (m *Manager) unprepareFiles(uid types.UID) error {
 	if err := m.step(stepRemoveCDISpec, uid); err != nil {
 		return err
 	}
-	if err := m.layout.unmountRegionFS(uid); err != nil {
+	if err := unmountRegionFS(m.layout.shmDir(uid)); err != nil {
 		return err
 	}
 	if err := m.step(stepRegionUnmount, uid); err != nil {

@@ -110,11 +110,9 @@ _lay_out() {
 # _clear_driver_dir empties $E2E_DRIVER_DIR but keeps it: on this machine it
 # is where the namespaced nodes' own driver directories are mounted.
 _clear_driver_dir() {
-  local m
   mkdir -p "$E2E_DRIVER_DIR"
   # The shared state root and the claims' region file systems in it.
-  awk -v d="$E2E_DRIVER_DIR/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r |
-    while read -r m; do umount -l "$m" || log "could not unmount $m"; done
+  unmount_under "$E2E_DRIVER_DIR"
   find "$E2E_DRIVER_DIR" -mindepth 1 -delete
 }
 

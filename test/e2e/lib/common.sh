@@ -206,3 +206,10 @@ stop_bg() {
 require_root() {
   [ "$(id -u)" -eq 0 ] || die "the local cluster needs root (it runs the kubelet, containerd and runc)"
 }
+
+# unmount_under DIR: lazily unmounts every mount below DIR, deepest first.
+unmount_under() {
+  local dir=$1 m
+  awk -v d="$dir/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || log "could not unmount $m"; done
+}

@@ -203,7 +203,7 @@ stop_cluster() {
   stop_bg etcd
   # Whatever a node left running dies with its namespaces.
   nodes_down
-  _unmount_under "$E2E_RUN_DIR"
+  unmount_under "$E2E_RUN_DIR"
   _remove_our_shim_sockets
   ip link del "$E2E_BRIDGE" 2>/dev/null || true
   _remove_pod_cgroups
@@ -259,13 +259,6 @@ _remove_host_paths() {
     case "$(readlink "$l")" in "$E2E_RUN_DIR"/*) rm -f "$l" ;; esac
   done
   rm -f /var/lib/cni/results/vgpu-dra-e2e-*
-}
-
-# _unmount_under DIR: lazily unmounts every mount below DIR, deepest first.
-_unmount_under() {
-  local dir=$1
-  awk -v d="$dir/" 'index($2, d) == 1 {print $2}' /proc/self/mounts | sort -r |
-    while read -r m; do umount -l "$m" 2>/dev/null || log "could not unmount $m"; done
 }
 
 _remove_our_shim_sockets() {
