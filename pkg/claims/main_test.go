@@ -71,9 +71,10 @@ func sharedMount(t testing.TB, dir string) {
 	t.Cleanup(func() { unmountUnder(t, dir) })
 }
 
-// unmountUnder unmounts dir and every mount below it, deepest first.
+// unmountUnder unmounts dir (each mount stacked on it) and every mount
+// below it, deepest first.
 func unmountUnder(t testing.TB, dir string) {
-	points := append(mountsUnder(t, dir), dir)
+	points := mountPoints(t, dir)
 	slices.SortFunc(points, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	for _, p := range points {
 		if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
@@ -84,13 +85,16 @@ func unmountUnder(t testing.TB, dir string) {
 
 // mountsUnder lists the mount points below dir.
 func mountsUnder(t testing.TB, dir string) []string {
+	return slices.DeleteFunc(mountPoints(t, dir), func(p string) bool { return p == dir })
+}
+
+// mountPoints lists dir and the mount points below it, once per mount.
+func mountPoints(t testing.TB, dir string) []string {
 	mounts, err := mountinfo.GetMounts(mountinfo.PrefixFilter(dir))
 	require.NoError(t, err)
-	var points []string
+	points := make([]string, 0, len(mounts))
 	for _, m := range mounts {
-		if m.Mountpoint != dir {
-			points = append(points, m.Mountpoint)
-		}
+		points = append(points, m.Mountpoint)
 	}
 	return points
 }
