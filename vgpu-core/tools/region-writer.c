@@ -4,35 +4,7 @@
  * manual checks. Fields are set by name through the header's structs, so a
  * Go offset that drifts from the header makes the Go reader disagree with it.
  *
- * usage: region-writer [options] FILE
- *        region-writer --layout
- *        region-writer --fixture FILE
- *        region-writer --check-config FILE
- *
- *   --device UUID,LIMIT,USED[,SM]      add a device record (peak = USED)
- *   --slot PID,START,DEV,USED[,OVERHEAD]
- *                                      make PID's slot active (pid namespace of
- *                                      this tool, host pid = PID) and set its
- *                                      bytes on device record DEV (peak = USED)
- *   --seq N                            seqlock value of the last slot (odd = mid-write)
- *   --state uninit|initialising|ready  header init_state (default ready)
- *   --major N                          layout major version (default VGPU_REGION_MAJOR)
- *   --magic N                          magic number (default VGPU_REGION_MAGIC)
- *   --generation N                     header generation (default 1)
- *   --size N                           truncate or extend the file to N bytes at the end
- *   --layout                           print "name value" for every size and offset
- *                                      of vgpu_region.h and exit
- *   --fixture FILE                     write the fixed region pkg/region's tests
- *                                      compare the Go reader and writer with
- *   --check-config FILE                parse FILE (a claim config, "-" = stdin) with
- *                                      the library's own parser and size limit:
- *                                      exit 0 if libvgpu.so can apply all of it, else
- *                                      print the library's line "invalid claim config
- *                                      FILE:LINE: REASON" and exit 1 (pkg/claims
- *                                      feeds the plugin's real output through it)
- *
- * Numbers are decimal (0x... accepted for --magic). Exit status 0, or 2 with
- * a message naming the bad argument.
+ * Options and usage: region-writer --help.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,9 +18,40 @@
 #include "parse.h"
 #include "vgpu_region.h"
 
+static const char usage_text[] =
+    "usage: region-writer [options] FILE\n"
+    "       region-writer --layout\n"
+    "       region-writer --fixture FILE\n"
+    "       region-writer --check-config FILE\n"
+    "\n"
+    "  --device UUID,LIMIT,USED[,SM]      add a device record (peak = USED)\n"
+    "  --slot PID,START,DEV,USED[,OVERHEAD]\n"
+    "                                     make PID's slot active (pid namespace of\n"
+    "                                     this tool, host pid = PID) and set its\n"
+    "                                     bytes on device record DEV (peak = USED)\n"
+    "  --seq N                            seqlock value of the last slot (odd = mid-write)\n"
+    "  --state uninit|initialising|ready  header init_state (default ready)\n"
+    "  --major N                          layout major version (default VGPU_REGION_MAJOR)\n"
+    "  --magic N                          magic number (default VGPU_REGION_MAGIC)\n"
+    "  --generation N                     header generation (default 1)\n"
+    "  --size N                           truncate or extend the file to N bytes at the end\n"
+    "  --layout                           print \"name value\" for every size and offset\n"
+    "                                     of vgpu_region.h and exit\n"
+    "  --fixture FILE                     write the fixed region pkg/region's tests\n"
+    "                                     compare the Go reader and writer with\n"
+    "  --check-config FILE                parse FILE (a claim config, \"-\" = stdin) with\n"
+    "                                     the library's own parser and size limit:\n"
+    "                                     exit 0 if libvgpu.so can apply all of it, else\n"
+    "                                     print the library's line \"invalid claim config\n"
+    "                                     FILE:LINE: REASON\" and exit 1 (pkg/claims\n"
+    "                                     feeds the plugin's real output through it)\n"
+    "\n"
+    "Numbers are decimal (0x... accepted for --magic). Exit status 0, or 2 with\n"
+    "a message naming the bad argument.\n";
+
 static int usage_error(const char *what, const char *arg)
 {
-    fprintf(stderr, "region-writer: %s: %s\n(run with no arguments for usage)\n", what,
+    fprintf(stderr, "region-writer: %s: %s\n(region-writer --help for usage)\n", what,
             arg != NULL ? arg : "");
     return 2;
 }
@@ -347,6 +350,14 @@ int main(int argc, char **argv)
     struct stat st;
     int fd, rc = 0;
 
+    if (argc == 2 && strcmp(argv[1], "--help") == 0) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
     if (argc == 2 && strcmp(argv[1], "--layout") == 0) {
         print_offsets();
         return 0;
@@ -427,8 +438,7 @@ int main(int argc, char **argv)
         }
     }
     if (rc == 0 && path == NULL)
-        rc = usage_error("usage: region-writer [--device ...] [--slot ...] [...] FILE | --layout | --fixture FILE",
-                         NULL);
+        rc = usage_error("missing", "FILE");
     if (rc != 0) {
         free(r);
         return rc;
