@@ -12,7 +12,8 @@
 #include "gpus.h"
 #include "graphs.h"
 #include "log.h"
-#include "nvml_hooks.h"
+#include "process.h"
+#include "nvml_query.h"
 #include "pools.h"
 #include "region.h"
 
@@ -21,7 +22,7 @@
     do {                                                                                           \
         if (vgpu_cuda_load() != 0 || vgpu_cu.name == NULL)                                         \
             return CUDA_ERROR_NOT_INITIALIZED;                                                     \
-        vgpu_limits_init();                                                                        \
+        vgpu_process_init();                                                                        \
     } while (0)
 
 /* Device of the current context; false when there is none (the driver will then fail). */
@@ -48,7 +49,7 @@ static uint64_t context_overhead(struct vgpu_gpu *g)
     if (g == NULL || !g->enforce)
         return 0;
     vgpu_gpu_verify(g);
-    return vgpu_overhead_refresh(g);
+    return vgpu_nvml_query_overhead(g);
 }
 
 /*
@@ -769,7 +770,7 @@ CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
         if ((rc = vgpu_gpu_refusal(dev, &g)) != CUDA_SUCCESS)
             return rc;
         vgpu_gpu_verify(g);
-        vgpu_overhead_refresh(g);
+        vgpu_nvml_query_overhead(g);
         clamp_info(g, &f64, &t64);
     }
     if (free_out != NULL)

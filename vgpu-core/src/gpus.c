@@ -10,9 +10,9 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "acct.h"
 #include "driver.h"
 #include "injected.h"
 #include "log.h"
@@ -49,6 +49,16 @@ static struct {
     struct vgpu_gpu gpus[VGPU_MAX_GPUS];
     struct vgpu_gpu *by_ordinal[VGPU_MAX_GPUS];
 } G = {.init_once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
+
+bool vgpu_any_sm_limit;
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
 
 void vgpu_lock(void)
 {
@@ -284,29 +294,14 @@ static void release_slots(struct vgpu_shm *s)
         vgpu_shm_release_slot(s);
 }
 
-/* Normal exit: hand our bytes back at once instead of waiting for a reclaim. */
-static void at_exit(void)
+void vgpu_gpus_release_slots(void)
 {
-    pthread_mutex_lock(&G.mu);
-    vgpu_compute_exit();
     for (int i = 0; i < G.nclaims; i++)
         release_slots(&G.claims[i].shm);
     release_slots(&G.standalone);
-    pthread_mutex_unlock(&G.mu);
 }
 
-static void fork_prepare(void)
-{
-    pthread_mutex_lock(&G.mu);
-}
-
-static void fork_parent(void)
-{
-    pthread_mutex_unlock(&G.mu);
-}
-
-/* The child is a new process: the parent's slots, allocations and identity are not its own. */
-static void fork_child(void)
+void vgpu_gpus_forked(void)
 {
     for (int i = 0; i < G.nclaims; i++) {
         G.claims[i].shm.slot = -1;
@@ -315,10 +310,7 @@ static void fork_child(void)
     G.standalone.slot = -1;
     for (int i = 0; i < G.ngpus; i++)
         G.gpus[i].private_used = 0;
-    vgpu_acct_forget_all();
-    vgpu_compute_forked();
     vgpu_procinfo_self(&G.self);
-    pthread_mutex_unlock(&G.mu);
 }
 
 /* Whether any launch may need the limiter: a claim or env var sets an SM limit. */
@@ -368,15 +360,13 @@ static void init(void)
     set_log_level();
     if (vgpu_procinfo_self(&G.self) != 0)
         VGPU_WARN("cannot read /proc/self/stat: dead-process reclaim disabled");
-    vgpu_compute_any = any_sm_limit();
+    vgpu_any_sm_limit = any_sm_limit();
     G.any_enforcement = any_enforcement();
-    pthread_atfork(fork_prepare, fork_parent, fork_child);
-    atexit(at_exit);
     VGPU_DEBUG("initialised: %d claim(s), %s mode", G.nclaims,
                G.enforced ? "enforced" : "standalone");
 }
 
-void vgpu_limits_init(void)
+void vgpu_gpus_init(void)
 {
     pthread_once(&G.init_once, init);
 }
@@ -610,7 +600,13 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
         g->shm = g->parts[0].shm;
         g->rec = g->parts[0].rec;
     }
-    vgpu_compute_setup(g, sm, policy, priority);
+    vgpu_compute_init(&g->compute, g->shm != NULL ? &g->shm->r->devices[g->rec] : NULL,
+                      g->enforce && !g->fail_closed, sm, policy, priority == VGPU_PRIORITY_HIGH,
+                      mono_ns());
+    if (g->compute.active)
+        VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm,
+                  policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
+                  g->compute.high_priority ? ", high priority" : "");
     VGPU_INFO("GPU %s: memory limit %llu bytes%s", uuid[0] ? uuid : "(unknown)",
               (unsigned long long)g->limit,
               g->fail_closed ? ", fail closed"
@@ -638,7 +634,7 @@ struct vgpu_gpu *vgpu_gpu_for_uuid(const char *uuid, int env_index)
 {
     struct vgpu_gpu *g;
 
-    vgpu_limits_init();
+    vgpu_gpus_init();
     pthread_mutex_lock(&G.mu);
     g = lookup_locked(uuid, env_index);
     pthread_mutex_unlock(&G.mu);
@@ -699,7 +695,7 @@ static struct vgpu_gpu *identify(CUdevice dev, CUresult *why)
         if (g != NULL)
             return g;
     }
-    vgpu_limits_init();
+    vgpu_gpus_init();
     rc = query_uuid(dev, uuid);
     if (rc != CUDA_SUCCESS) {
         *why = rc;

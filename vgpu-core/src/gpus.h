@@ -13,9 +13,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "limiter.h"
 #include "config.h"
 #include "hostpids.h"
+#include "limiter_math.h"
 #include "procinfo.h"
 #include "region.h"
 #include "vgpu_cuda.h"
@@ -48,8 +48,24 @@ struct vgpu_gpu {
     struct vgpu_compute compute;     /* SM limiter */
 };
 
-/* Reads configs and env once, registers fork and exit handlers. Safe to call often. */
-void vgpu_limits_init(void);
+/*
+ * Reads the injected configs and the env once (the first call; later calls
+ * return at once). Every lookup below calls it; the process's fork and exit
+ * handlers are process.h's.
+ */
+void vgpu_gpus_init(void);
+
+/* True once any claim (or env var) sets an SM limit: launches must be looked at. */
+extern bool vgpu_any_sm_limit;
+
+/* Process exit: hands this process's slots in every region back. vgpu_lock() held. */
+void vgpu_gpus_release_slots(void);
+
+/*
+ * Fork child, vgpu_lock() held: the parent's slots, its process-private
+ * counts and its identity are not the child's.
+ */
+void vgpu_gpus_forked(void);
 
 /*
  * Returns the state of CUDA device ordinal dev, set up and kept from the

@@ -10,14 +10,15 @@
 #include "driver.h"
 #include "gpus.h"
 #include "graphs.h"
+#include "process.h"
 
 /* Loads the driver and our limits, then waits for the launch's turn in the compute limiter. */
 #define ADMIT(name, stream, ptsz)                                                                  \
     do {                                                                                           \
         if (vgpu_cuda_load() != 0 || vgpu_cu.name == NULL)                                         \
             return CUDA_ERROR_NOT_INITIALIZED;                                                     \
-        vgpu_limits_init();                                                                        \
-        if (__atomic_load_n(&vgpu_compute_any, __ATOMIC_RELAXED))                                  \
+        vgpu_process_init();                                                                        \
+        if (__atomic_load_n(&vgpu_any_sm_limit, __ATOMIC_RELAXED))                                  \
             vgpu_compute_admit(stream, ptsz);                                                      \
     } while (0)
 

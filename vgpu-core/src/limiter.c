@@ -9,12 +9,10 @@
 #include "driver.h"
 #include "gpus.h"
 #include "log.h"
-#include "nvml_hooks.h"
+#include "nvml_query.h"
 #include "region.h"
 
 #define MAX_SAMPLES 256
-
-bool vgpu_compute_any;
 
 /* The helper thread: one per process, started lazily, restarted in a fork child. */
 static struct {
@@ -45,24 +43,6 @@ static void sleep_ns(uint64_t ns)
                           .tv_nsec = (long)(ns % 1000000000ull)};
 
     nanosleep(&ts, NULL);
-}
-
-void vgpu_compute_setup(struct vgpu_gpu *g, uint32_t sm_limit, uint32_t policy,
-                        enum vgpu_priority priority)
-{
-    struct vgpu_compute *c = &g->compute;
-
-    c->target = sm_limit / 100.0;
-    c->policy = policy;
-    c->high_priority = priority == VGPU_PRIORITY_HIGH;
-    c->bucket = g->shm != NULL ? &g->shm->r->devices[g->rec] : &c->private_bucket;
-    c->active = g->enforce && !g->fail_closed && sm_limit > 0 && policy != VGPU_POLICY_DISABLED;
-    if (!c->active)
-        return;
-    vgpu_bucket_init(c->bucket, c->target, mono_ns());
-    VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm_limit,
-              policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
-              c->high_priority ? ", high priority" : "");
 }
 
 /* Our slot's per-device record on g, or NULL without a region slot. */
@@ -339,7 +319,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     struct vgpu_ctl_tick t = {.now = now, .policy = c->policy, .high_priority = c->high_priority,
                               .obs = obs, .cost_ns = cost};
     int ns = __atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE)
-                 ? -1 : vgpu_nvml_sm_samples(g->uuid, samples, MAX_SAMPLES);
+                 ? -1 : vgpu_nvml_query_sm_samples(g->uuid, samples, MAX_SAMPLES);
 
     t.util_known = ns >= 0;
     if (ns < 0)

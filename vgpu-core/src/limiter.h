@@ -15,7 +15,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config.h"
 #include "limiter_math.h"
 #include "vgpu_cuda.h"
 
@@ -31,35 +30,7 @@
 /* Period of the helper thread (refill, lease, publishing counters). */
 #define VGPU_REFILL_PERIOD_NS 5000000ull
 
-/* Compute state of one GPU in this process. */
-struct vgpu_compute {
-    bool active;                   /* launches go through the bucket */
-    double target;                 /* SM limit, fraction of GPU time */
-    uint32_t policy;               /* VGPU_POLICY_* */
-    bool high_priority;
-    struct vgpu_region_device *bucket; /* region record, or private_bucket */
-    struct vgpu_region_device private_bucket;
-    uint64_t private_cost_ns;      /* launch cost when there is no region slot */
-    uint64_t launches;             /* this process's launches (single relaxed store) */
-    uint64_t throttled_ns;         /* this process's time waiting for tokens */
-    /* refiller state (helper thread only) */
-    bool owner;
-    uint64_t lease_ns;             /* the lease value we wrote */
-    uint64_t next_tick_ns;
-    struct vgpu_ctl *ctl;
-};
-
 struct vgpu_gpu;
-
-/* True once any claim (or env var) sets an SM limit: launches must be looked at. */
-extern bool vgpu_compute_any;
-
-/*
- * Sets up g's limiter: sm_limit percent (0 = none), policy and priority from
- * the claim. Called once from the GPU setup, after the region is attached.
- */
-void vgpu_compute_setup(struct vgpu_gpu *g, uint32_t sm_limit, uint32_t policy,
-                        enum vgpu_priority priority);
 
 /*
  * Admission of one launch into hStream (ptsz: the _ptsz variant). Returns

@@ -483,3 +483,16 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
             vgpu_bucket_credit(d, (uint64_t)refund);
     }
 }
+
+void vgpu_compute_init(struct vgpu_compute *c, struct vgpu_region_device *bucket,
+                       bool active_allowed, uint32_t sm_limit, uint32_t policy, bool high_priority,
+                       uint64_t now)
+{
+    c->target = sm_limit / 100.0;
+    c->policy = policy;
+    c->high_priority = high_priority;
+    c->bucket = bucket != NULL ? bucket : &c->private_bucket;
+    c->active = active_allowed && sm_limit > 0 && policy != VGPU_POLICY_DISABLED;
+    if (c->active)
+        vgpu_bucket_init(c->bucket, c->target, now);
+}

@@ -252,4 +252,33 @@ struct vgpu_ctl_tick {
  */
 void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t);
 
+/* Compute state of one GPU in this process. */
+struct vgpu_compute {
+    bool active;                   /* launches go through the bucket */
+    double target;                 /* SM limit, fraction of GPU time */
+    uint32_t policy;               /* VGPU_POLICY_* */
+    bool high_priority;
+    struct vgpu_region_device *bucket; /* region record, or private_bucket */
+    struct vgpu_region_device private_bucket;
+    uint64_t private_cost_ns;      /* launch cost when there is no region slot */
+    uint64_t launches;             /* this process's launches (single relaxed store) */
+    uint64_t throttled_ns;         /* this process's time waiting for tokens */
+    /* refiller state (helper thread only) */
+    bool owner;
+    uint64_t lease_ns;             /* the lease value we wrote */
+    uint64_t next_tick_ns;
+    struct vgpu_ctl *ctl;
+};
+
+/*
+ * Sets up one GPU's compute state: a target of sm_limit percent (0 = none)
+ * under policy, on the claim's bucket (NULL: a private one, standalone).
+ * Active only when active_allowed (the GPU is enforced and not failed
+ * closed), the limit is set and the policy is not disabled; the bucket is
+ * then initialised at now unless another process did it first.
+ */
+void vgpu_compute_init(struct vgpu_compute *c, struct vgpu_region_device *bucket,
+                       bool active_allowed, uint32_t sm_limit, uint32_t policy, bool high_priority,
+                       uint64_t now);
+
 #endif /* VGPU_LIMITER_MATH_H */

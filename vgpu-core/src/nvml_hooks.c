@@ -1,7 +1,7 @@
 /*
- * nvml_hooks.c - NVML wrappers (memory info inside the container), the
- * context-overhead rule, which needs NVML's per-process memory, and the
- * per-process utilisation samples the compute limiter is driven by.
+ * nvml_hooks.c - the NVML wrappers: memory info inside the container shows
+ * the claim, process and utilisation queries list the claim's processes.
+ * The library's own NVML queries are nvml_query.c's.
  */
 #include <pthread.h>
 #include <stddef.h>
@@ -9,12 +9,11 @@
 #include <time.h>
 
 #include "acct.h"
-#include "limiter.h"
 #include "driver.h"
 #include "gpus.h"
 #include "hostpids.h"
 #include "log.h"
-#include "nvml_hooks.h"
+#include "process.h"
 #include "region.h"
 
 /* Maps an NVML device to our state by its UUID (NVML indexes are not CUDA ordinals). */
@@ -70,7 +69,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 
     if (vgpu_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetMemoryInfo == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
-    vgpu_limits_init();
+    vgpu_process_init();
     rc = vgpu_nvml.nvmlDeviceGetMemoryInfo(device, memory);
     if (rc == NVML_SUCCESS && memory != NULL)
         clamp(gpu_of(device), &memory->total, &memory->free, &memory->used, NULL);
@@ -83,122 +82,12 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 
     if (vgpu_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetMemoryInfo_v2 == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
-    vgpu_limits_init();
+    vgpu_process_init();
     /* The driver checks memory->version; we only touch a result it accepted. */
     rc = vgpu_nvml.nvmlDeviceGetMemoryInfo_v2(device, memory);
     if (rc == NVML_SUCCESS && memory != NULL)
         clamp(gpu_of(device), &memory->total, &memory->free, &memory->used, &memory->reserved);
     return rc;
-}
-
-static pthread_mutex_t nvml_init_mu = PTHREAD_MUTEX_INITIALIZER;
-static int nvml_init_done; /* atomic; nvml_init_rc is final once set */
-static nvmlReturn_t nvml_init_rc = NVML_ERROR_UNINITIALIZED;
-
-/* Initialises NVML once it can be loaded; until then it is looked for again on each call. */
-static nvmlReturn_t nvml_init(void)
-{
-    if (__atomic_load_n(&nvml_init_done, __ATOMIC_ACQUIRE))
-        return nvml_init_rc;
-    pthread_mutex_lock(&nvml_init_mu);
-    if (!nvml_init_done && vgpu_nvml_load() == 0) {
-        if (vgpu_nvml.nvmlInit_v2 != NULL)
-            nvml_init_rc = vgpu_nvml.nvmlInit_v2();
-        __atomic_store_n(&nvml_init_done, 1, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&nvml_init_mu);
-    return nvml_init_rc;
-}
-
-/*
- * Overhead rule: NVML's used memory for our host pid on g minus the bytes we
- * track there, floored at 0. It is charged to the claim like an allocation
- * (without a limit check: it is already in use) and published separately in
- * the slot. Unknowable (no NVML, no process entry, host pid neither in /proc
- * nor in the claim's host pid map, process-private accounting) means 0.
- * Returns the overhead now charged (0 when unknowable).
- */
-uint64_t vgpu_overhead_refresh(struct vgpu_gpu *g)
-{
-    nvmlProcessInfo_t procs[64];
-    unsigned int count = 64;
-    nvmlDevice_t dev;
-    uint32_t host_pid;
-    unsigned long long used = 0;
-    uint64_t overhead;
-
-    if (g == NULL || !g->enforce || g->shm == NULL || (host_pid = vgpu_self_host_pid(g)) == 0)
-        return 0;
-    if (nvml_init() != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
-        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == NULL ||
-        vgpu_nvml.nvmlDeviceGetHandleByUUID(g->uuid, &dev) != NVML_SUCCESS ||
-        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, procs) != NVML_SUCCESS)
-        return 0;
-    for (unsigned int i = 0; i < count && i < 64; i++) {
-        if (procs[i].pid == host_pid)
-            used = procs[i].usedGpuMemory;
-    }
-    vgpu_lock();
-    {
-        /* What we track on every claim of the GPU; the overhead goes to the first. */
-        uint64_t tracked = 0;
-
-        for (int p = 0; p < g->nparts; p++)
-            tracked += vgpu_shm_slot_used(g->parts[p].shm, g->parts[p].rec);
-        overhead = used > tracked ? used - tracked : 0;
-        vgpu_shm_slot_set_overhead(g->shm, g->rec, overhead);
-    }
-    vgpu_unlock();
-    return overhead;
-}
-
-int vgpu_nvml_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max)
-{
-    nvmlProcessUtilizationSample_t buf[256], *s = buf;
-    unsigned long long newest[256] = {0};
-    unsigned int count = 256;
-    struct timespec ts, mono;
-    unsigned long long since, real_us;
-    nvmlDevice_t dev;
-    nvmlReturn_t rc;
-    int n = 0;
-
-    if (nvml_init() != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
-        vgpu_nvml.nvmlDeviceGetProcessUtilization == NULL ||
-        vgpu_nvml.nvmlDeviceGetHandleByUUID(uuid, &dev) != NVML_SUCCESS)
-        return -1;
-    /* Samples are stamped in microseconds of CLOCK_REALTIME; older ones describe the past. */
-    clock_gettime(CLOCK_REALTIME, &ts);
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    real_us = (unsigned long long)ts.tv_sec * 1000000ull + (unsigned long long)ts.tv_nsec / 1000;
-    since = real_us - VGPU_CTL_WINDOW_NS / 1000;
-    rc = vgpu_nvml.nvmlDeviceGetProcessUtilization(dev, s, &count, since);
-    if (rc == NVML_ERROR_NOT_FOUND)
-        return 0;
-    if (rc != NVML_SUCCESS)
-        return -1;
-    /* The driver may return several samples per process: keep the newest of each. */
-    for (unsigned int i = 0; i < count && i < 256; i++) {
-        int j;
-
-        for (j = 0; j < n && out[j].pid != s[i].pid; j++) {
-        }
-        if (j == n) {
-            if (n == max)
-                continue;
-            n++;
-        } else if (s[i].timeStamp < newest[j]) {
-            continue;
-        }
-        newest[j] = s[i].timeStamp;
-        /* The stamp, moved to CLOCK_MONOTONIC (a stamp from the future counts as now). */
-        uint64_t age_ns = s[i].timeStamp < real_us ? (real_us - s[i].timeStamp) * 1000ull : 0;
-        uint64_t mono_ns = (uint64_t)mono.tv_sec * 1000000000ull + (uint64_t)mono.tv_nsec;
-        out[j] = (struct vgpu_sm_sample){.pid = s[i].pid,
-                                         .sm_util = s[i].smUtil > 100 ? 100 : s[i].smUtil,
-                                         .window_end_ns = age_ns < mono_ns ? mono_ns - age_ns : 0};
-    }
-    return n;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -289,7 +178,7 @@ static nvmlReturn_t claim_process_query(void *real, size_t elem, nvmlDevice_t de
 
     if (fn == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
-    vgpu_limits_init();
+    vgpu_process_init();
     nmine = claim_procs(gpu_of(device), mine, CLAIM_PROCS_MAX);
     if (nmine < 0)
         return fn(device, infoCount, infos);
@@ -351,7 +240,7 @@ static nvmlReturn_t claim_samples(nvmlDevice_t device, unsigned long long lastSe
     unsigned int n = CLAIM_PROCS_MAX, kept = 0;
     nvmlReturn_t rc;
 
-    vgpu_limits_init();
+    vgpu_process_init();
     *nmine = claim_procs(gpu_of(device), mine, CLAIM_PROCS_MAX);
     rc = vgpu_nvml.nvmlDeviceGetProcessUtilization(device, out, &n, lastSeen);
     if (rc != NVML_SUCCESS)

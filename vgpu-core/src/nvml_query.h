@@ -1,0 +1,39 @@
+/*
+ * nvml_query.h - the library's own NVML queries: NVML's view of this
+ * process's context overhead on a GPU, and of the claim's processes' SM
+ * utilisation. NVML is initialised once, at the first query that can load it.
+ */
+#ifndef VGPU_NVML_QUERY_H
+#define VGPU_NVML_QUERY_H
+
+#include <stdint.h>
+
+#include "gpus.h"
+
+/*
+ * The overhead rule (docs/memory.md, "Context overhead"): NVML's used memory
+ * for our host pid on g minus the bytes we track there, floored at 0. It is
+ * charged to the claim like an allocation, without a limit check (it is
+ * already in use), and published separately in the slot. Unknowable (no
+ * NVML, no process entry, host pid neither in /proc nor in the claim's host
+ * pid map, process-private accounting) means 0. Returns the overhead now
+ * charged.
+ */
+uint64_t vgpu_nvml_query_overhead(struct vgpu_gpu *g);
+
+/* One NVML per-process utilisation sample. */
+struct vgpu_sm_sample {
+    uint32_t pid;           /* host pid */
+    uint32_t sm_util;       /* percent */
+    uint64_t window_end_ns; /* CLOCK_MONOTONIC end of the window it describes (its stamp) */
+};
+
+/*
+ * Newest NVML smUtil sample per process on the GPU with uuid, from the last
+ * VGPU_CTL_WINDOW_NS, for the limiter. Returns the
+ * number stored in out (0 when NVML saw no process busy), or -1 when NVML
+ * cannot tell.
+ */
+int vgpu_nvml_query_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max);
+
+#endif /* VGPU_NVML_QUERY_H */

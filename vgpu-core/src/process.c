@@ -1,0 +1,52 @@
+/* process.c - see process.h. */
+#include "process.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "acct.h"
+#include "gpus.h"
+#include "limiter.h"
+
+/* Once per process by nature, like the handlers it registers. */
+static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+
+/* Normal exit: hand our bytes and leases back at once instead of waiting for a reclaim. */
+static void at_exit(void)
+{
+    vgpu_lock();
+    vgpu_compute_exit();
+    vgpu_gpus_release_slots();
+    vgpu_unlock();
+}
+
+static void fork_prepare(void)
+{
+    vgpu_lock();
+}
+
+static void fork_parent(void)
+{
+    vgpu_unlock();
+}
+
+/* The child is a new process: the parent's slots, allocations and identity are not its own. */
+static void fork_child(void)
+{
+    vgpu_gpus_forked();
+    vgpu_acct_forget_all();
+    vgpu_compute_forked();
+    vgpu_unlock();
+}
+
+static void start(void)
+{
+    vgpu_gpus_init();
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
+    atexit(at_exit);
+}
+
+void vgpu_process_init(void)
+{
+    pthread_once(&process_once, start);
+}

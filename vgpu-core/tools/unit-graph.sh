@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# unit-graph.sh - prints which units of libvgpu.so call which (from the objects'
+# defined and undefined symbols) and fails when two units call each other,
+# directly or around a loop: each unit of src/ must sit on one layer.
+#
+# usage: tools/unit-graph.sh [CC]     (run from vgpu-core/; prints "caller -> callee" edges)
+set -euo pipefail
+cc=${1:-${CC:-gcc}}
+cd "$(dirname "$0")/.."
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+for src in src/*.c; do
+    unit=$(basename "$src" .c)
+    "$cc" -std=gnu11 -D_GNU_SOURCE -fPIC -Iinclude -Isrc -O1 -Werror=implicit-function-declaration -c -o "$tmp/$unit.o" "$src"
+    nm --defined-only -g "$tmp/$unit.o" | awk -v u="$unit" 'NF == 3 { print $3, u }' >>"$tmp/defs"
+    nm --undefined-only -g "$tmp/$unit.o" | awk -v u="$unit" '{ print u, $NF }' >>"$tmp/uses"
+done
+# Edges: caller unit -> the unit defining the symbol (libc and the driver drop out).
+awk 'NR == FNR { def[$1] = $2; next } ($2 in def) && def[$2] != $1 { print $1, def[$2] }' \
+    "$tmp/defs" "$tmp/uses" | sort -u >"$tmp/edges"
+sed 's/ / -> /' "$tmp/edges"
+# tsort prints the loop's members on stderr and exits non-zero when the graph has one.
+if ! tsort "$tmp/edges" >/dev/null 2>"$tmp/loops"; then
+    echo "unit-graph: the units of libvgpu.so call each other in a loop:" >&2
+    grep -v '^tsort: .*input contains a loop' "$tmp/loops" | sed 's/^tsort: /  /' >&2
+    exit 1
+fi
+echo "unit-graph: no loops ($(wc -l <"$tmp/edges") edges)"
