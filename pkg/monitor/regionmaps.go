@@ -12,9 +12,8 @@ import (
 )
 
 // Prepared claims' region files stay mapped between collections: the path
-// lookup, open and close were a third of the cost of a collection, and
-// reading a mapping takes one fstat where a descriptor took a stat and
-// three preads. One descriptor and one mapping (598016 bytes of address
+// lookup, open, map and close would be most of the cost of a collection,
+// and reading a kept mapping takes one fstat. One descriptor and one mapping (598016 bytes of address
 // space, of which only the touched pages are resident, shared with the
 // page cache) per prepared claim; the Go runtime raises the soft
 // open-file limit to the hard one at start.

@@ -3,10 +3,10 @@
 //
 // The kubelet plugin creates the file (Create): a zero-filled regular file of
 // exactly Size bytes that libvgpu.so initialises on first attach. Readers
-// (Reader) take snapshots of it, from preads (Read, ReadFD) or from a read-only
-// shared mapping the monitor keeps per claim (Map, ReadMapping); a read of
-// a mapping that faults because a container truncated the file returns an
-// error instead of crashing the reader. The file is writable by the claim's
+// (Reader) take snapshots of it through one path, a read-only shared
+// mapping: kept per claim by the monitor (Map, ReadMapping) or made for one
+// read (Read); a read that faults because a container truncated the file
+// returns an error instead of crashing the reader. The file is writable by the claim's
 // containers, so every field is validated or clamped before use and a region
 // that breaks the layout is reported as corrupt instead of being
 // interpreted.

@@ -10,22 +10,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Mapping is a region file mapped read-only, for a caller that reads the
-// same region again and again (the monitor, every collection). A read of
-// a mapping costs one fstat and copies of the parts in use (each active
-// slot under its seqlock) instead of a stat and three preads. The file stays the claim's containers' to rewrite or truncate:
-// a read that faults on a page the file no longer has returns an error
-// wrapping ErrCorrupt instead of crashing the reader.
+// Mapping is a region file mapped read-only: the one way regions are read.
+// A read of a mapping costs one fstat and copies of the parts in use (each
+// active slot under its seqlock). The file stays the claim's containers'
+// to rewrite or truncate: a read that faults on a page the file no longer
+// has returns an error wrapping ErrCorrupt instead of crashing the reader.
 type Mapping struct {
 	path string
 	fd   int
 	data []byte
 }
 
-// Map opens the region at path as Open does, checks it as every read does
-// and maps it. The caller closes the Mapping.
+// Map opens the region at path (read-only, no symlink, no FIFO), checks it
+// as every read does and maps it. The caller closes the Mapping.
 func Map(path string) (*Mapping, error) {
-	fd, err := Open(path)
+	fd, err := open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -57,8 +56,9 @@ func (m *Mapping) Close() error {
 	return nil
 }
 
-// ReadMapping is ReadFD on a Mapping: the same checks (a file deleted since
-// it was mapped yields ErrRemoved) and the same consistent snapshot.
+// ReadMapping takes a consistent snapshot of a mapped region and parses it.
+// The file is checked first, as at Map (a file deleted since it was mapped
+// yields ErrRemoved; one resized to other than Size, ErrCorrupt).
 func (r *Reader) ReadMapping(m *Mapping) (*Region, error) {
 	if err := checkFile(m.fd, m.path); err != nil {
 		return nil, err

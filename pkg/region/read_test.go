@@ -204,7 +204,7 @@ func TestReadSeqlock(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = mapped.Close() })
 	for name, read := range map[string]func(*Reader) (*Region, error){
-		"pread":   func(r *Reader) (*Region, error) { return r.Read(path) },
+		"read":    func(r *Reader) (*Region, error) { return r.Read(path) },
 		"mapping": func(r *Reader) (*Region, error) { return r.ReadMapping(mapped) },
 	} {
 		t.Run(name, func(t *testing.T) {
