@@ -129,3 +129,30 @@ func propagation(optional string) string {
 	}
 	return "private"
 }
+
+// RegionSlack is how many bytes a region may occupy on disk beyond its size
+// (block rounding) before TrimRegion counts it as grown.
+const RegionSlack = 1 << 20
+
+// TrimRegion cuts a claim's region file back to region.Size when it is
+// larger or occupies more than that (a container has the file read-write),
+// and says whether it did. Nothing valid lives past region.Size, so this
+// loses nothing. On a claim's region file system the file cannot take more
+// than its size anyway and this only undoes an ftruncate; for a region an
+// earlier plugin version left on the state root's file system it bounds
+// what a container can take of that disk to what it writes between two
+// calls (the host pid mapper calls it every interval).
+func TrimRegion(path string) (bool, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return false, fmt.Errorf("stat region %s: %w", path, err)
+	}
+	if st.Size <= region.Size && st.Blocks*512 <= region.Size+RegionSlack {
+		return false, nil
+	}
+	// Truncating, also to the same size, frees the blocks past the end.
+	if err := unix.Truncate(path, region.Size); err != nil {
+		return false, fmt.Errorf("truncate grown region %s: %w", path, err)
+	}
+	return true, nil
+}

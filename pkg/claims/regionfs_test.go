@@ -3,7 +3,9 @@ package claims
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -161,4 +163,48 @@ func TestRegionFSRecovery(t *testing.T) {
 	assert.Equal(t, absent, env.diskState(t, claimA), "the rollback unmounted it too")
 	prepareOne(t, m, twoGPUClaim(claimA))
 	assert.Equal(t, prepared, env.diskState(t, claimA))
+}
+
+// A region a container grew, by writing past its end or by allocating
+// blocks beyond it, is cut back to its size; its content is kept.
+func TestTrimRegion(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "region")
+	require.NoError(t, region.Create(path))
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	require.NoError(t, err)
+	defer func() { _ = f.Close() }()
+	_, err = f.WriteAt([]byte("claim data"), 4096)
+	require.NoError(t, err)
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+
+	trimmed, err := TrimRegion(path)
+	require.NoError(t, err)
+	assert.False(t, trimmed, "a region of its own size is left alone")
+
+	_, err = f.WriteAt(make([]byte, 8<<20), int64(len(before)))
+	require.NoError(t, err)
+	trimmed, err = TrimRegion(path)
+	require.NoError(t, err)
+	assert.True(t, trimmed)
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+
+	// Blocks past the end without a size change (fallocate KEEP_SIZE).
+	if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, int64(len(before)), 8<<20); err != nil {
+		t.Skipf("the file system cannot allocate past the end (%v)", err)
+	}
+	var st unix.Stat_t
+	require.NoError(t, unix.Stat(path, &st))
+	require.Greater(t, st.Blocks*512, int64(len(before))+RegionSlack)
+	trimmed, err = TrimRegion(path)
+	require.NoError(t, err)
+	assert.True(t, trimmed)
+	require.NoError(t, unix.Stat(path, &st))
+	assert.LessOrEqual(t, st.Blocks*512, int64(len(before))+RegionSlack)
+	assert.EqualValues(t, len(before), st.Size)
+
+	_, err = TrimRegion(filepath.Join(t.TempDir(), "missing"))
+	assert.ErrorIs(t, err, fs.ErrNotExist)
 }

@@ -45,9 +45,6 @@ const (
 	maxMembershipChecks = 64
 	// maxMapsBytes bounds how much of one /proc/<pid>/maps is read.
 	maxMapsBytes = 16 << 20
-	// regionSlack is how many bytes a region may occupy on disk beyond
-	// its size (block rounding) before it counts as grown.
-	regionSlack = 1 << 20
 )
 
 // ClaimSource lists the claims prepared on this node; *claims.Manager is one.
@@ -172,7 +169,7 @@ func (p *Mapper) sync(ctx context.Context) {
 		if c.HostPIDsPath == "" || c.RegionPath == "" {
 			continue
 		}
-		if trimmed, err := trimRegion(c.RegionPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if trimmed, err := claims.TrimRegion(c.RegionPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			p.logOnce(logger, c.UID, err, "Cannot check the size of the claim's region")
 		} else if trimmed {
 			logger.Info("Cut back a region that a container grew past its size", "claim", c.UID, "path", c.RegionPath)
@@ -297,28 +294,6 @@ func (p *Mapper) mapsFile(pid uint32, file fileID) bool {
 		}
 	}
 	return false
-}
-
-// trimRegion cuts a region file back to region.Size when it is larger or
-// occupies more than that (a container has the file read-write). Nothing
-// valid lives past region.Size, so this loses nothing. On a claim's region
-// file system (docs/prepare.md) the file cannot take more than its size
-// anyway and this only undoes an ftruncate; for a region an earlier plugin
-// version left on the state root's file system it bounds what a container
-// can take of that disk to what it writes within one interval.
-func trimRegion(path string) (bool, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return false, err
-	}
-	if st.Size <= region.Size && st.Blocks*512 <= region.Size+regionSlack {
-		return false, nil
-	}
-	// Truncating, also to the same size, frees the blocks past the end.
-	if err := unix.Truncate(path, region.Size); err != nil {
-		return false, fmt.Errorf("truncate grown region %s: %w", path, err)
-	}
-	return true, nil
 }
 
 // statFileID returns the device and inode of path.
