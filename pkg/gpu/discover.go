@@ -9,12 +9,10 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Discoverer implements Discovery on NVML.
+// Discoverer lists the node's GPUs (and their MIG geometry) through NVML.
 type Discoverer struct {
 	lib nvml.Interface
 }
-
-var _ Discovery = (*Discoverer)(nil)
 
 // NewDiscoverer returns a Discoverer on the NVML library selected by opts
 // (default: libnvidia-ml.so.1 from the dynamic loader path).

@@ -1,7 +1,5 @@
 package gpu
 
-import "context"
-
 // Info describes one physical GPU as discovered on the node. Version strings
 // are dotted numbers ("9.0", "580.95.05", "12.9") that callers normalise to
 // semantic versions.
@@ -30,10 +28,4 @@ type Info struct {
 	NUMANode int
 	// Multiprocessors is the number of streaming multiprocessors, 0 when unknown.
 	Multiprocessors int
-}
-
-// Discovery lists the GPUs of the node.
-type Discovery interface {
-	// Devices returns one Info per GPU, ordered by NVML index.
-	Devices(ctx context.Context) ([]Info, error)
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -220,16 +221,8 @@ func (p *Mapper) sync(ctx context.Context) {
 			delete(p.errs, uid)
 		}
 	}
-	for id := range p.resolved {
-		if !seen[id] {
-			delete(p.resolved, id)
-		}
-	}
-	for id := range p.missed {
-		if !seen[id] {
-			delete(p.missed, id)
-		}
-	}
+	maps.DeleteFunc(p.resolved, func(id claimProc, _ uint32) bool { return !seen[id] })
+	maps.DeleteFunc(p.missed, func(id claimProc, _ time.Time) bool { return !seen[id] })
 }
 
 func (p *Mapper) logOnce(logger klog.Logger, uid types.UID, err error, msg string) {

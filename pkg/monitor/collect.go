@@ -3,6 +3,7 @@ package monitor
 import (
 	"errors"
 	"io/fs"
+	"maps"
 	"math"
 	"time"
 
@@ -117,21 +118,9 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 		snap.claims = append(snap.claims, cu)
 	}
 	// Forget claims that are gone, so memory stays bounded by what is prepared.
-	for k := range m.counters {
-		if !seenCounters[k] {
-			delete(m.counters, k)
-		}
-	}
-	for uid := range m.regionErrs {
-		if !seenClaims[uid] {
-			delete(m.regionErrs, uid)
-		}
-	}
-	for uid := range m.unaccounted {
-		if !seenClaims[uid] {
-			delete(m.unaccounted, uid)
-		}
-	}
+	maps.DeleteFunc(m.counters, func(k counterKey, _ *counterState) bool { return !seenCounters[k] })
+	maps.DeleteFunc(m.regionErrs, func(uid types.UID, _ string) bool { return !seenClaims[uid] })
+	maps.DeleteFunc(m.unaccounted, func(uid types.UID, _ unaccounted) bool { return !seenClaims[uid] })
 	for uid := range m.regionMaps {
 		if !seenClaims[uid] {
 			m.closeRegion(uid)

@@ -3,6 +3,7 @@ package monitor
 import (
 	"context"
 	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -83,16 +84,8 @@ func (m *Monitor) emitLimitEvents(ctx context.Context, snap *snapshot, now time.
 			ev.lastSent[cu.claim.UID] = now
 		}
 	}
-	for k := range ev.reported {
-		if !seenKeys[k] {
-			delete(ev.reported, k)
-		}
-	}
-	for uid := range ev.lastSent {
-		if !seenClaims[uid] {
-			delete(ev.lastSent, uid)
-		}
-	}
+	maps.DeleteFunc(ev.reported, func(k counterKey, _ uint64) bool { return !seenKeys[k] })
+	maps.DeleteFunc(ev.lastSent, func(uid types.UID, _ time.Time) bool { return !seenClaims[uid] })
 }
 
 // claimPods are references to the pods in the claim's status.reservedFor.

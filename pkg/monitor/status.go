@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -96,11 +97,7 @@ func (m *Monitor) writeStatuses(ctx context.Context) {
 			logger.Error(err, "Writing ResourceClaim status failed; will retry", "claim", klog.KRef(cu.claim.Namespace, cu.claim.Name))
 		}
 	}
-	for uid := range m.status {
-		if !seen[uid] {
-			delete(m.status, uid)
-		}
-	}
+	maps.DeleteFunc(m.status, func(uid types.UID, _ *statusRecord) bool { return !seen[uid] })
 }
 
 func (m *Monitor) writeStatus(ctx context.Context, cu claimUsage, now time.Time) error {
