@@ -18,8 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims/claimstest"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
 )
 
@@ -68,7 +70,7 @@ func (f fakeProc) remove(host uint32) {
 
 // hostPIDClaim is a prepared claim under dir with its host directory made.
 func hostPIDClaim(t *testing.T, dir string, uid types.UID) claims.PreparedClaim {
-	c := preparedClaim(dir, uid, "default", "train")
+	c := claimstest.Prepared(dir, uid, "default", "train")
 	c.HostPIDsPath = filepath.Join(dir, string(uid), "host", "pids")
 	require.NoError(t, os.MkdirAll(filepath.Dir(c.HostPIDsPath), 0o755))
 	return c
@@ -105,7 +107,7 @@ func TestMapperFakeProc(t *testing.T) {
 	require.NoError(t, os.Symlink("1000", filepath.Join(proc.root, "self")))
 
 	c := hostPIDClaim(t, dir, uidA)
-	writeClaimRegion(t, c.RegionPath, 3*mib, 3*mib, 0,
+	claimstest.WriteRegion(t, c.RegionPath, 3*mib, 3*mib, 0,
 		slotOf(0, nsA, 1, 5555),
 		slotOf(3, nsB, 1, 6666),
 		slotOf(4, nsA, 7, 1),     // pid 7 of nsA was reused: another start time
@@ -114,13 +116,13 @@ func TestMapperFakeProc(t *testing.T) {
 	for _, host := range []uint32{1000, 1001, 1002} {
 		proc.mapFile(host, c.RegionPath)
 	}
-	source := &fakeClaims{}
-	source.set(c)
-	clk := &clock{t: time.Unix(1000, 0)}
+	source := claimstest.NewSource()
+	source.Set(c)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	m, err := NewMapper(source, 0)
 	require.NoError(t, err)
 	m.procRoot = proc.root
-	m.now = clk.now
+	m.now = clk.Now
 
 	m.sync(ctx)
 	path := c.HostPIDsPath
@@ -144,7 +146,7 @@ func TestMapperFakeProc(t *testing.T) {
 	proc.setStart(1002, 1)
 	m.sync(ctx)
 	assert.Equal(t, "version=1\n4026532600 1 6666 1001\n", readMap(t, c))
-	clk.add(hostPIDRetry)
+	clk.Step(hostPIDRetry)
 	m.sync(ctx)
 	assert.Equal(t, "version=1\n4026532500 7 1 1002\n4026532600 1 6666 1001\n", readMap(t, c))
 
@@ -163,12 +165,12 @@ func TestMapperSkipsWhatItCannotWrite(t *testing.T) {
 	proc := fakeProc{t: t, root: t.TempDir()}
 	proc.add(1000, 4026532500, 1, 5555)
 
-	withoutHostDir := preparedClaim(dir, uidA, "default", "a")
+	withoutHostDir := claimstest.Prepared(dir, uidA, "default", "a")
 	withoutHostDir.HostPIDsPath = filepath.Join(dir, string(uidA), "host", "pids")
-	writeClaimRegion(t, withoutHostDir.RegionPath, mib, mib, 0, slotOf(0, 4026532500, 1, 5555))
+	claimstest.WriteRegion(t, withoutHostDir.RegionPath, mib, mib, 0, slotOf(0, 4026532500, 1, 5555))
 	noRegion := hostPIDClaim(t, dir, uidB)
-	source := &fakeClaims{}
-	source.set(withoutHostDir, noRegion)
+	source := claimstest.NewSource()
+	source.Set(withoutHostDir, noRegion)
 	m, err := NewMapper(source, time.Second)
 	require.NoError(t, err)
 	m.procRoot = proc.root
@@ -180,7 +182,7 @@ func TestMapperSkipsWhatItCannotWrite(t *testing.T) {
 	assert.True(t, errors.Is(err, os.ErrNotExist), "no map without a region")
 
 	// A corrupt region leaves the last map in place and is reported once.
-	require.NoError(t, mkdirAll(filepath.Dir(noRegion.RegionPath)))
+	require.NoError(t, os.MkdirAll(filepath.Dir(noRegion.RegionPath), 0o755))
 	require.NoError(t, os.WriteFile(noRegion.RegionPath, []byte("junk"), 0o666))
 	m.sync(ctx)
 	m.sync(ctx)
@@ -191,7 +193,7 @@ func TestMapperSkipsWhatItCannotWrite(t *testing.T) {
 func TestNewMapperValidates(t *testing.T) {
 	_, err := NewMapper(nil, time.Second)
 	assert.ErrorContains(t, err, "claim source")
-	_, err = NewMapper(&fakeClaims{}, -time.Second)
+	_, err = NewMapper(claimstest.NewSource(), -time.Second)
 	assert.ErrorContains(t, err, "interval must not be negative")
 }
 
@@ -254,7 +256,7 @@ func startInNewPIDNamespace(t *testing.T, regionPath string) uint32 {
 func TestMapperRealProcess(t *testing.T) {
 	dir := t.TempDir()
 	c := hostPIDClaim(t, dir, uidA)
-	writeClaimRegion(t, c.RegionPath, mib, mib, 0)
+	claimstest.WriteRegion(t, c.RegionPath, mib, mib, 0)
 	host := startInNewPIDNamespace(t, c.RegionPath)
 	foreign := startInNewPIDNamespace(t, "")
 	procDir := filepath.Join("/proc", strconv.FormatUint(uint64(host), 10))
@@ -264,15 +266,15 @@ func TestMapperRealProcess(t *testing.T) {
 	foreignNS, ok := pidNamespace(filepath.Join("/proc", strconv.FormatUint(uint64(foreign), 10)))
 	require.True(t, ok)
 
-	m, err := NewMapper(&fakeClaims{}, 0)
+	m, err := NewMapper(claimstest.NewSource(), 0)
 	require.NoError(t, err)
 	start := m.startTime(host)
 	require.NotZero(t, start)
 	foreignStart := m.startTime(foreign)
 	require.NotZero(t, foreignStart)
 	// Rewrite the region in place (the helper keeps its mapping of this inode).
-	writeClaimRegion(t, c.RegionPath, mib, mib, 0, slotOf(0, ns, 1, start), slotOf(1, ns, 1, start+1), slotOf(2, foreignNS, 1, foreignStart))
-	m.claims = &fakeClaims{claims: []claims.PreparedClaim{c}}
+	claimstest.WriteRegion(t, c.RegionPath, mib, mib, 0, slotOf(0, ns, 1, start), slotOf(1, ns, 1, start+1), slotOf(2, foreignNS, 1, foreignStart))
+	m.claims = claimstest.NewSource(c)
 
 	m.sync(context.Background())
 	assert.Equal(t, fmt.Sprintf("version=1\n%d 1 %d %d\n", ns, start, host), readMap(t, c))
@@ -289,14 +291,14 @@ func TestMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
 	const ns = 4026532500
 	c := hostPIDClaim(t, dir, uidA)
 	other := hostPIDClaim(t, dir, uidB)
-	writeClaimRegion(t, other.RegionPath, mib, mib, 0)
+	claimstest.WriteRegion(t, other.RegionPath, mib, mib, 0)
 	var slots []regiontest.Process
 	for i := range maxMembershipChecks + 6 {
 		host := uint32(2000 + i)
 		proc.add(host, ns, uint32(10+i), uint64(100+i))
 		slots = append(slots, slotOf(i, ns, uint32(10+i), uint64(100+i)))
 	}
-	writeClaimRegion(t, c.RegionPath, mib, mib, 0, slots...)
+	claimstest.WriteRegion(t, c.RegionPath, mib, mib, 0, slots...)
 	for i := range maxMembershipChecks + 6 {
 		switch i {
 		case 0:
@@ -307,13 +309,13 @@ func TestMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
 			proc.mapFile(uint32(2000+i), c.RegionPath)
 		}
 	}
-	source := &fakeClaims{}
-	source.set(c)
-	clk := &clock{t: time.Unix(1000, 0)}
+	source := claimstest.NewSource()
+	source.Set(c)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	m, err := NewMapper(source, 0)
 	require.NoError(t, err)
 	m.procRoot = proc.root
-	m.now = clk.now
+	m.now = clk.Now
 
 	m.sync(ctx)
 	first := strings.Count(readMap(t, c), "\n") - 1
@@ -326,14 +328,14 @@ func TestMapperMapsOnlyTheClaimsProcesses(t *testing.T) {
 
 	// The foreign process is looked at again only after hostPIDRetry, and
 	// still not mapped.
-	clk.add(hostPIDRetry)
+	clk.Step(hostPIDRetry)
 	m.sync(ctx)
 	assert.Equal(t, got, readMap(t, c))
 }
 
 func TestMapperRunStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	m, err := NewMapper(&fakeClaims{}, time.Millisecond)
+	m, err := NewMapper(claimstest.NewSource(), time.Millisecond)
 	require.NoError(t, err)
 	done := make(chan struct{})
 	go func() {
@@ -352,7 +354,7 @@ func TestMapperRunStops(t *testing.T) {
 // cost of a sync that meets a new process, with every process in a
 // claim's namespace (the worst case: a container of the host namespace).
 func BenchmarkMapperScan(b *testing.B) {
-	m, err := NewMapper(&fakeClaims{}, 0)
+	m, err := NewMapper(claimstest.NewSource(), 0)
 	require.NoError(b, err)
 	entries, err := os.ReadDir("/proc")
 	require.NoError(b, err)
@@ -369,10 +371,10 @@ func BenchmarkMapperScan(b *testing.B) {
 func TestMapperCutsBackGrownRegions(t *testing.T) {
 	dir := t.TempDir()
 	c := hostPIDClaim(t, dir, uidA)
-	writeClaimRegion(t, c.RegionPath, mib, mib, 0)
+	claimstest.WriteRegion(t, c.RegionPath, mib, mib, 0)
 	before, err := os.ReadFile(c.RegionPath)
 	require.NoError(t, err)
-	m, err := NewMapper(&fakeClaims{claims: []claims.PreparedClaim{c}}, 0)
+	m, err := NewMapper(claimstest.NewSource(c), 0)
 	require.NoError(t, err)
 
 	f, err := os.OpenFile(c.RegionPath, os.O_WRONLY, 0)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims/claimstest"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
 )
 
@@ -26,19 +27,19 @@ func BenchmarkCollect(b *testing.B) {
 
 func benchmarkCollect(b *testing.B, nClaims, nProcs int) {
 	dir := b.TempDir()
-	src := &fakeClaims{}
+	src := claimstest.NewSource()
 	var list []claims.PreparedClaim
 	for i := range nClaims {
 		uid := types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
-		c := preparedClaim(dir, uid, "ns", fmt.Sprintf("claim-%d", i))
+		c := claimstest.Prepared(dir, uid, "ns", fmt.Sprintf("claim-%d", i))
 		procs := make([]regiontest.Process, nProcs)
 		for p := range procs {
 			procs[p] = proc(p, uint32(100+p), 100*mib, uint64(1000*p), 0)
 		}
-		writeClaimRegion(b, c.RegionPath, uint64(nProcs)*100*mib, uint64(nProcs)*100*mib, 50, procs...)
+		claimstest.WriteRegion(b, c.RegionPath, uint64(nProcs)*100*mib, uint64(nProcs)*100*mib, 50, procs...)
 		list = append(list, c)
 	}
-	src.set(list...)
+	src.Set(list...)
 	m, err := New(klog.NewContext(b.Context(), klog.Background()), Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: src, GPUs: testGPUs, Registry: prometheus.NewRegistry(), Interval: time.Nanosecond})
 	require.NoError(b, err)
 	logger := klog.Background()

@@ -17,8 +17,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims/claimstest"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
 )
 
@@ -37,7 +38,7 @@ func writeRefusals(t *testing.T, path string, usedBytes, refusals, lastBytes uin
 
 func TestMemoryLimitHits(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	a := preparedClaim(t.TempDir(), uidA, "team-a", "train")
+	a := claimstest.Prepared(t.TempDir(), uidA, "team-a", "train")
 	writeRefusals(t, a.RegionPath, 3*gib, 0, 0)
 	obj := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: uidA},
@@ -48,12 +49,12 @@ func TestMemoryLimitHits(t *testing.T) {
 	client := fake.NewClientset(obj)
 	recorder := record.NewFakeRecorder(10)
 	reg := prometheus.NewRegistry()
-	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: &fakeClaims{claims: []claims.PreparedClaim{a}},
+	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: claimstest.NewSource(a),
 		GPUs: testGPUs, Registry: reg, KubeClient: client, Interval: time.Nanosecond, StatusInterval: 30 * time.Second,
 		EventRecorder: recorder})
 	require.NoError(t, err)
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	m.now = clk.now
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m.now = clk.Now
 	ctx, cancel := context.WithCancel(ctx)
 	m.informers.Start(ctx.Done())
 	defer m.informers.Shutdown()
@@ -85,7 +86,7 @@ func TestMemoryLimitHits(t *testing.T) {
 		return *data.MemoryRefusals
 	}
 	step := func(d time.Duration) {
-		clk.add(d)
+		clk.Step(d)
 		m.writeStatuses(ctx)
 		m.emitLimitEvents(ctx, m.snapshot(m.logger), m.now())
 	}

@@ -12,8 +12,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims/claimstest"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
 )
 
@@ -25,14 +26,14 @@ var usageMetrics = []string{
 	"vgpu_dra_gpu_prepared_claims", "vgpu_dra_monitor_region_errors_total",
 }
 
-func newTestMonitor(t *testing.T, src ClaimSource) (*Monitor, *prometheus.Registry, *clock) {
+func newTestMonitor(t *testing.T, src ClaimSource) (*Monitor, *prometheus.Registry, *clocktesting.FakeClock) {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	reg := prometheus.NewRegistry()
 	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: src, GPUs: testGPUs, Registry: reg, Interval: 10 * time.Second})
 	require.NoError(t, err)
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	m.now = clk.now
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m.now = clk.Now
 	return m, reg, clk
 }
 
@@ -41,12 +42,12 @@ func newTestMonitor(t *testing.T, src ClaimSource) (*Monitor, *prometheus.Regist
 // an error.
 func TestMetricsGolden(t *testing.T) {
 	dir := t.TempDir()
-	a := preparedClaim(dir, uidA, "team-a", "train")
-	b := preparedClaim(dir, uidB, "team-b", "serve")
-	writeClaimRegion(t, a.RegionPath, 1536*mib, 2*gib, 25,
+	a := claimstest.Prepared(dir, uidA, "team-a", "train")
+	b := claimstest.Prepared(dir, uidB, "team-b", "serve")
+	claimstest.WriteRegion(t, a.RegionPath, 1536*mib, 2*gib, 25,
 		proc(0, 7, gib, 1000, 2_500_000_000), proc(3, 9, 256*mib, 50, 0),
 		proc(4, 11, 0, 0, 0)) // attached, has not used the GPU yet
-	_, reg, _ := newTestMonitor(t, &fakeClaims{claims: []claims.PreparedClaim{a, b}})
+	_, reg, _ := newTestMonitor(t, claimstest.NewSource(a, b))
 
 	expected := `
 # HELP vgpu_dra_claim_kernel_launches_total Kernel launches of the claim's processes on the GPU.
@@ -107,30 +108,30 @@ vgpu_dra_monitor_region_errors_total{reason="vanished"} 1
 // keeping it stale, and that counters never go back when a process exits.
 func TestMetricsIntervalAndCounters(t *testing.T) {
 	dir := t.TempDir()
-	a := preparedClaim(dir, uidA, "team-a", "train")
-	writeClaimRegion(t, a.RegionPath, gib, gib, 10, proc(0, 7, gib, 100, 1e9), proc(1, 8, 0, 40, 0))
-	m, reg, clk := newTestMonitor(t, &fakeClaims{claims: []claims.PreparedClaim{a}})
+	a := claimstest.Prepared(dir, uidA, "team-a", "train")
+	claimstest.WriteRegion(t, a.RegionPath, gib, gib, 10, proc(0, 7, gib, 100, 1e9), proc(1, 8, 0, 40, 0))
+	m, reg, clk := newTestMonitor(t, claimstest.NewSource(a))
 	launches := func() float64 {
 		return testutil.ToFloat64(onlyMetric(t, reg, "vgpu_dra_claim_kernel_launches_total"))
 	}
 	assert.InDelta(t, 140, launches(), 0)
 
 	// Process 8 exits, process 7 launches more: within the interval nothing changes.
-	writeClaimRegion(t, a.RegionPath, gib, gib, 10, proc(0, 7, gib, 130, 1e9))
-	clk.add(5 * time.Second)
+	claimstest.WriteRegion(t, a.RegionPath, gib, gib, 10, proc(0, 7, gib, 130, 1e9))
+	clk.Step(5 * time.Second)
 	assert.InDelta(t, 140, launches(), 0, "a scrape within the interval must not read again")
-	clk.add(5 * time.Second)
+	clk.Step(5 * time.Second)
 	assert.InDelta(t, 170, launches(), 0, "an exited process's launches stay counted")
 
 	// Pid reuse in the same slot with a new start time is a new process.
 	p := proc(0, 7, gib, 5, 0)
 	p.StartTime = 99999
-	writeClaimRegion(t, a.RegionPath, gib, gib, 10, p)
-	clk.add(10 * time.Second)
+	claimstest.WriteRegion(t, a.RegionPath, gib, gib, 10, p)
+	clk.Step(10 * time.Second)
 	assert.InDelta(t, 175, launches(), 0)
 
 	require.NoError(t, os.WriteFile(a.RegionPath, []byte("garbage"), 0o666))
-	clk.add(10 * time.Second)
+	clk.Step(10 * time.Second)
 	n, err := testutil.GatherAndCount(reg, "vgpu_dra_claim_memory_used_bytes", "vgpu_dra_claim_kernel_launches_total")
 	require.NoError(t, err)
 	assert.Zero(t, n, "usage of a corrupt region is not exported")
@@ -166,9 +167,9 @@ func onlyMetric(t *testing.T, reg *prometheus.Registry, name string) prometheus.
 // their slot) and those that found no free slot (counted on the device).
 func TestMetricsFailClosedProcesses(t *testing.T) {
 	dir := t.TempDir()
-	a := preparedClaim(dir, uidA, "team-a", "train")
-	writeClaimRegion(t, a.RegionPath, gib, gib, 10, proc(0, 7, gib, 0, 0))
-	_, reg, clk := newTestMonitor(t, &fakeClaims{claims: []claims.PreparedClaim{a}})
+	a := claimstest.Prepared(dir, uidA, "team-a", "train")
+	claimstest.WriteRegion(t, a.RegionPath, gib, gib, 10, proc(0, 7, gib, 0, 0))
+	_, reg, clk := newTestMonitor(t, claimstest.NewSource(a))
 	value := func(name string) float64 { return testutil.ToFloat64(onlyMetric(t, reg, name)) }
 	assert.Zero(t, value("vgpu_dra_claim_fail_closed_processes"))
 	assert.Zero(t, value("vgpu_dra_claim_unaccounted_processes_total"))
@@ -180,7 +181,7 @@ func TestMetricsFailClosedProcesses(t *testing.T) {
 		[]regiontest.Process{proc(0, 7, gib, 0, 0), closed})
 	require.NoError(t, err)
 	require.NoError(t, regiontest.WriteFile(a.RegionPath, b))
-	clk.add(10 * time.Second)
+	clk.Step(10 * time.Second)
 	assert.InDelta(t, 1, value("vgpu_dra_claim_fail_closed_processes"), 0)
 	assert.InDelta(t, 2, value("vgpu_dra_claim_unaccounted_processes_total"), 0)
 }
@@ -191,8 +192,8 @@ func TestMetricsFailClosedProcesses(t *testing.T) {
 // time cannot be trusted.
 func TestMetricsAchievedShare(t *testing.T) {
 	dir := t.TempDir()
-	a := preparedClaim(dir, uidA, "team-a", "train")
-	m, reg, clk := newTestMonitor(t, &fakeClaims{claims: []claims.PreparedClaim{a}})
+	a := claimstest.Prepared(dir, uidA, "team-a", "train")
+	m, reg, clk := newTestMonitor(t, claimstest.NewSource(a))
 	write := func(bp uint32, at time.Time) {
 		b, err := regiontest.Ready(1, 1, []regiontest.Device{{
 			UUID: uuid0, MemoryLimitBytes: 4 * gib, SMLimitPercent: 30,
@@ -208,18 +209,18 @@ func TestMetricsAchievedShare(t *testing.T) {
 		return n
 	}
 
-	write(3425, clk.now().Add(-time.Second))
+	write(3425, clk.Now().Add(-time.Second))
 	assert.InDelta(t, 0.3425, testutil.ToFloat64(onlyMetric(t, reg, "vgpu_dra_claim_sm_achieved_ratio")), 1e-9)
 	assert.InDelta(t, 0.3, testutil.ToFloat64(onlyMetric(t, reg, "vgpu_dra_claim_sm_limit_ratio")), 1e-9)
 
-	clk.add(time.Minute) // the region is not updated any more: no process measures the share
+	clk.Step(time.Minute) // the region is not updated any more: no process measures the share
 	assert.Zero(t, count(), "a stale achieved share is not exported")
 
-	write(2000, clk.now().Add(time.Hour))
-	clk.add(m.opts.Interval)
+	write(2000, clk.Now().Add(time.Hour))
+	clk.Step(m.opts.Interval)
 	assert.Zero(t, count(), "a share stamped in the future is not trusted")
 
-	write(12000, clk.now())
-	clk.add(m.opts.Interval)
+	write(12000, clk.Now())
+	clk.Step(m.opts.Interval)
 	assert.InDelta(t, 1, testutil.ToFloat64(onlyMetric(t, reg, "vgpu_dra_claim_sm_achieved_ratio")), 1e-9, "clamped to 1")
 }

@@ -13,9 +13,10 @@ import (
 	"k8s.io/klog/v2/ktesting"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims/claimstest"
 )
 
-func newMappingTestMonitor(t *testing.T, src *fakeClaims) *Monitor {
+func newMappingTestMonitor(t *testing.T, src *claimstest.Source) *Monitor {
 	t.Helper()
 	_, ctx := ktesting.NewTestContext(t)
 	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: src, GPUs: testGPUs,
@@ -25,16 +26,16 @@ func newMappingTestMonitor(t *testing.T, src *fakeClaims) *Monitor {
 }
 
 func TestRegionMappingsAreKeptAndRenewed(t *testing.T) {
-	a := preparedClaim(t.TempDir(), uidA, "team-a", "train")
-	writeClaimRegion(t, a.RegionPath, gib, gib, 0, proc(0, 7, gib, 0, 0))
-	src := &fakeClaims{claims: []claims.PreparedClaim{a}}
+	a := claimstest.Prepared(t.TempDir(), uidA, "team-a", "train")
+	claimstest.WriteRegion(t, a.RegionPath, gib, gib, 0, proc(0, 7, gib, 0, 0))
+	src := claimstest.NewSource(a)
 	m := newMappingTestMonitor(t, src)
 	logger, _ := ktesting.NewTestContext(t)
 
 	snap := m.collect(logger)
 	require.NoError(t, snap.claims[0].err)
 	mapping := m.regionMaps[uidA]
-	writeClaimRegion(t, a.RegionPath+".new", 2*gib, 2*gib, 0, proc(0, 7, 2*gib, 0, 0))
+	claimstest.WriteRegion(t, a.RegionPath+".new", 2*gib, 2*gib, 0, proc(0, 7, 2*gib, 0, 0))
 	snap = m.collect(logger)
 	assert.Same(t, mapping, m.regionMaps[uidA], "the mapping is kept between collections")
 	assert.EqualValues(t, gib, snap.claims[0].devices[0].usedBytes)
@@ -52,10 +53,10 @@ func TestRegionMappingsAreKeptAndRenewed(t *testing.T) {
 	assert.NotContains(t, m.regionMaps, uidA)
 
 	// A claim that is gone has its mapping closed.
-	writeClaimRegion(t, a.RegionPath, gib, gib, 0)
+	claimstest.WriteRegion(t, a.RegionPath, gib, gib, 0)
 	m.collect(logger)
 	require.Contains(t, m.regionMaps, uidA)
-	src.set()
+	src.Set()
 	m.collect(logger)
 	assert.Empty(t, m.regionMaps)
 }
@@ -64,12 +65,12 @@ func TestParallelCollectionReadsEveryClaim(t *testing.T) {
 	dir := t.TempDir()
 	var list []claims.PreparedClaim
 	for i := range 3*parallelReadMin + 5 {
-		c := preparedClaim(dir, types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i)), "ns", fmt.Sprintf("c-%d", i))
+		c := claimstest.Prepared(dir, types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i)), "ns", fmt.Sprintf("c-%d", i))
 		used := uint64(i+1) * mib
-		writeClaimRegion(t, c.RegionPath, used, used, 0, proc(0, 7, used, 0, 0))
+		claimstest.WriteRegion(t, c.RegionPath, used, used, 0, proc(0, 7, used, 0, 0))
 		list = append(list, c)
 	}
-	m := newMappingTestMonitor(t, &fakeClaims{claims: list})
+	m := newMappingTestMonitor(t, claimstest.NewSource(list...))
 	logger, _ := ktesting.NewTestContext(t)
 	snap := m.collect(logger)
 	require.Len(t, snap.claims, len(list))

@@ -17,15 +17,16 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2/ktesting"
+	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims/claimstest"
 )
 
 func TestClaimStatus(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	dir := t.TempDir()
-	a := preparedClaim(dir, uidA, "team-a", "train")
-	writeClaimRegion(t, a.RegionPath, gib, gib, 20, proc(0, 7, gib, 10, 0))
+	a := claimstest.Prepared(dir, uidA, "team-a", "train")
+	claimstest.WriteRegion(t, a.RegionPath, gib, gib, 20, proc(0, 7, gib, 10, 0))
 
 	obj := &resourceapi.ResourceClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: uidA, Generation: 2},
@@ -35,11 +36,11 @@ func TestClaimStatus(t *testing.T) {
 	}
 	client := fake.NewClientset(obj)
 	reg := prometheus.NewRegistry()
-	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: &fakeClaims{claims: []claims.PreparedClaim{a}},
+	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: claimstest.NewSource(a),
 		GPUs: testGPUs, Registry: reg, KubeClient: client, Interval: time.Second, StatusInterval: 30 * time.Second})
 	require.NoError(t, err)
-	clk := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	m.now = clk.now
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m.now = clk.Now
 	ctx, cancel := context.WithCancel(ctx)
 	m.informers.Start(ctx.Done())
 	// Shutdown waits for the informers, which stop with ctx.
@@ -82,11 +83,11 @@ func TestClaimStatus(t *testing.T) {
 	assert.Equal(t, "train-0,train-1", m.podNames(a), "pod label lists the reserving pods")
 
 	// A small change waits for the status interval.
-	writeClaimRegion(t, a.RegionPath, gib+mib, 2*gib, 22, proc(0, 7, gib+mib, 20, 0))
-	clk.add(10 * time.Second)
+	claimstest.WriteRegion(t, a.RegionPath, gib+mib, 2*gib, 22, proc(0, 7, gib+mib, 20, 0))
+	clk.Step(10 * time.Second)
 	m.writeStatuses(ctx)
 	assert.InDelta(t, 1, writes(), 0, "a small change is rate-limited")
-	clk.add(20 * time.Second)
+	clk.Step(20 * time.Second)
 	m.writeStatuses(ctx)
 	assert.InDelta(t, 2, writes(), 0, "written once the status interval passed")
 	_, data = readStatus()
@@ -95,24 +96,24 @@ func TestClaimStatus(t *testing.T) {
 	assert.EqualValues(t, 2*gib, data.MemoryPeak.Value(), "the region's peak, not the current use")
 
 	// A new process is a large change: written after a sixth of the interval.
-	writeClaimRegion(t, a.RegionPath, 2*gib, 2*gib, 22, proc(0, 7, gib, 20, 0), proc(1, 8, gib, 5, 0))
-	clk.add(2 * time.Second)
+	claimstest.WriteRegion(t, a.RegionPath, 2*gib, 2*gib, 22, proc(0, 7, gib, 20, 0), proc(1, 8, gib, 5, 0))
+	clk.Step(2 * time.Second)
 	m.writeStatuses(ctx)
 	assert.InDelta(t, 2, writes(), 0, "even large changes keep a minimum spacing")
-	clk.add(4 * time.Second)
+	clk.Step(4 * time.Second)
 	m.writeStatuses(ctx)
 	assert.InDelta(t, 3, writes(), 0)
 	_, data = readStatus()
 	assert.EqualValues(t, 2, *data.Processes)
 
 	// Nothing changed: no write however long it waits.
-	clk.add(time.Hour)
+	clk.Step(time.Hour)
 	m.writeStatuses(ctx)
 	assert.InDelta(t, 3, writes(), 0)
 
 	// An unreadable region flips Ready at once and drops the usage.
 	require.NoError(t, writeGarbage(a.RegionPath))
-	clk.add(time.Second)
+	clk.Step(time.Second)
 	m.writeStatuses(ctx)
 	assert.InDelta(t, 4, writes(), 0)
 	dev, data = readStatus()
