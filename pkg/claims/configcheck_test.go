@@ -19,6 +19,7 @@ import (
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
 )
 
 // These tests feed the config files the plugin really writes through
@@ -44,13 +45,10 @@ func defaultSettings() Settings {
 }
 
 // configChecker compiles region-writer once per test binary (TestMain
-// removes it) and returns its path; tests skip without gcc.
+// removes it) and returns its path; tests skip without gcc (fail under CI).
 func configChecker(t *testing.T) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found; the plugin's configs cannot be checked against libvgpu.so's parser")
-	}
+	gcc := regiontest.Compiler(t, "the plugin's configs cannot be checked against libvgpu.so's parser")
 	checkTool.once.Do(func() {
 		checkTool.dir, checkTool.err = os.MkdirTemp("", "config-check-")
 		if checkTool.err != nil {

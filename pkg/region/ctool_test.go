@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
 )
 
 var cTool struct {
@@ -24,13 +26,10 @@ const coreDir = "../../vgpu-core"
 // buildCTool compiles vgpu-core's region-writer (tools/region-writer.c, the
 // one C writer of regions for the cross-language tests) against
 // vgpu_region.h once per test binary and returns its path; tests skip
-// without gcc.
+// without gcc (fail under CI).
 func buildCTool(t *testing.T) string {
 	t.Helper()
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found; the Go layout cannot be checked against vgpu_region.h")
-	}
+	gcc := regiontest.Compiler(t, "the Go layout cannot be checked against vgpu_region.h")
 	cTool.once.Do(func() {
 		cTool.dir, cTool.err = os.MkdirTemp("", "region-tool-")
 		if cTool.err != nil {

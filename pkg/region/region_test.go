@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region/regiontest"
 )
 
 // headerDir holds vgpu_region.h, relative to this package.
@@ -19,10 +21,7 @@ const headerDir = "../../vgpu-core/include"
 // TestSizeMatchesHeader compiles a program against vgpu_region.h and
 // compares the size it reports with Size.
 func TestSizeMatchesHeader(t *testing.T) {
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		t.Skip("gcc not found; the region size cannot be checked against vgpu_region.h")
-	}
+	gcc := regiontest.Compiler(t, "the region size cannot be checked against vgpu_region.h")
 	header := filepath.Join(headerDir, "vgpu_region.h")
 	require.FileExists(t, header, "the shared-region contract header must exist")
 
