@@ -356,54 +356,112 @@ func (w *why) gpu(ctx context.Context, node *corev1.Node, claim *resourceapi.Res
 		v.Fits = fits
 		return v, err
 	}
+	reasons, blocked := w.fixedReasons(ctx, alt, g)
+	v.Reasons = reasons
+	untolerated, taintReasons := untoleratedTaints(alt, g.device)
+	v.Reasons = append(v.Reasons, taintReasons...)
+	fit := capacityFit(alt, g)
+	v.Reasons = append(v.Reasons, fit.reasons...)
+	blocked = blocked || fit.blocked
+	if len(v.Reasons) == 0 {
+		v.Reasons = []string{"the structured allocator does not place the request here"}
+		return v, nil
+	}
+	if blocked || (len(fit.changes) > 0 && len(untolerated) > 0) {
+		return v, nil
+	}
+	fixed, fix, cost := fit.fixed, "", fit.cost
+	switch {
+	case len(fit.changes) > 0:
+		fix = "the request is " + strings.Join(fit.changes, " and ")
+	case len(untolerated) > 0:
+		var names []string
+		for _, t := range untolerated {
+			fixed.tolerations = append(slices.Clip(fixed.tolerations), resourceapi.DeviceToleration{
+				Key: t.Key, Operator: resourceapi.DeviceTolerationOpEqual, Value: t.Value, Effect: t.Effect})
+			names = append(names, taintString(t))
+		}
+		fix, cost = "the request tolerates "+strings.Join(names, ", "), 0.5
+	}
+	ok, err := w.probe(ctx, node, claim, fixed, g)
+	if err != nil {
+		return v, err
+	}
+	if ok {
+		v.FitsIf, v.cost = fix, cost
+	}
+	return v, nil
+}
+
+// fixedReasons are the reasons no change of the request's capacity fixes:
+// selectors that do not match, a GPU held whole or not shareable, a
+// capacity the GPU does not publish.
+func (w *why) fixedReasons(ctx context.Context, alt alternative, g *gpu) ([]string, bool) {
+	var reasons []string
 	d := g.device
-	blocked := false // a reason no change of this request's capacity fixes
 	if class, err := w.inv.classes.Get(alt.class); err != nil {
-		v.Reasons = append(v.Reasons, fmt.Sprintf("DeviceClass %s does not exist", alt.class))
-		blocked = true
+		reasons = append(reasons, fmt.Sprintf("DeviceClass %s does not exist", alt.class))
 	} else {
 		for _, s := range class.Spec.Selectors {
 			if reason := w.mismatch(ctx, s, d); reason != "" {
-				v.Reasons = append(v.Reasons, "DeviceClass "+alt.class+" "+reason)
-				blocked = true
+				reasons = append(reasons, "DeviceClass "+alt.class+" "+reason)
 			}
 		}
 	}
 	for _, s := range alt.selectors {
 		if reason := w.mismatch(ctx, s, d); reason != "" {
-			v.Reasons = append(v.Reasons, "request "+reason)
-			blocked = true
+			reasons = append(reasons, "request "+reason)
 		}
 	}
 	if len(g.granted.holders) > 0 {
-		v.Reasons = append(v.Reasons, "held whole by claim "+strings.Join(g.granted.holders, ", "))
-		blocked = true
+		reasons = append(reasons, "held whole by claim "+strings.Join(g.granted.holders, ", "))
 	} else if !ptr.Deref(d.AllowMultipleAllocations, false) && g.granted.shares > 0 {
-		v.Reasons = append(v.Reasons, fmt.Sprintf("not shareable and in use by %d claim(s)", g.granted.shares))
-		blocked = true
+		reasons = append(reasons, fmt.Sprintf("not shareable and in use by %d claim(s)", g.granted.shares))
 	}
 	if alt.capacity != nil {
 		// The scheduler matches capacity names exactly: a qualified
 		// vgpu.dra.dev/memory is not the published memory.
 		for name := range alt.capacity.Requests {
 			if _, ok := d.Capacity[name]; !ok {
-				v.Reasons = append(v.Reasons, fmt.Sprintf("GPU publishes no capacity %s", name))
-				blocked = true
+				reasons = append(reasons, fmt.Sprintf("GPU publishes no capacity %s", name))
 			}
 		}
 	}
+	return reasons, len(reasons) > 0
+}
+
+// untoleratedTaints returns the taints of d that alt does not tolerate
+// (effect None aside), with a reason for each.
+func untoleratedTaints(alt alternative, d *resourceapi.Device) ([]resourceapi.DeviceTaint, []string) {
 	var untolerated []resourceapi.DeviceTaint
+	var reasons []string
 	for _, t := range d.Taints {
 		if t.Effect == resourceapi.DeviceTaintEffectNone || tolerated(alt.tolerations, t) {
 			continue
 		}
 		untolerated = append(untolerated, t)
-		v.Reasons = append(v.Reasons, "GPU tainted "+taintString(t)+", not tolerated")
+		reasons = append(reasons, "GPU tainted "+taintString(t)+", not tolerated")
 	}
+	return untolerated, reasons
+}
 
-	fixed := alt
-	var changes []string
-	cost := 0.0
+// capacityVerdict is what the GPU's free memory and cores say of a request.
+type capacityVerdict struct {
+	reasons []string
+	// blocked: a capacity no smaller request fits.
+	blocked bool
+	// fixed is the request cut to what is free, changes says how, cost
+	// how much of the request that gives up (0..1 per capacity).
+	fixed   alternative
+	changes []string
+	cost    float64
+}
+
+// capacityFit compares alt's memory and cores with what is left on g, and
+// says how far the request would have to shrink to fit.
+func capacityFit(alt alternative, g *gpu) capacityVerdict {
+	out := capacityVerdict{fixed: alt}
+	d := g.device
 	for _, c := range []struct {
 		name      resourceapi.QualifiedName
 		free, cap int64
@@ -423,56 +481,28 @@ func (w *why) gpu(ctx context.Context, node *corev1.Node, claim *resourceapi.Res
 			what = "asks the whole GPU's " + string(c.name) + " (no request: the default is " + c.unit(need) + ")"
 		}
 		if !valid {
-			v.Reasons = append(v.Reasons, fmt.Sprintf("%s: asks %s, more than the GPU grants one claim", c.name, asked.String()))
+			out.reasons = append(out.reasons, fmt.Sprintf("%s: asks %s, more than the GPU grants one claim", c.name, asked.String()))
 		} else if need > c.free {
-			v.Reasons = append(v.Reasons, fmt.Sprintf("%s: %s, %s left of %s", c.name, what, c.unit(max(c.free, 0)), c.unit(c.cap)))
+			out.reasons = append(out.reasons, fmt.Sprintf("%s: %s, %s left of %s", c.name, what, c.unit(max(c.free, 0)), c.unit(c.cap)))
 		} else {
 			continue
 		}
 		largest, ok := largestRequest(max(c.free, 0), dc)
 		if !ok || (c.name == names.CapacityCores && largest == 0 && asked == nil) {
-			blocked = true
+			out.blocked = true
 			continue
 		}
-		fixed = withCapacity(fixed, c.name, largest)
+		out.fixed = withCapacity(out.fixed, c.name, largest)
 		q := resource.NewQuantity(largest, resource.BinarySI)
 		if c.name == names.CapacityCores {
 			q = resource.NewQuantity(largest, resource.DecimalSI)
 		}
-		changes = append(changes, fmt.Sprintf("%s <= %s", c.name, q.String()))
+		out.changes = append(out.changes, fmt.Sprintf("%s <= %s", c.name, q.String()))
 		if need > 0 {
-			cost += float64(need-largest) / float64(need)
+			out.cost += float64(need-largest) / float64(need)
 		}
 	}
-	if len(v.Reasons) == 0 {
-		v.Reasons = []string{"the structured allocator does not place the request here"}
-		return v, nil
-	}
-	if blocked || (len(changes) > 0 && len(untolerated) > 0) {
-		return v, nil
-	}
-	var fix string
-	switch {
-	case len(changes) > 0:
-		fix = "the request is " + strings.Join(changes, " and ")
-	case len(untolerated) > 0:
-		var names []string
-		for _, t := range untolerated {
-			fixed.tolerations = append(slices.Clip(fixed.tolerations), resourceapi.DeviceToleration{
-				Key: t.Key, Operator: resourceapi.DeviceTolerationOpEqual, Value: t.Value, Effect: t.Effect})
-			names = append(names, taintString(t))
-		}
-		fix = "the request tolerates " + strings.Join(names, ", ")
-		cost = 0.5
-	}
-	ok, err := w.probe(ctx, node, claim, fixed, g)
-	if err != nil {
-		return v, err
-	}
-	if ok {
-		v.FitsIf, v.cost = fix, cost
-	}
-	return v, nil
+	return out
 }
 
 // probe asks the allocator whether the alternative fits as one device on
