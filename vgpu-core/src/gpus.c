@@ -509,17 +509,102 @@ static int add_part(struct vgpu_gpu *g, struct claim *c, uint64_t limit, uint32_
     return 0;
 }
 
+/* The SM limit a GPU's claims or env set, with the first claim's policy. */
+struct sm_setting {
+    uint32_t limit;
+    uint32_t policy;
+    enum vgpu_priority priority;
+};
+
+/*
+ * Fills g from the n claims that name it: memory limits add up (one
+ * unlimited claim makes the GPU unlimited), the compute limits are the first
+ * claim's. Returns false when a claim disables enforcement: g then passes
+ * everything through. G.mu held.
+ */
+static bool setup_claims(struct vgpu_gpu *g, struct claim **cs, const int *ks, int n,
+                         struct sm_setting *sm, int sm_rc, const char *sm_err)
+{
+    bool unlimited = false;
+
+    for (int i = 0; i < n; i++) {
+        if (!cs[i]->cfg.enforcement) {
+            g->enforce = false;
+            return false;
+        }
+    }
+    sm->limit = cs[0]->cfg.devices[ks[0]].sm_limit;
+    sm->policy = cs[0]->cfg.compute_policy;
+    sm->priority = cs[0]->cfg.priority;
+    /* A bad env value cannot lower the limit; the claim's own limit still holds. */
+    if (sm_rc != 0)
+        VGPU_ERROR("ignoring %s; GPU %s keeps the claim's SM limit %u%%", sm_err, g->uuid,
+                   sm->limit);
+    g->hostpids = &cs[0]->hostpids;
+    for (int i = 0; i < n; i++) {
+        uint64_t lim = cs[i]->cfg.devices[ks[i]].memory_limit;
+
+        unlimited |= lim == 0;
+        g->limit = unlimited ? 0 : lim > UINT64_MAX - g->limit ? UINT64_MAX : g->limit + lim;
+    }
+    for (int i = 0; i < n; i++) {
+        if (add_part(g, cs[i], cs[i]->cfg.devices[ks[i]].memory_limit, sm->limit, sm->policy) != 0)
+            break;
+    }
+    return true;
+}
+
+/*
+ * Fills g without a claim: the env alone, and the standalone region
+ * (CUDA_DEVICE_MEMORY_SHARED_CACHE) when one is named. A bad env value is
+ * ignored (set to 0) with a warning. Returns false when nothing is
+ * enforced: g then passes everything through. G.mu held.
+ */
+static bool setup_standalone(struct vgpu_gpu *g, uint64_t *env_limit, int env_rc,
+                             const char *err, uint32_t *sm_env, int sm_rc, const char *sm_err,
+                             uint32_t policy)
+{
+    const char *uuid = g->uuid[0] ? g->uuid : "(unknown)";
+    const char *cache = getenv(VGPU_ENV_SHARED_REGION);
+    char attach_err[VGPU_ERRMSG_MAX];
+
+    if (env_rc != 0) {
+        VGPU_WARN("ignoring %s; GPU %s unlimited", err, uuid);
+        *env_limit = 0;
+    }
+    if (sm_rc != 0) {
+        VGPU_WARN("ignoring %s; GPU %s has no SM limit", sm_err, uuid);
+        *sm_env = 0;
+    }
+    if (cache != NULL && cache[0] != '\0' && g->uuid[0] != '\0') {
+        struct vgpu_part *pt = &g->parts[0];
+
+        pt->shm = attach(&G.standalone, &G.standalone_state, cache, true, attach_err);
+        if (pt->shm == NULL)
+            VGPU_WARN("shared region unusable (%s); using process-private accounting", attach_err);
+        else if ((pt->rec = vgpu_shm_device(pt->shm, g->uuid, *env_limit, *sm_env, policy)) < 0 ||
+                 vgpu_shm_claim_slot(pt->shm, &G.self) != 0)
+            VGPU_WARN("%s: no free device record or process slot; using process-private "
+                      "accounting", pt->shm->path);
+        else
+            g->nparts = 1;
+    }
+    if (*env_limit == 0 && *sm_env == 0 && g->nparts == 0) {
+        g->enforce = false; /* nothing to enforce or publish */
+        return false;
+    }
+    return true;
+}
+
 /* Fills g for uuid; called with G.mu held. */
 static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
 {
     struct claim *invalid, *cs[VGPU_MAX_PARTS];
     char err[VGPU_ERRMSG_MAX], sm_err[VGPU_ERRMSG_MAX];
-    const char *cache;
     uint64_t env_limit;
-    uint32_t sm = 0, sm_env, policy = VGPU_POLICY_STRICT;
-    enum vgpu_priority priority = VGPU_PRIORITY_LOW;
+    uint32_t sm_env;
+    struct sm_setting sm = {.policy = VGPU_POLICY_STRICT, .priority = VGPU_PRIORITY_LOW};
     int ks[VGPU_MAX_PARTS], n, env_rc, sm_rc;
-    bool unlimited = false;
 
     snprintf(g->uuid, sizeof(g->uuid), "%s", uuid);
     g->enforce = true;
@@ -531,62 +616,14 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
         /* The config rule: logged once, when the config was read; every GPU refuses. */
         g->fail_closed = true;
     } else if (n > 0) {
-        for (int i = 0; i < n; i++) {
-            if (!cs[i]->cfg.enforcement) {
-                g->enforce = false;
-                return;
-            }
-        }
-        /* Compute limits come from the first claim; memory limits add up. */
-        sm = cs[0]->cfg.devices[ks[0]].sm_limit;
-        policy = cs[0]->cfg.compute_policy;
-        priority = cs[0]->cfg.priority;
-        /* A bad env value cannot lower the limit; the claim's own limit still holds. */
-        if (sm_rc != 0)
-            VGPU_ERROR("ignoring %s; GPU %s keeps the claim's SM limit %u%%", sm_err, uuid, sm);
-        g->hostpids = &cs[0]->hostpids;
-        /* Sum of the claims' limits; one unlimited claim makes the GPU unlimited. */
-        for (int i = 0; i < n; i++) {
-            uint64_t lim = cs[i]->cfg.devices[ks[i]].memory_limit;
-
-            unlimited |= lim == 0;
-            g->limit = unlimited ? 0 : lim > UINT64_MAX - g->limit ? UINT64_MAX : g->limit + lim;
-        }
-        for (int i = 0; i < n; i++) {
-            if (add_part(g, cs[i], cs[i]->cfg.devices[ks[i]].memory_limit, sm, policy) != 0)
-                break;
-        }
+        if (!setup_claims(g, cs, ks, n, &sm, sm_rc, sm_err))
+            return;
         if (env_rc != 0)
             fail_closed(g, err);
     } else if (invalid != NULL) {
         fail_closed(g, invalid->err); /* not reached: an invalid claim fails every GPU */
-    } else {
-        if (env_rc != 0) {
-            VGPU_WARN("ignoring %s; GPU %s unlimited", err, uuid[0] ? uuid : "(unknown)");
-            env_limit = 0;
-        }
-        if (sm_rc != 0) {
-            VGPU_WARN("ignoring %s; GPU %s has no SM limit", sm_err, uuid[0] ? uuid : "(unknown)");
-            sm_env = 0;
-        }
-        cache = getenv(VGPU_ENV_SHARED_REGION);
-        if (cache != NULL && cache[0] != '\0' && uuid[0] != '\0') {
-            struct vgpu_part *pt = &g->parts[0];
-
-            pt->shm = attach(&G.standalone, &G.standalone_state, cache, true, err);
-            if (pt->shm == NULL)
-                VGPU_WARN("shared region unusable (%s); using process-private accounting", err);
-            else if ((pt->rec = vgpu_shm_device(pt->shm, uuid, env_limit, sm_env, policy)) < 0 ||
-                     vgpu_shm_claim_slot(pt->shm, &G.self) != 0)
-                VGPU_WARN("%s: no free device record or process slot; using process-private "
-                          "accounting", pt->shm->path);
-            else
-                g->nparts = 1;
-        }
-        if (env_limit == 0 && sm_env == 0 && g->nparts == 0) {
-            g->enforce = false; /* nothing to enforce or publish */
-            return;
-        }
+    } else if (!setup_standalone(g, &env_limit, env_rc, err, &sm_env, sm_rc, sm_err, sm.policy)) {
+        return;
     }
     if (env_rc == 0 && env_limit != 0 && (g->limit == 0 || env_limit < g->limit)) {
         g->limit = env_limit;
@@ -594,18 +631,18 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
             g->parts[0].limit = env_limit;
         g->capped = g->nparts > 1;
     }
-    if (sm_rc == 0 && sm_env != 0 && (sm == 0 || sm_env < sm))
-        sm = sm_env;
+    if (sm_rc == 0 && sm_env != 0 && (sm.limit == 0 || sm_env < sm.limit))
+        sm.limit = sm_env;
     if (g->nparts > 0) {
         g->shm = g->parts[0].shm;
         g->rec = g->parts[0].rec;
     }
     vgpu_compute_init(&g->compute, g->shm != NULL ? &g->shm->r->devices[g->rec] : NULL,
-                      g->enforce && !g->fail_closed, sm, policy, priority == VGPU_PRIORITY_HIGH,
-                      mono_ns());
+                      g->enforce && !g->fail_closed, sm.limit, sm.policy,
+                      sm.priority == VGPU_PRIORITY_HIGH, mono_ns());
     if (g->compute.active)
-        VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm,
-                  policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
+        VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm.limit,
+                  sm.policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",
                   g->compute.high_priority ? ", high priority" : "");
     VGPU_INFO("GPU %s: memory limit %llu bytes%s", uuid[0] ? uuid : "(unknown)",
               (unsigned long long)g->limit,
