@@ -48,7 +48,11 @@ on_signal() {
 }
 trap on_signal INT TERM
 
+# The metrics spec scrapes the driver with Prometheus, which the demo's
+# cluster does not build; a reused cluster may be the demo's.
+export E2E_PROMETHEUS=1
 if [ "${E2E_REUSE_CLUSTER:-0}" = 1 ]; then
+  "$E2E_ROOT/cluster.sh" build
   "$E2E_ROOT/cluster.sh" up
 else
   "$E2E_ROOT/cluster.sh" up --fresh

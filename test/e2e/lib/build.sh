@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Installs the host packages the cluster needs and builds the cluster's
 # binaries from the Go module proxy into $E2E_BIN. Each build is skipped when
-# its stamp matches the wanted version, so only the first run is slow.
+# its stamp matches the wanted version, so only the first run is slow; each
+# says how long it took the last time it ran on this machine.
 
 # Debian packages: runc for containers, the CNI plugins for the node's pod
 # network, busybox for the test images' shells.
@@ -37,10 +38,8 @@ _version_ldflags() {
 # v0.x tag instead.
 build_kubernetes() {
   local stamp=$E2E_BIN/.kubernetes-$K8S_VERSION
-  [ -f "$stamp" ] && return 0
   local src=$E2E_CACHE_DIR/src/kubernetes staging=v0.${K8S_VERSION#v1.} modfile
   mkdir -p "$src" "$E2E_BIN"
-  log "building Kubernetes $K8S_VERSION and etcd (first run only: ~8-10 minutes on 2 cores)"
   modfile=$(cd "$src" && _go mod download -json "k8s.io/kubernetes@$K8S_VERSION" |
     sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
   [ -f "$modfile" ] || die "go mod download did not produce the k8s.io/kubernetes@$K8S_VERSION go.mod"
@@ -78,8 +77,6 @@ GO
 
 build_containerd() {
   local stamp=$E2E_BIN/.containerd-$CONTAINERD_VERSION
-  [ -f "$stamp" ] && return 0
-  log "building containerd $CONTAINERD_VERSION (first run only: ~1-2 minutes)"
   local m=github.com/containerd/containerd/v2
   GOBIN=$E2E_BIN _go install -trimpath -tags no_btrfs \
     -ldflags "-s -w -X $m/version.Version=$CONTAINERD_VERSION" \
@@ -94,8 +91,6 @@ HELM_VERSION=${HELM_VERSION:-v3.22.0}
 # build_helm builds the helm client that installs the driver's chart.
 build_helm() {
   local stamp=$E2E_BIN/.helm-$HELM_VERSION
-  [ -f "$stamp" ] && return 0
-  log "building helm $HELM_VERSION (first run only: ~2-4 minutes)"
   GOBIN=$E2E_BIN _go install -trimpath -ldflags "-s -w" "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   touch "$stamp"
 }
@@ -107,8 +102,6 @@ PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
 # has no web UI assets; the HTTP query API is all the spec uses.
 build_prometheus() {
   local stamp=$E2E_BIN/.prometheus-$PROMETHEUS_VERSION
-  [ -f "$stamp" ] && return 0
-  log "building prometheus $PROMETHEUS_VERSION (first run only: ~7 minutes on 2 cores)"
   GOBIN=$E2E_BIN _go install -trimpath -ldflags "-s -w" \
     "github.com/prometheus/prometheus/cmd/prometheus@$PROMETHEUS_VERSION"
   touch "$stamp"
@@ -121,11 +114,67 @@ build_pause() {
     -o "$E2E_BIN/pause" ./test/e2e/pause)
 }
 
+# Build times are kept per piece in $E2E_BUILD_TIMES ("name seconds" lines)
+# so that the next first build of it can say how long it will take.
+E2E_BUILD_TIMES=$E2E_CACHE_DIR/build-times
+
+_last_build_time() {
+  awk -v n="$1" '$1 == n { t = $2 } END { if (t != "") print t }' "$E2E_BUILD_TIMES" 2>/dev/null
+}
+
+# _timed_build NAME WHAT ESTIMATE: runs build_NAME when its stamp is missing,
+# saying what it builds and how long it took last time (else ESTIMATE), and
+# records the time it took. Output goes to $E2E_CACHE_DIR/build-NAME.log.
+_timed_build() {
+  local name=$1 what=$2 estimate=$3 last t0=$SECONDS rc=0
+  "_${name}_built" && return 0
+  last=$(_last_build_time "$name")
+  if [ -n "$last" ]; then
+    log "building $what (took ${last}s last time)"
+  else
+    log "building $what (first run only: $estimate)"
+  fi
+  "build_$name" >"$E2E_CACHE_DIR/build-$name.log" 2>&1 || rc=$?
+  if [ $rc -ne 0 ]; then
+    log "building $what failed (exit $rc); its log follows"
+    tail -n 40 "$E2E_CACHE_DIR/build-$name.log" >&2
+    return $rc
+  fi
+  echo "$name $((SECONDS - t0))" >>"$E2E_BUILD_TIMES"
+  log "built $what in $((SECONDS - t0))s"
+}
+
+_kubernetes_built() { [ -f "$E2E_BIN/.kubernetes-$K8S_VERSION" ]; }
+_containerd_built() { [ -f "$E2E_BIN/.containerd-$CONTAINERD_VERSION" ]; }
+_helm_built() { [ -f "$E2E_BIN/.helm-$HELM_VERSION" ]; }
+_prometheus_built() { [ -f "$E2E_BIN/.prometheus-$PROMETHEUS_VERSION" ]; }
+
+# build_all builds what the cluster runs: Kubernetes, containerd, helm and
+# the sandbox's pause, plus Prometheus when E2E_PROMETHEUS=1 (only `make e2e`
+# scrapes the driver with it; the demo does not). The independent builds run
+# side by side when the machine has more than two cores (each Go build uses
+# every core anyway, so on two they only compete for memory).
 build_all() {
   install_deps
-  build_kubernetes
-  build_containerd
-  build_helm
-  build_prometheus
+  mkdir -p "$E2E_CACHE_DIR" "$E2E_BIN"
+  local pieces=("kubernetes|Kubernetes $K8S_VERSION and etcd|~8-10 minutes on 2 cores"
+    "containerd|containerd $CONTAINERD_VERSION|~1-2 minutes"
+    "helm|helm $HELM_VERSION|~2-4 minutes")
+  [ "${E2E_PROMETHEUS:-0}" = 1 ] &&
+    pieces+=("prometheus|prometheus $PROMETHEUS_VERSION (for the metrics spec)|~7 minutes on 2 cores")
+  local piece name what estimate pids=() failed=0 pid
+  for piece in "${pieces[@]}"; do
+    IFS='|' read -r name what estimate <<<"$piece"
+    if [ "$(nproc)" -gt 2 ]; then
+      _timed_build "$name" "$what" "$estimate" &
+      pids+=($!)
+    else
+      _timed_build "$name" "$what" "$estimate" || failed=1
+    fi
+  done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || failed=1
+  done
+  [ $failed -eq 0 ] || die "a cluster binary failed to build (logs in $E2E_CACHE_DIR/build-*.log)"
   build_pause
 }
