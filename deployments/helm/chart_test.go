@@ -233,7 +233,7 @@ func TestLint(t *testing.T) {
 func TestDefaults(t *testing.T) {
 	objs := mustRender(t, nil, nil)
 	assert.Equal(t, []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
-		"DaemonSet", "Deployment", "DeviceClass", "DeviceClass", "MutatingWebhookConfiguration",
+		"DaemonSet", "Deployment", "DeviceClass", "DeviceClass", "DeviceClass", "MutatingWebhookConfiguration",
 		"PodDisruptionBudget", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceAccount",
 		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration"}, kinds(objs))
 
@@ -390,8 +390,8 @@ func TestDeviceClassesFromRepository(t *testing.T) {
 		files []string
 		want  []string
 	}{
-		"defaults leave the admin-only class out": {nil, []string{"vgpu-work-conserving.dra.dev", "vgpu.dra.dev"}},
-		"simulated node installs all":             {[]string{"examples/simulated-node.yaml"}, []string{"vgpu-unenforced.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu.dra.dev"}},
+		"defaults leave the admin-only class out": {nil, []string{"mig.vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu.dra.dev"}},
+		"simulated node installs all":             {[]string{"examples/simulated-node.yaml"}, []string{"mig.vgpu.dra.dev", "vgpu-unenforced.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu.dra.dev"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			objs := mustRender(t, tc.files, nil)

@@ -356,26 +356,6 @@ func TestMIGPoolLimits(t *testing.T) {
 	assert.Equal(t, Pool(plain, Options{}), pool)
 }
 
-// migClasses are the classes planned for MIG (docs/mig.md): the default
-// class takes whole GPUs only, mig.vgpu.dra.dev takes MIG devices. They
-// are not shipped yet; the shipped vgpu.dra.dev selects every device.
-func migClasses() classLister {
-	class := func(name, expr string) *resourceapi.DeviceClass {
-		return &resourceapi.DeviceClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: resourceapi.DeviceClassSpec{Selectors: []resourceapi.DeviceSelector{{
-				CEL: &resourceapi.CELDeviceSelector{Expression: expr},
-			}}},
-		}
-	}
-	return classLister{
-		names.DeviceClass: class(names.DeviceClass,
-			`device.driver == "vgpu.dra.dev" && !("profile" in device.attributes["vgpu.dra.dev"])`),
-		names.MIGDeviceClass: class(names.MIGDeviceClass,
-			`device.driver == "vgpu.dra.dev" && "profile" in device.attributes["vgpu.dra.dev"]`),
-	}
-}
-
 func newMIGCluster(t *testing.T, list []GPU) *cluster {
 	pool, notes := MIGPool(list, Options{}, partitionable)
 	for _, n := range notes {
@@ -384,7 +364,7 @@ func newMIGCluster(t *testing.T, list []GPU) *cluster {
 	checkSliceLimits(t, pool)
 	c := &cluster{
 		t:       t,
-		classes: migClasses(),
+		classes: loadClasses(t),
 		state: structured.AllocatedState{
 			AllocatedDevices:         sets.New[structured.DeviceID](),
 			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),

@@ -69,8 +69,11 @@ func Severity(e resourceapi.DeviceTaintEffect) int {
 }
 
 // WithTaints returns a copy of pool whose devices carry taints[device name];
-// devices without an entry are published untainted. Neither pool nor
-// taints is modified or shared with the result.
+// devices without an entry are published untainted. A GPU's taints (keyed by
+// its device name, gpu-<index>) also go to every MIG device of that GPU
+// (named by its parentIndex attribute): NVML reports XIDs per physical GPU,
+// and an instance of a failing GPU is as unusable as the whole. Neither pool
+// nor taints is modified or shared with the result.
 func WithTaints(pool resourceslice.Pool, taints map[string][]resourceapi.DeviceTaint) resourceslice.Pool {
 	out := pool
 	out.Slices = make([]resourceslice.Slice, len(pool.Slices))
@@ -80,11 +83,20 @@ func WithTaints(pool resourceslice.Pool, taints map[string][]resourceapi.DeviceT
 		for j, d := range s.Devices {
 			// Deep copies: the slice controller rounds TimeAdded in place.
 			d.Taints = nil
-			for _, t := range taints[d.Name] {
+			for _, t := range taints[taintKey(d)] {
 				d.Taints = append(d.Taints, *t.DeepCopy())
 			}
 			out.Slices[i].Devices[j] = d
 		}
 	}
 	return out
+}
+
+// taintKey is the name a device's taints are kept under: its parent GPU's
+// for a MIG device, its own otherwise.
+func taintKey(d resourceapi.Device) string {
+	if parent, ok := d.Attributes[names.AttrParentIndex]; ok && parent.IntValue != nil {
+		return Name(int(*parent.IntValue))
+	}
+	return d.Name
 }

@@ -1,6 +1,7 @@
 package devices
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -40,4 +41,26 @@ func TestWithTaintsTaintsOnlyNamedDevices(t *testing.T) {
 	tainted.Slices[0].Devices[1].Taints[0].TimeAdded.Time = time.Unix(2, 0)
 	assert.Equal(t, time.Unix(1, 0), taint.TimeAdded.Time, "the published taint shares nothing with the caller's")
 	assert.Empty(t, WithTaints(tainted, nil).Slices[0].Devices[1].Taints, "lifting publishes the device without taints")
+}
+
+// An XID of a GPU in MIG mode taints its whole-GPU device and every MIG
+// device of it, and nothing of the other GPU.
+func TestWithTaintsTaintsMIGDevicesOfTheGPU(t *testing.T) {
+	pool, _ := MIGPool([]GPU{migGPU(t, 0, geometries[0].config), migGPU(t, 1, geometries[0].config)}, Options{}, partitionable)
+	taint := TaintPolicy{}.XIDTaint(79, time.Unix(1, 0))
+	tainted := WithTaints(pool, map[string][]resourceapi.DeviceTaint{Name(1): {taint}})
+	seen := map[bool]int{}
+	for _, s := range tainted.Slices {
+		for _, d := range s.Devices {
+			onGPU1 := d.Name == Name(1) || strings.HasPrefix(d.Name, Name(1)+"-mig-")
+			seen[onGPU1]++
+			if onGPU1 {
+				assert.Equal(t, []resourceapi.DeviceTaint{taint}, d.Taints, d.Name)
+			} else {
+				assert.Empty(t, d.Taints, d.Name)
+			}
+		}
+	}
+	assert.Greater(t, seen[true], 1, "GPU 1's MIG devices were published")
+	assert.Equal(t, seen[true], seen[false], "both GPUs publish the same devices")
 }

@@ -26,6 +26,6 @@ const (
 	AttrMIGEnabled resourceapi.QualifiedName = "migEnabled"
 )
 
-// MIGDeviceClass is the planned class for MIG devices (docs/mig.md). It is
-// not shipped yet, so it is not among DeviceClasses.
+// MIGDeviceClass is the class of MIG devices (docs/mig.md); the other
+// classes select only devices without a profile.
 const MIGDeviceClass = "mig." + DriverName

@@ -43,7 +43,7 @@ const (
 
 // DeviceClasses returns every class of the driver, the default first.
 func DeviceClasses() []string {
-	return []string{DeviceClass, DeviceClassWorkConserving, DeviceClassUnenforced}
+	return []string{DeviceClass, DeviceClassWorkConserving, DeviceClassUnenforced, MIGDeviceClass}
 }
 
 // TaintKeyXID is the key of the ResourceSlice device taint a GPU gets when
