@@ -124,7 +124,7 @@ func run(ctx context.Context, o *options) error {
 		Grants:           sizer,
 	}).Admit, webhookMetrics))
 	mux.Handle(webhook.MutatePodsPath, webhook.Handler("mutate-pods", (&webhook.PodMutator{
-		Compat:        compat.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, DriverName: names.DriverName},
+		Compat:        compat.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, MIGDeviceClassName: o.hamiMIGDeviceClass, DriverName: names.DriverName},
 		AllNamespaces: o.hamiAllNamespaces,
 		Client:        client,
 		Namespaces:    namespaces,
@@ -320,7 +320,9 @@ func (l *largestGPU) get() int64 {
 	}
 	var most int64
 	for _, p := range compat.Products(all, names.DriverName) {
-		most = max(most, p.MemoryBytes)
+		if p.Profile == "" {
+			most = max(most, p.MemoryBytes)
+		}
 	}
 	l.value.Store(most)
 	return most

@@ -22,6 +22,15 @@ const (
 	AnnotationNoUseGPUUUID = "nvidia.com/nouse-gpuuuid"
 )
 
+// AnnotationVGPUMode is HAMi's pod annotation that picks how a GPU is
+// shared: VGPUModeHAMiCore (the default: a software slice) or VGPUModeMIG
+// (a MIG instance, the smallest profile whose memory fits nvidia.com/gpumem).
+const (
+	AnnotationVGPUMode = "nvidia.com/vgpu-mode"
+	VGPUModeHAMiCore   = "hami-core"
+	VGPUModeMIG        = "mig"
+)
+
 // Labels on every template this package generates; the controller's
 // garbage collector selects on TemplateLabel.
 const (
@@ -73,6 +82,8 @@ type Config struct {
 	Resources ResourceNames
 	// DeviceClassName is the DeviceClass the generated requests use.
 	DeviceClassName string
+	// MIGDeviceClassName is the DeviceClass of requests in MIG mode.
+	MIGDeviceClassName string
 	// DriverName is the DRA driver: the domain of the attributes used in
 	// selectors and the driver of the opaque priority config.
 	DriverName string

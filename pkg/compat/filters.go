@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
@@ -19,10 +20,13 @@ var (
 	uuidPattern    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]{0,63}$`)
 )
 
-// filters are the GPU restrictions of HAMi's pod annotations.
+// filters are the GPU restrictions of HAMi's pod annotations, and its
+// sharing mode.
 type filters struct {
 	useTypes, noUseTypes []string
 	useUUIDs, noUseUUIDs []string
+	// mig: nvidia.com/vgpu-mode is mig.
+	mig bool
 }
 
 func parseFilters(annotations map[string]string) (filters, field.ErrorList) {
@@ -57,15 +61,23 @@ func parseFilters(annotations map[string]string) (filters, field.ErrorList) {
 	f.noUseTypes = parse(AnnotationNoUseGPUType, gpuTypePattern, "GPU type")
 	f.useUUIDs = parse(AnnotationUseGPUUUID, uuidPattern, "GPU UUID")
 	f.noUseUUIDs = parse(AnnotationNoUseGPUUUID, uuidPattern, "GPU UUID")
+	switch mode := annotations[AnnotationVGPUMode]; mode {
+	case "", VGPUModeHAMiCore:
+	case VGPUModeMIG:
+		f.mig = true
+	default:
+		errs = append(errs, field.NotSupported(path.Key(AnnotationVGPUMode), mode, []string{VGPUModeHAMiCore, VGPUModeMIG}))
+	}
 	return f, errs
 }
 
 // selectors renders the filters as CEL. GPU types match as HAMi does: a
 // case-insensitive substring of the product name ("A100" matches "NVIDIA
-// A100-SXM4-40GB"). UUIDs match exactly.
-func (f filters) selectors(driver string) []string {
+// A100-SXM4-40GB"). UUIDs match exactly, on uuidAttr: the GPU's uuid, or a
+// MIG device's parentUUID.
+func (f filters) selectors(driver string, uuidAttr resourceapi.QualifiedName) []string {
 	product := fmt.Sprintf("device.attributes[%s].%s.lowerAscii()", strconv.Quote(driver), names.AttrProductName)
-	uuid := fmt.Sprintf("device.attributes[%s].%s", strconv.Quote(driver), names.AttrUUID)
+	uuid := fmt.Sprintf("device.attributes[%s].%s", strconv.Quote(driver), uuidAttr)
 	anyType := func(types []string) string {
 		terms := make([]string, len(types))
 		for i, t := range types {

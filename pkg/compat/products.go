@@ -11,15 +11,19 @@ import (
 
 // Product is one kind of GPU present in the cluster: a product name with
 // the memory capacity its devices publish. Two GPUs of one product that
-// publish different capacities are two Products.
+// publish different capacities are two Products. A MIG profile of a
+// product is a Product too, with its profile name and the instance's memory.
 type Product struct {
 	Name        string
 	MemoryBytes int64
+	// Profile is the MIG profile ("3g.71gb"), empty for a whole GPU.
+	Profile string
 }
 
-// Products lists the distinct GPU products of driver in slices, sorted by
-// name and then memory. Devices without a product name or a memory capacity
-// are skipped: no request could select them by product anyway.
+// Products lists the distinct GPU products and MIG profiles of driver in
+// slices, sorted by name, then memory, then profile. Devices without a
+// product name or a memory capacity are skipped: no request could select
+// them by product anyway.
 func Products(resourceSlices []*resourceapi.ResourceSlice, driver string) []Product {
 	seen := map[Product]bool{}
 	var out []Product
@@ -37,6 +41,9 @@ func Products(resourceSlices []*resourceapi.ResourceSlice, driver string) []Prod
 				continue
 			}
 			p := Product{Name: *attr.StringValue, MemoryBytes: capacity.Value.Value()}
+			if profile, ok := dev.Attributes[names.AttrProfile]; ok && profile.StringValue != nil {
+				p.Profile = *profile.StringValue
+			}
 			if !seen[p] {
 				seen[p] = true
 				out = append(out, p)
@@ -44,7 +51,7 @@ func Products(resourceSlices []*resourceapi.ResourceSlice, driver string) []Prod
 		}
 	}
 	slices.SortFunc(out, func(a, b Product) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.MemoryBytes, b.MemoryBytes))
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.MemoryBytes, b.MemoryBytes), cmp.Compare(a.Profile, b.Profile))
 	})
 	return out
 }

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -175,7 +176,10 @@ func containerRequest(c *corev1.Container, resNames ResourceNames, path *field.P
 
 // claimSpec builds the claim for one container's request.
 func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *field.Path) (resourceapi.ResourceClaimSpec, field.ErrorList) {
-	selectors := celSelectors(f.selectors(cfg.DriverName))
+	if f.mig {
+		return migClaimSpec(r, f, cfg, products, path)
+	}
+	selectors := celSelectors(f.selectors(cfg.DriverName, names.AttrUUID))
 	capacity := func(memory int64) *resourceapi.CapacityRequirements {
 		reqs := map[resourceapi.QualifiedName]resource.Quantity{}
 		if memory > 0 {
@@ -195,7 +199,7 @@ func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *fi
 	if r.memoryMiB == 0 && r.memoryPercent > 0 {
 		var subs []resourceapi.DeviceSubRequest
 		for _, p := range products {
-			if !f.allowsProduct(p.Name) {
+			if p.Profile != "" || !f.allowsProduct(p.Name) {
 				continue
 			}
 			// Round down to whole MiB, HAMi's unit; the device's request
@@ -236,13 +240,19 @@ func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *fi
 		}
 	}
 
+	return finishSpec(r, request, cfg, names.AttrUUID, path)
+}
+
+// finishSpec makes the claim of request: N different GPUs for a count of N
+// (distinct on uuidAttr), and HAMi's priority as the opaque config.
+func finishSpec(r gpuRequest, request resourceapi.DeviceRequest, cfg Config, uuidAttr resourceapi.QualifiedName, path *field.Path) (resourceapi.ResourceClaimSpec, field.ErrorList) {
 	spec := resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{request}}}
 	if r.count > 1 {
 		// HAMi gives N different GPUs; without this constraint shares of
 		// one GPU could be allocated several times.
 		spec.Devices.Constraints = []resourceapi.DeviceConstraint{{
 			Requests:          []string{requestName},
-			DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(cfg.DriverName + "/" + string(names.AttrUUID))),
+			DistinctAttribute: ptr.To(resourceapi.FullyQualifiedName(cfg.DriverName + "/" + string(uuidAttr))),
 		}}
 	}
 	if r.priority != "" {
@@ -260,6 +270,48 @@ func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *fi
 		}}
 	}
 	return spec, nil
+}
+
+// migClaimSpec builds the claim of a request in MIG mode: HAMi picks the
+// smallest MIG profile whose memory holds nvidia.com/gpumem. The request
+// lists the fitting profiles the cluster publishes, smallest first, as
+// alternatives of the MIG class (the scheduler takes the first one with a
+// free placement), each asking an instance to itself. Cores do not apply:
+// an instance's compute is its slices, as in HAMi.
+func migClaimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *field.Path) (resourceapi.ResourceClaimSpec, field.ErrorList) {
+	limits := path.Child("resources", "limits")
+	if r.memoryMiB == 0 {
+		return resourceapi.ResourceClaimSpec{}, field.ErrorList{field.Required(limits.Key(string(cfg.Resources.Memory)),
+			"nvidia.com/vgpu-mode mig picks the MIG profile by memory; "+string(cfg.Resources.MemoryPercentage)+" is not supported there")}
+	}
+	var fitting []Product
+	for _, p := range products {
+		if p.Profile != "" && p.MemoryBytes >= r.memoryMiB*mib && f.allowsProduct(p.Name) {
+			fitting = append(fitting, p)
+		}
+	}
+	slices.SortStableFunc(fitting, func(a, b Product) int { return cmp.Compare(a.MemoryBytes, b.MemoryBytes) })
+	if len(fitting) == 0 {
+		return resourceapi.ResourceClaimSpec{}, field.ErrorList{field.Invalid(limits.Key(string(cfg.Resources.Memory)), r.memoryMiB,
+			"no MIG profile with this much memory, of a GPU the pod may use, is published in the cluster's ResourceSlices")}
+	}
+	// Larger profiles past the limit of alternatives would be tried last anyway.
+	fitting = fitting[:min(len(fitting), resourceapi.FirstAvailableDeviceRequestMaxSize)]
+	filters := f.selectors(cfg.DriverName, names.AttrParentUUID)
+	var subs []resourceapi.DeviceSubRequest
+	for _, p := range fitting {
+		profile := fmt.Sprintf("device.attributes[%s].%s == %s && device.attributes[%s].%s == %s",
+			strconv.Quote(cfg.DriverName), names.AttrProfile, strconv.Quote(p.Profile),
+			strconv.Quote(cfg.DriverName), names.AttrProductName, strconv.Quote(p.Name))
+		subs = append(subs, resourceapi.DeviceSubRequest{
+			Name:            fmt.Sprintf("%s-%d", requestName, len(subs)),
+			DeviceClassName: cfg.MIGDeviceClassName,
+			Selectors:       celSelectors(append([]string{profile}, filters...)),
+			AllocationMode:  resourceapi.DeviceAllocationModeExactCount,
+			Count:           r.count,
+		})
+	}
+	return finishSpec(r, resourceapi.DeviceRequest{Name: requestName, FirstAvailable: subs}, cfg, names.AttrParentUUID, path)
 }
 
 func celSelectors(exprs []string) []resourceapi.DeviceSelector {

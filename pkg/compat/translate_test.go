@@ -27,8 +27,9 @@ var update = flag.Bool("update", false, "rewrite the golden files from the curre
 type goldenInput struct {
 	Namespace string `json:"namespace"`
 	Products  []struct {
-		Name   string            `json:"name"`
-		Memory resource.Quantity `json:"memory"`
+		Name    string            `json:"name"`
+		Memory  resource.Quantity `json:"memory"`
+		Profile string            `json:"profile"`
 	} `json:"products"`
 	Pod corev1.Pod `json:"pod"`
 }
@@ -41,7 +42,7 @@ type goldenOutput struct {
 }
 
 func testConfig() Config {
-	return Config{Resources: DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", DriverName: names.DriverName}
+	return Config{Resources: DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", MIGDeviceClassName: "mig.vgpu.dra.dev", DriverName: names.DriverName}
 }
 
 func TestTranslateGolden(t *testing.T) {
@@ -57,7 +58,7 @@ func TestTranslateGolden(t *testing.T) {
 			require.NoError(t, yaml.UnmarshalStrict(raw, &input))
 			var products []Product
 			for _, p := range input.Products {
-				products = append(products, Product{Name: p.Name, MemoryBytes: p.Memory.Value()})
+				products = append(products, Product{Name: p.Name, MemoryBytes: p.Memory.Value(), Profile: p.Profile})
 			}
 
 			tr, trErr := Translate(input.Namespace, &input.Pod, testConfig(), products)
