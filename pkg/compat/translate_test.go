@@ -227,9 +227,13 @@ func TestProducts(t *testing.T) {
 		}}},
 		{Spec: resourceapi.ResourceSliceSpec{Driver: "other.example.com", Devices: []resourceapi.Device{dev("Other", "1Gi")}}},
 	}
+	mig := dev("NVIDIA H100 80GB HBM3", "40Gi")
+	mig.Attributes[names.AttrProfile] = resourceapi.DeviceAttribute{StringValue: ptr.To("3g.40gb")}
+	slices[1].Spec.Devices = append(slices[1].Spec.Devices, mig, mig)
 	assert.Equal(t, []Product{
 		{Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 39 << 30},
 		{Name: "NVIDIA A100-SXM4-40GB", MemoryBytes: 40 << 30},
+		{Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 40 << 30, Profile: "3g.40gb"},
 		{Name: "NVIDIA H100 80GB HBM3", MemoryBytes: 80 << 30},
 	}, Products(slices, names.DriverName))
 }
