@@ -161,28 +161,17 @@ func withoutMIGUUIDs(c *PreparedClaim) PreparedClaim {
 	return out
 }
 
-// instance returns the owned instance record of GPU gpuUUID for ref.
+// instance returns the owned instance record of GPU gpuUUID for ref,
+// leaving out one being destroyed (still in use): a new claim on its
+// placement gets a record of its own, which NVML refuses to realise until
+// the old instance is gone.
 func (c *checkpoint) instance(gpuUUID string, ref *MIGRef) *instanceRecord {
 	for _, r := range c.Instances[gpuUUID] {
-		if r.matches(ref) {
+		if r.matches(ref) && r.State != instanceDestroying {
 			return r
 		}
 	}
 	return nil
-}
-
-// claimInstances returns the owned instance records the claim's limits use.
-func (c *checkpoint) claimInstances(pc *PreparedClaim) []*instanceRecord {
-	var out []*instanceRecord
-	for _, g := range pc.GPUs {
-		if g.MIG == nil {
-			continue
-		}
-		if r := c.instance(g.UUID, g.MIG); r != nil {
-			out = append(out, r)
-		}
-	}
-	return out
 }
 
 // reserveInstances records that claim c uses its MIG instances, adding a
@@ -194,9 +183,7 @@ func (c *checkpoint) reserveInstances(pc *PreparedClaim) {
 			continue
 		}
 		r := c.instance(g.UUID, g.MIG)
-		if r == nil || r.State == instanceDestroying {
-			// A Destroying record for the same placement is finished first
-			// by realiseInstances.
+		if r == nil {
 			r = &instanceRecord{ProfileID: g.MIG.ProfileID, Placement: g.MIG.Placement, State: instanceCreating}
 			if c.Instances == nil {
 				c.Instances = map[string][]*instanceRecord{}

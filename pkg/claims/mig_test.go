@@ -359,6 +359,13 @@ func TestInstanceInUseIsRetried(t *testing.T) {
 	assert.Equal(t, instanceDestroying, env.record(t).State)
 	assert.Equal(t, []string{threeGAt4}, env.instances(t))
 
+	// A new claim on the placement waits until the old instance is gone.
+	res, err := m.PrepareResourceClaims(testContext(t), []*resourceapi.ResourceClaim{migClaim(claimB, migDevice3g, shareB)})
+	require.NoError(t, err)
+	require.ErrorIs(t, res[claimB].Err, gpu.ErrMIGInsufficientResources)
+	assert.Equal(t, absent, env.diskState(t, claimB))
+	assert.Equal(t, instanceDestroying, env.record(t).State, "only the old record is left")
+
 	// The retry succeeds once the processes are gone.
 	busy.set(false)
 	for _, err := range unprepare(t, m, claimA) {
@@ -376,7 +383,7 @@ func TestInstanceInUseIsRetried(t *testing.T) {
 	t.Cleanup(func() { restoreRetryInterval = saved })
 	ctx, cancel := context.WithCancel(testContext(t))
 	defer cancel()
-	_, err := NewManager(ctx, env.options())
+	_, err = NewManager(ctx, env.options())
 	require.NoError(t, err)
 	assert.Equal(t, []string{threeGAt4}, env.instances(t))
 	busy.set(false)
