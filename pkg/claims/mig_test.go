@@ -632,3 +632,38 @@ func TestVersion1CheckpointStillDecodes(t *testing.T) {
 	env.newManager(t)
 	assert.Equal(t, prepared, env.diskState(t, claimA))
 }
+
+func TestCrashWhileRecreatingVanishedInstance(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		gi, ci bool
+	}{{"gpu-instance", true, false}, {"compute-instance", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := newMIGEnv(t)
+			m := env.newManager(t)
+			prepareOne(t, m, migClaim(claimA, migDevice3g, shareA))
+			env.fake.Reset()
+
+			// The restarted plugin dies while recreating the instance.
+			real := env.lifecycle
+			env.lifecycle = &crashInNVML{MIGLifecycle: real, gi: tc.gi, ci: tc.ci}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_, _ = NewManager(testContext(t), env.options())
+			}()
+			<-done
+			require.Len(t, env.instances(t), 1)
+
+			env.lifecycle = real
+			env.newManager(t)
+			assert.Equal(t, []string{threeGAt4}, env.instances(t), "the half-made instance is replaced by one whole one")
+			rec := env.record(t)
+			require.NotNil(t, rec)
+			assert.Equal(t, instanceReady, rec.State)
+			assert.Equal(t, []types.UID{claimA}, rec.Claims)
+			assert.Equal(t, prepared, env.diskState(t, claimA))
+			assert.Contains(t, configOf(t, env.testEnv, claimA), "device.0.uuid="+rec.UUID+"\n")
+		})
+	}
+}

@@ -210,14 +210,22 @@ func (m *Manager) recoverInstances(ctx context.Context) bool {
 			// fails its claims' restore, which is retried.
 			logger.Error(err, "Listing MIG instances failed", "gpu", gpuUUID)
 		}
-		for _, r := range m.cp.Instances[gpuUUID] {
+		for _, r := range slices.Clone(m.cp.Instances[gpuUUID]) {
 			r.Claims = slices.DeleteFunc(r.Claims, func(uid types.UID) bool {
 				rec, ok := m.cp.Claims[uid]
 				return !ok || rec.State != statePrepareCompleted
 			})
 			switch {
-			case len(r.Claims) == 0 || r.State != instanceReady:
+			case len(r.Claims) == 0 || r.State == instanceDestroying:
 				r.State = instanceDestroying
+			case r.State == instanceCreating:
+				// Recreating it for prepared claims was cut short: what
+				// exists of it is destroyed, and a fresh record takes
+				// the claims, to be created when they are restored.
+				m.cp.Instances[gpuUUID] = append(m.cp.Instances[gpuUUID], &instanceRecord{
+					ProfileID: r.ProfileID, Placement: r.Placement, Claims: r.Claims, State: instanceCreating,
+				})
+				r.Claims, r.State = nil, instanceDestroying
 			case err == nil && !liveMatch(list, r):
 				logger.Info("A MIG instance of prepared claims is gone; recreating it", "gpu", gpuUUID,
 					"profile", r.ProfileID, "placementStart", r.Placement.Start, "migUUID", r.UUID)
