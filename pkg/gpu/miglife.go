@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -42,6 +43,10 @@ func migError(what string, ret nvml.Return) error {
 		return fmt.Errorf("%s: %w", what, ret)
 	}
 }
+
+// migUUIDPattern is the MIG device UUID of R470 and later drivers; the
+// older "MIG-GPU-<uuid>/<gi>/<ci>" form is not supported.
+var migUUIDPattern = regexp.MustCompile(`^MIG-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // MIGComputeInstance is one compute instance of a GPU instance.
 type MIGComputeInstance struct {
@@ -149,12 +154,19 @@ func (c *MIGController) CreateComputeInstance(ctx context.Context, gpuUUID strin
 		}
 		ciID = int(ciInfo.Id)
 		uuids, err := migUUIDs(dev)
-		if err != nil {
-			return err
+		if err == nil {
+			migUUID = uuids[[2]int{giID, ciID}]
+			if !migUUIDPattern.MatchString(migUUID) {
+				err = fmt.Errorf("compute instance %d of GPU instance %d has no MIG device with a MIG-<uuid> UUID (got %q)", ciID, giID, migUUID)
+			}
 		}
-		migUUID = uuids[[2]int{giID, ciID}]
-		if migUUID == "" {
-			return fmt.Errorf("compute instance %d of GPU instance %d has no MIG device", ciID, giID)
+		if err != nil {
+			// Without its UUID the instance cannot be handed out: undo it
+			// so that the caller has nothing to clean up.
+			if ret := ci.Destroy(); ret != nvml.SUCCESS {
+				return fmt.Errorf("%w (destroying the new compute instance %d also failed: %w)", err, ciID, ret)
+			}
+			return err
 		}
 		klog.FromContext(ctx).V(2).Info("Created compute instance", "gpu", gpuUUID, "gpuInstance", giID,
 			"computeInstance", ciID, "migUUID", migUUID)

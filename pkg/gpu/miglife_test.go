@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
 	"github.com/stretchr/testify/assert"
@@ -110,6 +111,41 @@ func TestMIGControllerErrors(t *testing.T) {
 	s.InitFunc = func() nvml.Return { return nvml.ERROR_DRIVER_NOT_LOADED }
 	_, err = c.Instances(ctx, dev.UUID)
 	require.ErrorIs(t, err, nvml.ERROR_DRIVER_NOT_LOADED)
+}
+
+func TestMIGControllerUndoesComputeInstanceWithoutUUID(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	s := migServer(t, gpus.H200_SXM5_141GB)
+	dev := s.Devices[0].(*server.Device)
+	fake := gputest.EnableMIG(dev)
+	c := NewMIGController(WithNVML(s))
+	gi, err := c.CreateGPUInstance(ctx, dev.UUID, nvml.GPU_INSTANCE_PROFILE_1_SLICE, MIGPlacement{0, 1})
+	require.NoError(t, err)
+
+	// A pre-R470 driver's UUID form.
+	handle := dev.GetMigDeviceHandleByIndexFunc
+	dev.GetMigDeviceHandleByIndexFunc = func(i int) (nvml.Device, nvml.Return) {
+		d, ret := handle(i)
+		if ret != nvml.SUCCESS {
+			return d, ret
+		}
+		return &mock.Device{
+			GetGpuInstanceIdFunc:     d.GetGpuInstanceId,
+			GetComputeInstanceIdFunc: d.GetComputeInstanceId,
+			GetUUIDFunc:              func() (string, nvml.Return) { return "MIG-" + dev.UUID + "/1/0", nvml.SUCCESS },
+		}, nvml.SUCCESS
+	}
+	_, _, err = c.CreateComputeInstance(ctx, dev.UUID, gi)
+	require.ErrorContains(t, err, "MIG-<uuid>")
+	assert.Zero(t, fake.ComputeInstances(), "the compute instance is destroyed again")
+	require.NoError(t, c.DestroyGPUInstance(ctx, dev.UUID, gi))
+
+	dev.GetMaxMigDeviceCountFunc = func() (int, nvml.Return) { return 0, nvml.ERROR_UNKNOWN }
+	gi, err = c.CreateGPUInstance(ctx, dev.UUID, nvml.GPU_INSTANCE_PROFILE_1_SLICE, MIGPlacement{0, 1})
+	require.NoError(t, err)
+	_, _, err = c.CreateComputeInstance(ctx, dev.UUID, gi)
+	require.ErrorIs(t, err, nvml.ERROR_UNKNOWN)
+	assert.Zero(t, fake.ComputeInstances())
 }
 
 func TestMIGErrorMapping(t *testing.T) {
