@@ -667,3 +667,24 @@ func TestCrashWhileRecreatingVanishedInstance(t *testing.T) {
 		})
 	}
 }
+
+func TestMIGOptions(t *testing.T) {
+	env := newMIGEnv(t)
+	opts := env.options()
+	opts.MIG = nil
+	opts.MIGGPUs["gpu-9"] = env.mig
+	_, err := NewManager(testContext(t), opts)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "need a MIG lifecycle")
+	assert.ErrorContains(t, err, "gpu-9")
+}
+
+func TestMIGDeviceNamesWithoutMIGMode(t *testing.T) {
+	// A GPU not in MIG mode has no MIG devices: the name is unknown.
+	env := newTestEnv(t)
+	m := env.newManager(t)
+	results, err := m.PrepareResourceClaims(testContext(t), []*resourceapi.ResourceClaim{migClaim(claimA, "gpu-0-mig-3g-71gb-4", shareA)})
+	require.NoError(t, err)
+	assert.ErrorContains(t, results[claimA].Err, "gpu-0-mig-3g-71gb-4")
+	assert.Equal(t, absent, env.diskState(t, claimA))
+}
