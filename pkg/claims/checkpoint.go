@@ -18,7 +18,15 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/atomicfile"
 )
 
-const checkpointVersion = 1
+// Checkpoint versions. Version 1 holds claims only; version 2 adds the MIG
+// instances the plugin owns. A checkpoint without instances is still
+// written as version 1, so a node that uses no MIG can go back to a plugin
+// that reads only version 1.
+const (
+	checkpointVersion1 = 1
+	checkpointVersion2 = 2
+	checkpointVersion  = checkpointVersion2
+)
 
 // claimState is the progress of a claim recorded in the checkpoint.
 type claimState string
@@ -43,25 +51,34 @@ type checkpoint struct {
 	// different one on load means the node rebooted (tmpfs CDI specs gone).
 	BootID string
 	Claims map[types.UID]*claimRecord
+	// Instances are the MIG instances the plugin owns, by the UUID of
+	// their GPU (version 2).
+	Instances map[string][]*instanceRecord
 }
 
 // checkpointFile is the JSON encoding. Checksum is the SHA-256 of the
 // compact JSON encoding of Claims, which is canonical because encoding/json
-// sorts map keys.
+// sorts map keys; in version 2 that of Claims, a newline and Instances.
 type checkpointFile struct {
-	Version  int             `json:"version"`
-	Checksum string          `json:"checksum"`
-	BootID   string          `json:"bootID"`
-	Claims   json.RawMessage `json:"claims"`
+	Version   int             `json:"version"`
+	Checksum  string          `json:"checksum"`
+	BootID    string          `json:"bootID"`
+	Claims    json.RawMessage `json:"claims"`
+	Instances json.RawMessage `json:"instances,omitempty"`
 }
 
 func newCheckpoint(bootID string) *checkpoint {
 	return &checkpoint{BootID: bootID, Claims: map[types.UID]*claimRecord{}}
 }
 
-func checksum(claims []byte) string {
-	sum := sha256.Sum256(claims)
-	return hex.EncodeToString(sum[:])
+func checksum(claims []byte, instances ...[]byte) string {
+	h := sha256.New()
+	h.Write(claims)
+	for _, b := range instances {
+		h.Write([]byte("\n"))
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // encode returns the file content of the checkpoint.
@@ -70,12 +87,20 @@ func (c *checkpoint) encode() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint claims: %w", err)
 	}
-	data, err := json.MarshalIndent(checkpointFile{
-		Version:  checkpointVersion,
+	file := checkpointFile{
+		Version:  checkpointVersion1,
 		Checksum: checksum(claims),
 		BootID:   c.BootID,
 		Claims:   claims,
-	}, "", "  ")
+	}
+	if len(c.Instances) > 0 {
+		instances, err := json.Marshal(c.Instances)
+		if err != nil {
+			return nil, fmt.Errorf("encode checkpoint instances: %w", err)
+		}
+		file.Version, file.Checksum, file.Instances = checkpointVersion2, checksum(claims, instances), instances
+	}
+	data, err := json.MarshalIndent(file, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint: %w", err)
 	}
@@ -90,8 +115,11 @@ func decodeCheckpoint(data []byte) (*checkpoint, error) {
 	if err := json.Unmarshal(data, &file); err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
-	if file.Version != checkpointVersion {
-		return nil, fmt.Errorf("version: unsupported value %d, this plugin reads version %d", file.Version, checkpointVersion)
+	if file.Version != checkpointVersion1 && file.Version != checkpointVersion2 {
+		return nil, fmt.Errorf("version: unsupported value %d, this plugin reads versions %d and %d", file.Version, checkpointVersion1, checkpointVersion2)
+	}
+	if file.Version == checkpointVersion1 && len(file.Instances) > 0 {
+		return nil, errors.New("instances: version 1 has none")
 	}
 	var compact bytes.Buffer
 	if err := json.Compact(&compact, file.Claims); err != nil {
@@ -108,8 +136,20 @@ func decodeCheckpoint(data []byte) (*checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claims: %w", err)
 	}
-	if sum := checksum(canonical); sum != file.Checksum {
-		return nil, fmt.Errorf("checksum: have %q, the claims hash to %q", file.Checksum, sum)
+	var instances map[string][]*instanceRecord
+	sum := checksum(canonical)
+	if file.Version == checkpointVersion2 {
+		if instances, err = decodeStrict[map[string][]*instanceRecord](file.Instances); err != nil {
+			return nil, fmt.Errorf("instances: %w", err)
+		}
+		canonicalInstances, err := json.Marshal(instances)
+		if err != nil {
+			return nil, fmt.Errorf("instances: %w", err)
+		}
+		sum = checksum(canonical, canonicalInstances)
+	}
+	if sum != file.Checksum {
+		return nil, fmt.Errorf("checksum: have %q, the content hashes to %q", file.Checksum, sum)
 	}
 	if claims == nil {
 		claims = map[types.UID]*claimRecord{}
@@ -119,7 +159,24 @@ func decodeCheckpoint(data []byte) (*checkpoint, error) {
 			return nil, err
 		}
 	}
-	return &checkpoint{BootID: file.BootID, Claims: claims}, nil
+	cp := &checkpoint{BootID: file.BootID, Claims: claims, Instances: instances}
+	if err := cp.validateInstances(); err != nil {
+		return nil, err
+	}
+	return cp, nil
+}
+
+// decodeStrict decodes data into a T, refusing unknown fields.
+func decodeStrict[T any](data []byte) (T, error) {
+	var out T
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, data); err != nil {
+		return out, err
+	}
+	dec := json.NewDecoder(&compact)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(&out)
+	return out, err
 }
 
 // validate checks what recovery relies on; the checksum already rules out
@@ -148,6 +205,9 @@ func (r *claimRecord) validate(path *field.Path, key types.UID) error {
 	for i, g := range r.GPUs {
 		if g.UUID == "" || strings.ContainsAny(g.UUID, "\n=") {
 			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("uuid"), g.UUID, "must be a GPU UUID"))
+		}
+		if g.MIG != nil && g.MIG.UUID != "" && (!strings.HasPrefix(g.MIG.UUID, "MIG-") || strings.ContainsAny(g.MIG.UUID, "\n=")) {
+			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("mig", "uuid"), g.MIG.UUID, "must be a MIG UUID"))
 		}
 		if g.SMLimitPercent < 0 || g.SMLimitPercent > maxCores {
 			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("smLimitPercent"), g.SMLimitPercent, "must be 0..100"))

@@ -55,13 +55,49 @@ func (m *Manager) claimSpec(ctx context.Context, c *PreparedClaim) (cdispec.Cont
 			appendEdits(&common, &edits.Common)
 		}
 	}
+	// A MIG instance gets its own nodes and UUID instead of the whole GPU's
+	// device edits (which would hand out the parent GPU itself).
+	migEdits := make([]*cdispec.ContainerEdits, len(c.GPUs))
+	for i, g := range c.GPUs {
+		if g.MIG == nil {
+			continue
+		}
+		edits, err := m.migEdits(g)
+		if err != nil {
+			return cdispec.ContainerEdits{}, nil, err
+		}
+		migEdits[i] = &edits
+	}
 	devices := make([]cdispec.Device, 0, len(c.Devices))
 	for _, d := range c.Devices {
 		edits := limitEdits(c, d.GPU)
-		appendEdits(&edits, &gpuEdits[d.GPU].Device)
+		if migEdits[d.GPU] != nil {
+			appendEdits(&edits, migEdits[d.GPU])
+		} else {
+			appendEdits(&edits, &gpuEdits[d.GPU].Device)
+		}
 		devices = append(devices, cdispec.Device{Name: cdiDeviceName(c.UID, d), ContainerEdits: edits})
 	}
 	return common, devices, nil
+}
+
+// migEdits returns the edits of the MIG instance limit g applies in.
+func (m *Manager) migEdits(g GPULimit) (cdispec.ContainerEdits, error) {
+	info, ok := m.infoByUUID(g.UUID)
+	if !ok {
+		return cdispec.ContainerEdits{}, fmt.Errorf("GPU %s is not among the node's devices", g.UUID)
+	}
+	r := m.cp.instance(g.UUID, g.MIG)
+	if r == nil || r.State != instanceReady {
+		return cdispec.ContainerEdits{}, fmt.Errorf("MIG instance of profile %d at slice %d of GPU %s is not ready", g.MIG.ProfileID, g.MIG.Placement.Start, g.UUID)
+	}
+	edits, err := cdi.MIGEdits{ProcRoot: m.opts.ProcRoot}.Edits(cdi.MIGInstance{
+		ParentMinor: info.Minor, GPUInstanceID: *r.GPUInstanceID, ComputeInstanceID: *r.ComputeInstanceID, UUID: r.UUID,
+	})
+	if err != nil {
+		return cdispec.ContainerEdits{}, fmt.Errorf("CDI edits of MIG instance %s: %w", r.UUID, err)
+	}
+	return edits, nil
 }
 
 // limitEdits sets the HAMi variables for the claim's GPU at gpuIndex.

@@ -100,7 +100,7 @@ func renderConfig(c *PreparedClaim) []byte {
 	line("device.count", strconv.Itoa(len(c.GPUs)))
 	for k, g := range c.GPUs {
 		prefix := "device." + strconv.Itoa(k) + "."
-		line(prefix+"uuid", g.UUID)
+		line(prefix+"uuid", g.configUUID())
 		line(prefix+"memory_limit_bytes", strconv.FormatUint(g.MemoryLimitBytes, 10))
 		line(prefix+"sm_limit_percent", strconv.FormatInt(g.SMLimitPercent, 10))
 	}

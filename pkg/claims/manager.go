@@ -40,6 +40,16 @@ type Options struct {
 	GPUEdits cdi.GPUEditsSource
 	// BootIDPath is read to detect reboots; empty means DefaultBootIDPath.
 	BootIDPath string
+	// MIGGPUs is the MIG state, read at start, of the GPUs in MIG mode by
+	// their device name ("gpu-<index>"). Their MIG devices
+	// ("gpu-<index>-mig-<label>-<start>") and the whole-GPU device itself
+	// are realised as MIG instances (docs/mig.md). Empty: no MIG.
+	MIGGPUs map[string]gpu.MIGInfo
+	// MIG creates and destroys the instances; required with MIGGPUs.
+	MIG MIGLifecycle
+	// ProcRoot is where the NVIDIA driver's capability files are read for
+	// the CDI specs of MIG instances; empty means /proc.
+	ProcRoot string
 }
 
 func (o *Options) validate() error {
@@ -62,6 +72,14 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("device %s has no UUID", name))
 		}
 	}
+	for name := range o.MIGGPUs {
+		if _, ok := o.Devices[name]; !ok {
+			errs = append(errs, fmt.Errorf("GPU %s in MIG mode is not among the devices", name))
+		}
+	}
+	if len(o.MIGGPUs) > 0 && o.MIG == nil {
+		errs = append(errs, errors.New("GPUs in MIG mode need a MIG lifecycle"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -75,16 +93,21 @@ var restoreRetryInterval = 5 * time.Second
 type step string
 
 const (
-	stepCheckpointStarted   step = "checkpoint-started"
-	stepConfig              step = "config"
-	stepRegionMount         step = "region-mount"
-	stepRegion              step = "region"
-	stepCDISpec             step = "cdi-spec"
-	stepCheckpointCompleted step = "checkpoint-completed"
-	stepRemoveCDISpec       step = "remove-cdi-spec"
-	stepRegionUnmount       step = "region-unmount"
-	stepRemoveClaimDir      step = "remove-claim-dir"
-	stepCheckpointRemoved   step = "checkpoint-removed"
+	stepCheckpointStarted step = "checkpoint-started"
+	// MIG instances (docs/mig.md): each id is checkpointed before the step.
+	stepGPUInstanceCreate      step = "gpu-instance-create"
+	stepComputeInstanceCreate  step = "compute-instance-create"
+	stepComputeInstanceDestroy step = "compute-instance-destroy"
+	stepGPUInstanceDestroy     step = "gpu-instance-destroy"
+	stepConfig                 step = "config"
+	stepRegionMount            step = "region-mount"
+	stepRegion                 step = "region"
+	stepCDISpec                step = "cdi-spec"
+	stepCheckpointCompleted    step = "checkpoint-completed"
+	stepRemoveCDISpec          step = "remove-cdi-spec"
+	stepRegionUnmount          step = "region-unmount"
+	stepRemoveClaimDir         step = "remove-claim-dir"
+	stepCheckpointRemoved      step = "checkpoint-removed"
 )
 
 // Manager prepares and unprepares claims on one node. All methods are safe
@@ -121,6 +144,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	}
 	// The caller's map must not change the manager's view later.
 	opts.Devices = maps.Clone(opts.Devices)
+	opts.MIGGPUs = maps.Clone(opts.MIGGPUs)
 	specs, err := cdi.NewClaimSpecs(opts.CDIRoot)
 	if err != nil {
 		return nil, err

@@ -82,8 +82,9 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 			continue
 		}
 
-		info := m.opts.Devices[r.Device]
-		idx, ok := gpuOf[info.UUID]
+		info, ref, _ := m.deviceInfo(r.Device)
+		key := limitKey(info.UUID, ref)
+		idx, ok := gpuOf[key]
 		if !ok && !configUUID.MatchString(info.UUID) {
 			// libvgpu.so would refuse the whole config, failing the container closed.
 			errs = append(errs, field.Invalid(path.Child("device"), r.Device,
@@ -92,9 +93,9 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 		}
 		if !ok {
 			idx = len(out.GPUs)
-			gpuOf[info.UUID] = idx
+			gpuOf[key] = idx
 			infos[info.UUID] = info
-			out.GPUs = append(out.GPUs, GPULimit{UUID: info.UUID, SMLimitPercent: dev.Cores})
+			out.GPUs = append(out.GPUs, GPULimit{UUID: info.UUID, SMLimitPercent: dev.Cores, MIG: ref})
 		} else {
 			out.GPUs[idx].SMLimitPercent = mergeCores(out.GPUs[idx].SMLimitPercent, dev.Cores)
 		}
@@ -132,7 +133,7 @@ func (m *Manager) planResult(path *field.Path, r resourceapi.DeviceRequestAlloca
 	if r.Pool != m.opts.NodeName {
 		errs = append(errs, field.Invalid(path.Child("pool"), r.Pool, fmt.Sprintf("not the pool of node %s", m.opts.NodeName)))
 	}
-	info, ok := m.opts.Devices[r.Device]
+	info, _, ok := m.deviceInfo(r.Device)
 	if !ok {
 		errs = append(errs, field.NotFound(path.Child("device"), r.Device))
 	}
@@ -219,7 +220,8 @@ func orderGPUs(c *PreparedClaim, infos map[string]gpu.Info) {
 	}
 	slices.SortFunc(order, func(a, b int) int {
 		ia, ib := infos[c.GPUs[a].UUID], infos[c.GPUs[b].UUID]
-		return cmp.Or(cmp.Compare(ia.PCIBusID, ib.PCIBusID), cmp.Compare(ia.UUID, ib.UUID))
+		return cmp.Or(cmp.Compare(ia.PCIBusID, ib.PCIBusID), cmp.Compare(ia.UUID, ib.UUID),
+			cmp.Compare(migStart(c.GPUs[a]), migStart(c.GPUs[b])))
 	})
 	newIndex := make([]int, len(order))
 	gpus := make([]GPULimit, len(order))
@@ -231,4 +233,13 @@ func orderGPUs(c *PreparedClaim, infos map[string]gpu.Info) {
 	for i := range c.Devices {
 		c.Devices[i].GPU = newIndex[c.Devices[i].GPU]
 	}
+}
+
+// migStart orders the MIG instances of one GPU by placement, after the
+// whole GPU.
+func migStart(g GPULimit) int {
+	if g.MIG == nil {
+		return -1
+	}
+	return g.MIG.Placement.Start
 }

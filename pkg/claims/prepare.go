@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -49,13 +50,12 @@ func (m *Manager) PrepareResourceClaims(ctx context.Context, claims []*resourcea
 			fresh = append(fresh, c)
 		case rec.State == statePrepareStarted:
 			// Left by a failed rollback: finish it, then prepare anew.
-			if err := m.rollback(c.UID); err != nil {
+			if err := m.undo(ctx, c.UID, nil); err != nil {
 				results[c.UID] = failed(c.UID, fmt.Errorf("roll back earlier attempt: %w", err))
 				continue
 			}
-			delete(m.cp.Claims, c.UID)
 			fresh = append(fresh, c)
-		case !reflect.DeepEqual(rec.PreparedClaim, *c):
+		case !reflect.DeepEqual(withoutMIGUUIDs(&rec.PreparedClaim), *c):
 			results[c.UID] = failed(c.UID, errors.New("claim is already prepared with a different allocation; unprepare it first"))
 		default:
 			if err := m.ensure(klog.NewContext(ctx, claimLogger), &rec.PreparedClaim, false); err != nil {
@@ -77,25 +77,35 @@ func (m *Manager) PrepareResourceClaims(ctx context.Context, claims []*resourcea
 func (m *Manager) prepareFresh(ctx context.Context, claims []*PreparedClaim, results map[types.UID]kubeletplugin.PrepareResult) {
 	logger := klog.FromContext(ctx)
 	for _, c := range claims {
-		m.cp.Claims[c.UID] = &claimRecord{State: statePrepareStarted, PreparedClaim: *c}
+		m.cp.Claims[c.UID] = &claimRecord{State: statePrepareStarted, PreparedClaim: c.deepCopy()}
+		// A MIG instance is checkpointed Creating (or gains the claim, if
+		// another claim made it) before it is created.
+		m.cp.reserveInstances(c)
 	}
 	if err := m.cp.save(m.layout.checkpointPath()); err != nil {
 		for _, c := range claims {
-			delete(m.cp.Claims, c.UID)
+			m.forget(c.UID)
 			results[c.UID] = failed(c.UID, err)
 		}
 		return
 	}
 
 	var done []*PreparedClaim
-	for _, c := range claims {
+	for i, c := range claims {
 		claimLogger := klog.LoggerWithValues(logger, "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID)
+		claimCtx := klog.NewContext(ctx, claimLogger)
+		// The checkpoint's copy gains the MIG UUIDs of the instances.
+		c = &m.cp.Claims[c.UID].PreparedClaim
+		claims[i] = c
 		err := m.step(stepCheckpointStarted, c.UID)
 		if err == nil {
-			err = m.ensure(klog.NewContext(ctx, claimLogger), c, true)
+			err = m.realiseInstances(claimCtx, c)
+		}
+		if err == nil {
+			err = m.ensure(claimCtx, c, true)
 		}
 		if err != nil {
-			results[c.UID] = failed(c.UID, m.undo(c.UID, err))
+			results[c.UID] = failed(c.UID, m.undo(claimCtx, c.UID, err))
 			continue
 		}
 		m.cp.Claims[c.UID].State = statePrepareCompleted
@@ -110,7 +120,7 @@ func (m *Manager) prepareFresh(ctx context.Context, claims []*PreparedClaim, res
 			err = m.step(stepCheckpointCompleted, c.UID)
 		}
 		if err != nil {
-			results[c.UID] = failed(c.UID, m.undo(c.UID, err))
+			results[c.UID] = failed(c.UID, m.undo(ctx, c.UID, err))
 			failures++
 			continue
 		}
@@ -126,14 +136,47 @@ func (m *Manager) prepareFresh(ctx context.Context, claims []*PreparedClaim, res
 	}
 }
 
-// undo rolls back a claim whose prepare failed with cause and forgets it.
-func (m *Manager) undo(uid types.UID, cause error) error {
+// undo rolls back a claim whose prepare failed with cause (nil: an earlier
+// attempt's) and forgets it, destroying the MIG instances only it used.
+func (m *Manager) undo(ctx context.Context, uid types.UID, cause error) error {
 	if err := m.rollback(uid); err != nil {
 		// The entry stays PrepareStarted so that the rollback is retried.
+		if cause == nil {
+			return err
+		}
 		return fmt.Errorf("%w (rolling back also failed: %w)", cause, err)
 	}
-	delete(m.cp.Claims, uid)
+	if m.forget(uid) {
+		// Instances left Destroying are retried by the next unprepare or
+		// start; the claim itself is rolled back.
+		err := m.saveCheckpoint()
+		if err == nil {
+			err = m.destroyUnused(ctx, uid, nil)
+		}
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Destroying the MIG instances of a failed prepare failed; will retry", "claimUID", uid)
+		}
+	}
 	return cause
+}
+
+// forget drops the claim from the checkpoint (in memory) and from the MIG
+// instances it used; an instance that was never created is dropped, one
+// left without claims is marked Destroying. It reports whether any
+// instance record changed.
+func (m *Manager) forget(uid types.UID) bool {
+	delete(m.cp.Claims, uid)
+	if !m.cp.releaseClaim(uid) {
+		return false
+	}
+	for gpuUUID, list := range m.cp.Instances {
+		for _, r := range slices.Clone(list) {
+			if r.State == instanceDestroying && r.GPUInstanceID == nil && len(r.Claims) == 0 {
+				m.cp.dropInstance(gpuUUID, r)
+			}
+		}
+	}
+	return true
 }
 
 func failed(uid types.UID, err error) kubeletplugin.PrepareResult {

@@ -47,6 +47,35 @@ type GPULimit struct {
 	MemoryLimitBytes uint64 `json:"memoryLimitBytes"`
 	// SMLimitPercent is 1..100, or 0 for best effort (no throttle).
 	SMLimitPercent int64 `json:"smLimitPercent"`
+	// MIG is set when the limit applies inside a MIG instance of the GPU
+	// (a MIG device, or the whole-GPU device of a GPU in MIG mode); UUID
+	// then stays the physical GPU's.
+	MIG *MIGRef `json:"mig,omitempty"`
+}
+
+// MIGRef names the MIG instance a limit applies to: the GPU-instance
+// profile and placement the scheduler allocated, and, once prepare has
+// created it, the instance's MIG UUID (which keys the claim's config).
+type MIGRef struct {
+	ProfileID int          `json:"profileID"`
+	Placement migPlacement `json:"placement"`
+	// UUID is the instance's "MIG-<uuid>"; empty until the instance exists.
+	UUID string `json:"uuid,omitempty"`
+}
+
+// migPlacement is a placement as the checkpoint stores it.
+type migPlacement struct {
+	Start int `json:"start"`
+	Size  int `json:"size"`
+}
+
+// configUUID is the UUID the claim's config and libvgpu.so know the
+// device by: the MIG instance's when there is one.
+func (g GPULimit) configUUID() string {
+	if g.MIG != nil && g.MIG.UUID != "" {
+		return g.MIG.UUID
+	}
+	return g.UUID
 }
 
 // PreparedDevice is one allocation result of the claim.
@@ -66,6 +95,12 @@ type PreparedDevice struct {
 func (c *PreparedClaim) deepCopy() PreparedClaim {
 	out := *c
 	out.GPUs = append([]GPULimit(nil), c.GPUs...)
+	for i := range out.GPUs {
+		if g := out.GPUs[i].MIG; g != nil {
+			ref := *g
+			out.GPUs[i].MIG = &ref
+		}
+	}
 	out.Devices = append([]PreparedDevice(nil), c.Devices...)
 	return out
 }

@@ -48,9 +48,20 @@ func (m *Manager) unprepare(ctx context.Context, claims []kubeletplugin.Namespac
 		if rec, ok := m.cp.Claims[claim.UID]; ok {
 			removed[claim.UID] = rec
 			delete(m.cp.Claims, claim.UID)
+			// The MIG instances only this claim used are checkpointed
+			// Destroying with the claim's removal, and destroyed below.
+			m.cp.releaseClaim(claim.UID)
 		}
 	}
 	if len(removed) == 0 {
+		// Instances a crash or an earlier failure left Destroying.
+		if err := m.destroyUnused(ctx, "", nil); err != nil {
+			for _, claim := range claims {
+				if results[claim.UID] == nil {
+					results[claim.UID] = fmt.Errorf("unprepare claim %s: %w", claim.UID, err)
+				}
+			}
+		}
 		return results, nil
 	}
 
@@ -61,6 +72,11 @@ func (m *Manager) unprepare(ctx context.Context, claims []kubeletplugin.Namespac
 		stepErr := err
 		if stepErr == nil {
 			stepErr = m.step(stepCheckpointRemoved, uid)
+		}
+		if stepErr == nil {
+			// An instance NVML reports in use stays Destroying and fails
+			// the call, so that the kubelet's retry destroys it.
+			stepErr = m.destroyUnused(ctx, uid, nil)
 		}
 		if stepErr != nil {
 			results[uid] = fmt.Errorf("unprepare claim %s: %w", uid, stepErr)

@@ -3,6 +3,7 @@ package devices
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -75,6 +76,43 @@ func MemorySliceCounter(i int) string {
 // "gpu-0-mig-3g-71gb-4" or "gpu-0-mig-1g-18gb-me-0".
 func MIGDeviceName(index int, p gpu.MIGProfile, start int) string {
 	return fmt.Sprintf("gpu-%d-mig-%s-%d", index, profileLabel(p.Name), start)
+}
+
+// ParseMIGDeviceName splits a name MIGDeviceName built into the GPU's NVML
+// index, the profile label and the placement's start. ok is false for any
+// other name (a whole GPU's "gpu-<index>" included).
+func ParseMIGDeviceName(name string) (index int, label string, start int, ok bool) {
+	rest, found := strings.CutPrefix(name, "gpu-")
+	if !found {
+		return 0, "", 0, false
+	}
+	idx, rest, found := strings.Cut(rest, "-mig-")
+	if !found {
+		return 0, "", 0, false
+	}
+	cut := strings.LastIndexByte(rest, '-')
+	if cut <= 0 {
+		return 0, "", 0, false
+	}
+	label, st := rest[:cut], rest[cut+1:]
+	index, err1 := strconv.Atoi(idx)
+	start, err2 := strconv.Atoi(st)
+	if err1 != nil || err2 != nil || index < 0 || start < 0 ||
+		strconv.Itoa(index) != idx || strconv.Itoa(start) != st {
+		return 0, "", 0, false
+	}
+	return index, label, start, true
+}
+
+// MIGProfileByLabel returns the profile of mig whose device-name label is
+// label.
+func MIGProfileByLabel(mig gpu.MIGInfo, label string) (gpu.MIGProfile, bool) {
+	for _, p := range mig.Profiles {
+		if profileLabel(p.Name) == label {
+			return p, true
+		}
+	}
+	return gpu.MIGProfile{}, false
 }
 
 // profileLabel turns a profile name into a DNS label: "3g.71gb" becomes

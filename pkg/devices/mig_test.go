@@ -618,3 +618,35 @@ func TestAllocateMIGStaticInstances(t *testing.T) {
 	assert.Equal(t, "gpu-0-mig-1g-18gb-3", allocated(c.allocate(migRequest(`a.profile == "1g.18gb"`, nil))))
 	assert.Nil(t, c.allocate(migRequest("", nil)))
 }
+
+func TestParseMIGDeviceName(t *testing.T) {
+	s, err := server.New(server.WithGPUs(gpus.H200_SXM5_141GB))
+	require.NoError(t, err)
+	dev := s.Devices[0].(*server.Device)
+	_, ret := dev.SetMigMode(nvml.DEVICE_MIG_ENABLE)
+	require.Equal(t, nvml.SUCCESS, ret)
+	mig, err := gpu.ReadMIG(dev, false)
+	require.NoError(t, err)
+	n := 0
+	for _, p := range mig.Profiles {
+		for _, pl := range p.Placements {
+			name := MIGDeviceName(12, p, pl.Start)
+			index, label, start, ok := ParseMIGDeviceName(name)
+			require.True(t, ok, name)
+			assert.Equal(t, 12, index, name)
+			assert.Equal(t, pl.Start, start, name)
+			back, ok := MIGProfileByLabel(*mig, label)
+			require.True(t, ok, name)
+			assert.Equal(t, p.ID, back.ID, name)
+			n++
+		}
+	}
+	assert.Equal(t, 28, n)
+	for _, bad := range []string{"gpu-0", "gpu-0-mig-", "gpu-0-mig-3g-71gb", "gpu-x-mig-3g-71gb-4", "gpu-0-mig-3g-71gb-04",
+		"gpu-00-mig-3g-71gb-4", "mig-3g-71gb-4", "gpu-0-mig--4", "gpu--1-mig-3g-71gb-4"} {
+		_, _, _, ok := ParseMIGDeviceName(bad)
+		assert.False(t, ok, bad)
+	}
+	_, ok := MIGProfileByLabel(*mig, "9g-1gb")
+	assert.False(t, ok)
+}

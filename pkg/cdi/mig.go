@@ -1,0 +1,108 @@
+package cdi
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+)
+
+// DefaultProcRoot is where the kernel publishes the NVIDIA driver's
+// capability files (/proc/driver/nvidia/capabilities/...).
+const DefaultProcRoot = "/proc"
+
+// Environment variables that name the MIG device a container may use:
+// NVIDIA's container runtime hook reads the first, CUDA the second.
+const (
+	EnvNVIDIAVisibleDevices = "NVIDIA_VISIBLE_DEVICES"
+	EnvCUDAVisibleDevices   = "CUDA_VISIBLE_DEVICES"
+)
+
+// MIGInstance names one MIG instance whose edits MIGEdits builds.
+type MIGInstance struct {
+	// ParentMinor is the /dev/nvidia<minor> number of the physical GPU.
+	ParentMinor int
+	// GPUInstanceID and ComputeInstanceID are NVML's ids of the instance.
+	GPUInstanceID, ComputeInstanceID int
+	// UUID is the MIG device's "MIG-<uuid>".
+	UUID string
+}
+
+// MIGEdits builds the container edits that give a container exactly one
+// MIG instance: the control and UVM device nodes, the parent GPU's device
+// node, the capability device nodes of the instance's GPU and compute
+// instance (without them the driver refuses to open the instance), and the
+// MIG UUID in NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES.
+type MIGEdits struct {
+	// ProcRoot is the procfs the capability files are read from; empty
+	// means DefaultProcRoot. Tests point it at a temporary directory.
+	ProcRoot string
+}
+
+// Edits returns the edits of instance inst.
+func (b MIGEdits) Edits(inst MIGInstance) (cdispec.ContainerEdits, error) {
+	if !strings.HasPrefix(inst.UUID, "MIG-") || strings.ContainsAny(inst.UUID, "\n=,") {
+		return cdispec.ContainerEdits{}, fmt.Errorf("MIG instance %d/%d of GPU minor %d: %q is not a MIG UUID",
+			inst.GPUInstanceID, inst.ComputeInstanceID, inst.ParentMinor, inst.UUID)
+	}
+	root := b.ProcRoot
+	if root == "" {
+		root = DefaultProcRoot
+	}
+	migDir := filepath.Join(root, "driver/nvidia/capabilities", "gpu"+strconv.Itoa(inst.ParentMinor), "mig")
+	giDir := filepath.Join(migDir, "gi"+strconv.Itoa(inst.GPUInstanceID))
+	giCap, err := capabilityMinor(filepath.Join(giDir, "access"))
+	if err != nil {
+		return cdispec.ContainerEdits{}, fmt.Errorf("GPU instance %d of GPU minor %d: %w", inst.GPUInstanceID, inst.ParentMinor, err)
+	}
+	ciCap, err := capabilityMinor(filepath.Join(giDir, "ci"+strconv.Itoa(inst.ComputeInstanceID), "access"))
+	if err != nil {
+		return cdispec.ContainerEdits{}, fmt.Errorf("compute instance %d of GPU instance %d of GPU minor %d: %w",
+			inst.ComputeInstanceID, inst.GPUInstanceID, inst.ParentMinor, err)
+	}
+	var nodes []*cdispec.DeviceNode
+	for _, p := range []string{
+		"/dev/nvidiactl",
+		"/dev/nvidia-uvm",
+		"/dev/nvidia-uvm-tools",
+		"/dev/nvidia" + strconv.Itoa(inst.ParentMinor),
+		"/dev/nvidia-caps/nvidia-cap" + strconv.Itoa(giCap),
+		"/dev/nvidia-caps/nvidia-cap" + strconv.Itoa(ciCap),
+	} {
+		nodes = append(nodes, &cdispec.DeviceNode{Path: p})
+	}
+	return cdispec.ContainerEdits{
+		Env: []string{
+			EnvNVIDIAVisibleDevices + "=" + inst.UUID,
+			EnvCUDAVisibleDevices + "=" + inst.UUID,
+		},
+		DeviceNodes: nodes,
+	}, nil
+}
+
+// capabilityMinor reads the "DeviceFileMinor: <n>" line of a capability's
+// access file: n is the minor of /dev/nvidia-caps/nvidia-cap<n>.
+func capabilityMinor(path string) (int, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return 0, fmt.Errorf("read capability file: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		key, value, ok := strings.Cut(sc.Text(), ":")
+		if !ok || strings.TrimSpace(key) != "DeviceFileMinor" {
+			continue
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(value))
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("capability file %s: bad DeviceFileMinor %q", path, strings.TrimSpace(value))
+		}
+		return n, nil
+	}
+	return 0, fmt.Errorf("capability file %s has no DeviceFileMinor line", path)
+}

@@ -1,0 +1,85 @@
+package cdi
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+)
+
+const testMIGUUID = "MIG-3f1c2a9e-8b7d-5c4e-a1f0-0123456789ab"
+
+// writeCapability writes an access file the way the driver publishes it.
+func writeCapability(t *testing.T, procRoot, rel string, minor string) {
+	t.Helper()
+	p := filepath.Join(procRoot, "driver/nvidia/capabilities", rel, "access")
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o755))
+	require.NoError(t, os.WriteFile(p, []byte("DeviceFileMinor: "+minor+"\nDeviceFileMode: 292\nDeviceFileModify: 1\n"), 0o444))
+}
+
+func TestMIGEdits(t *testing.T) {
+	proc := t.TempDir()
+	writeCapability(t, proc, "gpu3/mig/gi2", "39")
+	writeCapability(t, proc, "gpu3/mig/gi2/ci0", "40")
+	// Another instance's files must not be picked.
+	writeCapability(t, proc, "gpu3/mig/gi1", "30")
+	writeCapability(t, proc, "gpu3/mig/gi1/ci0", "31")
+
+	edits, err := MIGEdits{ProcRoot: proc}.Edits(MIGInstance{ParentMinor: 3, GPUInstanceID: 2, ComputeInstanceID: 0, UUID: testMIGUUID})
+	require.NoError(t, err)
+	var paths []string
+	for _, n := range edits.DeviceNodes {
+		paths = append(paths, n.Path)
+	}
+	assert.Equal(t, []string{
+		"/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia3",
+		"/dev/nvidia-caps/nvidia-cap39", "/dev/nvidia-caps/nvidia-cap40",
+	}, paths)
+	assert.Equal(t, []string{
+		"NVIDIA_VISIBLE_DEVICES=" + testMIGUUID,
+		"CUDA_VISIBLE_DEVICES=" + testMIGUUID,
+	}, edits.Env)
+
+	// The edits form a valid claim spec that a runtime reads back.
+	dir := t.TempDir()
+	specs, err := NewClaimSpecs(dir)
+	require.NoError(t, err)
+	name := claimUID + "-gpu-3-mig-3g-71gb-4"
+	require.NoError(t, specs.Write(claimUID, cdispec.ContainerEdits{}, []cdispec.Device{{Name: name, ContainerEdits: edits}}))
+	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
+	require.NoError(t, err)
+	assert.Empty(t, cache.GetErrors())
+	require.NotNil(t, cache.GetDevice(QualifiedName(name)))
+}
+
+func TestMIGEditsErrors(t *testing.T) {
+	proc := t.TempDir()
+	inst := MIGInstance{ParentMinor: 0, GPUInstanceID: 1, ComputeInstanceID: 0, UUID: testMIGUUID}
+
+	_, err := MIGEdits{ProcRoot: proc}.Edits(inst)
+	require.ErrorIs(t, err, os.ErrNotExist, "no capability file for the GPU instance")
+	assert.Contains(t, err.Error(), "GPU instance 1")
+
+	writeCapability(t, proc, "gpu0/mig/gi1", "12")
+	_, err = MIGEdits{ProcRoot: proc}.Edits(inst)
+	require.ErrorIs(t, err, os.ErrNotExist, "no capability file for the compute instance")
+	assert.Contains(t, err.Error(), "compute instance 0")
+
+	writeCapability(t, proc, "gpu0/mig/gi1/ci0", "x")
+	_, err = MIGEdits{ProcRoot: proc}.Edits(inst)
+	assert.ErrorContains(t, err, `bad DeviceFileMinor "x"`)
+
+	p := filepath.Join(proc, "driver/nvidia/capabilities/gpu0/mig/gi1/ci0/access")
+	require.NoError(t, os.Chmod(p, 0o644))
+	require.NoError(t, os.WriteFile(p, []byte("DeviceFileMode: 292\n"), 0o644))
+	_, err = MIGEdits{ProcRoot: proc}.Edits(inst)
+	assert.ErrorContains(t, err, "no DeviceFileMinor")
+
+	inst.UUID = "GPU-3f1c2a9e-8b7d-5c4e-a1f0-0123456789ab"
+	_, err = MIGEdits{ProcRoot: proc}.Edits(inst)
+	assert.ErrorContains(t, err, "not a MIG UUID")
+}
