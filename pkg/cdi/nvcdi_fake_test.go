@@ -25,6 +25,8 @@ func TestNVCDISourceWithFakeNVML(t *testing.T) {
 		t.Skipf("fake NVML %s not built (make -C vgpu-core fakes, or set VGPU_FAKE_NVML_LIB): %v", lib, err)
 	}
 	ctx := context.Background()
+	// The fake's state and device nodes are this test's, never the host's.
+	t.Setenv("VGPU_FAKE_STATE_DIR", t.TempDir())
 
 	nvmlLib := nvml.New(nvml.WithLibraryPath(lib))
 	require.Equal(t, nvml.SUCCESS, nvmlLib.Init())
