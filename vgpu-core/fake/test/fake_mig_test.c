@@ -620,11 +620,34 @@ static void test_cuda(void)
     CHECK_EQ(ub.gpu, 0);
     /* A process runs in it: it cannot go. */
     CHECK_EQ(nvmlComputeInstanceDestroy(ca), NVML_ERROR_IN_USE);
+
+    /* Instance B's memory is its own too: 70 GiB more fit there, and its kernels run there. */
+    char uuid_b[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    CHECK_EQ(nvmlDeviceGetUUID(mb, uuid_b, sizeof(uuid_b)), NVML_SUCCESS);
+    setenv("FAKE_MIG_WANT_UUID", uuid_b, 1);
+    int fd2;
+    pid_t pid2;
+    CHECK_EQ(run_self("child-cuda-mig", "CUDA_VISIBLE_DEVICES", uuid_b, &fd2, &pid2), 0);
+    FILE *f2 = fdopen(fd2, "r");
+    CHECK(fgets(line, sizeof(line), f2) != NULL);
+    CHECK(strcmp(line, "done\n") == 0);
+    CHECK_EQ_U64(nvml_used(ma), 70 * GiB);
+    CHECK_EQ_U64(nvml_used(mb), 70 * GiB);
+    CHECK_EQ_U64(nvml_used(gpu[0]), 140 * GiB);
+    uint64_t busy_b = atomic_load(&st.file->mig_engines[0][idb - 1].busy.total);
+    CHECK(busy_b >= 299000000ULL && busy_b <= 301000000ULL);
+    CHECK_EQ_U64(atomic_load(&st.file->mig_engines[0][ida - 1].busy.total), busy_a);
+
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     fclose(f);
     /* SIGKILL returns exactly what it held. */
     CHECK_EQ_U64(nvml_used(ma), 0);
+    CHECK_EQ_U64(nvml_used(mb), 70 * GiB);
+    kill(pid2, SIGKILL);
+    waitpid(pid2, NULL, 0);
+    fclose(f2);
+    CHECK_EQ_U64(nvml_used(mb), 0);
     CHECK_EQ_U64(nvml_used(gpu[0]), 0);
     fake_state_close(&st);
     destroy_all(0);
