@@ -55,7 +55,10 @@ static void slot_clear(fake_state *st, int i)
         gpu_queue *q = &f->engines[d].sched.q[i];
         if (q->head != q->tail)
             drop_kernels(st, &f->engines[d], i);
+        /* An instance's engine starts afresh when it is created: only live ones hold kernels. */
         for (int g = 0; g < FAKE_MIG_MAX_GI; g++) {
+            if (!atomic_load(&f->mig[d].gi[g + 1].live))
+                continue;
             q = &f->mig_engines[d][g].sched.q[i];
             if (q->head != q->tail)
                 drop_kernels(st, &f->mig_engines[d][g], i);
