@@ -4,7 +4,7 @@
  * processes and utilisation from the shared state file.
  *
  * XID events are injected by appending lines "<GPU UUID or index> <xid>" to
- * <state_dir>/xid-events; an event set delivers lines written after it was
+ * <state_dir>/xid-events (a MIG UUID: the parent's event with the instance's ids); an event set delivers lines written after it was
  * created.
  */
 #ifndef _GNU_SOURCE
@@ -340,8 +340,14 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
-    REQUIRE_DEVICE(device, i);
-    (void)i;
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
+    fake_nvml_mig_desc desc;
+    if (mig != 0 && fake_nvml_mig_describe(i, mig, &desc) == 0) {
+        /* As the real driver names a MIG device: "<GPU> MIG <profile>". */
+        char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE + 32];
+        snprintf(buf, sizeof(buf), "%s MIG %s", cfg->gpu_product, desc.profile);
+        return put_string(name, length, buf);
+    }
     return put_string(name, length, cfg->gpu_product);
 }
 
@@ -406,11 +412,24 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node)
 
 nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
 {
-    REQUIRE_DEVICE(device, i);
-    (void)i;
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
     if (attributes == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     memset(attributes, 0, sizeof(*attributes));
+    fake_nvml_mig_desc desc;
+    if (mig != 0 && fake_nvml_mig_describe(i, mig, &desc) == 0) {
+        /* A MIG device: its compute instance's SMs, its GPU instance's memory and engines. */
+        *attributes = (nvmlDeviceAttributes_t){.multiprocessorCount = desc.multiprocessors,
+                                               .sharedCopyEngineCount = desc.copy_engines,
+                                               .sharedDecoderCount = desc.decoders,
+                                               .sharedEncoderCount = desc.encoders,
+                                               .sharedJpegCount = desc.jpegs,
+                                               .sharedOfaCount = desc.ofas,
+                                               .gpuInstanceSliceCount = desc.gi_slices,
+                                               .computeInstanceSliceCount = desc.ci_slices,
+                                               .memorySizeMB = desc.memory_mb};
+        return NVML_SUCCESS;
+    }
     attributes->multiprocessorCount = (unsigned int)cfg->multiprocessors;
     attributes->memorySizeMB = cfg->gpu_memory >> 20;
     return NVML_SUCCESS;
@@ -662,12 +681,19 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long ev
     return NVML_SUCCESS;
 }
 
-/* Device index named by a UUID or a decimal index, or -1. */
-static int parse_device(const char *s)
+/*
+ * Device index named by a GPU UUID or a decimal index, or -1; or the parent
+ * of the MIG device a MIG UUID names, with *mig its tag (else 0).
+ */
+static int parse_device(const char *s, uint32_t *mig)
 {
+    nvmlDevice_t m;
+    *mig = 0;
     for (int i = 0; i < cfg->gpu_count; i++)
         if (strcasecmp(s, cfg->gpus[i].uuid) == 0)
             return i;
+    if (strncasecmp(s, "MIG-", 4) == 0)
+        return fake_nvml_mig_by_uuid(s, &m) == NVML_SUCCESS ? fake_nvml_mig_index(m, mig) : -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -697,7 +723,8 @@ static int next_event(nvmlEventSet_t set, nvmlEventData_t *data)
             char dev[128];
             unsigned long long xid;
             int i;
-            if (sscanf(line, "%127s %llu", dev, &xid) != 2 || (i = parse_device(dev)) < 0 ||
+            uint32_t mig;
+            if (sscanf(line, "%127s %llu", dev, &xid) != 2 || (i = parse_device(dev, &mig)) < 0 ||
                 (set->types[i] & nvmlEventTypeXidCriticalError) == 0)
                 continue;
             *data = (nvmlEventData_t){.device = &devices[i],
@@ -705,6 +732,11 @@ static int next_event(nvmlEventSet_t set, nvmlEventData_t *data)
                                       .eventData = xid,
                                       .gpuInstanceId = NO_INSTANCE,
                                       .computeInstanceId = NO_INSTANCE};
+            /* An XID in a MIG instance: the parent's event, with the instance's ids. */
+            if (mig != 0) {
+                data->gpuInstanceId = FAKE_MIG_TAG_GI(mig);
+                data->computeInstanceId = FAKE_MIG_TAG_CI(mig);
+            }
             found = 1;
         }
     }

@@ -52,4 +52,16 @@ nvmlReturn_t fake_nvml_mig_by_uuid(const char *uuid, nvmlDevice_t *device);
 /* Bytes of memory of GPU instance gi of the GPU at NVML index i. */
 uint64_t fake_nvml_mig_memory(int i, unsigned int gi);
 
+/* What a MIG device is: its profile's name, SMs, memory, slices and engines. */
+typedef struct fake_nvml_mig_desc {
+    const char *profile;           /* e.g. "3g.71gb" */
+    unsigned int multiprocessors;  /* of the compute instance */
+    unsigned long long memory_mb;  /* of the GPU instance */
+    unsigned int gi_slices, ci_slices;
+    unsigned int copy_engines, decoders, encoders, jpegs, ofas;
+} fake_nvml_mig_desc;
+
+/* Describes MIG device tag mig of the GPU at NVML index i; returns 0, or -1 if it is gone. */
+int fake_nvml_mig_describe(int i, uint32_t mig, fake_nvml_mig_desc *out);
+
 #endif /* VGPU_FAKE_NVML_INT_H */

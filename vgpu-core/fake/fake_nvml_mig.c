@@ -145,6 +145,28 @@ uint64_t fake_nvml_mig_memory(int i, unsigned int gi)
     return p != NULL ? p->memory_mb << 20 : 0;
 }
 
+int fake_nvml_mig_describe(int i, uint32_t mig, fake_nvml_mig_desc *out)
+{
+    const fake_mig_geometry *g = geometry_of(i);
+    fake_mig_gi *e = live_gi(i, FAKE_MIG_TAG_GI(mig));
+    fake_mig_ci *c = live_ci(i, FAKE_MIG_TAG_GI(mig), FAKE_MIG_TAG_CI(mig));
+    const fake_gi_profile *p = e != NULL ? fake_mig_gi_profile(g, e->profile) : NULL;
+    fake_ci_profile cp;
+    if (p == NULL || c == NULL || fake_mig_ci_profile(g, p, c->profile, &cp) != 0)
+        return -1;
+    *out = (fake_nvml_mig_desc){.profile = p->name,
+                                .multiprocessors = cp.multiprocessors,
+                                .memory_mb = p->memory_mb,
+                                .gi_slices = p->slices,
+                                .ci_slices = cp.slices,
+                                .copy_engines = p->copy_engines,
+                                .decoders = p->decoders,
+                                .encoders = p->encoders,
+                                .jpegs = p->jpegs,
+                                .ofas = p->ofas};
+    return 0;
+}
+
 nvmlReturn_t fake_nvml_mig_by_uuid(const char *uuid, nvmlDevice_t *device)
 {
     const fake_config *cfg = fake_nvml_config();

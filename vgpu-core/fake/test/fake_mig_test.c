@@ -365,6 +365,34 @@ static void test_mig_handles(void)
     CHECK_EQ_U64(m.used, 0);
     CHECK_EQ(nvmlDeviceGetMemoryInfo_v2(mig, &m2), NVML_SUCCESS);
     CHECK_EQ_U64(m2.total, 72704 * MiB);
+    char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+    CHECK_EQ(nvmlDeviceGetName(mig, name, sizeof(name)), NVML_SUCCESS);
+    CHECK(strcmp(name, "NVIDIA H200 141GB HBM3e MIG 3g.71gb") == 0);
+    nvmlDeviceAttributes_t attr;
+    CHECK_EQ(nvmlDeviceGetAttributes_v2(mig, &attr), NVML_SUCCESS);
+    CHECK_EQ(attr.multiprocessorCount, 48);
+    CHECK_EQ(attr.gpuInstanceSliceCount, 3);
+    CHECK_EQ(attr.computeInstanceSliceCount, 3);
+    CHECK_EQ_U64(attr.memorySizeMB, 72704);
+    /* An XID in the instance: the parent's event, with the instance's ids. */
+    nvmlEventSet_t set;
+    nvmlEventData_t ev;
+    char path[300];
+    CHECK_EQ(nvmlEventSetCreate(&set), NVML_SUCCESS);
+    CHECK_EQ(nvmlDeviceRegisterEvents(gpu[0], nvmlEventTypeXidCriticalError, set), NVML_SUCCESS);
+    snprintf(path, sizeof(path), "%s/xid-events", state_dir);
+    FILE *xf = fopen(path, "a");
+    CHECK(xf != NULL);
+    if (xf != NULL) {
+        fprintf(xf, "%s 94\n", uuid);
+        fclose(xf);
+    }
+    CHECK_EQ(nvmlEventSetWait_v2(set, &ev, 2000), NVML_SUCCESS);
+    CHECK(ev.device == gpu[0]);
+    CHECK_EQ(ev.eventData, 94);
+    CHECK_EQ(ev.gpuInstanceId, gi_id(a));
+    CHECK_EQ(ev.computeInstanceId, 0);
+    CHECK_EQ(nvmlEventSetFree(set), NVML_SUCCESS);
     /* No GPU-wide utilisation in MIG mode; the instance has its own. */
     nvmlUtilization_t u;
     CHECK_EQ(nvmlDeviceGetUtilizationRates(gpu[0], &u), NVML_ERROR_NOT_SUPPORTED);
@@ -667,6 +695,7 @@ int main(int argc, char **argv)
     setenv("VGPU_FAKE_STATE_DIR", state_dir, 1);
     setenv("VGPU_FAKE_GPU_COUNT", "6", 1);
     setenv("VGPU_FAKE_GPU_MEMORY", "141Gi", 1);
+    setenv("VGPU_FAKE_GPU_PRODUCT", "NVIDIA H200 141GB HBM3e", 1);
     setenv("VGPU_FAKE_MIG_MODE", "enabled", 1);
     setenv("VGPU_FAKE_GPU0_MIG_GEOMETRY", "h200-141gb", 1);
     setenv("VGPU_FAKE_GPU1_MIG_GEOMETRY", "h100-80gb", 1);
@@ -690,6 +719,8 @@ int main(int argc, char **argv)
     CHECK_EQ(nvmlShutdown(), NVML_SUCCESS);
     char path[300];
     snprintf(path, sizeof(path), "%s/state", state_dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/xid-events", state_dir);
     unlink(path);
     rmdir(state_dir);
     return check_report("fake_mig_test");
