@@ -10,7 +10,9 @@
  * Simulated node: GPU 0 H200-141GB, 1 H100-80GB, 2 A100-80GB, 3 A100-40GB,
  * all in MIG mode; GPU 4 H200 with MIG enabling (pending); GPU 5 no MIG.
  */
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,7 @@
 
 #include "check.h"
 #include "fake_config.h"
+#include "fake_gpu.h"
 #include "fake_mig.h"
 #include "fake_nvml_mig.h"
 #include "fake_state.h"
@@ -478,6 +481,16 @@ static int child_hold_lock(void)
     return 0;
 }
 
+static _Atomic int created;
+
+static void *create_full(void *arg)
+{
+    (void)arg;
+    create_gi(0, NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, NVML_SUCCESS);
+    atomic_store(&created, 1);
+    return NULL;
+}
+
 static void test_cross_process(void)
 {
     /* What another process created is seen here, and can be destroyed here. */
@@ -501,10 +514,18 @@ static void test_cross_process(void)
     CHECK_EQ(run_self("child-hold-lock", NULL, NULL, &fd, &pid), 0);
     FILE *f = fdopen(fd, "r");
     CHECK(fgets(line, sizeof(line), f) != NULL && strcmp(line, "locked\n") == 0);
+    /* A change waits for the holder... */
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, create_full, NULL), 0);
+    struct timespec ts = {0, 200000000L};
+    nanosleep(&ts, NULL);
+    CHECK_EQ(atomic_load(&created), 0);
+    /* ...and goes ahead once it is killed. */
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
     fclose(f);
-    create_gi(0, NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, NVML_SUCCESS);
+    CHECK_EQ(pthread_join(th, NULL), 0);
+    CHECK_EQ(atomic_load(&created), 1);
     destroy_all(0);
 }
 
@@ -682,10 +703,124 @@ static void test_cuda(void)
     unsetenv("FAKE_MIG_WANT_UUID");
 }
 
+/* Child: creates and destroys random instances on GPU 0 for ever (until killed). */
+static int child_churn(void)
+{
+    static const unsigned int profiles[] = {0, 7, 9, 1, 2, 3, 4};
+    nvmlDevice_t d;
+    uint64_t rng = gpu_rand_seed((uint64_t)getpid(), 7);
+    if (nvmlInit_v2() != NVML_SUCCESS || nvmlDeviceGetHandleByIndex_v2(0, &d) != NVML_SUCCESS)
+        return 1;
+    printf("ready\n");
+    fflush(stdout);
+    for (;;) {
+        unsigned int profile = profiles[gpu_rand_next(&rng) % 7];
+        nvmlGpuInstance_t gi;
+        nvmlComputeInstance_t ci;
+        if (nvmlDeviceCreateGpuInstance(d, profile, &gi) == NVML_SUCCESS) {
+            nvmlGpuInstanceCreateComputeInstance(gi, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &ci);
+            if (gpu_rand_next(&rng) % 3 != 0) {
+                nvmlComputeInstanceDestroy(ci);
+                nvmlGpuInstanceDestroy(gi);
+            }
+        } else {
+            /* Full: free one instance (compute instances first). */
+            unsigned int id = 1 + (unsigned int)(gpu_rand_next(&rng) % FAKE_MIG_MAX_GI);
+            if (nvmlDeviceGetGpuInstanceById(d, id, &gi) == NVML_SUCCESS) {
+                for (unsigned int c = 0; c < FAKE_MIG_MAX_CI; c++)
+                    if (nvmlGpuInstanceGetComputeInstanceById(gi, c, &ci) == NVML_SUCCESS)
+                        nvmlComputeInstanceDestroy(ci);
+                nvmlGpuInstanceDestroy(gi);
+            }
+        }
+    }
+}
+
+/* The layout of GPU 0 in the state file obeys every rule; returns the live GPU instances. */
+static int check_layout(const fake_state *st)
+{
+    const fake_mig_geometry *g = fake_mig_geometry_of(FAKE_MIG_H200_141GB);
+    const fake_mig_gpu *m = &st->file->mig[0];
+    unsigned int slices = 0, per_profile[32] = {0};
+    int live = 0;
+    for (unsigned int a = 1; a <= FAKE_MIG_MAX_GI; a++) {
+        const fake_mig_gi *e = &m->gi[a];
+        if (!atomic_load(&e->live))
+            continue;
+        live++;
+        const fake_gi_profile *p = fake_mig_gi_profile(g, e->profile);
+        CHECK(p != NULL);
+        if (p == NULL)
+            continue;
+        bool known = false;
+        for (unsigned int k = 0; k < p->nplacements; k++)
+            known |= p->placements[k].start == e->start && p->placements[k].size == e->size;
+        CHECK(known);
+        slices += p->slices;
+        per_profile[p->id]++;
+        CHECK(per_profile[p->id] <= p->instances);
+        for (unsigned int b = a + 1; b <= FAKE_MIG_MAX_GI; b++) {
+            const fake_mig_gi *o = &m->gi[b];
+            if (atomic_load(&o->live))
+                CHECK(e->start + e->size <= o->start || o->start + o->size <= e->start);
+        }
+        unsigned int ci_slices = 0;
+        for (unsigned int c = 0; c < FAKE_MIG_MAX_CI; c++)
+            if (atomic_load(&e->ci[c].live))
+                ci_slices += e->ci[c].size;
+        CHECK(ci_slices <= p->slices);
+    }
+    CHECK(slices <= g->compute_slices);
+    return live;
+}
+
+/*
+ * Two processes change GPU 0's instances at once and are SIGKILLed at
+ * random instants, 40 times: the layout obeys every rule after each kill,
+ * and the next change is never blocked.
+ */
+static void test_kill_during_changes(void)
+{
+    fake_state st;
+    char err[256];
+    CHECK_EQ(fake_state_open(&st, state_dir, 0, err, sizeof(err)), 0);
+    uint64_t rng = gpu_rand_seed(42, 1);
+    int seen_live = 0;
+    for (int round = 0; round < 40; round++) {
+        int fds[2];
+        pid_t pids[2];
+        char line[16];
+        FILE *f[2];
+        for (int k = 0; k < 2; k++) {
+            CHECK_EQ(run_self("child-churn", NULL, NULL, &fds[k], &pids[k]), 0);
+            f[k] = fdopen(fds[k], "r");
+            CHECK(fgets(line, sizeof(line), f[k]) != NULL);
+        }
+        struct timespec ts = {0, (long)(gpu_rand_next(&rng) % 20000000ULL)};
+        nanosleep(&ts, NULL);
+        for (int k = 0; k < 2; k++) {
+            kill(pids[k], SIGKILL);
+            waitpid(pids[k], NULL, 0);
+            fclose(f[k]);
+        }
+        seen_live += check_layout(&st) > 0;
+        if (round % 10 == 9)
+            destroy_all(0);
+    }
+    /* The churn did create instances (the test exercised something). */
+    CHECK(seen_live > 0);
+    destroy_all(0);
+    create_gi(0, NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, NVML_SUCCESS);
+    destroy_all(0);
+    fake_state_close(&st);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "child-create") == 0)
         return child_create();
+    if (argc == 2 && strcmp(argv[1], "child-churn") == 0)
+        return child_churn();
     if (argc == 2 && strcmp(argv[1], "child-hold-lock") == 0)
         return child_hold_lock();
     if (argc == 2 && strncmp(argv[1], "child-cuda", 10) == 0)
@@ -715,6 +850,7 @@ int main(int argc, char **argv)
     test_create_destroy();
     test_mig_handles();
     test_cross_process();
+    test_kill_during_changes();
     test_cuda();
     CHECK_EQ(nvmlShutdown(), NVML_SUCCESS);
     char path[300];
