@@ -32,6 +32,7 @@ typedef struct fake_gpu {
     int mig_set;            /* bit 0: geometry, bit 1: mode set for this GPU by its own keys */
     unsigned int mig_gi;    /* CUDA view of a MIG instance: its GPU-instance id, else 0 */
     unsigned int mig_ci;    /* and its compute-instance id */
+    char mig_profile[24];   /* and its GPU-instance profile's name, e.g. "3g.71gb" */
 } fake_gpu;
 
 typedef struct fake_config {

@@ -201,7 +201,12 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     REQUIRE_DEVICE(dev);
     if (name == NULL || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    snprintf(name, (size_t)len, "%s", g_fake.cfg->gpu_product);
+    /* A MIG instance is named as the real driver names it: "<GPU> MIG <profile>". */
+    if (g_fake.cfg->gpus[dev].mig_gi != 0)
+        snprintf(name, (size_t)len, "%s MIG %s", g_fake.cfg->gpu_product,
+                 g_fake.cfg->gpus[dev].mig_profile);
+    else
+        snprintf(name, (size_t)len, "%s", g_fake.cfg->gpu_product);
     return CUDA_SUCCESS;
 }
 

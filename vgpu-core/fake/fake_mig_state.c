@@ -221,6 +221,7 @@ int fake_mig_find(const fake_config *node, const fake_config *present, const cha
                 out->multiprocessors = (int)cp.multiprocessors;
                 out->mig_gi = gi;
                 out->mig_ci = ci;
+                snprintf(out->mig_profile, sizeof(out->mig_profile), "%s", gp->name);
                 found = p->phys;
             }
         }

@@ -565,6 +565,9 @@ static int child_cuda(const char *mode)
     CHECK(strcmp(uuid, getenv("FAKE_MIG_WANT_UUID")) == 0);
     CHECK_EQ(cuDeviceTotalMem_v2(&total, 0), CUDA_SUCCESS);
     CHECK_EQ_U64(total, 72704 * MiB);
+    char name[128];
+    CHECK_EQ(cuDeviceGetName(name, sizeof(name), 0), CUDA_SUCCESS);
+    CHECK(strcmp(name, "NVIDIA H200 141GB HBM3e MIG 3g.71gb") == 0);
     CHECK_EQ(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0), CUDA_SUCCESS);
     CHECK_EQ(sms, 48);
     CUcontext ctx;
