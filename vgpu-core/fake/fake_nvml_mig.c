@@ -8,6 +8,7 @@
  * Order of checks, as NVIDIA's library: initialised, then the handle, then
  * the GPU's MIG support and mode (NOT_SUPPORTED), then the other arguments.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -83,25 +84,41 @@ static fake_mig_ci *live_ci(int i, unsigned int gi, unsigned int ci)
     return &e->ci[ci];
 }
 
+/* Fills every handle once, so that handing one out never writes (threads may race). */
+static void init_handles(void)
+{
+    for (int i = 0; i < FAKE_MAX_GPUS; i++) {
+        for (unsigned int gi = 0; gi <= FAKE_MIG_MAX_GI; gi++) {
+            gi_handles[i][gi] = (struct nvmlGpuInstance_st){.magic = NVML_MAGIC_GI, .index = i,
+                                                           .gi = gi};
+            for (unsigned int ci = 0; ci < FAKE_MIG_MAX_CI; ci++) {
+                ci_handles[i][gi][ci] = (struct nvmlComputeInstance_st){
+                    .magic = NVML_MAGIC_CI, .index = i, .gi = gi, .ci = ci};
+                mig_handles[i][gi][ci] = (struct nvmlDevice_st){
+                    .magic = NVML_MAGIC_MIG, .index = i, .gi = gi, .ci = ci};
+            }
+        }
+    }
+}
+
+static pthread_once_t handles_once = PTHREAD_ONCE_INIT;
+
 static nvmlGpuInstance_t gi_handle(int i, unsigned int gi)
 {
-    struct nvmlGpuInstance_st *h = &gi_handles[i][gi];
-    *h = (struct nvmlGpuInstance_st){.magic = NVML_MAGIC_GI, .index = i, .gi = gi};
-    return h;
+    pthread_once(&handles_once, init_handles);
+    return &gi_handles[i][gi];
 }
 
 static nvmlComputeInstance_t ci_handle(int i, unsigned int gi, unsigned int ci)
 {
-    struct nvmlComputeInstance_st *h = &ci_handles[i][gi][ci];
-    *h = (struct nvmlComputeInstance_st){.magic = NVML_MAGIC_CI, .index = i, .gi = gi, .ci = ci};
-    return h;
+    pthread_once(&handles_once, init_handles);
+    return &ci_handles[i][gi][ci];
 }
 
 static nvmlDevice_t mig_handle(int i, unsigned int gi, unsigned int ci)
 {
-    struct nvmlDevice_st *h = &mig_handles[i][gi][ci];
-    *h = (struct nvmlDevice_st){.magic = NVML_MAGIC_MIG, .index = i, .gi = gi, .ci = ci};
-    return h;
+    pthread_once(&handles_once, init_handles);
+    return &mig_handles[i][gi][ci];
 }
 
 /* GPU index of a valid GPU-instance handle whose instance exists, else -1. */
