@@ -239,10 +239,8 @@ int fake_state_open(fake_state *st, const char *dir, int own_slot, char *err, si
     if (fd < 0)
         return -1;
     size_t old_size = 0;
-    if (fstat(fd, &sb) == 0)
-        old_size = (size_t)sb.st_size;
     if (fstat(fd, &sb) != 0 ||
-        ((size_t)sb.st_size < sizeof(fake_state_file) &&
+        ((old_size = (size_t)sb.st_size) < sizeof(fake_state_file) &&
          ftruncate(fd, (off_t)sizeof(fake_state_file)) != 0)) {
         snprintf(err, errlen, "size %s: %s", path, strerror(errno));
         close(fd);

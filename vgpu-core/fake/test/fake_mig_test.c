@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -818,6 +819,36 @@ static void test_kill_during_changes(void)
     fake_state_close(&st);
 }
 
+/*
+ * A version 4 state file (before MIG) that no process uses is started
+ * afresh at the new size, its old contents gone.
+ */
+static void test_old_state_file(void)
+{
+    char dir[] = "/tmp/vgpu-fake-mig-old-XXXXXX", path[300], err[256];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(path, sizeof(path), "%s/state", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f == NULL)
+        return;
+    uint64_t head[4] = {FAKE_STATE_MAGIC, 4, 0xdeadbeef, 0xdeadbeef};
+    fwrite(head, sizeof(head), 1, f);
+    CHECK_EQ(fseek(f, 4 << 20, SEEK_SET), 0);
+    fputc(1, f);
+    fclose(f);
+    fake_state st;
+    CHECK_EQ(fake_state_open(&st, dir, 0, err, sizeof(err)), 0);
+    CHECK_EQ(atomic_load(&st.file->version), FAKE_STATE_VERSION);
+    CHECK_EQ(((const unsigned char *)st.file)[4 << 20], 0);
+    CHECK_EQ(((const unsigned char *)st.file)[16], 0); /* was 0xef */
+    fake_state_close(&st);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && (size_t)sb.st_size == sizeof(fake_state_file));
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "child-create") == 0)
@@ -848,6 +879,7 @@ int main(int argc, char **argv)
     CHECK_EQ(nvmlInit_v2(), NVML_SUCCESS);
     for (unsigned int i = 0; i < 6; i++)
         CHECK_EQ(nvmlDeviceGetHandleByIndex_v2(i, &gpu[i]), NVML_SUCCESS);
+    test_old_state_file();
     test_config();
     test_geometries();
     test_create_destroy();
