@@ -72,7 +72,6 @@ int fake_mig_create_gi(fake_state *st, const fake_gpu *gpu, unsigned int profile
             e->size = pl.size;
             for (unsigned int c = 0; c < FAKE_MIG_MAX_CI; c++)
                 atomic_store(&e->ci[c].live, 0);
-            fake_state_mig_engine_reset(st, gpu->phys, id);
             atomic_store(&e->live, 1); /* published last */
             *gi = id;
             rc = NVML_SUCCESS;
@@ -83,6 +82,23 @@ int fake_mig_create_gi(fake_state *st, const fake_gpu *gpu, unsigned int profile
     }
     fake_state_mig_lock(st, gpu->phys, false);
     return rc;
+}
+
+/* An engine no live compute instance of m uses (FAKE_MIG_ENGINES if none: cannot be). */
+static unsigned int free_engine(const fake_mig_gpu *m)
+{
+    bool used[FAKE_MIG_ENGINES] = {false};
+    for (unsigned int g = 1; g <= FAKE_MIG_MAX_GI; g++) {
+        if (!atomic_load(&m->gi[g].live))
+            continue;
+        for (unsigned int c = 0; c < FAKE_MIG_MAX_CI; c++)
+            if (atomic_load(&m->gi[g].ci[c].live) && m->gi[g].ci[c].engine < FAKE_MIG_ENGINES)
+                used[m->gi[g].ci[c].engine] = true;
+    }
+    unsigned int e = 0;
+    while (e < FAKE_MIG_ENGINES && used[e])
+        e++;
+    return e;
 }
 
 int fake_mig_create_ci(fake_state *st, const fake_gpu *gpu, unsigned int gi, unsigned int profile,
@@ -121,11 +137,14 @@ int fake_mig_create_ci(fake_state *st, const fake_gpu *gpu, unsigned int gi, uns
             if (atomic_load(&e->ci[c].live) &&
                 overlaps(pl.start, pl.size, e->ci[c].start, e->ci[c].size))
                 free_slices = false;
-        if (free_slices) {
+        unsigned int engine = free_engine(&st->file->mig[gpu->phys]);
+        if (free_slices && engine < FAKE_MIG_ENGINES) {
             fake_mig_ci *c = &e->ci[id];
             c->profile = cp.id;
             c->start = pl.start;
             c->size = pl.size;
+            c->engine = engine;
+            fake_state_mig_engine_reset(st, gpu->phys, engine);
             atomic_store(&c->live, 1); /* published last */
             *ci = id;
             rc = NVML_SUCCESS;

@@ -605,8 +605,8 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
      */
     if (mig == 0 && cfg->gpus[i].mig_current == NVML_DEVICE_MIG_ENABLE)
         return NVML_ERROR_NOT_SUPPORTED;
-    utilization->gpu = mig != 0 ? fake_state_mig_util(&state, cfg->gpus[i].phys,
-                                                      FAKE_MIG_TAG_GI(mig), fake_now_ns())
+    utilization->gpu = mig != 0 ? fake_state_mig_util(&state, cfg->gpus[i].phys, mig,
+                                                      fake_now_ns())
                                 : fake_state_device_util(&state, cfg->gpus[i].phys, fake_now_ns());
     /* Memory traffic is not simulated. */
     utilization->memory = 0;

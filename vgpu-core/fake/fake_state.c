@@ -43,6 +43,19 @@ static int slot_lock(int fd, int i, short type)
 static void drop_kernels(fake_state *st, fake_dev_engine *e, int slot);
 static void pause_briefly(unsigned spins);
 
+/* The engine of live compute instance mig (FAKE_MIG_TAG) of dev, or NULL. */
+static fake_dev_engine *mig_engine(fake_state_file *f, int dev, uint32_t mig)
+{
+    unsigned int gi = FAKE_MIG_TAG_GI(mig), ci = FAKE_MIG_TAG_CI(mig);
+    if (gi < 1 || gi > FAKE_MIG_MAX_GI || ci >= FAKE_MIG_MAX_CI)
+        return NULL;
+    const fake_mig_gi *g = &f->mig[dev].gi[gi];
+    const fake_mig_ci *c = &g->ci[ci];
+    if (!atomic_load(&g->live) || !atomic_load(&c->live) || c->engine >= FAKE_MIG_ENGINES)
+        return NULL;
+    return &f->mig_engines[dev][c->engine];
+}
+
 /*
  * Returns the memory of slot i (whose lock the caller holds) to the GPUs and
  * drops its kernels, as the driver tears a dead process's context down.
@@ -55,13 +68,16 @@ static void slot_clear(fake_state *st, int i)
         gpu_queue *q = &f->engines[d].sched.q[i];
         if (q->head != q->tail)
             drop_kernels(st, &f->engines[d], i);
-        /* An instance's engine starts afresh when it is created: only live ones hold kernels. */
-        for (int g = 0; g < FAKE_MIG_MAX_GI; g++) {
-            if (!atomic_load(&f->mig[d].gi[g + 1].live))
-                continue;
-            q = &f->mig_engines[d][g].sched.q[i];
-            if (q->head != q->tail)
-                drop_kernels(st, &f->mig_engines[d][g], i);
+        /* Its engine starts afresh with a compute instance: only live ones hold kernels. */
+        for (int g = 1; g <= FAKE_MIG_MAX_GI; g++) {
+            for (int c = 0; c < FAKE_MIG_MAX_CI && atomic_load(&f->mig[d].gi[g].live); c++) {
+                fake_dev_engine *e = mig_engine(f, d, FAKE_MIG_TAG(g, c));
+                if (e == NULL)
+                    continue;
+                q = &e->sched.q[i];
+                if (q->head != q->tail)
+                    drop_kernels(st, e, i);
+            }
         }
         /* The GPU's total is the sum of the slots: this frees all the process held. */
         atomic_store(&s->dev[d].used, 0);
@@ -422,19 +438,16 @@ static void kernel_started(void *ctx, int owner, uint64_t start, uint64_t end)
     gpu_busy_add(&hold->f->slots[owner].dev[hold->dev].busy, start, end);
 }
 
-/* The engine of GPU instance gi of dev, or with gi 0 the whole GPU's. */
-static fake_dev_engine *engine_of(fake_state_file *f, int dev, unsigned int gi)
-{
-    if (gi >= 1 && gi <= FAKE_MIG_MAX_GI)
-        return &f->mig_engines[dev][gi - 1];
-    return &f->engines[dev];
-}
-
-/* The engine this process's kernels on dev run on (its MIG instance's, if bound). */
+/*
+ * The engine this process's kernels on dev run on: its compute instance's
+ * if bound to one (the whole GPU's if that instance is gone: it cannot be
+ * destroyed while the process holds a context there).
+ */
 static fake_dev_engine *own_engine(fake_state *st, int dev)
 {
     uint32_t mig = atomic_load(&st->file->slots[st->slot].dev[dev].mig);
-    return engine_of(st->file, dev, FAKE_MIG_TAG_GI(mig));
+    fake_dev_engine *e = mig != 0 ? mig_engine(st->file, dev, mig) : NULL;
+    return e != NULL ? e : &st->file->engines[dev];
 }
 
 static void engine_lock(fake_state *st, fake_dev_engine *e, int dev, struct engine_hold *hold)
@@ -508,9 +521,14 @@ static void engine_catch_up(fake_state *st, fake_dev_engine *e, int dev)
 static void engines_catch_up(fake_state *st, int dev)
 {
     engine_catch_up(st, &st->file->engines[dev], dev);
-    for (unsigned int g = 1; g <= FAKE_MIG_MAX_GI; g++)
-        if (atomic_load(&st->file->mig[dev].gi[g].live))
-            engine_catch_up(st, engine_of(st->file, dev, g), dev);
+    for (unsigned int g = 1; g <= FAKE_MIG_MAX_GI; g++) {
+        for (unsigned int c = 0; c < FAKE_MIG_MAX_CI && atomic_load(&st->file->mig[dev].gi[g].live);
+             c++) {
+            fake_dev_engine *e = mig_engine(st->file, dev, FAKE_MIG_TAG(g, c));
+            if (e != NULL)
+                engine_catch_up(st, e, dev);
+        }
+    }
 }
 
 int64_t fake_state_submit(fake_state *st, int dev, uint32_t stream, bool small, uint64_t ns)
@@ -671,17 +689,21 @@ uint64_t fake_state_used_mig(fake_state *st, int dev, unsigned int gi)
     return slots_used_mig(st->file, dev, gi, false);
 }
 
-unsigned int fake_state_mig_util(fake_state *st, int dev, unsigned int gi, uint64_t now)
+unsigned int fake_state_mig_util(fake_state *st, int dev, uint32_t mig, uint64_t now)
 {
-    fake_dev_engine *e = engine_of(st->file, dev, gi);
+    fake_dev_engine *e = mig_engine(st->file, dev, mig);
+    if (e == NULL)
+        return 0;
     engine_catch_up(st, e, dev);
-    return gpu_sensor_percent(&e->busy, now, ((uint64_t)dev << 32) | gi, NULL);
+    return gpu_sensor_percent(&e->busy, now, ((uint64_t)dev << 32) | mig, NULL);
 }
 
-int64_t fake_state_mig_true_busy(fake_state *st, int dev, unsigned int gi, uint64_t from,
+int64_t fake_state_mig_true_busy(fake_state *st, int dev, uint32_t mig, uint64_t from,
                                  uint64_t to)
 {
-    fake_dev_engine *e = engine_of(st->file, dev, gi);
+    fake_dev_engine *e = mig_engine(st->file, dev, mig);
+    if (e == NULL)
+        return -1;
     engine_catch_up(st, e, dev);
     return (int64_t)gpu_busy_between(&e->busy, from, to);
 }
@@ -718,10 +740,12 @@ bool fake_state_mig_in_use(fake_state *st, int dev, unsigned int gi, int ci)
     return false;
 }
 
-void fake_state_mig_engine_reset(fake_state *st, int dev, unsigned int gi)
+void fake_state_mig_engine_reset(fake_state *st, int dev, unsigned int engine)
 {
     struct engine_hold hold;
-    fake_dev_engine *e = engine_of(st->file, dev, gi);
+    if (engine >= FAKE_MIG_ENGINES)
+        return;
+    fake_dev_engine *e = &st->file->mig_engines[dev][engine];
     engine_lock(st, e, dev, &hold);
     memset(&e->sched, 0, sizeof(e->sched));
     gpu_busy_reset(&e->busy);

@@ -92,6 +92,9 @@ typedef struct fake_dev_engine {
 #define FAKE_ENGINE_STEAL_ANY_NS 1000000000ULL
 #define FAKE_ENGINE_SLOT_BITS 7
 
+/* Engines per GPU for its compute instances. */
+#define FAKE_MIG_ENGINES 7
+
 /* A slot's binding to compute instance ci of GPU instance gi (gi >= 1). */
 #define FAKE_MIG_TAG(gi, ci) ((uint32_t)(gi) | ((uint32_t)(ci) << 8))
 #define FAKE_MIG_TAG_GI(t) ((t) & 0xffu)
@@ -107,6 +110,7 @@ typedef struct fake_mig_ci {
     _Atomic uint32_t live;
     uint32_t profile;      /* NVML_COMPUTE_INSTANCE_PROFILE_* */
     uint32_t start, size;  /* compute slices within the GPU instance */
+    uint32_t engine;       /* its engine: mig_engines[GPU][engine] */
 } fake_mig_ci;
 
 typedef struct fake_mig_gi {
@@ -129,8 +133,12 @@ typedef struct fake_state_file {
     fake_slot_identity ident[FAKE_MAX_SLOTS];
     fake_dev_engine engines[FAKE_MAX_GPUS];
     fake_mig_gpu mig[FAKE_MAX_GPUS];
-    /* Each GPU instance's own engine: its kernels run on its compute slices only. */
-    fake_dev_engine mig_engines[FAKE_MAX_GPUS][FAKE_MIG_MAX_GI];
+    /*
+     * Each compute instance's own engine (its SMs are its own): its kernels
+     * run on its compute slices only. A GPU has at most 7 compute instances
+     * (one compute slice each at least), each live one owns one engine.
+     */
+    fake_dev_engine mig_engines[FAKE_MAX_GPUS][FAKE_MIG_ENGINES];
 } fake_state_file;
 
 typedef struct fake_state {
@@ -258,11 +266,14 @@ uint64_t fake_state_used_mig(fake_state *st, int dev, unsigned int gi);
 int fake_state_processes_mig(fake_state *st, int dev, uint32_t mig, bool gi_only, uint64_t now,
                              fake_proc *out, int max);
 
-/* NVML's sensor for GPU instance gi of dev (its own engine). */
-unsigned int fake_state_mig_util(fake_state *st, int dev, unsigned int gi, uint64_t now);
+/* NVML's sensor for compute instance mig (FAKE_MIG_TAG) of dev: its own engine; 0 if gone. */
+unsigned int fake_state_mig_util(fake_state *st, int dev, uint32_t mig, uint64_t now);
 
-/* Ground truth for tests: busy ns of GPU instance gi's engine on dev in [from, to). */
-int64_t fake_state_mig_true_busy(fake_state *st, int dev, unsigned int gi, uint64_t from,
+/*
+ * Ground truth for tests: busy ns of compute instance mig's engine on dev
+ * in [from, to), -1 if it is gone.
+ */
+int64_t fake_state_mig_true_busy(fake_state *st, int dev, uint32_t mig, uint64_t from,
                                  uint64_t to);
 
 /* Takes (blocking) or drops the MIG lock of dev; returns 0 on success. */
@@ -274,7 +285,7 @@ int fake_state_mig_lock(fake_state *st, int dev, bool lock);
  */
 bool fake_state_mig_in_use(fake_state *st, int dev, unsigned int gi, int ci);
 
-/* Starts GPU instance gi's engine of dev afresh (an instance created), under the MIG lock. */
-void fake_state_mig_engine_reset(fake_state *st, int dev, unsigned int gi);
+/* Starts engine e (0..FAKE_MIG_ENGINES-1) of dev afresh (a compute instance created). */
+void fake_state_mig_engine_reset(fake_state *st, int dev, unsigned int e);
 
 #endif /* VGPU_FAKE_STATE_H */

@@ -570,11 +570,20 @@ static int child_cuda(const char *mode)
     CHECK_EQ(cuDeviceGetName(name, sizeof(name), 0), CUDA_SUCCESS);
     CHECK(strcmp(name, "NVIDIA H200 141GB HBM3e MIG 3g.71gb") == 0);
     CHECK_EQ(cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, 0), CUDA_SUCCESS);
-    CHECK_EQ(sms, 48);
+    const char *want_sms = getenv("FAKE_MIG_WANT_SMS");
+    CHECK_EQ(sms, (want_sms != NULL ? atoi(want_sms) : 48));
     CUcontext ctx;
     CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
     CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
     CUdeviceptr p, q;
+    if (getenv("FAKE_MIG_GI_FULL") != NULL) {
+        /* Another compute instance of the GPU instance holds its memory: shared, and full. */
+        CHECK_EQ(cuMemAlloc_v2(&q, 2 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
+        printf("%s\n", check_failures == 0 ? "done" : "failed");
+        fflush(stdout);
+        pause();
+        return 0;
+    }
     CHECK_EQ(cuMemAlloc_v2(&p, 70 * GiB), CUDA_SUCCESS);
     /* The parent GPU has 71 GiB free, the instance not 2. */
     CHECK_EQ(cuMemAlloc_v2(&q, 2 * GiB), CUDA_ERROR_OUT_OF_MEMORY);
@@ -659,14 +668,14 @@ static void test_cuda(void)
     CHECK_EQ(nvmlDeviceGetComputeRunningProcesses_v3(mb, &n, infos), NVML_SUCCESS);
     CHECK_EQ(n, 0);
     /* Busy time: 300 ms on A's engine, nothing on B's or the GPU-wide one. */
-    /* The instance's engine was new with it: its running total is this child's work. */
-    CHECK(fake_state_mig_true_busy(&st, 0, ida, t0, t1 + 1) > 0);
-    uint64_t busy_a = atomic_load(&st.file->mig_engines[0][ida - 1].busy.total);
+    /* The compute instance's engine was new with it: its running total is this child's work. */
+    CHECK(fake_state_mig_true_busy(&st, 0, FAKE_MIG_TAG(ida, 0), t0, t1 + 1) > 0);
+    uint64_t busy_a = atomic_load(&st.file->mig_engines[0][st.file->mig[0].gi[ida].ci[0].engine].busy.total);
     if (busy_a < 299000000ULL || busy_a > 301000000ULL)
         fprintf(stderr, "busy on instance A: %llu ns\n", (unsigned long long)busy_a);
     CHECK(busy_a >= 299000000ULL && busy_a <= 301000000ULL);
-    CHECK_EQ(atomic_load(&st.file->mig_engines[0][idb - 1].busy.total), 0);
-    CHECK_EQ(fake_state_mig_true_busy(&st, 0, idb, t0, t1 + 1), 0);
+    CHECK_EQ(atomic_load(&st.file->mig_engines[0][st.file->mig[0].gi[idb].ci[0].engine].busy.total), 0);
+    CHECK_EQ(fake_state_mig_true_busy(&st, 0, FAKE_MIG_TAG(idb, 0), t0, t1 + 1), 0);
     CHECK_EQ(fake_state_true_busy(&st, 0, 0, t0, t1 + 1), 0);
     nvmlUtilization_t ub;
     CHECK_EQ(nvmlDeviceGetUtilizationRates(mb, &ub), NVML_SUCCESS);
@@ -687,9 +696,9 @@ static void test_cuda(void)
     CHECK_EQ_U64(nvml_used(ma), 70 * GiB);
     CHECK_EQ_U64(nvml_used(mb), 70 * GiB);
     CHECK_EQ_U64(nvml_used(gpu[0]), 140 * GiB);
-    uint64_t busy_b = atomic_load(&st.file->mig_engines[0][idb - 1].busy.total);
+    uint64_t busy_b = atomic_load(&st.file->mig_engines[0][st.file->mig[0].gi[idb].ci[0].engine].busy.total);
     CHECK(busy_b >= 299000000ULL && busy_b <= 301000000ULL);
-    CHECK_EQ_U64(atomic_load(&st.file->mig_engines[0][ida - 1].busy.total), busy_a);
+    CHECK_EQ_U64(atomic_load(&st.file->mig_engines[0][st.file->mig[0].gi[ida].ci[0].engine].busy.total), busy_a);
 
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);
@@ -701,6 +710,57 @@ static void test_cuda(void)
     waitpid(pid2, NULL, 0);
     fclose(f2);
     CHECK_EQ_U64(nvml_used(mb), 0);
+    CHECK_EQ_U64(nvml_used(gpu[0]), 0);
+    destroy_all(0);
+
+    /*
+     * Two compute instances of one 3g: SMs and engines their own, memory
+     * the GPU instance's, shared.
+     */
+    a = create_gi(0, NVML_GPU_INSTANCE_PROFILE_3_SLICE, 0, 3, NVML_SUCCESS);
+    nvmlComputeInstance_t c0, c1;
+    /* The 2-slice one takes slices 0-1, the 1-slice one slice 2. */
+    CHECK_EQ(nvmlGpuInstanceCreateComputeInstance(a, NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE, &c1),
+             NVML_SUCCESS);
+    CHECK_EQ(nvmlGpuInstanceCreateComputeInstance(a, NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE, &c0),
+             NVML_SUCCESS);
+    nvmlDevice_t m0, m1;
+    char u0[NVML_DEVICE_UUID_V2_BUFFER_SIZE], u1[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    /* MIG devices in id order: compute instance 0 is the 2-slice one. */
+    CHECK_EQ(nvmlDeviceGetMigDeviceHandleByIndex(gpu[0], 1, &m0), NVML_SUCCESS);
+    CHECK_EQ(nvmlDeviceGetMigDeviceHandleByIndex(gpu[0], 0, &m1), NVML_SUCCESS);
+    CHECK_EQ(nvmlDeviceGetUUID(m0, u0, sizeof(u0)), NVML_SUCCESS);
+    CHECK_EQ(nvmlDeviceGetUUID(m1, u1, sizeof(u1)), NVML_SUCCESS);
+    CHECK(strcmp(u0, u1) != 0);
+    ida = gi_id(a);
+    setenv("FAKE_MIG_WANT_UUID", u0, 1);
+    setenv("FAKE_MIG_WANT_SMS", "16", 1);
+    CHECK_EQ(run_self("child-cuda-mig", "CUDA_VISIBLE_DEVICES", u0, &fd, &pid), 0);
+    f = fdopen(fd, "r");
+    CHECK(fgets(line, sizeof(line), f) != NULL);
+    CHECK(strcmp(line, "done\n") == 0);
+    setenv("FAKE_MIG_WANT_UUID", u1, 1);
+    setenv("FAKE_MIG_WANT_SMS", "32", 1);
+    setenv("FAKE_MIG_GI_FULL", "1", 1);
+    CHECK_EQ(run_self("child-cuda-mig", "CUDA_VISIBLE_DEVICES", u1, &fd2, &pid2), 0);
+    f2 = fdopen(fd2, "r");
+    CHECK(fgets(line, sizeof(line), f2) != NULL);
+    CHECK(strcmp(line, "done\n") == 0);
+    unsetenv("FAKE_MIG_GI_FULL");
+    unsetenv("FAKE_MIG_WANT_SMS");
+    CHECK_EQ_U64(nvml_used(m0), 70 * GiB);
+    CHECK_EQ_U64(nvml_used(m1), 70 * GiB); /* the GPU instance's memory, shared */
+    const fake_mig_gi *e = &st.file->mig[0].gi[ida];
+    CHECK(e->ci[0].engine != e->ci[1].engine);
+    uint64_t b0 = atomic_load(&st.file->mig_engines[0][e->ci[1].engine].busy.total);
+    CHECK(b0 >= 299000000ULL && b0 <= 301000000ULL);
+    CHECK_EQ_U64(atomic_load(&st.file->mig_engines[0][e->ci[0].engine].busy.total), 0);
+    kill(pid, SIGKILL);
+    kill(pid2, SIGKILL);
+    waitpid(pid, NULL, 0);
+    waitpid(pid2, NULL, 0);
+    fclose(f);
+    fclose(f2);
     CHECK_EQ_U64(nvml_used(gpu[0]), 0);
     fake_state_close(&st);
     destroy_all(0);
