@@ -3,11 +3,14 @@ package gpu
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"testing"
 	"time"
 
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2/ktesting"
@@ -140,4 +143,106 @@ func watchFake(t *testing.T, lib, stateDir string, infos []Info) {
 			t.Fatal("XID 48 not reported")
 		}
 	}
+}
+
+// fakeMIGChildEnv names the MIG geometry a re-executed test process gives the
+// fake NVML: the fake keeps its configuration for the life of the process,
+// so each geometry gets a process of its own.
+const fakeMIGChildEnv = "VGPU_FAKE_MIG_TEST_GEOMETRY"
+
+// TestReadMIGFakeMatchesMock checks that vgpu-core's fake NVML, loaded
+// through go-nvml's real dlopen path, answers the MIG discovery exactly as
+// go-nvml's mock GPUs do: the same profiles, placements and, after the same
+// instances are created through go-nvml, the same instances (ids aside: the
+// fake numbers GPU instances from 1, the mock from 0).
+func TestReadMIGFakeMatchesMock(t *testing.T) {
+	lib := os.Getenv(fakeNVMLEnv)
+	if lib == "" {
+		t.Skipf("%s is not set; build vgpu-core's fakes (make -C vgpu-core fakes) and point it at libnvidia-ml.so.1", fakeNVMLEnv)
+	}
+	require.FileExists(t, lib)
+	configs := map[string]gpus.Config{"h100-80gb": gpus.H100_SXM5_80GB, "h200-141gb": gpus.H200_SXM5_141GB}
+	if geometry := os.Getenv(fakeMIGChildEnv); geometry != "" {
+		config, ok := configs[geometry]
+		require.True(t, ok, "unknown geometry %q", geometry)
+		compareFakeMIG(t, lib, config)
+		return
+	}
+	for geometry := range configs {
+		t.Run(geometry, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestReadMIGFakeMatchesMock$", "-test.v")
+			cmd.Env = append(os.Environ(),
+				fakeMIGChildEnv+"="+geometry,
+				"VGPU_FAKE_CONFIG=",
+				"VGPU_FAKE_GPU_COUNT=2",
+				"VGPU_FAKE_GPU0_MIG_GEOMETRY="+geometry,
+				"VGPU_FAKE_GPU0_MIG_MODE=enabled",
+				"VGPU_FAKE_GPU1_MIG_GEOMETRY="+geometry,
+				"VGPU_FAKE_GPU1_MIG_MODE=disabled",
+				"VGPU_FAKE_STATE_DIR="+t.TempDir())
+			out, err := cmd.CombinedOutput()
+			require.NoError(t, err, "%s", out)
+		})
+	}
+}
+
+func compareFakeMIG(t *testing.T, lib string, config gpus.Config) {
+	_, ctx := ktesting.NewTestContext(t)
+	fake, err := NewDiscoverer(WithLibraryPath(lib)).MIG(ctx)
+	require.NoError(t, err)
+	mock, err := NewDiscoverer(WithNVML(migServer(t, config))).MIG(ctx)
+	require.NoError(t, err)
+	require.Len(t, fake, 2)
+	require.Len(t, mock, 2)
+	for i := range mock {
+		assert.Equal(t, mock[i].MIG, fake[i].MIG, "GPU %d", i)
+	}
+
+	// The same instances created through go-nvml on both.
+	l := nvml.New(nvml.WithLibraryPath(lib))
+	require.Equal(t, nvml.SUCCESS, l.Init())
+	defer l.Shutdown()
+	fakeDev, ret := l.DeviceGetHandleByIndex(0)
+	require.Equal(t, nvml.SUCCESS, ret)
+	mockDev := migServer(t, config).Devices[0]
+	read := func(dev nvml.Device) []MIGInstance {
+		createMIG(t, dev, nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4, 1)
+		createMIG(t, dev, nvml.GPU_INSTANCE_PROFILE_1_SLICE, 0, 0)
+		createMIG(t, dev, nvml.GPU_INSTANCE_PROFILE_2_SLICE, 2, 2)
+		mig, err := ReadMIG(dev, false)
+		require.NoError(t, err)
+		require.NotNil(t, mig)
+		for i := range mig.Instances {
+			mig.Instances[i].ID = 0
+		}
+		return mig.Instances
+	}
+	want := read(mockDev)
+	assert.Len(t, want, 3)
+	assert.Equal(t, want, read(fakeDev))
+}
+
+// createMIG creates a GPU instance of profile at the placement starting at
+// start, with cis 1-slice compute instances, through go-nvml.
+func createMIG(t *testing.T, dev nvml.Device, profile int, start uint32, cis int) {
+	t.Helper()
+	info, ret := dev.GetGpuInstanceProfileInfo(profile)
+	require.Equal(t, nvml.SUCCESS, ret)
+	pl, ret := dev.GetGpuInstancePossiblePlacements(&info)
+	require.Equal(t, nvml.SUCCESS, ret)
+	for _, p := range pl {
+		if p.Start != start {
+			continue
+		}
+		gi, ret := dev.CreateGpuInstanceWithPlacement(&info, &p)
+		require.Equal(t, nvml.SUCCESS, ret)
+		for i := 0; i < cis; i++ {
+			ciInfo, ret := gi.GetComputeInstanceProfileInfo(nvml.COMPUTE_INSTANCE_PROFILE_1_SLICE, nvml.COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+			require.Equal(t, nvml.SUCCESS, ret)
+			_, ret = gi.CreateComputeInstance(&ciInfo)
+			require.Equal(t, nvml.SUCCESS, ret)
+		}
+		return
+	}
+	t.Fatalf("profile %d has no placement at %d", profile, start)
 }

@@ -20,11 +20,12 @@ SAN ?= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 # -fno-ipa-icf: every exported variant (cuLaunchKernel, cuLaunchKernel_ptsz...)
 # must keep its own address, so dladdr() names the exact variant.
 FAKE_CFLAGS := $(CFLAGS_BASE) -I$(FAKE_DIR) -fno-ipa-icf
-FAKE_COMMON := $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_gpu.c
+FAKE_COMMON := $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_gpu.c \
+	$(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c
 FAKE_HDRS := $(wildcard $(FAKE_DIR)/*.h) include/vgpu_cuda.h include/vgpu_nvml.h
 FAKE_CUDA_SRCS := $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake_cuda_stream.c $(FAKE_DIR)/fake_cuda_mem.c \
 	$(FAKE_DIR)/fake_cuda_host.c $(FAKE_DIR)/fake_cuda_procaddr.c $(FAKE_COMMON)
-FAKE_NVML_SRCS := $(FAKE_DIR)/fake_nvml.c $(FAKE_COMMON)
+FAKE_NVML_SRCS := $(FAKE_DIR)/fake_nvml.c $(FAKE_DIR)/fake_nvml_mig.c $(FAKE_COMMON)
 # -Bsymbolic: like the real driver, the fakes' own references (the
 # cuGetProcAddress table, internal calls) bind to their own definitions,
 # never to a preloaded library's functions of the same name.
@@ -70,6 +71,7 @@ $(BUILD)/fake-san/cuda-probe: tools/cuda-probe.c include/vgpu_cuda.h
 # The test links both fakes as a -lcuda -lnvidia-ml application would, and
 # runs cuda-probe (from the same directory set) as a second process.
 FAKE_TEST_SRCS := $(FAKE_DIR)/test/fake_test.c $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c \
+	$(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c \
 	$(FAKE_DIR)/fake_gpu.c
 FAKE_TEST_DEPS := $(FAKE_TEST_SRCS) test/check.h $(FAKE_HDRS)
 
@@ -82,13 +84,28 @@ endef
 $(eval $(call fake_test,$(BUILD)/fake,-O1 -g))
 $(eval $(call fake_test,$(BUILD)/fake-san,-O1 -g $(SAN)))
 
+# The MIG model's tests (fake NVML MIG, CUDA view of a MIG instance), linked the same way.
+FAKE_MIG_TEST_SRCS := $(FAKE_DIR)/test/fake_mig_test.c $(FAKE_DIR)/fake_config.c \
+	$(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c $(FAKE_DIR)/fake_gpu.c
+
+define fake_mig_test
+$(1)/fake_mig_test: $$(FAKE_MIG_TEST_SRCS) test/check.h $$(FAKE_HDRS) $(1)/libcuda.so $(1)/libnvidia-ml.so
+	$$(CC) $$(FAKE_CFLAGS) -Itest $(2) -o $$@ $$(FAKE_MIG_TEST_SRCS) -L$(1) \
+		-Wl,-rpath,$$(abspath $(1)) -lcuda -lnvidia-ml -ldl -lpthread -lm
+endef
+
+$(eval $(call fake_mig_test,$(BUILD)/fake,-O1 -g))
+$(eval $(call fake_mig_test,$(BUILD)/fake-san,-O1 -g $(SAN)))
+
 # The fakes look for device nodes in a directory of the tests' own (absent:
 # every GPU visible), not the host's /dev.
 fake-test: export VGPU_FAKE_DEV_DIR := $(abspath $(BUILD)/test-dev)
 fake-test: $(BUILD)/fake/fake_test $(BUILD)/cuda-probe $(BUILD)/fake-san/fake_test \
-		$(BUILD)/fake-san/cuda-probe
+		$(BUILD)/fake-san/cuda-probe $(BUILD)/fake/fake_mig_test $(BUILD)/fake-san/fake_mig_test
 	FAKE_TEST_PROBE=$(abspath $(BUILD)/cuda-probe) FAKE_TEST_LIBDIR=$(abspath $(BUILD)/fake) \
 		$(BUILD)/fake/fake_test
 	FAKE_TEST_PROBE=$(abspath $(BUILD)/fake-san/cuda-probe) \
 		FAKE_TEST_LIBDIR=$(abspath $(BUILD)/fake-san) \
 		$(BUILD)/fake-san/fake_test
+	$(BUILD)/fake/fake_mig_test
+	$(BUILD)/fake-san/fake_mig_test

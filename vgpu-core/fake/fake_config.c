@@ -13,6 +13,7 @@
 #include <unistd.h>
 #include <time.h>
 
+#include "fake_mig.h"
 #include "vgpu_nvml.h"
 
 #define DEFAULT_STATE_DIR "/tmp/vgpu-fake-state"
@@ -114,10 +115,69 @@ static int copy_string(char *dst, size_t len, const char *src)
     return 0;
 }
 
+/* A mig_mode value: "disabled", "enabled", "enable-pending", "disable-pending". */
+static int parse_mig_mode(const char *val, int *current, int *pending)
+{
+    static const struct {
+        const char *name;
+        int current, pending;
+    } modes[] = {
+        {"disabled", NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_DISABLE},
+        {"enabled", NVML_DEVICE_MIG_ENABLE, NVML_DEVICE_MIG_ENABLE},
+        {"enable-pending", NVML_DEVICE_MIG_DISABLE, NVML_DEVICE_MIG_ENABLE},
+        {"disable-pending", NVML_DEVICE_MIG_ENABLE, NVML_DEVICE_MIG_DISABLE},
+    };
+    for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+        if (strcmp(val, modes[i].name) == 0) {
+            *current = modes[i].current;
+            *pending = modes[i].pending;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Per-GPU keys gpu<N>_mig_geometry and gpu<N>_mig_mode; 1 when key is none of them. */
+static int apply_gpu_key(fake_config *cfg, const char *key, const char *val)
+{
+    char *end;
+    if (strncmp(key, "gpu", 3) != 0 || !isdigit((unsigned char)key[3]))
+        return 1;
+    errno = 0;
+    long n = strtol(key + 3, &end, 10);
+    if (errno != 0 || n < 0 || n >= FAKE_MAX_GPUS || (key[3] == '0' && end != key + 4))
+        return 1;
+    fake_gpu *g = &cfg->gpus[n];
+    if (strcmp(end, "_mig_geometry") == 0) {
+        int geo = fake_mig_geometry_parse(val);
+        if (geo < 0)
+            return -1;
+        g->mig_geometry = geo;
+        g->mig_set |= 1;
+        return 0;
+    }
+    if (strcmp(end, "_mig_mode") == 0) {
+        if (parse_mig_mode(val, &g->mig_current, &g->mig_pending) != 0)
+            return -1;
+        g->mig_set |= 2;
+        return 0;
+    }
+    return 1;
+}
+
 /* Applies one key; returns 0, 1 for an unknown key, -1 for a bad value. */
 static int apply(fake_config *cfg, const char *key, const char *val)
 {
     uint64_t u;
+    if (strcmp(key, "mig_geometry") == 0) {
+        int geo = fake_mig_geometry_parse(val);
+        if (geo < 0)
+            return -1;
+        cfg->mig_geometry = geo;
+        return 0;
+    }
+    if (strcmp(key, "mig_mode") == 0)
+        return parse_mig_mode(val, &cfg->mig_current, &cfg->mig_pending);
     if (strcmp(key, "gpu_count") == 0)
         return parse_int(val, 0, FAKE_MAX_GPUS, &cfg->gpu_count);
     if (strcmp(key, "gpu_memory") == 0) {
@@ -161,13 +221,13 @@ static int apply(fake_config *cfg, const char *key, const char *val)
     }
     if (strcmp(key, "state_dir") == 0)
         return val[0] == '/' ? copy_string(cfg->state_dir, sizeof(cfg->state_dir), val) : -1;
-    return 1;
+    return apply_gpu_key(cfg, key, val);
 }
 
 static const char *const keys[] = {
     "gpu_count", "gpu_memory", "gpu_product", "uuid_seed", "driver_version",
     "cuda_version", "compute_capability", "multiprocessors", "cores_per_sm",
-    "numa_node", "kernel_us", "context_memory", "state_dir",
+    "numa_node", "kernel_us", "context_memory", "state_dir", "mig_geometry", "mig_mode",
 };
 
 static void set_defaults(fake_config *cfg)
@@ -243,7 +303,28 @@ static void derive_gpus(fake_config *cfg)
         snprintf(g->pci_bus_id, sizeof(g->pci_bus_id), "00000000:%02X:00.0", g->pci_bus);
         snprintf(g->pci_bus_id_legacy, sizeof(g->pci_bus_id_legacy), "0000:%02X:00.0",
                  g->pci_bus);
+        g->memory = cfg->gpu_memory;
+        g->multiprocessors = cfg->multiprocessors;
+        if ((g->mig_set & 1) == 0)
+            g->mig_geometry = cfg->mig_geometry;
+        if ((g->mig_set & 2) == 0) {
+            g->mig_current = cfg->mig_current;
+            g->mig_pending = cfg->mig_pending;
+        }
+        g->mig_gi = g->mig_ci = 0;
     }
+}
+
+/* A GPU in (or going to) MIG mode needs a geometry; returns the first that has none, or -1. */
+static int mig_without_geometry(const fake_config *cfg)
+{
+    for (int i = 0; i < cfg->gpu_count; i++) {
+        const fake_gpu *g = &cfg->gpus[i];
+        if (g->mig_geometry == FAKE_MIG_NONE &&
+            (g->mig_current == NVML_DEVICE_MIG_ENABLE || g->mig_pending == NVML_DEVICE_MIG_ENABLE))
+            return i;
+    }
+    return -1;
 }
 
 static void trim(char **s)
@@ -310,12 +391,33 @@ int fake_config_load(fake_config *cfg, char *errbuf, unsigned int errlen)
             rc = -1;
         }
     }
+    /* Per-GPU keys: VGPU_FAKE_GPU<N>_MIG_GEOMETRY, VGPU_FAKE_GPU<N>_MIG_MODE. */
+    for (int n = 0; n < FAKE_MAX_GPUS && rc == 0; n++) {
+        static const char *const gpu_keys[] = {"mig_geometry", "mig_mode"};
+        for (size_t k = 0; k < 2 && rc == 0; k++) {
+            char env[64], key[64];
+            snprintf(key, sizeof(key), "gpu%d_%s", n, gpu_keys[k]);
+            snprintf(env, sizeof(env), "VGPU_FAKE_GPU%d_%s", n,
+                     k == 0 ? "MIG_GEOMETRY" : "MIG_MODE");
+            const char *v = getenv(env);
+            if (v != NULL && apply(cfg, key, v) != 0) {
+                snprintf(errbuf, errlen, "invalid value %.64s for %s", v, env);
+                rc = -1;
+            }
+        }
+    }
     const char *path = getenv("VGPU_FAKE_CONFIG");
     if (rc == 0 && path != NULL && *path != '\0')
         rc = load_file(cfg, path, errbuf, errlen);
     cfg->architecture = architecture_of(cfg->cc_major, cfg->cc_minor);
     cfg->brand = NVML_BRAND_NVIDIA;
     derive_gpus(cfg);
+    int bad = mig_without_geometry(cfg);
+    if (rc == 0 && bad >= 0) {
+        snprintf(errbuf, errlen, "GPU %d: a MIG mode other than disabled needs a mig_geometry",
+                 bad);
+        rc = -1;
+    }
     return rc;
 }
 
@@ -405,6 +507,54 @@ void fake_config_restrict(const fake_config *node, const char *dev_dir, const ch
     }
 }
 
+void fake_config_restrict_cuda(const fake_config *node, const char *dev_dir,
+                               const char *cuda_visible, fake_config *out)
+{
+    fake_config present, plain;
+    int used[FAKE_MAX_GPUS] = {0};
+    int mig_used[FAKE_MAX_GPUS] = {0};
+
+    fake_config_restrict(node, dev_dir, NULL, &present);
+    /* A GPU in MIG mode runs CUDA work only inside an instance. */
+    plain = present;
+    plain.gpu_count = 0;
+    for (int i = 0; i < present.gpu_count; i++)
+        if (present.gpus[i].mig_current != NVML_DEVICE_MIG_ENABLE)
+            plain.gpus[plain.gpu_count++] = present.gpus[i];
+    *out = plain;
+    if (cuda_visible == NULL)
+        return;
+    out->gpu_count = 0;
+    for (const char *e = cuda_visible; *e != '\0';) {
+        size_t len = strcspn(e, ",");
+        while (len > 0 && isspace((unsigned char)*e)) {
+            e++;
+            len--;
+        }
+        size_t tlen = len;
+        while (tlen > 0 && isspace((unsigned char)e[tlen - 1]))
+            tlen--;
+        if (tlen > 4 && strncmp(e, "MIG-", 4) == 0) {
+            fake_gpu g;
+            int phys = fake_mig_find(node, &present, e, tlen, &g);
+            /* One instance per GPU, as CUDA enumerates them. */
+            if (phys < 0 || mig_used[phys])
+                break;
+            mig_used[phys] = 1;
+            out->gpus[out->gpu_count++] = g;
+        } else {
+            int i = cuda_entry(&plain, plain.gpu_count, e, tlen);
+            if (i < 0 || used[i])
+                break;
+            used[i] = 1;
+            out->gpus[out->gpu_count++] = plain.gpus[i];
+        }
+        e += len;
+        if (*e == ',')
+            e++;
+    }
+}
+
 static fake_config g_views[2];
 static const char *g_view_err;
 static pthread_once_t g_views_once = PTHREAD_ONCE_INIT;
@@ -419,7 +569,7 @@ static void views_once(void)
         dev = "/dev";
 
     fake_config_restrict(node, dev, NULL, &g_views[FAKE_VIEW_NVML]);
-    fake_config_restrict(node, dev, getenv("CUDA_VISIBLE_DEVICES"), &g_views[FAKE_VIEW_CUDA]);
+    fake_config_restrict_cuda(node, dev, getenv("CUDA_VISIBLE_DEVICES"), &g_views[FAKE_VIEW_CUDA]);
 }
 
 const fake_config *fake_config_view(int view, const char **err)

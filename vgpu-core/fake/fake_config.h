@@ -24,6 +24,15 @@ typedef struct fake_gpu {
     char pci_bus_id_legacy[16]; /* "0000:BB:00.0" */
     unsigned int pci_bus;
     int phys;               /* index on the node: minor number, device node, shared state */
+    uint64_t memory;        /* bytes: the GPU's, or in a CUDA view of a MIG instance the instance's */
+    int multiprocessors;    /* SMs: the GPU's, or the MIG compute instance's */
+    int mig_geometry;       /* FAKE_MIG_* (fake_mig.h); FAKE_MIG_NONE: not MIG capable */
+    int mig_current;        /* MIG mode now (NVML_DEVICE_MIG_ENABLE / _DISABLE) */
+    int mig_pending;        /* MIG mode after the next reset */
+    int mig_set;            /* bit 0: geometry, bit 1: mode set for this GPU by its own keys */
+    unsigned int mig_gi;    /* CUDA view of a MIG instance: its GPU-instance id, else 0 */
+    unsigned int mig_ci;    /* and its compute-instance id */
+    char mig_profile[24];   /* and its GPU-instance profile's name, e.g. "3g.71gb" */
 } fake_gpu;
 
 typedef struct fake_config {
@@ -43,6 +52,8 @@ typedef struct fake_config {
     uint64_t kernel_ns;           /* default busy time per launch */
     uint64_t context_memory;      /* bytes charged per context */
     char state_dir[256];
+    int mig_geometry;             /* default of every GPU (key mig_geometry) */
+    int mig_current, mig_pending; /* default MIG mode (key mig_mode) */
     fake_gpu gpus[FAKE_MAX_GPUS];
 } fake_config;
 
@@ -80,6 +91,17 @@ const fake_config *fake_config_view(int view, const char **err);
  */
 void fake_config_restrict(const fake_config *node, const char *dev_dir, const char *cuda_visible,
                           fake_config *out);
+
+/*
+ * The CUDA view of node: like fake_config_restrict, but a GPU in MIG mode is
+ * no CUDA device itself; a CUDA_VISIBLE_DEVICES entry "MIG-<uuid>" (or a
+ * unique prefix) names a compute instance that exists in the shared state,
+ * which becomes one device with that instance's UUID, memory and SMs (at
+ * most one instance per GPU). Indices and GPU- UUIDs name the other GPUs.
+ * cuda_visible NULL: every visible GPU not in MIG mode.
+ */
+void fake_config_restrict_cuda(const fake_config *node, const char *dev_dir,
+                               const char *cuda_visible, fake_config *out);
 
 /*
  * Loads a configuration into cfg from the environment and the file named by

@@ -62,6 +62,10 @@ static void init_process(void)
         g_fake.init_result = CUDA_ERROR_OPERATING_SYSTEM;
         return;
     }
+    /* A device that is a MIG instance: its memory and kernels are the instance's. */
+    for (int d = 0; d < g_fake.cfg->gpu_count; d++)
+        fake_state_bind_mig(&g_fake.state, g_fake.cfg->gpus[d].phys, g_fake.cfg->gpus[d].mig_gi,
+                            g_fake.cfg->gpus[d].mig_ci);
     pthread_mutex_lock(&g_fake.mu);
     for (int d = 0; d < g_fake.cfg->gpu_count; d++) {
         g_fake.primary[d] = (fake_ctx){.magic = FAKE_MAGIC_CTX, .dev = d, .primary = 1};
@@ -197,7 +201,12 @@ CUresult cuDeviceGetName(char *name, int len, CUdevice dev)
     REQUIRE_DEVICE(dev);
     if (name == NULL || len <= 0)
         return CUDA_ERROR_INVALID_VALUE;
-    snprintf(name, (size_t)len, "%s", g_fake.cfg->gpu_product);
+    /* A MIG instance is named as the real driver names it: "<GPU> MIG <profile>". */
+    if (g_fake.cfg->gpus[dev].mig_gi != 0)
+        snprintf(name, (size_t)len, "%s MIG %s", g_fake.cfg->gpu_product,
+                 g_fake.cfg->gpus[dev].mig_profile);
+    else
+        snprintf(name, (size_t)len, "%s", g_fake.cfg->gpu_product);
     return CUDA_SUCCESS;
 }
 
@@ -225,7 +234,7 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     REQUIRE_DEVICE(dev);
     if (bytes == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    *bytes = (size_t)g_fake.cfg->gpu_memory;
+    *bytes = (size_t)g_fake.cfg->gpus[dev].memory;
     return CUDA_SUCCESS;
 }
 
@@ -234,7 +243,7 @@ CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
     REQUIRE_DEVICE(dev);
     if (bytes == NULL)
         return CUDA_ERROR_INVALID_VALUE;
-    uint64_t m = g_fake.cfg->gpu_memory;
+    uint64_t m = g_fake.cfg->gpus[dev].memory;
     *bytes = m > 0xffffffffULL ? 0xffffffffU : (unsigned int)m;
     return CUDA_SUCCESS;
 }
@@ -248,7 +257,7 @@ CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev)
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *pi = 1024; break;
     case CU_DEVICE_ATTRIBUTE_WARP_SIZE: *pi = 32; break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = c->multiprocessors; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *pi = c->gpus[dev].multiprocessors; break;
     case CU_DEVICE_ATTRIBUTE_PCI_BUS_ID: *pi = (int)c->gpus[dev].pci_bus; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID: *pi = 0; break;
     case CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID: *pi = 0; break;
@@ -282,7 +291,8 @@ int fake_charge(int dev, uint64_t bytes)
 {
     if (bytes == 0)
         return 0;
-    return fake_state_reserve(&g_fake.state, g_fake.cfg->gpus[dev].phys, bytes, g_fake.cfg->gpu_memory);
+    return fake_state_reserve(&g_fake.state, g_fake.cfg->gpus[dev].phys, bytes,
+                              g_fake.cfg->gpus[dev].memory);
 }
 
 void fake_uncharge(int dev, uint64_t bytes)

@@ -750,8 +750,10 @@ static CUresult mem_info(uint64_t *free_out, uint64_t *total_out)
         return r;
     if ((r = fake_current_device(&dev)) != CUDA_SUCCESS)
         return r;
-    uint64_t total = g_fake.cfg->gpu_memory;
-    uint64_t used = fake_state_used(&g_fake.state, g_fake.cfg->gpus[dev].phys);
+    /* A MIG instance's memory is its own: what its processes hold of it. */
+    uint64_t total = g_fake.cfg->gpus[dev].memory;
+    uint64_t used = fake_state_used_mig(&g_fake.state, g_fake.cfg->gpus[dev].phys,
+                                        g_fake.cfg->gpus[dev].mig_gi);
     *total_out = total;
     *free_out = used >= total ? 0 : total - used;
     return CUDA_SUCCESS;

@@ -556,7 +556,10 @@ static CUresult launch(CUfunction f, unsigned int gx, unsigned int gy, unsigned 
         (uint64_t)bx * by * bz > 1024)
         return CUDA_ERROR_INVALID_VALUE;
     /* Fewer blocks than SMs leave room for another stream's small kernel beside it. */
-    int small = (uint64_t)gx * gy * gz < (uint64_t)g_fake.cfg->multiprocessors;
+    int cur, sms = g_fake.cfg->multiprocessors;
+    if (fake_current_device(&cur) == CUDA_SUCCESS)
+        sms = g_fake.cfg->gpus[cur].multiprocessors; /* a MIG instance's own SMs */
+    int small = (uint64_t)gx * gy * gz < (uint64_t)sms;
     return enqueue(hStream, ptsz, fn->cost_ns, small, fn->lognormal);
 }
 

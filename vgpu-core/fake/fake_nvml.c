@@ -4,7 +4,7 @@
  * processes and utilisation from the shared state file.
  *
  * XID events are injected by appending lines "<GPU UUID or index> <xid>" to
- * <state_dir>/xid-events; an event set delivers lines written after it was
+ * <state_dir>/xid-events (a MIG UUID: the parent's event with the instance's ids); an event set delivers lines written after it was
  * created.
  */
 #ifndef _GNU_SOURCE
@@ -19,10 +19,11 @@
 #include <time.h>
 
 #include "fake_config.h"
+#include "fake_mig.h"
+#include "fake_nvml_int.h"
 #include "fake_state.h"
 #include "vgpu_nvml.h"
 
-#define NVML_MAGIC_DEVICE 0x4e564401u
 #define NVML_MAGIC_EVENTS 0x4e564501u
 #define NO_INSTANCE 0xffffffffu
 /* PCI ids of an H100 SXM5 80GB; only reported, never interpreted. */
@@ -31,11 +32,6 @@
 #define XID_POLL_NS 10000000L
 /* How often an event wait resolves new processes' host pids. */
 #define RESOLVE_PIDS_NS 100000000ULL
-
-struct nvmlDevice_st {
-    uint32_t magic;
-    int index;
-};
 
 struct nvmlEventSet_st {
     uint32_t magic;
@@ -113,6 +109,8 @@ static const struct {
     {NVML_ERROR_NOT_FOUND, "Not Found"},
     {NVML_ERROR_INSUFFICIENT_SIZE, "Insufficient Size"},
     {NVML_ERROR_TIMEOUT, "Timeout"},
+    {NVML_ERROR_IN_USE, "In use by another client"},
+    {NVML_ERROR_INSUFFICIENT_RESOURCES, "Insufficient resources"},
     {NVML_ERROR_ARGUMENT_VERSION_MISMATCH, "Argument version mismatch"},
     {NVML_ERROR_UNKNOWN, "Unknown Error"},
 };
@@ -147,6 +145,41 @@ static int dev_index(nvmlDevice_t d)
         if ((i = dev_index(d)) < 0)                 \
             return NVML_ERROR_INVALID_ARGUMENT;     \
     } while (0)
+
+/* A GPU or a MIG device handle: i the GPU (parent) index, mig the MIG tag (0 for a GPU). */
+#define REQUIRE_DEVICE_OR_MIG(d, i, mig)                                    \
+    int i;                                                                  \
+    uint32_t mig = 0;                                                       \
+    do {                                                                    \
+        REQUIRE_INIT();                                                     \
+        if ((i = dev_index(d)) < 0 && (i = fake_nvml_mig_index(d, &mig)) < 0) \
+            return NVML_ERROR_INVALID_ARGUMENT;                             \
+    } while (0)
+
+const fake_config *fake_nvml_config(void)
+{
+    return cfg;
+}
+
+fake_state *fake_nvml_state(void)
+{
+    return &state;
+}
+
+nvmlDevice_t fake_nvml_device(int i)
+{
+    return &devices[i];
+}
+
+int fake_nvml_initialized(void)
+{
+    return __atomic_load_n(&init_count, __ATOMIC_ACQUIRE) != 0;
+}
+
+int fake_nvml_gpu_index(nvmlDevice_t d)
+{
+    return dev_index(d);
+}
 
 static nvmlReturn_t put_string(char *dst, unsigned int length, const char *src)
 {
@@ -250,7 +283,7 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char *uuid, nvmlDevice_t *device)
             return NVML_SUCCESS;
         }
     }
-    return NVML_ERROR_NOT_FOUND;
+    return fake_nvml_mig_by_uuid(uuid, device);
 }
 
 nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t *device)
@@ -277,7 +310,13 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char *pciBusId, nvmlDevice_t
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length)
 {
-    REQUIRE_DEVICE(device, i);
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
+    if (mig != 0) {
+        char mig_uuid[48];
+        unsigned char bytes[16];
+        fake_mig_uuid(&cfg->gpus[i], FAKE_MIG_TAG_GI(mig), FAKE_MIG_TAG_CI(mig), mig_uuid, bytes);
+        return put_string(uuid, length, mig_uuid);
+    }
     return put_string(uuid, length, cfg->gpus[i].uuid);
 }
 
@@ -301,8 +340,14 @@ nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNu
 
 nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length)
 {
-    REQUIRE_DEVICE(device, i);
-    (void)i;
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
+    fake_nvml_mig_desc desc;
+    if (mig != 0 && fake_nvml_mig_describe(i, mig, &desc) == 0) {
+        /* As the real driver names a MIG device: "<GPU> MIG <profile>". */
+        char buf[NVML_DEVICE_NAME_V2_BUFFER_SIZE + 32];
+        snprintf(buf, sizeof(buf), "%s MIG %s", cfg->gpu_product, desc.profile);
+        return put_string(name, length, buf);
+    }
     return put_string(name, length, cfg->gpu_product);
 }
 
@@ -367,11 +412,24 @@ nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node)
 
 nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t *attributes)
 {
-    REQUIRE_DEVICE(device, i);
-    (void)i;
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
     if (attributes == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     memset(attributes, 0, sizeof(*attributes));
+    fake_nvml_mig_desc desc;
+    if (mig != 0 && fake_nvml_mig_describe(i, mig, &desc) == 0) {
+        /* A MIG device: its compute instance's SMs, its GPU instance's memory and engines. */
+        *attributes = (nvmlDeviceAttributes_t){.multiprocessorCount = desc.multiprocessors,
+                                               .sharedCopyEngineCount = desc.copy_engines,
+                                               .sharedDecoderCount = desc.decoders,
+                                               .sharedEncoderCount = desc.encoders,
+                                               .sharedJpegCount = desc.jpegs,
+                                               .sharedOfaCount = desc.ofas,
+                                               .gpuInstanceSliceCount = desc.gi_slices,
+                                               .computeInstanceSliceCount = desc.ci_slices,
+                                               .memorySizeMB = desc.memory_mb};
+        return NVML_SUCCESS;
+    }
     attributes->multiprocessorCount = (unsigned int)cfg->multiprocessors;
     attributes->memorySizeMB = cfg->gpu_memory >> 20;
     return NVML_SUCCESS;
@@ -388,47 +446,20 @@ nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int *numCore
 }
 
 /* ------------------------------------------------------------------------ */
-/* MIG: the simulated GPUs are not MIG capable                              */
-/* ------------------------------------------------------------------------ */
-
-nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int *currentMode,
-                                  unsigned int *pendingMode)
-{
-    REQUIRE_DEVICE(device, i);
-    (void)i;
-    if (currentMode == NULL || pendingMode == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    return NVML_ERROR_NOT_SUPPORTED;
-}
-
-nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int *count)
-{
-    REQUIRE_DEVICE(device, i);
-    (void)i;
-    if (count == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    *count = 0;
-    return NVML_SUCCESS;
-}
-
-nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int *isMigDevice)
-{
-    REQUIRE_DEVICE(device, i);
-    (void)i;
-    if (isMigDevice == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
-    *isMigDevice = 0;
-    return NVML_SUCCESS;
-}
-
-/* ------------------------------------------------------------------------ */
 /* Memory, processes, utilisation                                           */
 /* ------------------------------------------------------------------------ */
 
-static void memory_of(int i, unsigned long long *total, unsigned long long *used,
+/* Memory of GPU i, or with mig != 0 of that MIG device's GPU instance. */
+static void memory_of(int i, uint32_t mig, unsigned long long *total, unsigned long long *used,
                       unsigned long long *free_bytes)
 {
-    uint64_t t = cfg->gpu_memory, u = fake_state_used(&state, cfg->gpus[i].phys);
+    uint64_t t = cfg->gpu_memory, u;
+    if (mig != 0) {
+        t = fake_nvml_mig_memory(i, FAKE_MIG_TAG_GI(mig));
+        u = fake_state_used_mig(&state, cfg->gpus[i].phys, FAKE_MIG_TAG_GI(mig));
+    } else {
+        u = fake_state_used(&state, cfg->gpus[i].phys);
+    }
     *total = t;
     *used = u;
     *free_bytes = u >= t ? 0 : t - u;
@@ -436,22 +467,22 @@ static void memory_of(int i, unsigned long long *total, unsigned long long *used
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
-    REQUIRE_DEVICE(device, i);
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
     if (memory == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    memory_of(i, &memory->total, &memory->used, &memory->free);
+    memory_of(i, mig, &memory->total, &memory->used, &memory->free);
     return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory)
 {
-    REQUIRE_DEVICE(device, i);
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
     if (memory == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2)
         return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
     memory->reserved = 0;
-    memory_of(i, &memory->total, &memory->used, &memory->free);
+    memory_of(i, mig, &memory->total, &memory->used, &memory->free);
     return NVML_SUCCESS;
 }
 
@@ -465,10 +496,12 @@ static nvmlReturn_t list_processes(nvmlDevice_t device, unsigned int *infoCount,
                                    size_t elem, int graphics)
 {
     fake_proc procs[FAKE_MAX_SLOTS];
-    REQUIRE_DEVICE(device, i);
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
     if (infoCount == NULL || (*infoCount > 0 && infos == NULL))
         return NVML_ERROR_INVALID_ARGUMENT;
-    int n = graphics ? 0 : fake_state_processes(&state, cfg->gpus[i].phys, fake_now_ns(), procs, FAKE_MAX_SLOTS);
+    /* A MIG device lists the processes of its compute instance. */
+    int n = graphics ? 0 : fake_state_processes_mig(&state, cfg->gpus[i].phys, mig, false,
+                                                    fake_now_ns(), procs, FAKE_MAX_SLOTS);
     if ((unsigned int)n > *infoCount) {
         *infoCount = (unsigned int)n;
         return NVML_ERROR_INSUFFICIENT_SIZE;
@@ -478,6 +511,10 @@ static nvmlReturn_t list_processes(nvmlDevice_t device, unsigned int *infoCount,
                                   .usedGpuMemory = procs[k].used,
                                   .gpuInstanceId = NO_INSTANCE,
                                   .computeInstanceId = NO_INSTANCE};
+        if (procs[k].mig != 0) {
+            info.gpuInstanceId = FAKE_MIG_TAG_GI(procs[k].mig);
+            info.computeInstanceId = FAKE_MIG_TAG_CI(procs[k].mig);
+        }
         /* The v1 layout is a prefix of the v2/v3 one. */
         memcpy((char *)infos + (size_t)k * elem, &info, elem);
     }
@@ -528,14 +565,15 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 {
     fake_proc procs[FAKE_MAX_SLOTS];
     struct timespec ts;
-    REQUIRE_DEVICE(device, i);
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
     if (processSamplesCount == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t mono = fake_now_ns();
     unsigned long long real_us = (unsigned long long)ts.tv_sec * 1000000ULL +
                                  (unsigned long long)ts.tv_nsec / 1000ULL;
-    int n = fake_state_processes(&state, cfg->gpus[i].phys, mono, procs, FAKE_MAX_SLOTS);
+    int n = fake_state_processes_mig(&state, cfg->gpus[i].phys, mig, false, mono, procs,
+                                     FAKE_MAX_SLOTS);
     unsigned int busy = 0;
     for (int k = 0; k < n && k < FAKE_MAX_SLOTS; k++)
         if (procs[k].sm_util > 0)
@@ -558,10 +596,18 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 
 nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t *utilization)
 {
-    REQUIRE_DEVICE(device, i);
+    REQUIRE_DEVICE_OR_MIG(device, i, mig);
     if (utilization == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    utilization->gpu = fake_state_device_util(&state, cfg->gpus[i].phys, fake_now_ns());
+    /*
+     * A GPU in MIG mode has no GPU-wide utilisation (the real driver says
+     * NOT_SUPPORTED); a MIG device reports its GPU instance's own engine.
+     */
+    if (mig == 0 && cfg->gpus[i].mig_current == NVML_DEVICE_MIG_ENABLE)
+        return NVML_ERROR_NOT_SUPPORTED;
+    utilization->gpu = mig != 0 ? fake_state_mig_util(&state, cfg->gpus[i].phys, mig,
+                                                      fake_now_ns())
+                                : fake_state_device_util(&state, cfg->gpus[i].phys, fake_now_ns());
     /* Memory traffic is not simulated. */
     utilization->memory = 0;
     return NVML_SUCCESS;
@@ -635,12 +681,19 @@ nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long ev
     return NVML_SUCCESS;
 }
 
-/* Device index named by a UUID or a decimal index, or -1. */
-static int parse_device(const char *s)
+/*
+ * Device index named by a GPU UUID or a decimal index, or -1; or the parent
+ * of the MIG device a MIG UUID names, with *mig its tag (else 0).
+ */
+static int parse_device(const char *s, uint32_t *mig)
 {
+    nvmlDevice_t m;
+    *mig = 0;
     for (int i = 0; i < cfg->gpu_count; i++)
         if (strcasecmp(s, cfg->gpus[i].uuid) == 0)
             return i;
+    if (strncasecmp(s, "MIG-", 4) == 0)
+        return fake_nvml_mig_by_uuid(s, &m) == NVML_SUCCESS ? fake_nvml_mig_index(m, mig) : -1;
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
@@ -670,7 +723,8 @@ static int next_event(nvmlEventSet_t set, nvmlEventData_t *data)
             char dev[128];
             unsigned long long xid;
             int i;
-            if (sscanf(line, "%127s %llu", dev, &xid) != 2 || (i = parse_device(dev)) < 0 ||
+            uint32_t mig;
+            if (sscanf(line, "%127s %llu", dev, &xid) != 2 || (i = parse_device(dev, &mig)) < 0 ||
                 (set->types[i] & nvmlEventTypeXidCriticalError) == 0)
                 continue;
             *data = (nvmlEventData_t){.device = &devices[i],
@@ -678,6 +732,11 @@ static int next_event(nvmlEventSet_t set, nvmlEventData_t *data)
                                       .eventData = xid,
                                       .gpuInstanceId = NO_INSTANCE,
                                       .computeInstanceId = NO_INSTANCE};
+            /* An XID in a MIG instance: the parent's event, with the instance's ids. */
+            if (mig != 0) {
+                data->gpuInstanceId = FAKE_MIG_TAG_GI(mig);
+                data->computeInstanceId = FAKE_MIG_TAG_CI(mig);
+            }
             found = 1;
         }
     }

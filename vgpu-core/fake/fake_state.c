@@ -40,8 +40,21 @@ static int slot_lock(int fd, int i, short type)
     return fcntl(fd, F_OFD_SETLK, &fl);
 }
 
-static void drop_kernels(fake_state *st, int dev, int slot);
+static void drop_kernels(fake_state *st, fake_dev_engine *e, int slot);
 static void pause_briefly(unsigned spins);
+
+/* The engine of live compute instance mig (FAKE_MIG_TAG) of dev, or NULL. */
+static fake_dev_engine *mig_engine(fake_state_file *f, int dev, uint32_t mig)
+{
+    unsigned int gi = FAKE_MIG_TAG_GI(mig), ci = FAKE_MIG_TAG_CI(mig);
+    if (gi < 1 || gi > FAKE_MIG_MAX_GI || ci >= FAKE_MIG_MAX_CI)
+        return NULL;
+    const fake_mig_gi *g = &f->mig[dev].gi[gi];
+    const fake_mig_ci *c = &g->ci[ci];
+    if (!atomic_load(&g->live) || !atomic_load(&c->live) || c->engine >= FAKE_MIG_ENGINES)
+        return NULL;
+    return &f->mig_engines[dev][c->engine];
+}
 
 /*
  * Returns the memory of slot i (whose lock the caller holds) to the GPUs and
@@ -54,11 +67,23 @@ static void slot_clear(fake_state *st, int i)
     for (int d = 0; d < FAKE_MAX_GPUS; d++) {
         gpu_queue *q = &f->engines[d].sched.q[i];
         if (q->head != q->tail)
-            drop_kernels(st, d, i);
+            drop_kernels(st, &f->engines[d], i);
+        /* Its engine starts afresh with a compute instance: only live ones hold kernels. */
+        for (int g = 1; g <= FAKE_MIG_MAX_GI; g++) {
+            for (int c = 0; c < FAKE_MIG_MAX_CI && atomic_load(&f->mig[d].gi[g].live); c++) {
+                fake_dev_engine *e = mig_engine(f, d, FAKE_MIG_TAG(g, c));
+                if (e == NULL)
+                    continue;
+                q = &e->sched.q[i];
+                if (q->head != q->tail)
+                    drop_kernels(st, e, i);
+            }
+        }
         /* The GPU's total is the sum of the slots: this frees all the process held. */
         atomic_store(&s->dev[d].used, 0);
         atomic_store(&s->dev[d].pending, 0);
         atomic_store(&s->dev[d].contexts, 0);
+        atomic_store(&s->dev[d].mig, 0);
         gpu_busy_reset(&s->dev[d].busy);
     }
     atomic_store(&f->ident[i].host_pid, 0);
@@ -73,7 +98,7 @@ static void slot_clear(fake_state *st, int i)
 /* Inode of the pid namespace of /proc/<pid> ("self" for the caller), 0 if unreadable. */
 static uint64_t pidns_of(const char *pid)
 {
-    char path[64];
+    char path[300]; /* a /proc entry name is up to 255 bytes */
     struct stat sb;
     snprintf(path, sizeof(path), "/proc/%s/ns/pid", pid);
     return stat(path, &sb) == 0 ? (uint64_t)sb.st_ino : 0;
@@ -82,7 +107,7 @@ static uint64_t pidns_of(const char *pid)
 /* The innermost pid of /proc/<pid>/status's NSpid line (pid in its own namespace), 0 if none. */
 static unsigned long innermost_nspid(const char *pid)
 {
-    char path[64], buf[4096];
+    char path[300], buf[4096];
     snprintf(path, sizeof(path), "/proc/%s/status", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
@@ -229,8 +254,9 @@ int fake_state_open(fake_state *st, const char *dir, int own_slot, char *err, si
     int fd = open_file(path, err, errlen);
     if (fd < 0)
         return -1;
+    size_t old_size = 0;
     if (fstat(fd, &sb) != 0 ||
-        ((size_t)sb.st_size < sizeof(fake_state_file) &&
+        ((old_size = (size_t)sb.st_size) < sizeof(fake_state_file) &&
          ftruncate(fd, (off_t)sizeof(fake_state_file)) != 0)) {
         snprintf(err, errlen, "size %s: %s", path, strerror(errno));
         close(fd);
@@ -243,10 +269,14 @@ int fake_state_open(fake_state *st, const char *dir, int own_slot, char *err, si
         return -1;
     }
     fake_state_file *f = m;
-    /* A file of an older layout that no live process uses starts afresh. */
+    /*
+     * A file of an older layout that no live process uses starts afresh
+     * (what it grew by is zero already: the new GPU-instance engines stay
+     * holes until used).
+     */
     if (atomic_load(&f->version) != 0 && atomic_load(&f->version) < FAKE_STATE_VERSION &&
         unused_file(fd))
-        memset(f, 0, sizeof(*f));
+        memset(f, 0, old_size < sizeof(*f) ? old_size : sizeof(*f));
     /* A zero-filled file is a valid empty state; stamp it once. */
     uint64_t magic = 0;
     atomic_compare_exchange_strong(&f->magic, &magic, FAKE_STATE_MAGIC);
@@ -297,10 +327,13 @@ void fake_state_reclaim(fake_state *st)
  * Bytes charged on dev by every slot (dead ones not yet reclaimed
  * included), with the bytes allocators are checking (pending) too or not.
  */
-static uint64_t slots_used(const fake_state_file *f, int dev, bool with_pending)
+static uint64_t slots_used_mig(const fake_state_file *f, int dev, unsigned int gi,
+                               bool with_pending)
 {
     uint64_t sum = 0;
     for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        if (gi != 0 && FAKE_MIG_TAG_GI(atomic_load(&f->slots[i].dev[dev].mig)) != gi)
+            continue;
         sum += atomic_load(&f->slots[i].dev[dev].used);
         if (with_pending)
             sum += atomic_load(&f->slots[i].dev[dev].pending);
@@ -308,9 +341,16 @@ static uint64_t slots_used(const fake_state_file *f, int dev, bool with_pending)
     return sum;
 }
 
+static uint64_t slots_used(const fake_state_file *f, int dev, bool with_pending)
+{
+    return slots_used_mig(f, dev, 0, with_pending);
+}
+
 int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)
 {
     fake_slot_dev *mine = &st->file->slots[st->slot].dev[dev];
+    /* Bound to a MIG instance: the instance's memory is the pool (total is its size). */
+    unsigned int gi = FAKE_MIG_TAG_GI(atomic_load(&mine->mig));
     int reclaimed = 0;
     /*
      * Every step is one atomic add or subtract on this process's own
@@ -331,7 +371,7 @@ int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)
         return -1; /* never fits; and no add may wrap a record */
     for (unsigned tries = 0;; tries++) {
         atomic_fetch_add(&mine->pending, bytes);
-        if (slots_used(st->file, dev, true) <= total) {
+        if (slots_used_mig(st->file, dev, gi, true) <= total) {
             atomic_fetch_add(&mine->used, bytes);
             atomic_fetch_sub(&mine->pending, bytes);
             return 0;
@@ -342,7 +382,7 @@ int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)
             reclaimed = 1;
             continue;
         }
-        uint64_t charged = slots_used(st->file, dev, false);
+        uint64_t charged = slots_used_mig(st->file, dev, gi, false);
         if (charged > total || bytes > total - charged || tries >= 1000)
             return -1;
         pause_briefly(tries);
@@ -394,13 +434,24 @@ struct engine_hold {
 static void kernel_started(void *ctx, int owner, uint64_t start, uint64_t end)
 {
     struct engine_hold *hold = ctx;
-    gpu_busy_add(&hold->f->engines[hold->dev].busy, start, end);
+    gpu_busy_add(&hold->e->busy, start, end);
     gpu_busy_add(&hold->f->slots[owner].dev[hold->dev].busy, start, end);
 }
 
-static void engine_lock(fake_state *st, int dev, struct engine_hold *hold)
+/*
+ * The engine this process's kernels on dev run on: its compute instance's
+ * if bound to one (the whole GPU's if that instance is gone: it cannot be
+ * destroyed while the process holds a context there).
+ */
+static fake_dev_engine *own_engine(fake_state *st, int dev)
 {
-    fake_dev_engine *e = &st->file->engines[dev];
+    uint32_t mig = atomic_load(&st->file->slots[st->slot].dev[dev].mig);
+    fake_dev_engine *e = mig != 0 ? mig_engine(st->file, dev, mig) : NULL;
+    return e != NULL ? e : &st->file->engines[dev];
+}
+
+static void engine_lock(fake_state *st, fake_dev_engine *e, int dev, struct engine_hold *hold)
+{
     const uint64_t slot_mask = (1ULL << FAKE_ENGINE_SLOT_BITS) - 1;
     uint64_t mine = (uint64_t)(st->slot + 1);
     *hold = (struct engine_hold){.e = e, .f = st->file, .dev = dev,
@@ -441,34 +492,49 @@ static void engine_unlock(struct engine_hold *hold)
     atomic_compare_exchange_strong(&hold->e->lock, &word, 0);
 }
 
-/* Locks dev's engine and runs it up to now. */
-static gpu_sched *engine_enter(fake_state *st, int dev, struct engine_hold *hold)
+/* Locks engine e of dev and runs it up to now. */
+static gpu_sched *engine_enter(fake_state *st, fake_dev_engine *e, int dev,
+                               struct engine_hold *hold)
 {
-    engine_lock(st, dev, hold);
+    engine_lock(st, e, dev, hold);
     gpu_sched_advance(&hold->e->sched, fake_now_ns(), &hold->h);
     return &hold->e->sched;
 }
 
-static void drop_kernels(fake_state *st, int dev, int slot)
+static void drop_kernels(fake_state *st, fake_dev_engine *e, int slot)
 {
     struct engine_hold hold;
-    engine_lock(st, dev, &hold);
+    engine_lock(st, e, 0, &hold);
     gpu_sched_drop(&hold.e->sched, slot);
     engine_unlock(&hold);
 }
 
-/* Runs dev's engine up to now, so that the busy records are current. */
-static void engine_catch_up(fake_state *st, int dev)
+/* Runs engine e of dev up to now, so that the busy records are current. */
+static void engine_catch_up(fake_state *st, fake_dev_engine *e, int dev)
 {
     struct engine_hold hold;
-    engine_enter(st, dev, &hold);
+    engine_enter(st, e, dev, &hold);
     engine_unlock(&hold);
+}
+
+/* Runs dev's engines (the whole GPU's and its instances') up to now. */
+static void engines_catch_up(fake_state *st, int dev)
+{
+    engine_catch_up(st, &st->file->engines[dev], dev);
+    for (unsigned int g = 1; g <= FAKE_MIG_MAX_GI; g++) {
+        for (unsigned int c = 0; c < FAKE_MIG_MAX_CI && atomic_load(&st->file->mig[dev].gi[g].live);
+             c++) {
+            fake_dev_engine *e = mig_engine(st->file, dev, FAKE_MIG_TAG(g, c));
+            if (e != NULL)
+                engine_catch_up(st, e, dev);
+        }
+    }
 }
 
 int64_t fake_state_submit(fake_state *st, int dev, uint32_t stream, bool small, uint64_t ns)
 {
     struct engine_hold hold;
-    engine_lock(st, dev, &hold);
+    engine_lock(st, own_engine(st, dev), dev, &hold);
     /* Submitting runs the engine up to now first. */
     int64_t ticket = gpu_sched_submit(&hold.e->sched, st->slot, stream, small, ns, fake_now_ns(),
                                       &hold.h);
@@ -493,7 +559,7 @@ static void wait_for(fake_state *st, int dev, uint64_t ticket, int64_t what, boo
 {
     for (;;) {
         struct engine_hold hold;
-        gpu_sched *s = engine_enter(st, dev, &hold);
+        gpu_sched *s = engine_enter(st, own_engine(st, dev), dev, &hold);
         const gpu_queue *q = &s->q[st->slot];
         if (all) {
             if (q->tail == q->head) {
@@ -540,9 +606,11 @@ void fake_state_wait_all(fake_state *st, int dev)
 int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t from,
                              uint64_t to)
 {
-    engine_catch_up(st, dev);
-    if (pid == 0)
+    if (pid == 0) {
+        engine_catch_up(st, &st->file->engines[dev], dev);
         return (int64_t)gpu_busy_between(&st->file->engines[dev].busy, from, to);
+    }
+    engines_catch_up(st, dev);
     for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
         fake_slot *s = &st->file->slots[i];
         if (atomic_load(&s->active) && atomic_load(&s->pid) == pid)
@@ -571,16 +639,22 @@ uint64_t fake_state_used(fake_state *st, int dev)
 
 unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now)
 {
-    engine_catch_up(st, dev);
+    engine_catch_up(st, &st->file->engines[dev], dev);
     return gpu_sensor_percent(&st->file->engines[dev].busy, now, (uint64_t)dev << 32, NULL);
 }
 
 int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, int max)
 {
+    return fake_state_processes_mig(st, dev, 0, false, now, out, max);
+}
+
+int fake_state_processes_mig(fake_state *st, int dev, uint32_t mig, bool gi_only, uint64_t now,
+                             fake_proc *out, int max)
+{
     int count = 0;
     uint64_t own_ns = pidns_of("self");
     fake_state_reclaim(st);
-    engine_catch_up(st, dev);
+    engines_catch_up(st, dev);
     for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
         fake_slot *s = &st->file->slots[i];
         if (!atomic_load(&s->active))
@@ -588,7 +662,11 @@ int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, 
         uint64_t used = atomic_load(&s->dev[dev].used);
         if (used == 0 && atomic_load(&s->dev[dev].contexts) == 0)
             continue;
+        uint32_t tag = atomic_load(&s->dev[dev].mig);
+        if (mig != 0 && (gi_only ? FAKE_MIG_TAG_GI(tag) != FAKE_MIG_TAG_GI(mig) : tag != mig))
+            continue;
         if (count < max) {
+            out[count].mig = tag;
             out[count].pid = reported_pid(st->file, i, own_ns);
             out[count].used = used;
             out[count].sm_util = gpu_sensor_percent(&s->dev[dev].busy, now,
@@ -597,4 +675,79 @@ int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, 
         count++;
     }
     return count;
+}
+
+void fake_state_bind_mig(fake_state *st, int dev, unsigned int gi, unsigned int ci)
+{
+    atomic_store(&st->file->slots[st->slot].dev[dev].mig, gi == 0 ? 0 : FAKE_MIG_TAG(gi, ci));
+}
+
+uint64_t fake_state_used_mig(fake_state *st, int dev, unsigned int gi)
+{
+    fake_state_reclaim(st);
+    fake_state_resolve_host_pids(st);
+    return slots_used_mig(st->file, dev, gi, false);
+}
+
+unsigned int fake_state_mig_util(fake_state *st, int dev, uint32_t mig, uint64_t now)
+{
+    fake_dev_engine *e = mig_engine(st->file, dev, mig);
+    if (e == NULL)
+        return 0;
+    engine_catch_up(st, e, dev);
+    return gpu_sensor_percent(&e->busy, now, ((uint64_t)dev << 32) | mig, NULL);
+}
+
+int64_t fake_state_mig_true_busy(fake_state *st, int dev, uint32_t mig, uint64_t from,
+                                 uint64_t to)
+{
+    fake_dev_engine *e = mig_engine(st->file, dev, mig);
+    if (e == NULL)
+        return -1;
+    engine_catch_up(st, e, dev);
+    return (int64_t)gpu_busy_between(&e->busy, from, to);
+}
+
+int fake_state_mig_lock(fake_state *st, int dev, bool lock)
+{
+    struct flock fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = lock ? F_WRLCK : F_UNLCK;
+    fl.l_whence = SEEK_SET;
+    fl.l_start = FAKE_MIG_LOCK_BASE + dev;
+    fl.l_len = 1;
+    /* The kernel drops it when the holder dies, so a killed creator blocks nobody. */
+    while (fcntl(st->fd, F_OFD_SETLKW, &fl) != 0) {
+        if (errno != EINTR)
+            return -1;
+    }
+    return 0;
+}
+
+bool fake_state_mig_in_use(fake_state *st, int dev, unsigned int gi, int ci)
+{
+    fake_state_reclaim(st);
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        fake_slot *s = &st->file->slots[i];
+        if (!atomic_load(&s->active))
+            continue;
+        uint32_t tag = atomic_load(&s->dev[dev].mig);
+        if (FAKE_MIG_TAG_GI(tag) != gi || (ci >= 0 && FAKE_MIG_TAG_CI(tag) != (uint32_t)ci))
+            continue;
+        if (atomic_load(&s->dev[dev].used) != 0 || atomic_load(&s->dev[dev].contexts) != 0)
+            return true;
+    }
+    return false;
+}
+
+void fake_state_mig_engine_reset(fake_state *st, int dev, unsigned int engine)
+{
+    struct engine_hold hold;
+    if (engine >= FAKE_MIG_ENGINES)
+        return;
+    fake_dev_engine *e = &st->file->mig_engines[dev][engine];
+    engine_lock(st, e, dev, &hold);
+    memset(&e->sched, 0, sizeof(e->sched));
+    gpu_busy_reset(&e->busy);
+    engine_unlock(&hold);
 }

@@ -27,23 +27,26 @@
 
 #include "fake_config.h"
 #include "fake_gpu.h"
+#include "fake_mig.h"
 
 #define FAKE_STATE_MAGIC 0x5453454b41464756ULL /* "VGFAKEST" little-endian */
 /*
  * 2: busy time as per-period records on a simulated timeline (fake_gpu.h);
  * 3: kernels queued on a time-sliced engine;
- * 4: no GPU-wide used counter, the sum of the slots' records instead
+ * 4: no GPU-wide used counter, the sum of the slots' records instead;
+ * 5: MIG instances per GPU, an engine per GPU instance, slots bound to an instance
  */
-#define FAKE_STATE_VERSION 4u
+#define FAKE_STATE_VERSION 5u
 #define FAKE_MAX_SLOTS 64
-/* Lock bytes lie beyond the mapped data, one per slot. */
+/* Lock bytes lie beyond the mapped data, one per slot, then one per GPU for MIG changes. */
 #define FAKE_LOCK_BASE (1LL << 30)
+#define FAKE_MIG_LOCK_BASE (FAKE_LOCK_BASE + FAKE_MAX_SLOTS)
 
 typedef struct fake_slot_dev {
     _Atomic uint64_t used;      /* bytes charged by this process */
     _Atomic uint64_t pending;   /* bytes its allocators are checking against the total */
     _Atomic uint32_t contexts;  /* contexts this process holds on the GPU */
-    uint32_t reserved;
+    _Atomic uint32_t mig;       /* MIG instance it runs in: FAKE_MIG_TAG(gi, ci), 0 = whole GPU */
     gpu_busy busy;              /* its kernels' busy time (written under the GPU's engine lock) */
 } fake_slot_dev;
 
@@ -89,6 +92,39 @@ typedef struct fake_dev_engine {
 #define FAKE_ENGINE_STEAL_ANY_NS 1000000000ULL
 #define FAKE_ENGINE_SLOT_BITS 7
 
+/* Engines per GPU for its compute instances. */
+#define FAKE_MIG_ENGINES 7
+
+/* A slot's binding to compute instance ci of GPU instance gi (gi >= 1). */
+#define FAKE_MIG_TAG(gi, ci) ((uint32_t)(gi) | ((uint32_t)(ci) << 8))
+#define FAKE_MIG_TAG_GI(t) ((t) & 0xffu)
+#define FAKE_MIG_TAG_CI(t) ((t) >> 8)
+
+/*
+ * A MIG instance in the state file. Written only under the GPU's MIG lock
+ * (an OFD lock on byte FAKE_MIG_LOCK_BASE + GPU): the fields first, `live`
+ * last (and cleared first), so a process killed at any instant leaves
+ * either the old or the new instance, never half of one.
+ */
+typedef struct fake_mig_ci {
+    _Atomic uint32_t live;
+    uint32_t profile;      /* NVML_COMPUTE_INSTANCE_PROFILE_* */
+    uint32_t start, size;  /* compute slices within the GPU instance */
+    uint32_t engine;       /* its engine: mig_engines[GPU][engine] */
+} fake_mig_ci;
+
+typedef struct fake_mig_gi {
+    _Atomic uint32_t live;
+    uint32_t profile;      /* NVML_GPU_INSTANCE_PROFILE_* */
+    uint32_t start, size;  /* memory slices */
+    fake_mig_ci ci[FAKE_MIG_MAX_CI]; /* by compute-instance id */
+} fake_mig_gi;
+
+/* The instances of one GPU, by GPU-instance id (entry 0 unused). */
+typedef struct fake_mig_gpu {
+    fake_mig_gi gi[FAKE_MIG_MAX_GI + 1];
+} fake_mig_gpu;
+
 typedef struct fake_state_file {
     _Atomic uint64_t magic;
     _Atomic uint32_t version;
@@ -96,6 +132,13 @@ typedef struct fake_state_file {
     fake_slot slots[FAKE_MAX_SLOTS];
     fake_slot_identity ident[FAKE_MAX_SLOTS];
     fake_dev_engine engines[FAKE_MAX_GPUS];
+    fake_mig_gpu mig[FAKE_MAX_GPUS];
+    /*
+     * Each compute instance's own engine (its SMs are its own): its kernels
+     * run on its compute slices only. A GPU has at most 7 compute instances
+     * (one compute slice each at least), each live one owns one engine.
+     */
+    fake_dev_engine mig_engines[FAKE_MAX_GPUS][FAKE_MIG_ENGINES];
 } fake_state_file;
 
 typedef struct fake_state {
@@ -106,6 +149,7 @@ typedef struct fake_state {
 
 /* One process as seen by NVML. */
 typedef struct fake_proc {
+    uint32_t mig;     /* FAKE_MIG_TAG of its instance, 0 = whole GPU */
     unsigned int pid; /* host pid where the caller can resolve it, else the owner's own pid */
     uint64_t used;
     unsigned int sm_util; /* NVML's sensor: percent of its window with a kernel running */
@@ -200,5 +244,48 @@ unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now);
 
 /* Returns dead processes' slots and memory to the pool. */
 void fake_state_reclaim(fake_state *st);
+
+/*
+ * Binds this process's work on dev to MIG compute instance (gi, ci): its
+ * memory is charged against that GPU instance's (fake_state_reserve's total
+ * then is the instance's) and its kernels run on the instance's engine.
+ * Called before any allocation or launch on dev (cuInit).
+ */
+void fake_state_bind_mig(fake_state *st, int dev, unsigned int gi, unsigned int ci);
+
+/*
+ * Bytes in use on dev inside GPU instance gi (0: on the whole GPU, every
+ * instance included), dead processes reclaimed first.
+ */
+uint64_t fake_state_used_mig(fake_state *st, int dev, unsigned int gi);
+
+/*
+ * As fake_state_processes, only the processes bound to MIG tag mig (0: all),
+ * or with gi_only, to any compute instance of the tag's GPU instance.
+ */
+int fake_state_processes_mig(fake_state *st, int dev, uint32_t mig, bool gi_only, uint64_t now,
+                             fake_proc *out, int max);
+
+/* NVML's sensor for compute instance mig (FAKE_MIG_TAG) of dev: its own engine; 0 if gone. */
+unsigned int fake_state_mig_util(fake_state *st, int dev, uint32_t mig, uint64_t now);
+
+/*
+ * Ground truth for tests: busy ns of compute instance mig's engine on dev
+ * in [from, to), -1 if it is gone.
+ */
+int64_t fake_state_mig_true_busy(fake_state *st, int dev, uint32_t mig, uint64_t from,
+                                 uint64_t to);
+
+/* Takes (blocking) or drops the MIG lock of dev; returns 0 on success. */
+int fake_state_mig_lock(fake_state *st, int dev, bool lock);
+
+/*
+ * Whether some live process is bound to GPU instance gi of dev (ci < 0: to
+ * any of its compute instances) and holds a context or memory there.
+ */
+bool fake_state_mig_in_use(fake_state *st, int dev, unsigned int gi, int ci);
+
+/* Starts engine e (0..FAKE_MIG_ENGINES-1) of dev afresh (a compute instance created). */
+void fake_state_mig_engine_reset(fake_state *st, int dev, unsigned int e);
 
 #endif /* VGPU_FAKE_STATE_H */
