@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "parse.h"
 
@@ -58,14 +59,24 @@ static int is_hex(char c)
 
 bool vgpu_uuid_valid(const char *s)
 {
-    static const char pattern[] = "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
+    static const char pattern[] = "PPP-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx";
     size_t i;
 
-    for (i = 0; pattern[i] != '\0'; i++) {
+    if (strncmp(s, "GPU-", 4) != 0 && strncmp(s, "MIG-", 4) != 0)
+        return false;
+    for (i = 4; pattern[i] != '\0'; i++) {
         if (pattern[i] == 'x' ? !is_hex(s[i]) : s[i] != pattern[i])
             return false;
     }
     return s[i] == '\0';
+}
+
+bool vgpu_uuid_same(const char *a, const char *b)
+{
+    /* CUDA reports a MIG instance's 16 bytes without saying MIG: compare them alone. */
+    if (vgpu_uuid_valid(a) && vgpu_uuid_valid(b))
+        return strcasecmp(a + 4, b + 4) == 0;
+    return strcasecmp(a, b) == 0;
 }
 
 /* Marks key bit as seen; a second occurrence is an error. */

@@ -57,7 +57,18 @@ struct vgpu_claim_config {
 int vgpu_config_parse(const char *text, size_t len, struct vgpu_claim_config *cfg,
                       char err[VGPU_ERRMSG_MAX], unsigned *err_line);
 
-/* Returns true if s is "GPU-" followed by a lowercase or uppercase 8-4-4-4-12 hex UUID. */
+/*
+ * Returns true if s is "GPU-" (a GPU) or "MIG-" (a MIG instance, as NVML
+ * names it) followed by a lowercase or uppercase 8-4-4-4-12 hex UUID.
+ */
 bool vgpu_uuid_valid(const char *s);
+
+/*
+ * Whether a and b name the same device: the same 128 bits, case-insensitive,
+ * whatever their prefix (CUDA formats every UUID as GPU-, NVML and the
+ * plugin name a MIG instance MIG-); two strings that are not UUIDs compare
+ * as they are, case-insensitive.
+ */
+bool vgpu_uuid_same(const char *a, const char *b);
 
 #endif /* VGPU_CONFIG_H */

@@ -456,7 +456,7 @@ static int find_claims(const char *uuid, struct claim **out, int *k, int max,
         struct claim *c = &G.claims[i];
 
         for (int d = 0; d < VGPU_REGION_MAX_DEVICES; d++) {
-            if (strcasecmp(c->cfg.devices[d].uuid, uuid) != 0)
+            if (!vgpu_uuid_same(c->cfg.devices[d].uuid, uuid))
                 continue;
             if (!c->valid) {
                 if (*invalid == NULL)
@@ -527,6 +527,8 @@ static bool setup_claims(struct vgpu_gpu *g, struct claim **cs, const int *ks, i
 {
     bool unlimited = false;
 
+    /* The claim's name of the device: MIG-<uuid> for an instance, which CUDA reports as GPU-. */
+    snprintf(g->uuid, sizeof(g->uuid), "%s", cs[0]->cfg.devices[ks[0]].uuid);
     for (int i = 0; i < n; i++) {
         if (!cs[i]->cfg.enforcement) {
             g->enforce = false;
@@ -655,9 +657,9 @@ static struct vgpu_gpu *lookup_locked(const char *uuid, int env_index)
 {
     struct vgpu_gpu *g;
 
-    /* UUIDs compare as CUDA does: case-insensitive. */
+    /* UUIDs compare as CUDA does: case-insensitive (and a MIG instance's whatever its prefix). */
     for (int i = 0; i < G.ngpus; i++) {
-        if (uuid[0] != '\0' && strcasecmp(G.gpus[i].uuid, uuid) == 0)
+        if (uuid[0] != '\0' && vgpu_uuid_same(G.gpus[i].uuid, uuid))
             return &G.gpus[i];
     }
     if (G.ngpus == VGPU_MAX_GPUS)

@@ -179,7 +179,17 @@ static void test_config(void)
     CHECK(vgpu_uuid_valid("GPU-AAAAAAAA-bbbb-cccc-dddd-eeeeeeeeeeee"));
     CHECK(!vgpu_uuid_valid(UUID0 "0"));
     CHECK(!vgpu_uuid_valid(UUID0 " "));
-    CHECK(!vgpu_uuid_valid("MIG-11111111-2222-3333-4444-555555555555"));
+    /* A MIG instance, as NVML and the plugin name it. */
+    CHECK(vgpu_uuid_valid("MIG-11111111-2222-3333-4444-555555555555"));
+    CHECK(!vgpu_uuid_valid("MIG-GPU-11111111-2222-3333-4444-555555555555/1/0"));
+    CHECK(!vgpu_uuid_valid("mig-11111111-2222-3333-4444-555555555555"));
+    CHECK(!vgpu_uuid_valid("CPU-11111111-2222-3333-4444-555555555555"));
+    /* CUDA formats an instance's bytes as GPU-: the same device. */
+    CHECK(vgpu_uuid_same("MIG-11111111-2222-3333-4444-555555555555", "GPU-11111111-2222-3333-4444-555555555555"));
+    CHECK(vgpu_uuid_same("MIG-AAAAAAAA-2222-3333-4444-555555555555", "GPU-aaaaaaaa-2222-3333-4444-555555555555"));
+    CHECK(!vgpu_uuid_same("MIG-11111111-2222-3333-4444-555555555555", "GPU-11111111-2222-3333-4444-555555555556"));
+    CHECK(vgpu_uuid_same("", ""));
+    CHECK(!vgpu_uuid_same(UUID0, ""));
 }
 
 /*
