@@ -423,3 +423,30 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// OwnedMIGInstances returns, by GPU UUID, the MIG instances the plugin owns
+// (created, being created or being destroyed, from its checkpoint) with
+// their profile and placement, so that the publisher offers their placements
+// as dynamic devices and every other existing instance as an admin's fixed
+// one. ID is the GPU-instance id, 0 while it is not known yet.
+func (m *Manager) OwnedMIGInstances() map[string][]gpu.MIGInstance {
+	// Like PreparedClaims: the checkpoint as another instance (a rolling
+	// update) left it, else the last one this instance saw.
+	if end, err := m.begin(); err == nil {
+		defer end()
+	} else {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+	}
+	out := map[string][]gpu.MIGInstance{}
+	for gpuUUID, records := range m.cp.Instances {
+		for _, r := range records {
+			inst := gpu.MIGInstance{ProfileID: r.ProfileID, Placement: r.placement()}
+			if r.GPUInstanceID != nil {
+				inst.ID = *r.GPUInstanceID
+			}
+			out[gpuUUID] = append(out[gpuUUID], inst)
+		}
+	}
+	return out
+}

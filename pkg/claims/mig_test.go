@@ -164,6 +164,9 @@ func TestPrepareMIGDeviceSharedAndDestroyedByLastUnprepare(t *testing.T) {
 	assert.Equal(t, migPlacement{Start: 4, Size: 3}, rec.Placement)
 	require.True(t, strings.HasPrefix(rec.UUID, "MIG-"), rec.UUID)
 	migUUID := rec.UUID
+	// The publisher learns that the instance is the plugin's, not an admin's.
+	assert.Equal(t, map[string][]gpu.MIGInstance{env.dev.UUID: {{ID: *rec.GPUInstanceID, ProfileID: rec.ProfileID,
+		Placement: gpu.MIGPlacement{Start: 4, Size: 3}}}}, m.OwnedMIGInstances())
 
 	// The config is keyed by the instance, with the instance's limits.
 	cfg := configOf(t, env.testEnv, claimA)
@@ -208,6 +211,7 @@ func TestPrepareMIGDeviceSharedAndDestroyedByLastUnprepare(t *testing.T) {
 	}
 	assert.Empty(t, env.instances(t), "the last unprepare destroys the instance")
 	assert.Nil(t, env.record(t))
+	assert.Empty(t, m.OwnedMIGInstances())
 	data, err := os.ReadFile(m.layout.checkpointPath())
 	require.NoError(t, err)
 	assert.Contains(t, string(data), `"version": 1`, "without owned instances the checkpoint is version 1 again")
