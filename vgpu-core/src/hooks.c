@@ -385,6 +385,8 @@ static void *lookup(void *handle, const char *name, const void *caller)
 
     if (h == NULL)
         return NULL;
+    /* A driver the application unloaded and loaded again is resolved afresh. */
+    vgpu_driver_revalidate();
     if (handle == RTLD_DEFAULT || handle == RTLD_NEXT) {
         self = self_map();
         from = map_of(caller);
