@@ -251,13 +251,16 @@ static void *elf_lookup(const struct link_map *lm, const char *name)
     return NULL;
 }
 
-/* The real dlerror: glibc's, from the object that defines dlopen (libc, or libdl before 2.34). */
+/*
+ * The real dlerror: the first definition past libvgpu.so in the loader's
+ * list (glibc's, in libc or, before 2.34, libdl), as RTLD_NEXT would find it.
+ */
 static void dlerror_bootstrap(void)
 {
-    struct link_map *libc = map_of((const void *)dlopen);
-
-    if (libc != NULL)
-        *(void **)&real_dlerror = elf_lookup(libc, "dlerror");
+    for (struct link_map *lm = self_map(); lm != NULL && real_dlerror == NULL; lm = lm->l_next) {
+        if (lm != self_map())
+            *(void **)&real_dlerror = elf_lookup(lm, "dlerror");
+    }
 }
 
 /* Answers NULL for name as seen from object `from`; the global scope past us lacks name. */

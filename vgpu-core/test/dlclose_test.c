@@ -149,6 +149,25 @@ static int probe(const char *dir)
     return 0;
 }
 
+/*
+ * LD_PRELOAD for a probe: lib (NULL: none) after VGPU_TEST_PRELOAD_PREFIX
+ * (the sanitizer runtime, which must come first; then also without lib).
+ */
+static void preload(const char *lib)
+{
+    static char buf[8192];
+    const char *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
+
+    if (prefix != NULL && lib != NULL)
+        snprintf(buf, sizeof(buf), "%s:%s", prefix, lib);
+    else
+        snprintf(buf, sizeof(buf), "%s", prefix != NULL ? prefix : lib != NULL ? lib : "");
+    if (buf[0] != '\0')
+        setenv("LD_PRELOAD", buf, 1);
+    else
+        unsetenv("LD_PRELOAD");
+}
+
 static int run_probe(const char *lib, const char *env, char *out, size_t len)
 {
     char exe[4096];
@@ -166,10 +185,7 @@ static int run_probe(const char *lib, const char *env, char *out, size_t len)
         dup2(fd[1], 1);
         close(fd[0]);
         close(fd[1]);
-        if (lib != NULL)
-            setenv("LD_PRELOAD", lib, 1);
-        else
-            unsetenv("LD_PRELOAD");
+        preload(lib);
         if (env != NULL)
             putenv((char *)env);
         execl(exe, exe, "probe", dir, (char *)NULL);

@@ -11,7 +11,7 @@
  * with LD_PRELOAD=libvgpu.so and compares the outputs line by line (a
  * pointer counts as equal whichever object it is in). Then it checks that
  * the wrapper is handed out where it should be.
- * Env: VGPU_TEST_LIB, VGPU_TEST_FAKE_DIR, VGPU_TEST_NOV4_DIR, VGPU_TEST_PROBE_LIB.
+ * Env: VGPU_TEST_PRELOAD_PREFIX, VGPU_TEST_LIB, VGPU_TEST_FAKE_DIR, VGPU_TEST_NOV4_DIR, VGPU_TEST_PROBE_LIB.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -88,6 +88,25 @@ static int probe(const char *dir, const char *mode, const char *probe_lib)
     return 0;
 }
 
+/*
+ * LD_PRELOAD for a probe: lib (NULL: none) after VGPU_TEST_PRELOAD_PREFIX
+ * (the sanitizer runtime, which must come first; then also without lib).
+ */
+static void preload(const char *lib)
+{
+    static char buf[8192];
+    const char *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
+
+    if (prefix != NULL && lib != NULL)
+        snprintf(buf, sizeof(buf), "%s:%s", prefix, lib);
+    else
+        snprintf(buf, sizeof(buf), "%s", prefix != NULL ? prefix : lib != NULL ? lib : "");
+    if (buf[0] != '\0')
+        setenv("LD_PRELOAD", buf, 1);
+    else
+        unsetenv("LD_PRELOAD");
+}
+
 /* Runs this program's probe for dir and mode, preloaded with lib (or not); its stdout in out. */
 static int run_probe(const char *dir, const char *mode, const char *lib, char *out, size_t len)
 {
@@ -106,10 +125,7 @@ static int run_probe(const char *dir, const char *mode, const char *lib, char *o
         dup2(fd[1], 1);
         close(fd[0]);
         close(fd[1]);
-        if (lib != NULL)
-            setenv("LD_PRELOAD", lib, 1);
-        else
-            unsetenv("LD_PRELOAD");
+        preload(lib);
         execl(exe, exe, "probe", dir, mode, probe_lib != NULL ? probe_lib : "", (char *)NULL);
         _exit(127);
     }
