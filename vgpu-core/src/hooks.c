@@ -261,6 +261,12 @@ static void dlerror_bootstrap(void)
         if (lm != self_map())
             *(void **)&real_dlerror = elf_lookup(lm, "dlerror");
     }
+    /* No symbol table to read (never seen): the loader finds it, at the cost of one error. */
+    if (real_dlerror == NULL) {
+        vgpu_dlsym_bootstrap();
+        if (vgpu_real_dlsym != NULL)
+            *(void **)&real_dlerror = vgpu_real_dlsym(RTLD_NEXT, "dlerror");
+    }
 }
 
 /* Answers NULL for name as seen from object `from`; the global scope past us lacks name. */
@@ -365,6 +371,13 @@ static void *special_lookup(const struct hook *h, void *handle, const char *name
      */
     next = vgpu_real_dlsym(RTLD_NEXT, name);
     if (next != NULL && driver_has(h) && next == *h->real && after(map_of(next), from))
+        return h->wrapper;
+    /*
+     * A library opened with the driver among its own dependencies: glibc
+     * looks past it in that tree (its dependencies come after it there).
+     */
+    next = in_own_scope(h, from, name);
+    if (next != NULL && driver_has(h) && next == *h->real)
         return h->wrapper;
     return NULL;
 }

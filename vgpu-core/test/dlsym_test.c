@@ -237,6 +237,7 @@ int main(int argc, char **argv)
             }
             if (strcmp(modes[m], "dep") == 0) {
                 EXPECT_LINE(with, "lib DEFAULT cuMemAlloc_v2: sym vgpu");
+                EXPECT_LINE(with, "lib NEXT cuMemAlloc_v2: sym vgpu");
                 EXPECT_LINE(with, "lib DEFAULT cuInit: sym");
             }
         }
