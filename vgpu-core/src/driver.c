@@ -133,7 +133,7 @@ static int load(struct driver_lib *l, bool may_search)
             }
             /* A copy we loaded ourselves stays: nobody else holds it. */
             if (opened && l->held == NULL)
-                l->held = h;
+                __atomic_store_n(&l->held, h, __ATOMIC_RELEASE);
             else
                 dlclose(h);
             __atomic_store_n(&l->loaded, 1, __ATOMIC_RELEASE);
@@ -152,19 +152,22 @@ static int same_copy(struct dl_phdr_info *info, size_t size, void *arg)
            strcmp(info->dlpi_name, l->path) == 0;
 }
 
-/* Forgets l's table when the copy it came from is no longer loaded. */
+/*
+ * Forgets l's table when the copy it came from is no longer loaded. No
+ * lock: this runs inside dlsym, possibly within the loader's own lock, and
+ * a wrong "unloaded" (racing a load) only costs resolving the table again.
+ */
 static void revalidate(struct driver_lib *l)
 {
-    if (!__atomic_load_n(&l->loaded, __ATOMIC_ACQUIRE) || l->held != NULL)
+    if (!__atomic_load_n(&l->loaded, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&l->held, __ATOMIC_ACQUIRE) != NULL)
         return;
-    pthread_mutex_lock(&load_mu);
     /* The walk holds the loader's list lock only while it runs: no dl call inside. */
-    if (l->loaded && l->held == NULL && dl_iterate_phdr(same_copy, l) == 0) {
+    if (dl_iterate_phdr(same_copy, l) == 0) {
         VGPU_DEBUG("%s was unloaded: its entry points are resolved again when it is loaded",
                    l->path);
         __atomic_store_n(&l->loaded, 0, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&load_mu);
 }
 
 #define VGPU_RESOLVE(table, name) *(void **)&(table).name = vgpu_real_dlsym(h, #name);
@@ -216,7 +219,7 @@ int vgpu_nvml_hold(void)
         h = dlopen(nvml_lib.path[0] != '\0' ? nvml_lib.path : nvml_lib.soname,
                    RTLD_LAZY | RTLD_NOLOAD);
         if (h != NULL)
-            nvml_lib.held = h;
+            __atomic_store_n(&nvml_lib.held, h, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&load_mu);
     return nvml_lib.held != NULL ? 0 : -1;
