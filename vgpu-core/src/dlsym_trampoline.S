@@ -64,6 +64,7 @@ dlsym:
     bl vgpu_dlsym_intercept
     cbnz x0, 1f
     ldp x0, x1, [sp, #16]
+    .cfi_remember_state
     ldp x29, x30, [sp], #32
     .cfi_restore 29
     .cfi_restore 30
@@ -71,6 +72,7 @@ dlsym:
     adrp x16, vgpu_real_dlsym
     ldr x16, [x16, :lo12:vgpu_real_dlsym]
     br x16
+    .cfi_restore_state
 1:
     adrp x1, vgpu_dlsym_null
     add x1, x1, :lo12:vgpu_dlsym_null
