@@ -1,6 +1,7 @@
 /*
  * hooks.h - the table of wrapped names and the lookups that hand our
- * wrappers out: dlsym (any handle) and cuGetProcAddress.
+ * wrappers out: dlsym (any handle) and cuGetProcAddress; dlerror after a
+ * lookup we answered NULL.
  */
 #ifndef VGPU_HOOKS_H
 #define VGPU_HOOKS_H
