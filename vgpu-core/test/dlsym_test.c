@@ -10,8 +10,11 @@
  * dependency of a library opened RTLD_LOCAL), it runs "probe" without and
  * with LD_PRELOAD=libvgpu.so and compares the outputs line by line (a
  * pointer counts as equal whichever object it is in). Then it checks that
- * the wrapper is handed out where it should be.
- * Env: VGPU_TEST_PRELOAD_PREFIX, VGPU_TEST_LIB, VGPU_TEST_FAKE_DIR, VGPU_TEST_NOV4_DIR, VGPU_TEST_PROBE_LIB.
+ * the wrapper is handed out where it should be. VGPU_TEST_LINKED names this
+ * program built with DLSYM_TEST_LINKED, linked with the probe library (and
+ * so the driver): lookups from a library loaded at startup, after us.
+ * Env: VGPU_TEST_PRELOAD_PREFIX, VGPU_TEST_LIB, VGPU_TEST_FAKE_DIR, VGPU_TEST_NOV4_DIR,
+ * VGPU_TEST_PROBE_LIB, VGPU_TEST_LINKED.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
@@ -48,11 +51,23 @@ static void show(const char *what, const char *name, void *p)
         printf("%s %s: second dlerror %s\n", what, name, err);
 }
 
+#ifdef DLSYM_TEST_LINKED
+/* This build links the probe library (and through it the driver): they load at startup. */
+void *dlsym_probe_default(const char *name);
+void *dlsym_probe_next(const char *name);
+#endif
+
 static int probe(const char *dir, const char *mode, const char *probe_lib)
 {
     char path[4096];
     void *h = NULL, *self = dlopen(NULL, RTLD_LAZY), *lib = NULL;
     void *(*lib_default)(const char *) = NULL, *(*lib_next)(const char *) = NULL;
+
+#ifdef DLSYM_TEST_LINKED
+    lib = self;
+    lib_default = dlsym_probe_default;
+    lib_next = dlsym_probe_next;
+#endif
 
     snprintf(path, sizeof(path), "%s/libcuda.so.1", dir);
     if (strcmp(mode, "local") == 0 || strcmp(mode, "global") == 0) {
@@ -107,19 +122,18 @@ static void preload(const char *lib)
         unsetenv("LD_PRELOAD");
 }
 
-/* Runs this program's probe for dir and mode, preloaded with lib (or not); its stdout in out. */
-static int run_probe(const char *dir, const char *mode, const char *lib, char *out, size_t len)
+/* Runs exe's probe for dir and mode, preloaded with lib (or not); its stdout in out. */
+static int run_exe(const char *exe, const char *dir, const char *mode, const char *lib, char *out,
+                   size_t len)
 {
-    char exe[4096];
     const char *probe_lib = getenv("VGPU_TEST_PROBE_LIB");
     int fd[2], status;
     size_t n = 0;
     ssize_t r;
     pid_t pid;
 
-    if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) < 0 || pipe(fd) != 0)
+    if (pipe(fd) != 0)
         return -1;
-    exe[sizeof(exe) - 1] = '\0';
     pid = fork();
     if (pid == 0) {
         dup2(fd[1], 1);
@@ -137,6 +151,18 @@ static int run_probe(const char *dir, const char *mode, const char *lib, char *o
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
         return -1;
     return WEXITSTATUS(status);
+}
+
+/* Runs this program's probe (see run_exe). */
+static int run_probe(const char *dir, const char *mode, const char *lib, char *out, size_t len)
+{
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+    if (n < 0)
+        return -1;
+    exe[n] = '\0';
+    return run_exe(exe, dir, mode, lib, out, len);
 }
 
 /* The output with every "sym vgpu" read as "sym": where a pointer points is compared apart. */
@@ -196,7 +222,7 @@ int main(int argc, char **argv)
 {
     static char without[1 << 16], with[1 << 16], a[1 << 16], b[1 << 16];
     const char *lib = getenv("VGPU_TEST_LIB"), *fake = getenv("VGPU_TEST_FAKE_DIR");
-    const char *nov4 = getenv("VGPU_TEST_NOV4_DIR");
+    const char *nov4 = getenv("VGPU_TEST_NOV4_DIR"), *linked = getenv("VGPU_TEST_LINKED");
     static const char *const modes[] = {"none", "local", "global", "dep"};
 
     if (argc == 5 && strcmp(argv[1], "probe") == 0)
@@ -241,6 +267,18 @@ int main(int argc, char **argv)
                 EXPECT_LINE(with, "lib DEFAULT cuInit: sym");
             }
         }
+    }
+    /* The driver linked through a library loaded after us: its RTLD_NEXT lookups see it. */
+    if (linked != NULL) {
+        CHECK_EQ(run_exe(linked, fake, "linked", NULL, without, sizeof(without)), 0);
+        CHECK_EQ(run_exe(linked, fake, "linked", lib, with, sizeof(with)), 0);
+        plain(with, b, sizeof(b));
+        plain(without, a, sizeof(a));
+        compare("fake linked", a, b);
+        EXPECT_LINE(with, "DEFAULT cuMemAlloc_v2: sym vgpu");
+        EXPECT_LINE(with, "lib DEFAULT cuMemAlloc_v2: sym vgpu");
+        EXPECT_LINE(with, "lib NEXT cuMemAlloc_v2: sym vgpu");
+        EXPECT_LINE(with, "lib NEXT cuInit: sym");
     }
     return check_report("dlsym_test");
 }
