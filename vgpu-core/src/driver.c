@@ -211,6 +211,8 @@ int vgpu_nvml_hold(void)
 {
     void *h;
 
+    /* A copy the application has unloaded since: found or opened again. */
+    revalidate(&nvml_lib);
     if (load(&nvml_lib, true) != 0)
         return -1;
     pthread_mutex_lock(&load_mu);
