@@ -25,6 +25,7 @@ dlsym:
     .cfi_adjust_cfa_offset 8
     pushq %rsi
     .cfi_adjust_cfa_offset 8
+    movq 16(%rsp), %rdx /* the caller's return address */
     subq $8, %rsp /* 16-byte alignment for the call */
     .cfi_adjust_cfa_offset 8
     call vgpu_dlsym_intercept
@@ -38,6 +39,11 @@ dlsym:
     jnz 1f
     jmp *vgpu_real_dlsym(%rip)
 1:
+    leaq vgpu_dlsym_null(%rip), %rcx
+    cmpq %rcx, %rax
+    jne 2f
+    xorl %eax, %eax
+2:
     ret
     .cfi_endproc
     .size dlsym, .-dlsym
@@ -54,9 +60,11 @@ dlsym:
     .cfi_offset 30, -24
     mov x29, sp
     stp x0, x1, [sp, #16]
+    mov x2, x30 /* the caller's return address */
     bl vgpu_dlsym_intercept
     cbnz x0, 1f
     ldp x0, x1, [sp, #16]
+    .cfi_remember_state
     ldp x29, x30, [sp], #32
     .cfi_restore 29
     .cfi_restore 30
@@ -64,7 +72,12 @@ dlsym:
     adrp x16, vgpu_real_dlsym
     ldr x16, [x16, :lo12:vgpu_real_dlsym]
     br x16
+    .cfi_restore_state
 1:
+    adrp x1, vgpu_dlsym_null
+    add x1, x1, :lo12:vgpu_dlsym_null
+    cmp x0, x1
+    csel x0, xzr, x0, eq
     ldp x29, x30, [sp], #32
     ret
     .cfi_endproc

@@ -6,6 +6,7 @@
 #include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,6 +23,14 @@ static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
  * the driver (by full path, from any directory) after it first reached us,
  * so a library not found is looked for again on every later call until it
  * is (docs/security.md explains why failure is never cached).
+ *
+ * References: the table is resolved through a handle of the copy the
+ * process loaded, and that reference is released at once, so the
+ * application's last dlclose unloads the library as without us (then the
+ * table is forgotten: vgpu_driver_revalidate). The library keeps a
+ * reference only where it calls the driver on its own behalf: a copy it
+ * opened itself because none was loaded, and NVML once the library uses it
+ * for itself (vgpu_nvml_hold: the limiter's thread and the overhead rule).
  */
 struct driver_lib {
     const char *soname;
@@ -29,6 +38,9 @@ struct driver_lib {
     void (*resolve)(void *h);
     int loaded;    /* atomic; 1 once the table is filled */
     bool searched; /* the soname was searched for on the library path (once: it cannot change) */
+    void *held;    /* our own reference, where the library keeps one (see above) */
+    uintptr_t base;              /* the copy the table was resolved from: its load address */
+    char path[PATH_MAX];         /* ... and its name in the loader's list */
 };
 
 /* Recursive: the driver's own initialisation, run by our dlopen, may reach our dlsym. */
@@ -100,21 +112,62 @@ static int load(struct driver_lib *l, bool may_search)
         return -1;
     pthread_mutex_lock(&load_mu);
     if (!l->loaded) {
+        bool opened = false;
+
         h = find_loaded(l);
         if (h == NULL && may_search && !l->searched) {
             l->searched = true;
             h = dlopen(l->soname, RTLD_LAZY);
+            opened = h != NULL;
             if (h == NULL)
                 VGPU_INFO("cannot open %s: %s (looked for again when the process loads it)",
                           l->soname, dlerror());
         }
         if (h != NULL) {
+            struct link_map *lm = NULL;
+
             l->resolve(h);
+            if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm != NULL) {
+                l->base = lm->l_addr;
+                snprintf(l->path, sizeof(l->path), "%s", lm->l_name);
+            }
+            /* A copy we loaded ourselves stays: nobody else holds it. */
+            if (opened && l->held == NULL)
+                __atomic_store_n(&l->held, h, __ATOMIC_RELEASE);
+            else
+                dlclose(h);
             __atomic_store_n(&l->loaded, 1, __ATOMIC_RELEASE);
         }
     }
     pthread_mutex_unlock(&load_mu);
     return __atomic_load_n(&l->loaded, __ATOMIC_ACQUIRE) ? 0 : -1;
+}
+
+static int same_copy(struct dl_phdr_info *info, size_t size, void *arg)
+{
+    const struct driver_lib *l = arg;
+
+    (void)size;
+    return info->dlpi_addr == l->base && info->dlpi_name != NULL &&
+           strcmp(info->dlpi_name, l->path) == 0;
+}
+
+/*
+ * Forgets l's table when the copy it came from is no longer loaded. No
+ * lock: this runs inside dlsym, possibly within the loader's own lock, and
+ * a wrong "unloaded" (racing a load) only costs resolving the table again.
+ */
+static void revalidate(struct driver_lib *l)
+{
+    if (!__atomic_load_n(&l->loaded, __ATOMIC_ACQUIRE) ||
+        __atomic_load_n(&l->held, __ATOMIC_ACQUIRE) != NULL)
+        return;
+    /* The walk holds the loader's list lock only while it runs: no dl call inside. */
+    if (dl_iterate_phdr(same_copy, l) == 0) {
+        VGPU_DEBUG("%s was unloaded: its entry points are resolved again when it is loaded",
+                   l->path);
+        __atomic_store_n(&l->loaded, 0, __ATOMIC_RELEASE);
+    }
 }
 
 #define VGPU_RESOLVE(table, name) *(void **)&(table).name = vgpu_real_dlsym(h, #name);
@@ -133,8 +186,10 @@ static void resolve_nvml(void *h)
     VGPU_NVML_USED(VGPU_RESOLVE_NVML)
 }
 
-static struct driver_lib cuda_lib = {"libcuda.so.1", "libcuda.so", resolve_cuda, 0, false};
-static struct driver_lib nvml_lib = {"libnvidia-ml.so.1", "libnvidia-ml.so", resolve_nvml, 0, false};
+static struct driver_lib cuda_lib = {.soname = "libcuda.so.1", .prefix = "libcuda.so",
+                                     .resolve = resolve_cuda};
+static struct driver_lib nvml_lib = {.soname = "libnvidia-ml.so.1", .prefix = "libnvidia-ml.so",
+                                     .resolve = resolve_nvml};
 
 int vgpu_cuda_load(void)
 {
@@ -144,6 +199,32 @@ int vgpu_cuda_load(void)
 int vgpu_nvml_load(void)
 {
     return load(&nvml_lib, true);
+}
+
+void vgpu_driver_revalidate(void)
+{
+    revalidate(&cuda_lib);
+    revalidate(&nvml_lib);
+}
+
+int vgpu_nvml_hold(void)
+{
+    void *h;
+
+    /* A copy the application has unloaded since: found or opened again. */
+    revalidate(&nvml_lib);
+    if (load(&nvml_lib, true) != 0)
+        return -1;
+    pthread_mutex_lock(&load_mu);
+    if (nvml_lib.held == NULL) {
+        /* The copy the table came from, by the name the loader lists it under. */
+        h = dlopen(nvml_lib.path[0] != '\0' ? nvml_lib.path : nvml_lib.soname,
+                   RTLD_LAZY | RTLD_NOLOAD);
+        if (h != NULL)
+            __atomic_store_n(&nvml_lib.held, h, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&load_mu);
+    return nvml_lib.held != NULL ? 0 : -1;
 }
 
 bool vgpu_cuda_present(void)

@@ -166,6 +166,23 @@ int vgpu_nvml_load(void);
 bool vgpu_cuda_present(void);
 bool vgpu_nvml_present(void);
 
+/*
+ * Forgets a table whose library the application has unloaded (its last
+ * dlclose: the library keeps no reference of its own to a copy the
+ * application loaded), so that a copy loaded later is resolved afresh.
+ * Called on the lookup paths (dlsym), where an application gets new entry
+ * points; not on every call.
+ */
+void vgpu_driver_revalidate(void);
+
+/*
+ * Like vgpu_nvml_load, and keeps a reference of the library's own to the
+ * copy: for NVML calls the library makes on its own behalf (the compute
+ * limiter's thread, the context-overhead rule), which must not find it
+ * unloaded by the application's dlclose. Returns 0 or -1.
+ */
+int vgpu_nvml_hold(void);
+
 /* Whether stream (a _ptsz call's when ptsz) is capturing: work sent to it only builds a graph. */
 bool vgpu_stream_capturing(CUstream stream, bool ptsz);
 

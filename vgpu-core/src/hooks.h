@@ -1,6 +1,7 @@
 /*
  * hooks.h - the table of wrapped names and the lookups that hand our
- * wrappers out: dlsym (any handle) and cuGetProcAddress.
+ * wrappers out: dlsym (any handle) and cuGetProcAddress; dlerror after a
+ * lookup we answered NULL.
  */
 #ifndef VGPU_HOOKS_H
 #define VGPU_HOOKS_H
@@ -20,10 +21,25 @@ bool vgpu_hook_name_matches(const char *name);
 void *vgpu_hook_substitute(const char *symbol, void *fn, int version, cuuint64_t flags);
 
 /*
- * Called by the dlsym trampoline: returns our wrapper if the lookup of name
- * in handle is one we intercept, or NULL to let the real dlsym run with the
- * caller's return address intact (RTLD_NEXT keeps its meaning).
+ * Called by the dlsym trampoline with dlsym's arguments and the caller's
+ * return address. Returns our wrapper where the real lookup would give the
+ * function (the driver's, or anything past libvgpu.so where we are found
+ * first) and the loaded driver has it; &vgpu_dlsym_null where the real
+ * lookup would find only our export (the trampoline then returns NULL, and
+ * dlerror() says what it would say without us); NULL to let the real dlsym
+ * run with the caller's return address intact (RTLD_NEXT keeps its
+ * meaning).
  */
-void *vgpu_dlsym_intercept(void *handle, const char *name);
+void *vgpu_dlsym_intercept(void *handle, const char *name, const void *caller);
+
+/* The marker vgpu_dlsym_intercept returns for "the answer is NULL". */
+extern char vgpu_dlsym_null;
+
+/*
+ * The exported dlerror: the real one, except right after a lookup that
+ * vgpu_dlsym_intercept answered NULL, where it gives the message the real
+ * lookup would have left without libvgpu.so.
+ */
+char *dlerror(void);
 
 #endif /* VGPU_HOOKS_H */

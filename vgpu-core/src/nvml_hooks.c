@@ -3,7 +3,6 @@
  * the claim, process and utilisation queries list the claim's processes.
  * The library's own NVML queries are nvml_query.c's.
  */
-#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 #include <time.h>
@@ -178,12 +177,13 @@ static nvmlReturn_t claim_process_query(void *real, size_t elem, nvmlDevice_t de
 
     if (fn == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
+    /* Arguments the query cannot take: the driver's answer, in its order of checks. */
+    if (infoCount == NULL || (*infoCount > 0 && infos == NULL))
+        return fn(device, infoCount, infos);
     vgpu_process_init();
     nmine = claim_procs(gpu_of(device), mine, CLAIM_PROCS_MAX);
     if (nmine < 0)
         return fn(device, infoCount, infos);
-    if (infoCount == NULL || (*infoCount > 0 && infos == NULL))
-        return NVML_ERROR_INVALID_ARGUMENT;
     rc = fn(device, &n, all);
     if (rc != NVML_SUCCESS)
         return rc;
@@ -265,8 +265,10 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
 
     if (vgpu_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetProcessUtilization == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
+    /* No count to answer in: the driver's answer (uninitialised, bad device, bad argument). */
     if (processSamplesCount == NULL)
-        return NVML_ERROR_INVALID_ARGUMENT;
+        return vgpu_nvml.nvmlDeviceGetProcessUtilization(device, utilization, processSamplesCount,
+                                                         lastSeenTimeStamp);
     rc = claim_samples(device, lastSeenTimeStamp, buf, &n, &nmine);
     if (rc != NVML_SUCCESS)
         return rc;

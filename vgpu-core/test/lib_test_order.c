@@ -60,6 +60,12 @@ static int call_dlsym(void)
     return f != NULL ? f(&ctx, 0) : CUDA_ERROR_NOT_FOUND;
 }
 
+/* dlerror decides nothing: called first, the limit must hold all the same. */
+static int call_dlerror(void)
+{
+    return dlerror() == NULL ? 0 : 1;
+}
+
 /* The pointers cuGetProcAddress hands out are called too: the runtime's path. */
 static int call_cuGetProcAddress(void)
 {
@@ -332,6 +338,7 @@ struct order_row {
 
 static const struct order_row rows[] = {
     ROW(dlsym, NI),
+    ROW(dlerror, ANY),
     ROW(cuGetProcAddress, ANY),
     ROW(cuGetProcAddress_v2, ANY),
     ROW(cuMemAlloc_v2, NI),
