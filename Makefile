@@ -98,8 +98,9 @@ bench: vgpu-core ## benchmarks: prepare path (Go) and interception overhead (C)
 	$(MAKE) -C vgpu-core bench
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml (pinned version, installed into _output/tools on first use)
+lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml (pinned version, installed into _output/tools on first use), libvgpu.so's unit graph
 	$(GOLANGCI_LINT) run ./...
+	$(MAKE) -s -C vgpu-core lint
 
 # The pinned linter, built from the Go module proxy (a few minutes, once).
 $(GOLANGCI_LINT):

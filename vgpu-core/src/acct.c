@@ -15,7 +15,7 @@ static int reserve(struct vgpu_gpu *g, int part, uint64_t size, uint64_t limit)
 {
     if (g->nparts == 0)
         return vgpu_reserve(&g->private_used, size, limit);
-    return vgpu_shm_reserve(g->parts[part].shm, g->parts[part].rec, size, limit);
+    return vgpu_region_reserve(g->parts[part].shm, g->parts[part].rec, size, limit);
 }
 
 static void unreserve(struct vgpu_gpu *g, int part, uint64_t size)
@@ -23,7 +23,7 @@ static void unreserve(struct vgpu_gpu *g, int part, uint64_t size)
     if (g->nparts == 0)
         vgpu_unreserve(&g->private_used, size);
     else
-        vgpu_shm_unreserve(g->parts[part].shm, g->parts[part].rec, size);
+        vgpu_region_unreserve(g->parts[part].shm, g->parts[part].rec, size);
 }
 
 /* The limit a reservation on part is checked against. */
@@ -38,7 +38,7 @@ static void slot_add(struct vgpu_gpu *g, int part, int64_t delta)
     if (g->nparts == 0)
         return;
     vgpu_lock();
-    vgpu_shm_slot_add(g->parts[part].shm, g->parts[part].rec, delta);
+    vgpu_region_slot_add(g->parts[part].shm, g->parts[part].rec, delta);
     vgpu_unlock();
 }
 
@@ -49,7 +49,7 @@ uint64_t vgpu_gpu_used(const struct vgpu_gpu *g)
     if (g->nparts == 0)
         return atomic_load_explicit(&g->private_used, memory_order_acquire);
     for (int p = 0; p < g->nparts; p++) {
-        uint64_t u = vgpu_shm_used(g->parts[p].shm, g->parts[p].rec);
+        uint64_t u = vgpu_region_used(g->parts[p].shm, g->parts[p].rec);
         sum = u > UINT64_MAX - sum ? UINT64_MAX : sum + u;
     }
     return sum;
@@ -73,9 +73,9 @@ static bool have_slots(struct vgpu_gpu *g)
     for (int p = 0; p < g->nparts && ok; p++) {
         struct vgpu_part *pt = &g->parts[p];
 
-        if (pt->shm->slot >= 0 || vgpu_shm_claim_slot(pt->shm, vgpu_self()) == 0)
+        if (pt->shm->slot >= 0 || vgpu_region_claim_slot(pt->shm, vgpu_self()) == 0)
             continue;
-        vgpu_shm_count_refused(pt->shm, pt->rec);
+        vgpu_region_count_refused(pt->shm, pt->rec);
         ok = false;
         g->fail_closed = true;
         VGPU_ERROR("GPU %s: no free process slot in %s; refusing all allocations (fail closed)",
@@ -91,10 +91,10 @@ static void verify_locked(struct vgpu_gpu *g)
     char err[VGPU_ERRMSG_MAX];
 
     for (int p = 0; p < g->nparts && !g->fail_closed; p++) {
-        if (vgpu_shm_verify(g->parts[p].shm, err) != 0) {
+        if (vgpu_region_verify(g->parts[p].shm, err) != 0) {
             g->fail_closed = true;
             for (int q = 0; q < g->nparts; q++)
-                vgpu_shm_slot_mark_fail_closed(g->parts[q].shm);
+                vgpu_region_slot_mark_fail_closed(g->parts[q].shm);
             VGPU_ERROR("GPU %s: shared region unusable (%s); refusing all allocations "
                        "(fail closed)", g->uuid, err);
         }
@@ -122,7 +122,7 @@ static bool recover(struct vgpu_gpu *g)
     vgpu_lock();
     verify_locked(g);
     for (int p = 0; p < g->nparts && !g->fail_closed; p++)
-        n += vgpu_shm_reclaim(g->parts[p].shm, vgpu_self());
+        n += vgpu_region_reclaim(g->parts[p].shm, vgpu_self());
     vgpu_unlock();
     return !g->fail_closed && n > 0;
 }
@@ -136,7 +136,7 @@ static void note_refusal(struct vgpu_gpu *g, int part, uint64_t size)
 {
     for (int p = 0; p < g->nparts; p++) {
         if (part < 0 || p == part)
-            vgpu_shm_note_refusal(g->parts[p].shm, g->parts[p].rec, size);
+            vgpu_region_note_refusal(g->parts[p].shm, g->parts[p].rec, size);
     }
 }
 
@@ -217,7 +217,7 @@ int vgpu_pick_part(CUdevice dev)
 
     for (int p = 0; g != NULL && p < g->nparts; p++) {
         if (g->parts[p].limit == 0 ||
-            vgpu_shm_used(g->parts[p].shm, g->parts[p].rec) < g->parts[p].limit)
+            vgpu_region_used(g->parts[p].shm, g->parts[p].rec) < g->parts[p].limit)
             return p;
     }
     return 0;
@@ -263,7 +263,7 @@ void vgpu_charge_commit(struct vgpu_charge *c, enum vgpu_kind kind, uint64_t key
     vgpu_lock();
     rc = vgpu_ptrmap_put(&maps[kind], &e);
     if (rc == 0 && g->nparts > 0)
-        vgpu_shm_slot_add(g->parts[c->part].shm, g->parts[c->part].rec, (int64_t)c->size);
+        vgpu_region_slot_add(g->parts[c->part].shm, g->parts[c->part].rec, (int64_t)c->size);
     vgpu_unlock();
     if (rc != 0) {
         /* Untracked, its free would never return the bytes: give them back now. */
@@ -298,7 +298,7 @@ void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CU
     }
     unreserve(g, e->part, e->size);
     if (g->nparts > 0)
-        vgpu_shm_slot_add(g->parts[e->part].shm, g->parts[e->part].rec, -(int64_t)e->size);
+        vgpu_region_slot_add(g->parts[e->part].shm, g->parts[e->part].rec, -(int64_t)e->size);
     vgpu_unlock();
     if (put != 0)
         VGPU_WARN("out of memory tracking an allocation; it is not counted");

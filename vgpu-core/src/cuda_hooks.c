@@ -8,7 +8,6 @@
  */
 #include "acct.h"
 #include "driver.h"
-#include "hooks.h"
 #include "gpus.h"
 #include "graphs.h"
 #include "log.h"
@@ -63,7 +62,7 @@ static bool took_past_limit(struct vgpu_gpu *g, uint64_t before)
         return false;
     return (g->limit != 0 && vgpu_gpu_used(g) > g->limit) ||
            (g->nparts > 0 && g->parts[0].limit != 0 &&
-            vgpu_shm_used(g->parts[0].shm, g->parts[0].rec) > g->parts[0].limit);
+            vgpu_region_used(g->parts[0].shm, g->parts[0].rec) > g->parts[0].limit);
 }
 
 /* After undoing such a call: returns what it took and says why the call fails. */
@@ -799,29 +798,6 @@ CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
     clamp_info(g, &f64, &t64);
     *bytes = (size_t)t64;
     return CUDA_SUCCESS;
-}
-
-CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
-{
-    CUresult rc;
-
-    ENTER(cuGetProcAddress);
-    rc = vgpu_cu.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
-    if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL)
-        *pfn = vgpu_hook_substitute(symbol, *pfn, cudaVersion, flags);
-    return rc;
-}
-
-CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
-                             CUdriverProcAddressQueryResult *symbolStatus)
-{
-    CUresult rc;
-
-    ENTER(cuGetProcAddress_v2);
-    rc = vgpu_cu.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
-    if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL)
-        *pfn = vgpu_hook_substitute(symbol, *pfn, cudaVersion, flags);
-    return rc;
 }
 
 /*

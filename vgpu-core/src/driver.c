@@ -46,6 +46,9 @@ struct driver_lib {
 /* Recursive: the driver's own initialisation, run by our dlopen, may reach our dlsym. */
 static pthread_mutex_t load_mu = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
 
+/* glibc's dlerror, for our own messages: ours (hooks.c) serves the application. */
+static char *(*libc_dlerror)(void);
+
 VGPU_NO_SANITIZE static void bootstrap(void)
 {
     /* dlsym moved into libc at 2.34; older glibc has only the base versions. */
@@ -55,6 +58,7 @@ VGPU_NO_SANITIZE static void bootstrap(void)
         void *p = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
         if (p != NULL) {
             *(void **)&vgpu_real_dlsym = p;
+            *(void **)&libc_dlerror = dlvsym(RTLD_NEXT, "dlerror", versions[i]);
             return;
         }
     }
@@ -121,7 +125,7 @@ static int load(struct driver_lib *l, bool may_search)
             opened = h != NULL;
             if (h == NULL)
                 VGPU_INFO("cannot open %s: %s (looked for again when the process loads it)",
-                          l->soname, dlerror());
+                          l->soname, libc_dlerror != NULL ? libc_dlerror() : "unknown error");
         }
         if (h != NULL) {
             struct link_map *lm = NULL;

@@ -25,7 +25,7 @@ struct claim {
     bool valid;
     char err[VGPU_ERRMSG_MAX];
     int shm_state; /* 0 not tried, 1 attached, -1 failed */
-    struct vgpu_shm shm;
+    struct vgpu_region_map shm;
     struct vgpu_hostpids hostpids;
 };
 
@@ -44,7 +44,7 @@ static struct {
     int nclaims;
     struct claim *claims;
     int standalone_state;    /* like claim.shm_state, for CUDA_DEVICE_MEMORY_SHARED_CACHE */
-    struct vgpu_shm standalone;
+    struct vgpu_region_map standalone;
     int ngpus;
     struct vgpu_gpu gpus[VGPU_MAX_GPUS];
     struct vgpu_gpu *by_ordinal[VGPU_MAX_GPUS];
@@ -110,10 +110,10 @@ uint32_t vgpu_self_host_pid(struct vgpu_gpu *g)
         /* The monitor and other processes' refillers match NVML samples by the slot's host pid. */
         for (int i = 0; i < G.nclaims; i++) {
             if (G.claims[i].shm.r != NULL)
-                vgpu_shm_slot_set_host_pid(&G.claims[i].shm, host);
+                vgpu_region_slot_set_host_pid(&G.claims[i].shm, host);
         }
         if (G.standalone.r != NULL)
-            vgpu_shm_slot_set_host_pid(&G.standalone, host);
+            vgpu_region_slot_set_host_pid(&G.standalone, host);
         VGPU_INFO("host pid %u, from %s", host, g->hostpids->path);
     }
     pthread_mutex_unlock(&G.mu);
@@ -288,10 +288,10 @@ static void set_log_level(void)
     vgpu_log_set_level(level);
 }
 
-static void release_slots(struct vgpu_shm *s)
+static void release_slots(struct vgpu_region_map *s)
 {
     if (s->r != NULL && s->slot >= 0)
-        vgpu_shm_release_slot(s);
+        vgpu_region_release_slot(s);
 }
 
 void vgpu_gpus_release_slots(void)
@@ -372,11 +372,11 @@ void vgpu_gpus_init(void)
 }
 
 /* Attaches a region once; a failure is logged once, by the caller's rule. */
-static struct vgpu_shm *attach(struct vgpu_shm *s, int *state, const char *path, bool create,
+static struct vgpu_region_map *attach(struct vgpu_region_map *s, int *state, const char *path, bool create,
                                char err[VGPU_ERRMSG_MAX])
 {
     if (*state == 0)
-        *state = vgpu_shm_attach(s, path, create, err) == 0 ? 1 : -1;
+        *state = vgpu_region_attach(s, path, create, err) == 0 ? 1 : -1;
     else if (*state < 0)
         snprintf(err, VGPU_ERRMSG_MAX, "%s: unusable (see the first error)", path);
     return *state > 0 ? s : NULL;
@@ -491,14 +491,14 @@ static int add_part(struct vgpu_gpu *g, struct claim *c, uint64_t limit, uint32_
         fail_closed(g, err);
         return -1;
     }
-    pt->rec = vgpu_shm_device(pt->shm, g->uuid, limit, sm, policy);
+    pt->rec = vgpu_region_find_device(pt->shm, g->uuid, limit, sm, policy);
     if (pt->rec < 0) {
         snprintf(err, sizeof(err), "%s: no free device record", path);
         fail_closed(g, err);
         return -1;
     }
-    if (vgpu_shm_claim_slot(pt->shm, &G.self) != 0) {
-        vgpu_shm_count_refused(pt->shm, pt->rec);
+    if (vgpu_region_claim_slot(pt->shm, &G.self) != 0) {
+        vgpu_region_count_refused(pt->shm, pt->rec);
         snprintf(err, sizeof(err), "%s: no free process slot (more live processes than slots)",
                  path);
         fail_closed(g, err);
@@ -584,8 +584,8 @@ static bool setup_standalone(struct vgpu_gpu *g, uint64_t *env_limit, int env_rc
         pt->shm = attach(&G.standalone, &G.standalone_state, cache, true, attach_err);
         if (pt->shm == NULL)
             VGPU_WARN("shared region unusable (%s); using process-private accounting", attach_err);
-        else if ((pt->rec = vgpu_shm_device(pt->shm, g->uuid, *env_limit, *sm_env, policy)) < 0 ||
-                 vgpu_shm_claim_slot(pt->shm, &G.self) != 0)
+        else if ((pt->rec = vgpu_region_find_device(pt->shm, g->uuid, *env_limit, *sm_env, policy)) < 0 ||
+                 vgpu_region_claim_slot(pt->shm, &G.self) != 0)
             VGPU_WARN("%s: no free device record or process slot; using process-private "
                       "accounting", pt->shm->path);
         else

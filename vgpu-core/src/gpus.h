@@ -26,7 +26,7 @@
 
 /* One claim's share of a GPU: its region's device record and its own limit. */
 struct vgpu_part {
-    struct vgpu_shm *shm; /* the claim's region */
+    struct vgpu_region_map *shm; /* the claim's region */
     int rec;              /* device record index in shm */
     uint64_t limit;       /* bytes, 0 = unlimited; this claim's counter never exceeds it */
 };
@@ -41,7 +41,7 @@ struct vgpu_gpu {
     bool capped;                     /* env lowered limit below the sum of several parts */
     int nparts;                      /* 0: process-private accounting (standalone only) */
     struct vgpu_part parts[VGPU_MAX_PARTS]; /* in claim UID order */
-    struct vgpu_shm *shm;            /* parts[0].shm (compute limiter, overhead), or NULL */
+    struct vgpu_region_map *shm;            /* parts[0].shm (compute limiter, overhead), or NULL */
     struct vgpu_hostpids *hostpids;  /* the claim's host pid map, NULL standalone */
     int rec;                         /* parts[0].rec */
     _Atomic uint64_t private_used;   /* counter used when nparts is 0 (vgpu_reserve.h) */

@@ -9,6 +9,7 @@
 
 #include "driver.h"
 #include "log.h"
+#include "process.h"
 
 struct hook {
     const char *name;
@@ -64,7 +65,12 @@ static const struct hook *by_request(const char *symbol, int version, cuuint64_t
     return h != NULL ? h : find(symbol);
 }
 
-void *vgpu_hook_substitute(const char *symbol, void *fn, int version, cuuint64_t flags)
+/*
+ * Given what the real cuGetProcAddress returned for (symbol, version,
+ * flags), returns the wrapper of the exact variant fn is (its exported name,
+ * found with dladdr), or fn itself when we do not wrap that variant.
+ */
+static void *hook_substitute(const char *symbol, void *fn, int version, cuuint64_t flags)
 {
     const struct hook *h = NULL;
     Dl_info info;
@@ -425,4 +431,36 @@ static void *lookup(void *handle, const char *name, const void *caller)
             lm = NULL;
         return past_us(h, name, vgpu_real_dlsym(RTLD_NEXT, name), lm);
     }
+}
+
+/*
+ * cuGetProcAddress(_v2): the driver's resolver answers (with the caller's
+ * version and flags, so flags and symbolStatus are the driver's), then the
+ * pointer it gave is replaced by our wrapper of that exact variant.
+ */
+CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags)
+{
+    CUresult rc;
+
+    if (vgpu_cuda_load() != 0 || vgpu_cu.cuGetProcAddress == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    vgpu_process_init();
+    rc = vgpu_cu.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
+    if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL)
+        *pfn = hook_substitute(symbol, *pfn, cudaVersion, flags);
+    return rc;
+}
+
+CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags,
+                             CUdriverProcAddressQueryResult *symbolStatus)
+{
+    CUresult rc;
+
+    if (vgpu_cuda_load() != 0 || vgpu_cu.cuGetProcAddress_v2 == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    vgpu_process_init();
+    rc = vgpu_cu.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);
+    if (rc == CUDA_SUCCESS && pfn != NULL && *pfn != NULL)
+        *pfn = hook_substitute(symbol, *pfn, cudaVersion, flags);
+    return rc;
 }

@@ -14,13 +14,6 @@
 bool vgpu_hook_name_matches(const char *name);
 
 /*
- * Given what the real cuGetProcAddress returned for (symbol, version,
- * flags), returns the wrapper of the exact variant fn is (its exported name,
- * found with dladdr), or fn itself when we do not wrap that variant.
- */
-void *vgpu_hook_substitute(const char *symbol, void *fn, int version, cuuint64_t flags);
-
-/*
  * Called by the dlsym trampoline with dlsym's arguments and the caller's
  * return address. Returns our wrapper where the real lookup would give the
  * function (the driver's, or anything past libvgpu.so where we are found

@@ -176,7 +176,7 @@ static void publish(struct vgpu_gpu *g)
     if (g->shm == NULL)
         return;
     vgpu_lock();
-    vgpu_shm_slot_set_compute(g->shm, g->rec, __atomic_load_n(&c->launches, __ATOMIC_RELAXED),
+    vgpu_region_slot_set_compute(g->shm, g->rec, __atomic_load_n(&c->launches, __ATOMIC_RELAXED),
                               __atomic_load_n(&c->throttled_ns, __ATOMIC_RELAXED));
     vgpu_unlock();
 }
@@ -211,7 +211,7 @@ static bool refiller_dead(struct vgpu_gpu *g, uint64_t lease, uint64_t now)
             __atomic_load_n(&sl->pid, __ATOMIC_RELAXED) == pid &&
             __atomic_load_n(&sl->pidns, __ATOMIC_RELAXED) == pidns &&
             __atomic_load_n(&sl->start_time, __ATOMIC_RELAXED) == start)
-            return vgpu_shm_slot_dead(g->shm, (int)i);
+            return vgpu_region_slot_dead(g->shm, (int)i);
     }
     return true;
 }
@@ -352,7 +352,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
                                                 __atomic_load_n(&sl->start_time, __ATOMIC_RELAXED));
             /* A dead process that left launches waiting: reclaiming its slot gives them back. */
             if (__atomic_load_n(&sd->pending_charge_us, __ATOMIC_RELAXED) != 0 &&
-                vgpu_shm_slot_dead(g->shm, s))
+                vgpu_region_slot_dead(g->shm, s))
                 reclaim = true;
             obs[t.nobs] = (struct vgpu_ctl_obs){.slot = s, .id = slot_id(sl),
                 .launches = __atomic_load_n(&sd->kernel_launches, __ATOMIC_RELAXED)};
@@ -366,7 +366,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     }
     if (reclaim) {
         vgpu_lock();
-        vgpu_shm_reclaim(g->shm, NULL);
+        vgpu_region_reclaim(g->shm, NULL);
         vgpu_unlock();
     }
     for (int i = 0; i < ns; i++)

@@ -24,7 +24,7 @@ static uint64_t realtime_ns(void)
 }
 
 /* After fork() the inherited descriptor shares the parent's OFD lock: open our own. */
-static int own_fd(struct vgpu_shm *s)
+static int own_fd(struct vgpu_region_map *s)
 {
     int fd;
 
@@ -39,7 +39,7 @@ static int own_fd(struct vgpu_shm *s)
     return 0;
 }
 
-static int lock_region(struct vgpu_shm *s)
+static int lock_region(struct vgpu_region_map *s)
 {
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
 
@@ -52,7 +52,7 @@ static int lock_region(struct vgpu_shm *s)
     return 0;
 }
 
-static void unlock_region(struct vgpu_shm *s)
+static void unlock_region(struct vgpu_region_map *s)
 {
     struct flock fl = {.l_type = F_UNLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
 
@@ -100,7 +100,7 @@ static void init_header(struct vgpu_region *r)
     h->init_time_ns = realtime_ns();
 }
 
-static int ensure_initialised(struct vgpu_shm *s, char *err)
+static int ensure_initialised(struct vgpu_region_map *s, char *err)
 {
     struct vgpu_region_header *h = &s->r->header;
     uint32_t state = __atomic_load_n(&h->init_state, __ATOMIC_ACQUIRE);
@@ -137,7 +137,7 @@ static int ensure_initialised(struct vgpu_shm *s, char *err)
     return 0;
 }
 
-int vgpu_shm_attach(struct vgpu_shm *s, const char *path, bool create, char err[VGPU_ERRMSG_MAX])
+int vgpu_region_attach(struct vgpu_region_map *s, const char *path, bool create, char err[VGPU_ERRMSG_MAX])
 {
     struct stat st;
     void *m;
@@ -198,7 +198,7 @@ fail:
     return -1;
 }
 
-void vgpu_shm_detach(struct vgpu_shm *s)
+void vgpu_region_detach(struct vgpu_region_map *s)
 {
     if (s->r != NULL)
         munmap(s->r, VGPU_REGION_SIZE);
@@ -222,7 +222,7 @@ static int find_device(const struct vgpu_region *r, const char *uuid)
     return -1;
 }
 
-int vgpu_shm_device(struct vgpu_shm *s, const char *uuid, uint64_t memory_limit,
+int vgpu_region_find_device(struct vgpu_region_map *s, const char *uuid, uint64_t memory_limit,
                     uint32_t sm_limit, uint32_t policy)
 {
     struct vgpu_region_device *d;
@@ -257,7 +257,7 @@ int vgpu_shm_device(struct vgpu_shm *s, const char *uuid, uint64_t memory_limit,
  * process dies, SIGKILL included, whatever pid namespace it was in.
  */
 /* fcntl(cmd) of lock *type on slot i's byte; *type receives F_OFD_GETLK's answer. */
-static int slot_lock(struct vgpu_shm *s, int i, int cmd, short *type)
+static int slot_lock(struct vgpu_region_map *s, int i, int cmd, short *type)
 {
     struct flock fl = {.l_type = *type, .l_whence = SEEK_SET,
                        .l_start = VGPU_REGION_SIZE + (off_t)i, .l_len = 1};
@@ -274,7 +274,7 @@ static int slot_lock(struct vgpu_shm *s, int i, int cmd, short *type)
  * Our own slot and the one we are reclaiming are ours: our own lock does not
  * show through F_OFD_GETLK.
  */
-static bool slot_owner_alive(struct vgpu_shm *s, int i)
+static bool slot_owner_alive(struct vgpu_region_map *s, int i)
 {
     struct vgpu_region_slot *sl = &s->r->slots[i];
     short type = F_WRLCK;
@@ -295,7 +295,7 @@ static bool slot_owner_alive(struct vgpu_shm *s, int i)
  * used_bytes and the named slot's charged_bytes get their values from before
  * it. Only lock holders write them, so the record is exact. Lock held.
  */
-static void undo_change(struct vgpu_shm *s, int rec)
+static void undo_change(struct vgpu_region_map *s, int rec)
 {
     struct vgpu_region_device *d = &s->r->devices[rec];
     uint32_t u = __atomic_load_n(&d->undo_slot, __ATOMIC_ACQUIRE);
@@ -329,7 +329,7 @@ static void cpu_relax(void)
  * dropped its slot lock) is replaced by compare-and-swap and its change
  * undone. A value no slot can hold (written by someone else) counts as dead.
  */
-static void charge_lock(struct vgpu_shm *s, int rec, int me)
+static void charge_lock(struct vgpu_region_map *s, int rec, int me)
 {
     uint32_t *lock = &s->r->devices[rec].charge_lock;
     uint32_t want = (uint32_t)me + 1;
@@ -357,7 +357,7 @@ static void charge_lock(struct vgpu_shm *s, int rec, int me)
     }
 }
 
-static void charge_unlock(struct vgpu_shm *s, int rec)
+static void charge_unlock(struct vgpu_region_map *s, int rec)
 {
     __atomic_store_n(&s->r->devices[rec].charge_lock, 0, __ATOMIC_RELEASE);
 }
@@ -367,7 +367,7 @@ static void charge_unlock(struct vgpu_shm *s, int rec)
  * recoverably: the undo record is complete (release) before either moves,
  * and cleared only after both moved. Charge lock held.
  */
-static void charge_set(struct vgpu_shm *s, int rec, int i, uint64_t used, uint64_t charged)
+static void charge_set(struct vgpu_region_map *s, int rec, int i, uint64_t used, uint64_t charged)
 {
     struct vgpu_region_device *d = &s->r->devices[rec];
     uint64_t *slot_charged = &s->r->slots[i].devices[rec].charged_bytes;
@@ -393,7 +393,7 @@ static void charge_set(struct vgpu_shm *s, int rec, int i, uint64_t used, uint64
  * charge lock it died holding is ours now and its change is undone).
  * Region lock held.
  */
-static void free_slot(struct vgpu_shm *s, int i, bool adopted)
+static void free_slot(struct vgpu_region_map *s, int i, bool adopted)
 {
     struct vgpu_region_slot *sl = &s->r->slots[i];
     uint32_t n = __atomic_load_n(&s->r->header.device_count, __ATOMIC_ACQUIRE);
@@ -427,7 +427,7 @@ static void free_slot(struct vgpu_shm *s, int i, bool adopted)
  * owner; holding it while we return its bytes keeps others from taking us
  * for the dead owner.
  */
-static int reclaim_locked(struct vgpu_shm *s)
+static int reclaim_locked(struct vgpu_region_map *s)
 {
     int n = 0;
 
@@ -451,14 +451,14 @@ static int reclaim_locked(struct vgpu_shm *s)
     return n;
 }
 
-bool vgpu_shm_slot_dead(struct vgpu_shm *s, int i)
+bool vgpu_region_slot_dead(struct vgpu_region_map *s, int i)
 {
     return i >= 0 && i < VGPU_REGION_MAX_SLOTS &&
            __atomic_load_n(&s->r->slots[i].state, __ATOMIC_ACQUIRE) == VGPU_SLOT_ACTIVE &&
            !slot_owner_alive(s, i);
 }
 
-int vgpu_shm_reclaim(struct vgpu_shm *s, const struct vgpu_procinfo *self)
+int vgpu_region_reclaim(struct vgpu_region_map *s, const struct vgpu_procinfo *self)
 {
     int n;
 
@@ -471,7 +471,7 @@ int vgpu_shm_reclaim(struct vgpu_shm *s, const struct vgpu_procinfo *self)
     return n;
 }
 
-int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self)
+int vgpu_region_claim_slot(struct vgpu_region_map *s, const struct vgpu_procinfo *self)
 {
     int found = -1;
 
@@ -515,7 +515,7 @@ int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self)
     return 0;
 }
 
-int vgpu_shm_reserve(struct vgpu_shm *s, int rec, uint64_t size, uint64_t limit)
+int vgpu_region_reserve(struct vgpu_region_map *s, int rec, uint64_t size, uint64_t limit)
 {
     struct vgpu_region_device *d = &s->r->devices[rec];
     uint64_t used, charged;
@@ -534,7 +534,7 @@ int vgpu_shm_reserve(struct vgpu_shm *s, int rec, uint64_t size, uint64_t limit)
     return rc;
 }
 
-void vgpu_shm_unreserve(struct vgpu_shm *s, int rec, uint64_t size)
+void vgpu_region_unreserve(struct vgpu_region_map *s, int rec, uint64_t size)
 {
     struct vgpu_region_device *d = &s->r->devices[rec];
     uint64_t used, charged;
@@ -551,14 +551,14 @@ void vgpu_shm_unreserve(struct vgpu_shm *s, int rec, uint64_t size)
     charge_unlock(s, rec);
 }
 
-uint64_t vgpu_shm_slot_charged(const struct vgpu_shm *s, int rec)
+uint64_t vgpu_region_slot_charged(const struct vgpu_region_map *s, int rec)
 {
     return s->slot < 0 ? 0
                        : __atomic_load_n(&s->r->slots[s->slot].devices[rec].charged_bytes,
                                          __ATOMIC_RELAXED);
 }
 
-int vgpu_shm_verify(struct vgpu_shm *s, char err[VGPU_ERRMSG_MAX])
+int vgpu_region_verify(struct vgpu_region_map *s, char err[VGPU_ERRMSG_MAX])
 {
     struct vgpu_region_header *h = &s->r->header;
     struct stat st;
@@ -588,20 +588,20 @@ int vgpu_shm_verify(struct vgpu_shm *s, char err[VGPU_ERRMSG_MAX])
     return 0;
 }
 
-void vgpu_shm_slot_mark_fail_closed(struct vgpu_shm *s)
+void vgpu_region_slot_mark_fail_closed(struct vgpu_region_map *s)
 {
     if (s->slot >= 0)
         __atomic_fetch_or(&s->r->slots[s->slot].flags, VGPU_SLOT_FLAG_FAIL_CLOSED,
                           __ATOMIC_RELEASE);
 }
 
-void vgpu_shm_count_refused(struct vgpu_shm *s, int rec)
+void vgpu_region_count_refused(struct vgpu_region_map *s, int rec)
 {
     if (rec >= 0 && rec < VGPU_REGION_MAX_DEVICES)
         __atomic_fetch_add(&s->r->devices[rec].refused_processes, 1, __ATOMIC_RELAXED);
 }
 
-void vgpu_shm_note_refusal(struct vgpu_shm *s, int rec, uint64_t size)
+void vgpu_region_note_refusal(struct vgpu_region_map *s, int rec, uint64_t size)
 {
     struct vgpu_region_device *d;
 
@@ -614,13 +614,13 @@ void vgpu_shm_note_refusal(struct vgpu_shm *s, int rec, uint64_t size)
     __atomic_fetch_add(&d->refusals, 1, __ATOMIC_RELEASE);
 }
 
-uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec)
+uint64_t vgpu_region_used(const struct vgpu_region_map *s, int rec)
 {
     return __atomic_load_n(&s->r->devices[rec].used_bytes, __ATOMIC_ACQUIRE);
 }
 
 /* Opens a seqlock write section on our slot; returns the slot. */
-static struct vgpu_region_slot *slot_begin(struct vgpu_shm *s)
+static struct vgpu_region_slot *slot_begin(struct vgpu_region_map *s)
 {
     struct vgpu_region_slot *sl = &s->r->slots[s->slot];
 
@@ -634,7 +634,7 @@ static void slot_end(struct vgpu_region_slot *sl)
     __atomic_store_n(&sl->seq, sl->seq + 1, __ATOMIC_RELEASE);
 }
 
-void vgpu_shm_slot_add(struct vgpu_shm *s, int rec, int64_t delta)
+void vgpu_region_slot_add(struct vgpu_region_map *s, int rec, int64_t delta)
 {
     struct vgpu_region_slot *sl;
     struct vgpu_region_slot_device *sd;
@@ -652,7 +652,7 @@ void vgpu_shm_slot_add(struct vgpu_shm *s, int rec, int64_t delta)
     slot_end(sl);
 }
 
-void vgpu_shm_slot_set_compute(struct vgpu_shm *s, int rec, uint64_t launches,
+void vgpu_region_slot_set_compute(struct vgpu_region_map *s, int rec, uint64_t launches,
                                uint64_t throttled_ns)
 {
     struct vgpu_region_slot *sl;
@@ -668,7 +668,7 @@ void vgpu_shm_slot_set_compute(struct vgpu_shm *s, int rec, uint64_t launches,
     slot_end(sl);
 }
 
-void vgpu_shm_slot_set_host_pid(struct vgpu_shm *s, uint32_t host_pid)
+void vgpu_region_slot_set_host_pid(struct vgpu_region_map *s, uint32_t host_pid)
 {
     struct vgpu_region_slot *sl;
 
@@ -679,12 +679,12 @@ void vgpu_shm_slot_set_host_pid(struct vgpu_shm *s, uint32_t host_pid)
     slot_end(sl);
 }
 
-uint64_t vgpu_shm_slot_used(const struct vgpu_shm *s, int rec)
+uint64_t vgpu_region_slot_used(const struct vgpu_region_map *s, int rec)
 {
     return s->slot < 0 ? 0 : s->r->slots[s->slot].devices[rec].used_bytes;
 }
 
-void vgpu_shm_slot_set_overhead(struct vgpu_shm *s, int rec, uint64_t overhead)
+void vgpu_region_slot_set_overhead(struct vgpu_region_map *s, int rec, uint64_t overhead)
 {
     struct vgpu_region_slot *sl;
     uint64_t old;
@@ -695,10 +695,10 @@ void vgpu_shm_slot_set_overhead(struct vgpu_shm *s, int rec, uint64_t overhead)
     if (old == overhead)
         return;
     /* Overhead is already in use on the GPU: charge it without a limit check. */
-    if (overhead > old && vgpu_shm_reserve(s, rec, overhead - old, 0) != 0)
+    if (overhead > old && vgpu_region_reserve(s, rec, overhead - old, 0) != 0)
         return;
     if (overhead < old)
-        vgpu_shm_unreserve(s, rec, old - overhead);
+        vgpu_region_unreserve(s, rec, old - overhead);
     sl = slot_begin(s);
     sl->devices[rec].overhead_bytes = overhead;
     /* Only here, not per allocation: a clock read would double the cost of the hot path. */
@@ -706,7 +706,7 @@ void vgpu_shm_slot_set_overhead(struct vgpu_shm *s, int rec, uint64_t overhead)
     slot_end(sl);
 }
 
-void vgpu_shm_release_slot(struct vgpu_shm *s)
+void vgpu_region_release_slot(struct vgpu_region_map *s)
 {
     short type = F_UNLCK;
 

@@ -21,7 +21,7 @@
 #include "procinfo.h"
 #include "vgpu_region.h"
 
-struct vgpu_shm {
+struct vgpu_region_map {
     char path[PATH_MAX];
     int fd;
     pid_t fd_pid; /* process that opened fd: OFD locks belong to the open file description */
@@ -40,101 +40,101 @@ struct vgpu_shm {
  * Returns 0, or -1 with a reason in err (the caller then falls back to
  * process-private accounting).
  */
-int vgpu_shm_attach(struct vgpu_shm *s, const char *path, bool create, char err[VGPU_ERRMSG_MAX]);
+int vgpu_region_attach(struct vgpu_region_map *s, const char *path, bool create, char err[VGPU_ERRMSG_MAX]);
 
 /* Unmaps and closes (tests and tools; the library keeps its regions for life). */
-void vgpu_shm_detach(struct vgpu_shm *s);
+void vgpu_region_detach(struct vgpu_region_map *s);
 
 /*
  * Returns the index of the device record for uuid, adding it (with the
  * informational limits) if absent. Returns -1 if the region is full or the
  * lock cannot be taken.
  */
-int vgpu_shm_device(struct vgpu_shm *s, const char *uuid, uint64_t memory_limit,
+int vgpu_region_find_device(struct vgpu_region_map *s, const char *uuid, uint64_t memory_limit,
                     uint32_t sm_limit, uint32_t policy);
 
 /* Claims a process slot for self if we have none (reclaiming dead ones first). Returns 0 or -1. */
-int vgpu_shm_claim_slot(struct vgpu_shm *s, const struct vgpu_procinfo *self);
+int vgpu_region_claim_slot(struct vgpu_region_map *s, const struct vgpu_procinfo *self);
 
 /*
  * Adds size to the claim-wide counter of record rec and to our slot's
  * charged_bytes, together, unless the counter would exceed limit (0 = no
  * limit). Returns 0, or -1 when refused or without a slot.
  */
-int vgpu_shm_reserve(struct vgpu_shm *s, int rec, uint64_t size, uint64_t limit);
+int vgpu_region_reserve(struct vgpu_region_map *s, int rec, uint64_t size, uint64_t limit);
 
 /*
  * Subtracts size (at most what our slot has charged) from the claim-wide
  * counter of rec and from our slot's charged_bytes, together.
  */
-void vgpu_shm_unreserve(struct vgpu_shm *s, int rec, uint64_t size);
+void vgpu_region_unreserve(struct vgpu_region_map *s, int rec, uint64_t size);
 
 /* Returns what our slot has charged on rec (0 without a slot). */
-uint64_t vgpu_shm_slot_charged(const struct vgpu_shm *s, int rec);
+uint64_t vgpu_region_slot_charged(const struct vgpu_region_map *s, int rec);
 
 /*
  * Checks that path still names the file we mapped, with the header we
  * attached to (not replaced, truncated, re-initialised or overwritten).
  * Returns 0, or -1 with a reason in err.
  */
-int vgpu_shm_verify(struct vgpu_shm *s, char err[VGPU_ERRMSG_MAX]);
+int vgpu_region_verify(struct vgpu_region_map *s, char err[VGPU_ERRMSG_MAX]);
 
 /* Sets VGPU_SLOT_FLAG_FAIL_CLOSED in our slot (the monitor reports it). */
-void vgpu_shm_slot_mark_fail_closed(struct vgpu_shm *s);
+void vgpu_region_slot_mark_fail_closed(struct vgpu_region_map *s);
 
 /* Counts one more process refused for want of a free slot on rec. */
-void vgpu_shm_count_refused(struct vgpu_shm *s, int rec);
+void vgpu_region_count_refused(struct vgpu_region_map *s, int rec);
 /*
  * Counts one allocation of size bytes on rec refused for the limit
  * (refusals, last_refused_bytes, last_refused_ns). s may be NULL (a process
  * without a region): then nothing is recorded. Lock-free; only the refusal
  * path pays for it.
  */
-void vgpu_shm_note_refusal(struct vgpu_shm *s, int rec, uint64_t size);
+void vgpu_region_note_refusal(struct vgpu_region_map *s, int rec, uint64_t size);
 
 /* Returns the claim-wide counter of rec. */
-uint64_t vgpu_shm_used(const struct vgpu_shm *s, int rec);
+uint64_t vgpu_region_used(const struct vgpu_region_map *s, int rec);
 
 /*
  * Publishes in our slot that tracked bytes on rec changed by delta. The
  * caller serialises calls for one slot (seqlock single writer).
  */
-void vgpu_shm_slot_add(struct vgpu_shm *s, int rec, int64_t delta);
+void vgpu_region_slot_add(struct vgpu_region_map *s, int rec, int64_t delta);
 
 /*
  * Publishes our slot's compute counters on rec (cumulative launches and
  * time spent waiting for tokens). The caller serialises calls for one slot.
  */
-void vgpu_shm_slot_set_compute(struct vgpu_shm *s, int rec, uint64_t launches,
+void vgpu_region_slot_set_compute(struct vgpu_region_map *s, int rec, uint64_t launches,
                                uint64_t throttled_ns);
 
 /* Publishes our host pid in our slot. The caller serialises calls for one slot. */
-void vgpu_shm_slot_set_host_pid(struct vgpu_shm *s, uint32_t host_pid);
+void vgpu_region_slot_set_host_pid(struct vgpu_region_map *s, uint32_t host_pid);
 
 /* Returns the tracked bytes our slot holds on rec (0 without a slot). */
-uint64_t vgpu_shm_slot_used(const struct vgpu_shm *s, int rec);
+uint64_t vgpu_region_slot_used(const struct vgpu_region_map *s, int rec);
 
 /*
  * Sets our slot's overhead bytes on rec, moving the claim-wide counter by
  * the difference. The caller serialises calls for one slot.
  */
-void vgpu_shm_slot_set_overhead(struct vgpu_shm *s, int rec, uint64_t overhead);
+void vgpu_region_slot_set_overhead(struct vgpu_region_map *s, int rec, uint64_t overhead);
 
 /*
  * Frees the slots of dead processes in our pid namespace and returns their
  * bytes to the device counters. Returns the number of slots reclaimed.
  */
-int vgpu_shm_reclaim(struct vgpu_shm *s, const struct vgpu_procinfo *self);
+int vgpu_region_reclaim(struct vgpu_region_map *s, const struct vgpu_procinfo *self);
 
 /*
  * Whether slot i is active and its owner is known to be dead (its slot lock
  * dropped by the kernel, or gone from /proc in our pid namespace): it is
  * waiting to be reclaimed.
  */
-bool vgpu_shm_slot_dead(struct vgpu_shm *s, int i);
+bool vgpu_region_slot_dead(struct vgpu_region_map *s, int i);
 
 /* Returns our slot's bytes to the counters and frees it (normal process exit). */
-void vgpu_shm_release_slot(struct vgpu_shm *s);
+void vgpu_region_release_slot(struct vgpu_region_map *s);
 
 /* Validates a header read from a region; returns NULL or a description of the problem. */
 const char *vgpu_region_check_header(const struct vgpu_region_header *h);

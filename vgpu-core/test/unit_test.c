@@ -328,13 +328,13 @@ static void create_region(const char *path)
 
 static void test_region_init(void)
 {
-    struct vgpu_shm s, s2;
+    struct vgpu_region_map s, s2;
     char path[256], err[VGPU_ERRMSG_MAX];
     struct vgpu_region_header *h;
 
     region_path(path, sizeof(path), "init");
     create_region(path);
-    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
+    CHECK(vgpu_region_attach(&s, path, false, err) == 0);
     h = &s.r->header;
     CHECK(h->magic == VGPU_REGION_MAGIC);
     CHECK_EQ_U64(h->init_state, VGPU_REGION_READY);
@@ -342,35 +342,35 @@ static void test_region_init(void)
     CHECK_EQ_U64(h->region_size, VGPU_REGION_SIZE);
     CHECK_EQ_U64(h->generation, 1);
     CHECK(vgpu_region_check_header(h) == NULL);
-    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, 100, 30, VGPU_POLICY_STRICT), 0);
-    CHECK_EQ_U64(vgpu_shm_device(&s, UUID1, 0, 0, VGPU_POLICY_STRICT), 1);
-    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, 100, 30, VGPU_POLICY_STRICT), 0);
+    CHECK_EQ_U64(vgpu_region_find_device(&s, UUID0, 100, 30, VGPU_POLICY_STRICT), 0);
+    CHECK_EQ_U64(vgpu_region_find_device(&s, UUID1, 0, 0, VGPU_POLICY_STRICT), 1);
+    CHECK_EQ_U64(vgpu_region_find_device(&s, UUID0, 100, 30, VGPU_POLICY_STRICT), 0);
     CHECK_EQ_U64(h->device_count, 2);
     /* A second attach sees the same region without re-initialising it. */
-    CHECK(vgpu_shm_attach(&s2, path, false, err) == 0);
+    CHECK(vgpu_region_attach(&s2, path, false, err) == 0);
     CHECK_EQ_U64(s2.r->header.generation, 1);
     CHECK_EQ_U64(s2.r->devices[0].memory_limit, 100);
-    vgpu_shm_detach(&s2);
+    vgpu_region_detach(&s2);
 
     /* A stale INITIALISING (initialiser died holding the lock) is recovered. */
     h->init_state = VGPU_REGION_INITIALISING;
-    CHECK(vgpu_shm_attach(&s2, path, false, err) == 0);
+    CHECK(vgpu_region_attach(&s2, path, false, err) == 0);
     CHECK_EQ_U64(s2.r->header.generation, 2);
     CHECK_EQ_U64(s2.r->header.device_count, 0);
-    vgpu_shm_detach(&s2);
-    vgpu_shm_detach(&s);
+    vgpu_region_detach(&s2);
+    vgpu_region_detach(&s);
 
     /* Missing file without create, and standalone creation. */
     region_path(path, sizeof(path), "missing");
-    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK(vgpu_region_attach(&s, path, false, err) != 0);
     CHECK_STR_CONTAINS(err, "cannot open");
-    CHECK(vgpu_shm_attach(&s, path, true, err) == 0);
+    CHECK(vgpu_region_attach(&s, path, true, err) == 0);
     {
         struct stat st;
         CHECK(stat(path, &st) == 0 && st.st_size == VGPU_REGION_SIZE);
         CHECK((st.st_mode & 0777) == 0666);
     }
-    vgpu_shm_detach(&s);
+    vgpu_region_detach(&s);
 }
 
 /* Writes bytes at off of path. */
@@ -384,7 +384,7 @@ static void poke(const char *path, off_t off, const void *bytes, size_t n)
 
 static void test_region_corrupt(void)
 {
-    struct vgpu_shm s;
+    struct vgpu_region_map s;
     char path[256], err[VGPU_ERRMSG_MAX];
     uint16_t major = VGPU_REGION_MAJOR + 1;
     uint64_t junk = 0x1234;
@@ -393,28 +393,28 @@ static void test_region_corrupt(void)
 
     region_path(path, sizeof(path), "corrupt");
     create_region(path);
-    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
-    vgpu_shm_detach(&s);
+    CHECK(vgpu_region_attach(&s, path, false, err) == 0);
+    vgpu_region_detach(&s);
     poke(path, offsetof(struct vgpu_region_header, major), &major, sizeof(major));
-    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK(vgpu_region_attach(&s, path, false, err) != 0);
     CHECK_STR_CONTAINS(err, "major");
 
     create_region(path);
-    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
-    vgpu_shm_detach(&s);
+    CHECK(vgpu_region_attach(&s, path, false, err) == 0);
+    vgpu_region_detach(&s);
     poke(path, 0, &junk, sizeof(junk));
-    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK(vgpu_region_attach(&s, path, false, err) != 0);
     CHECK_STR_CONTAINS(err, "bad magic");
 
     create_region(path);
     poke(path, offsetof(struct vgpu_region_header, init_state), &bad_state, sizeof(bad_state));
-    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK(vgpu_region_attach(&s, path, false, err) != 0);
     CHECK_STR_CONTAINS(err, "init_state");
 
     fd = open(path, O_RDWR | O_TRUNC);
     CHECK(fd >= 0 && ftruncate(fd, 4096) == 0);
     close(fd);
-    CHECK(vgpu_shm_attach(&s, path, false, err) != 0);
+    CHECK(vgpu_region_attach(&s, path, false, err) != 0);
     CHECK_STR_CONTAINS(err, "truncated");
 }
 
@@ -422,7 +422,7 @@ static void test_region_corrupt(void)
 static void test_region_race(void)
 {
     enum { PROCS = 8, TRIES = 400, LIMIT = 1000 };
-    struct vgpu_shm s;
+    struct vgpu_region_map s;
     char path[256], err[VGPU_ERRMSG_MAX];
     struct vgpu_procinfo self;
     int *granted, done[2], hold[2];
@@ -431,9 +431,9 @@ static void test_region_race(void)
 
     region_path(path, sizeof(path), "race");
     create_region(path);
-    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
-    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, LIMIT, 0, 0), 0);
-    CHECK(vgpu_shm_reserve(&s, 0, 1, LIMIT) != 0); /* no slot: nothing can be charged */
+    CHECK(vgpu_region_attach(&s, path, false, err) == 0);
+    CHECK_EQ_U64(vgpu_region_find_device(&s, UUID0, LIMIT, 0, 0), 0);
+    CHECK(vgpu_region_reserve(&s, 0, 1, LIMIT) != 0); /* no slot: nothing can be charged */
     granted = mmap(NULL, PROCS * sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                    -1, 0);
     /* The children stay alive until all are counted: a dead one's bytes would be reclaimed. */
@@ -441,17 +441,17 @@ static void test_region_race(void)
     for (int p = 0; p < PROCS; p++) {
         pids[p] = fork();
         if (pids[p] == 0) {
-            struct vgpu_shm c;
+            struct vgpu_region_map c;
             struct vgpu_procinfo me;
             char e[VGPU_ERRMSG_MAX], x;
             int n = 0;
 
             close(hold[1]);
-            if (vgpu_shm_attach(&c, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
-                vgpu_shm_claim_slot(&c, &me) != 0)
+            if (vgpu_region_attach(&c, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
+                vgpu_region_claim_slot(&c, &me) != 0)
                 _exit(2);
             for (int i = 0; i < TRIES; i++)
-                n += vgpu_shm_reserve(&c, 0, 1, LIMIT) == 0;
+                n += vgpu_region_reserve(&c, 0, 1, LIMIT) == 0;
             granted[p] = n;
             if (write(done[1], "d", 1) != 1 || read(hold[0], &x, 1) != 0)
                 _exit(3);
@@ -465,7 +465,7 @@ static void test_region_race(void)
     for (int p = 0; p < PROCS; p++)
         total += granted[p];
     CHECK_EQ_U64(total, LIMIT);
-    CHECK_EQ_U64(vgpu_shm_used(&s, 0), LIMIT);
+    CHECK_EQ_U64(vgpu_region_used(&s, 0), LIMIT);
     CHECK_EQ_U64(s.r->devices[0].peak_bytes, LIMIT);
     close(hold[1]);
     for (int p = 0; p < PROCS; p++) {
@@ -478,25 +478,25 @@ static void test_region_race(void)
     close(done[1]);
     /* The exited children's charges come back; then ours are what is used. */
     CHECK(vgpu_procinfo_self(&self) == 0);
-    CHECK(vgpu_shm_claim_slot(&s, &self) == 0);
-    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
-    CHECK(vgpu_shm_reserve(&s, 0, LIMIT - 10, LIMIT) == 0);
-    CHECK(vgpu_shm_reserve(&s, 0, 11, LIMIT) != 0);
-    vgpu_shm_unreserve(&s, 0, 10);
-    CHECK(vgpu_shm_reserve(&s, 0, 20, LIMIT) == 0);
-    CHECK_EQ_U64(vgpu_shm_slot_charged(&s, 0), LIMIT);
-    CHECK(vgpu_shm_reserve(&s, 0, UINT64_MAX, 0) != 0); /* overflow refused even unlimited */
-    vgpu_shm_unreserve(&s, 0, 2 * LIMIT); /* never more than we charged */
-    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
-    CHECK_EQ_U64(vgpu_shm_slot_charged(&s, 0), 0);
+    CHECK(vgpu_region_claim_slot(&s, &self) == 0);
+    CHECK_EQ_U64(vgpu_region_used(&s, 0), 0);
+    CHECK(vgpu_region_reserve(&s, 0, LIMIT - 10, LIMIT) == 0);
+    CHECK(vgpu_region_reserve(&s, 0, 11, LIMIT) != 0);
+    vgpu_region_unreserve(&s, 0, 10);
+    CHECK(vgpu_region_reserve(&s, 0, 20, LIMIT) == 0);
+    CHECK_EQ_U64(vgpu_region_slot_charged(&s, 0), LIMIT);
+    CHECK(vgpu_region_reserve(&s, 0, UINT64_MAX, 0) != 0); /* overflow refused even unlimited */
+    vgpu_region_unreserve(&s, 0, 2 * LIMIT); /* never more than we charged */
+    CHECK_EQ_U64(vgpu_region_used(&s, 0), 0);
+    CHECK_EQ_U64(vgpu_region_slot_charged(&s, 0), 0);
     munmap(granted, PROCS * sizeof(int));
-    vgpu_shm_detach(&s);
+    vgpu_region_detach(&s);
 }
 
 /* A SIGKILLed process's slot and bytes come back at the next reclaim. */
 static void test_region_reclaim(void)
 {
-    struct vgpu_shm s;
+    struct vgpu_region_map s;
     struct vgpu_procinfo self;
     char path[256], err[VGPU_ERRMSG_MAX];
     int st, pipefd[2];
@@ -507,21 +507,21 @@ static void test_region_reclaim(void)
     create_region(path);
     CHECK(vgpu_procinfo_self(&self) == 0);
     CHECK(self.start_time > 0 && self.pidns != 0);
-    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
-    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, 0, 0, 0), 0);
-    CHECK(vgpu_shm_claim_slot(&s, &self) == 0);
+    CHECK(vgpu_region_attach(&s, path, false, err) == 0);
+    CHECK_EQ_U64(vgpu_region_find_device(&s, UUID0, 0, 0, 0), 0);
+    CHECK(vgpu_region_claim_slot(&s, &self) == 0);
     CHECK(pipe(pipefd) == 0);
     pid = fork();
     if (pid == 0) {
-        struct vgpu_shm cs;
+        struct vgpu_region_map cs;
         struct vgpu_procinfo me;
         char e[VGPU_ERRMSG_MAX];
 
-        if (vgpu_shm_attach(&cs, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
-            vgpu_shm_claim_slot(&cs, &me) != 0 || vgpu_shm_reserve(&cs, 0, 700, 0) != 0)
+        if (vgpu_region_attach(&cs, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
+            vgpu_region_claim_slot(&cs, &me) != 0 || vgpu_region_reserve(&cs, 0, 700, 0) != 0)
             _exit(2);
-        vgpu_shm_slot_add(&cs, 0, 700);
-        vgpu_shm_slot_set_overhead(&cs, 0, 50);
+        vgpu_region_slot_add(&cs, 0, 700);
+        vgpu_region_slot_set_overhead(&cs, 0, 50);
         /* A launch charged 50 ms and waiting for its turn in a 30 % bucket when the kill comes. */
         vgpu_bucket_init(&cs.r->devices[0], 0.3, 1);
         vgpu_bucket_take(&cs.r->devices[0], 50000000);
@@ -532,22 +532,22 @@ static void test_region_reclaim(void)
         _exit(0);
     }
     CHECK(read(pipefd[0], &c, 1) == 1);
-    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 750);
+    CHECK_EQ_U64(vgpu_region_used(&s, 0), 750);
     /* Slots are claimed lowest first and the header bounds them for readers. */
     CHECK_EQ_U64(s.r->header.slots_in_use, 2);
     /* Alive: nothing reclaimed. */
-    CHECK(!vgpu_shm_slot_dead(&s, 1));
-    CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 0);
-    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 750);
+    CHECK(!vgpu_region_slot_dead(&s, 1));
+    CHECK_EQ_U64(vgpu_region_reclaim(&s, &self), 0);
+    CHECK_EQ_U64(vgpu_region_used(&s, 0), 750);
     CHECK(s.r->devices[0].bucket_tokens == -20000000);
     kill(pid, SIGKILL);
     waitpid(pid, &st, 0);
     CHECK(WIFSIGNALED(st));
-    CHECK(vgpu_shm_slot_dead(&s, 1));
-    CHECK(!vgpu_shm_slot_dead(&s, 0));
-    CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
-    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
-    CHECK(!vgpu_shm_slot_dead(&s, 1));
+    CHECK(vgpu_region_slot_dead(&s, 1));
+    CHECK(!vgpu_region_slot_dead(&s, 0));
+    CHECK_EQ_U64(vgpu_region_reclaim(&s, &self), 1);
+    CHECK_EQ_U64(vgpu_region_used(&s, 0), 0);
+    CHECK(!vgpu_region_slot_dead(&s, 1));
     /* The launch it was charged for and never made is given back, up to a full bucket. */
     CHECK(s.r->devices[0].bucket_tokens == 30000000);
     /*
@@ -567,22 +567,22 @@ static void test_region_reclaim(void)
         sl->devices[0].pending_charge_us = UINT32_MAX;
         s.r->devices[0].bucket_tokens = -5000000000LL;
         sl->state = VGPU_SLOT_ACTIVE;
-        CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
-        CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
+        CHECK_EQ_U64(vgpu_region_reclaim(&s, &self), 1);
+        CHECK_EQ_U64(vgpu_region_used(&s, 0), 0);
         CHECK_EQ_U64(sl->state, VGPU_SLOT_FREE);
         /* It buys one full bucket (the burst any process may take), never more. */
         CHECK(s.r->devices[0].bucket_tokens == 30000000);
     }
     /* Our own slot survives reclaim; release returns its bytes. */
-    CHECK(vgpu_shm_reserve(&s, 0, 5, 0) == 0);
-    vgpu_shm_slot_add(&s, 0, 5);
-    CHECK_EQ_U64(vgpu_shm_slot_used(&s, 0), 5);
-    vgpu_shm_release_slot(&s);
-    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
+    CHECK(vgpu_region_reserve(&s, 0, 5, 0) == 0);
+    vgpu_region_slot_add(&s, 0, 5);
+    CHECK_EQ_U64(vgpu_region_slot_used(&s, 0), 5);
+    vgpu_region_release_slot(&s);
+    CHECK_EQ_U64(vgpu_region_used(&s, 0), 0);
     CHECK(s.slot == -1);
     close(pipefd[0]);
     close(pipefd[1]);
-    vgpu_shm_detach(&s);
+    vgpu_region_detach(&s);
 }
 
 /* VA map: random mappings on a grid and random range takes, against a brute-force model. */
@@ -773,17 +773,17 @@ static void test_hostpids_lookup(void)
  */
 static void test_charge_undo(void)
 {
-    struct vgpu_shm s;
+    struct vgpu_region_map s;
     struct vgpu_procinfo self;
     char path[256], err[VGPU_ERRMSG_MAX];
 
     region_path(path, sizeof(path), "undo");
     create_region(path);
     CHECK(vgpu_procinfo_self(&self) == 0);
-    CHECK(vgpu_shm_attach(&s, path, false, err) == 0);
-    CHECK_EQ_U64(vgpu_shm_device(&s, UUID0, 1000, 0, 0), 0);
-    CHECK(vgpu_shm_claim_slot(&s, &self) == 0);
-    CHECK(vgpu_shm_reserve(&s, 0, 100, 1000) == 0);
+    CHECK(vgpu_region_attach(&s, path, false, err) == 0);
+    CHECK_EQ_U64(vgpu_region_find_device(&s, UUID0, 1000, 0, 0), 0);
+    CHECK(vgpu_region_claim_slot(&s, &self) == 0);
+    CHECK(vgpu_region_reserve(&s, 0, 100, 1000) == 0);
     /* 0: lock taken; 1: undo record set; 2: counter moved; 3: both moved, record not cleared. */
     for (int point = 0; point < 4; point++) {
         int st, pipefd[2];
@@ -793,15 +793,15 @@ static void test_charge_undo(void)
         CHECK(pipe(pipefd) == 0);
         pid = fork();
         if (pid == 0) {
-            struct vgpu_shm cs;
+            struct vgpu_region_map cs;
             struct vgpu_procinfo me;
             struct vgpu_region_device *d;
             char e[VGPU_ERRMSG_MAX];
 
-            if (vgpu_shm_attach(&cs, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
-                vgpu_shm_claim_slot(&cs, &me) != 0 || vgpu_shm_reserve(&cs, 0, 300, 1000) != 0)
+            if (vgpu_region_attach(&cs, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
+                vgpu_region_claim_slot(&cs, &me) != 0 || vgpu_region_reserve(&cs, 0, 300, 1000) != 0)
                 _exit(2);
-            /* By hand, as vgpu_shm_reserve would for 200 more bytes, stopping at point. */
+            /* By hand, as vgpu_region_reserve would for 200 more bytes, stopping at point. */
             d = &cs.r->devices[0];
             d->charge_lock = (uint32_t)cs.slot + 1;
             if (point >= 1) {
@@ -823,14 +823,14 @@ static void test_charge_undo(void)
         waitpid(pid, &st, 0);
         CHECK(WIFSIGNALED(st));
         /* Takes the dead holder's lock over (spins first), undoes, charges ours. */
-        CHECK(vgpu_shm_reserve(&s, 0, 50, 1000) == 0);
+        CHECK(vgpu_region_reserve(&s, 0, 50, 1000) == 0);
         CHECK_EQ_U64(s.r->devices[0].charge_lock, 0);
         CHECK_EQ_U64(s.r->devices[0].undo_slot, 0);
-        CHECK_EQ_U64(vgpu_shm_used(&s, 0), 100 + 300 + 50);
-        CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
-        CHECK_EQ_U64(vgpu_shm_used(&s, 0), 150);
-        CHECK_EQ_U64(vgpu_shm_slot_charged(&s, 0), 150);
-        vgpu_shm_unreserve(&s, 0, 50);
+        CHECK_EQ_U64(vgpu_region_used(&s, 0), 100 + 300 + 50);
+        CHECK_EQ_U64(vgpu_region_reclaim(&s, &self), 1);
+        CHECK_EQ_U64(vgpu_region_used(&s, 0), 150);
+        CHECK_EQ_U64(vgpu_region_slot_charged(&s, 0), 150);
+        vgpu_region_unreserve(&s, 0, 50);
         close(pipefd[0]);
         close(pipefd[1]);
     }
@@ -840,12 +840,12 @@ static void test_charge_undo(void)
         pid_t pid = fork();
 
         if (pid == 0) {
-            struct vgpu_shm cs;
+            struct vgpu_region_map cs;
             struct vgpu_procinfo me;
             char e[VGPU_ERRMSG_MAX];
 
-            if (vgpu_shm_attach(&cs, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
-                vgpu_shm_claim_slot(&cs, &me) != 0 || vgpu_shm_reserve(&cs, 0, 300, 1000) != 0)
+            if (vgpu_region_attach(&cs, path, false, e) != 0 || vgpu_procinfo_self(&me) != 0 ||
+                vgpu_region_claim_slot(&cs, &me) != 0 || vgpu_region_reserve(&cs, 0, 300, 1000) != 0)
                 _exit(2);
             cs.r->devices[0].charge_lock = (uint32_t)cs.slot + 1;
             cs.r->devices[0].undo_used_bytes = cs.r->devices[0].used_bytes;
@@ -856,17 +856,17 @@ static void test_charge_undo(void)
         }
         waitpid(pid, &st, 0);
         CHECK(WIFSIGNALED(st));
-        CHECK_EQ_U64(vgpu_shm_reclaim(&s, &self), 1);
+        CHECK_EQ_U64(vgpu_region_reclaim(&s, &self), 1);
         CHECK_EQ_U64(s.r->devices[0].charge_lock, 0);
-        CHECK_EQ_U64(vgpu_shm_used(&s, 0), 100);
+        CHECK_EQ_U64(vgpu_region_used(&s, 0), 100);
     }
     /* A lock value no slot can hold (someone wrote it) is taken over too. */
     s.r->devices[0].charge_lock = VGPU_REGION_MAX_SLOTS + 7;
-    CHECK(vgpu_shm_reserve(&s, 0, 1, 1000) == 0);
-    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 101);
-    vgpu_shm_release_slot(&s);
-    CHECK_EQ_U64(vgpu_shm_used(&s, 0), 0);
-    vgpu_shm_detach(&s);
+    CHECK(vgpu_region_reserve(&s, 0, 1, 1000) == 0);
+    CHECK_EQ_U64(vgpu_region_used(&s, 0), 101);
+    vgpu_region_release_slot(&s);
+    CHECK_EQ_U64(vgpu_region_used(&s, 0), 0);
+    vgpu_region_detach(&s);
 }
 
 /* vgpu_reserve.h: bounds, wrap-around, and no overshoot under contention. */

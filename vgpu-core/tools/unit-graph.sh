@@ -3,9 +3,12 @@
 # defined and undefined symbols) and fails when two units call each other,
 # directly or around a loop: each unit of src/ must sit on one layer.
 #
-# usage: tools/unit-graph.sh [CC]     (run from vgpu-core/; prints "caller -> callee" edges)
+# usage: tools/unit-graph.sh [--edges]   (any directory; CC names the compiler)
+#   --edges  also print the graph, one "caller -> callee" line per edge
 set -euo pipefail
-cc=${1:-${CC:-gcc}}
+cc=${CC:-gcc}
+edges=false
+[ "${1:-}" = --edges ] && edges=true
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -19,7 +22,7 @@ done
 # Edges: caller unit -> the unit defining the symbol (libc and the driver drop out).
 awk 'NR == FNR { def[$1] = $2; next } ($2 in def) && def[$2] != $1 { print $1, def[$2] }' \
     "$tmp/defs" "$tmp/uses" | sort -u >"$tmp/edges"
-sed 's/ / -> /' "$tmp/edges"
+$edges && sed 's/ / -> /' "$tmp/edges"
 # tsort prints the loop's members on stderr and exits non-zero when the graph has one.
 if ! tsort "$tmp/edges" >/dev/null 2>"$tmp/loops"; then
     echo "unit-graph: the units of libvgpu.so call each other in a loop:" >&2
