@@ -46,6 +46,10 @@ type options struct {
 	memoryStep resource.Quantity
 	memoryMin  resource.Quantity
 	sysfsRoot  string
+	procRoot   string
+	// partitionableDevices: the cluster has DRAPartitionableDevices, so a
+	// GPU in MIG mode is published with counters and its MIG devices.
+	partitionableDevices bool
 
 	deviceHealth  bool
 	deviceTaints  bool
@@ -63,26 +67,28 @@ type options struct {
 
 func newOptions() *options {
 	return &options{
-		kube:              daemon.KubeClientOptions{QPS: 5, Burst: 10, Component: "dra-kubelet-plugin"},
-		stateRoot:         "/var/lib/vgpu-dra",
-		cdiRoot:           "/var/run/cdi",
-		registrarDir:      kubeletplugin.KubeletRegistryDir,
-		pluginDataDir:     kubeletplugin.KubeletPluginsDir + "/" + names.DriverName,
-		libvgpuPath:       "/usr/local/vgpu/libvgpu.so",
-		gpuEdits:          gpuEditsNVCDI,
-		nvidiaDriverRoot:  "/",
-		vendorCDIDirs:     []string{"/etc/cdi", "/var/run/cdi"},
-		nvidiaCDIHookPath: "/usr/bin/nvidia-cdi-hook",
-		vendorCDIKind:     "nvidia.com/gpu",
-		memoryStep:        resource.MustParse("1Mi"),
-		memoryMin:         resource.MustParse("256Mi"),
-		sysfsRoot:         "/sys",
-		deviceHealth:      true,
-		deviceTaints:      true,
-		noExecuteXIDs:     toUints(devices.DefaultNoExecuteXIDs()),
-		httpAddress:       ":8080",
-		probeTimeout:      5 * time.Second,
-		shutdownGrace:     10 * time.Second,
+		kube:                 daemon.KubeClientOptions{QPS: 5, Burst: 10, Component: "dra-kubelet-plugin"},
+		stateRoot:            "/var/lib/vgpu-dra",
+		cdiRoot:              "/var/run/cdi",
+		registrarDir:         kubeletplugin.KubeletRegistryDir,
+		pluginDataDir:        kubeletplugin.KubeletPluginsDir + "/" + names.DriverName,
+		libvgpuPath:          "/usr/local/vgpu/libvgpu.so",
+		gpuEdits:             gpuEditsNVCDI,
+		nvidiaDriverRoot:     "/",
+		vendorCDIDirs:        []string{"/etc/cdi", "/var/run/cdi"},
+		nvidiaCDIHookPath:    "/usr/bin/nvidia-cdi-hook",
+		vendorCDIKind:        "nvidia.com/gpu",
+		memoryStep:           resource.MustParse("1Mi"),
+		memoryMin:            resource.MustParse("256Mi"),
+		sysfsRoot:            "/sys",
+		procRoot:             "/proc",
+		partitionableDevices: true,
+		deviceHealth:         true,
+		deviceTaints:         true,
+		noExecuteXIDs:        toUints(devices.DefaultNoExecuteXIDs()),
+		httpAddress:          ":8080",
+		probeTimeout:         5 * time.Second,
+		shutdownGrace:        10 * time.Second,
 
 		monitorInterval:     monitor.DefaultInterval,
 		claimStatusInterval: monitor.DefaultStatusInterval,
@@ -115,6 +121,8 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	flags.QuantityVar(fs, &o.memoryStep, "memory-step", "Granularity of the published memory capacity: requests round up to a multiple of it.")
 	flags.QuantityVar(fs, &o.memoryMin, "memory-min", "Smallest memory a claim can get on one GPU: smaller requests round up to it.")
 	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "Where the host's sysfs is mounted; used to publish each GPU's PCIe root (resource.kubernetes.io/pcieRoot) for topology-aware placement.")
+	fs.StringVar(&o.procRoot, "proc-root", o.procRoot, "Where the host's procfs is mounted; the device nodes of a MIG instance are read from its driver/nvidia/capabilities.")
+	fs.BoolVar(&o.partitionableDevices, "partitionable-devices", o.partitionableDevices, "Publish each GPU in MIG mode as a counter set with its MIG devices (one per profile and placement), which the scheduler keeps from overlapping; needs the DRAPartitionableDevices feature (beta, on by default in Kubernetes 1.37). When false, or when the API server drops the counters, a GPU in MIG mode is published as its whole-GPU device only (plus an admin's fixed instances).")
 	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
 	fs.UintSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
 	fs.BoolVar(&o.deviceTaints, "device-taints", o.deviceTaints, "Taint a GPU in the ResourceSlice (key "+names.TaintKeyXID+", value the XID) when NVML reports a critical XID on it (needs --device-health). The taint is lifted when a restarted plugin finds the GPU healthy.")

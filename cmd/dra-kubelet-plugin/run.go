@@ -11,10 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cdi"
@@ -39,9 +37,14 @@ func run(ctx context.Context, o *options) error {
 	// One NVML library for discovery, health and nvcdi: go-nvml reference
 	// counts init/shutdown on it.
 	nvmlLib := gpu.NewNVML(gpu.WithLibraryPath(o.nvmlLibrary))
-	infos, err := gpu.NewDiscoverer(gpu.WithNVML(nvmlLib)).Devices(ctx)
+	discoverer := gpu.NewDiscoverer(gpu.WithNVML(nvmlLib))
+	infos, err := discoverer.Devices(ctx)
 	if err != nil {
 		return fmt.Errorf("discover GPUs: %w", err)
+	}
+	mig, err := discoverMIG(ctx, discoverer, infos)
+	if err != nil {
+		return err
 	}
 	devOpts := devices.Options{MemoryStep: o.memoryStep.Value(), MemoryMin: o.memoryMin.Value(), SysfsRoot: o.sysfsRoot}
 	if err := devOpts.Validate(); err != nil {
@@ -58,7 +61,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	manager, err := claims.NewManager(ctx, claims.Options{
+	claimOpts := claims.Options{
 		DriverName:  names.DriverName,
 		NodeName:    o.nodeName,
 		StateRoot:   o.stateRoot,
@@ -66,7 +69,15 @@ func run(ctx context.Context, o *options) error {
 		LibVGPUPath: o.libvgpuPath,
 		Devices:     byName,
 		GPUEdits:    edits,
-	})
+		ProcRoot:    o.procRoot,
+	}
+	// A GPU in MIG mode runs CUDA only inside instances: its devices, the
+	// whole-GPU one included, are realised as instances (docs/mig.md).
+	if len(mig.enabled) > 0 {
+		claimOpts.MIGGPUs = mig.enabled
+		claimOpts.MIG = gpu.NewMIGController(gpu.WithNVML(nvmlLib))
+	}
+	manager, err := claims.NewManager(ctx, claimOpts)
 	if err != nil {
 		return fmt.Errorf("claim manager: %w", err)
 	}
@@ -133,15 +144,15 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer helper.Stop()
 
-	pool := devices.Pool(infos, devOpts)
-	if err := helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{o.nodeName: pool}}); err != nil {
-		return fmt.Errorf("publish ResourceSlice: %w", err)
+	pub := newPublisher(helper, o.nodeName, infos, mig, manager.OwnedMIGInstances(), devOpts,
+		devices.MIGOptions{PartitionableDevices: o.partitionableDevices})
+	if err := pub.publish(ctx, nil); err != nil {
+		return err
 	}
-	logger.Info("Published ResourceSlice", "pool", o.nodeName, "devices", len(infos))
+	logger.Info("Published ResourceSlice", "pool", o.nodeName, "gpus", len(infos), "gpusInMIGMode", len(mig.enabled))
+	go pub.checkCounters(ctx, client)
 	if d.health != nil {
-		publish := func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
-			return helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{o.nodeName: devices.WithTaints(pool, taints)}})
-		}
+		publish := pub.publish
 		if !o.deviceTaints {
 			publish = nil
 		}

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+)
+
+// counterCheckTimeout bounds how long the plugin waits for its published
+// slices to read back whether the API server kept their counters.
+const counterCheckTimeout = time.Minute
+
+// migState is the MIG state of the node's GPUs, read at start.
+type migState struct {
+	// byUUID holds every MIG-capable GPU, by GPU UUID.
+	byUUID map[string]gpu.MIGInfo
+	// enabled holds the GPUs in MIG mode, by device name (gpu-<index>):
+	// the claims manager realises their devices as MIG instances.
+	enabled map[string]gpu.MIGInfo
+}
+
+// discoverMIG reads the MIG state of infos and logs each GPU's mode.
+func discoverMIG(ctx context.Context, d *gpu.Discoverer, infos []gpu.Info) (migState, error) {
+	logger := klog.FromContext(ctx)
+	list, err := d.MIG(ctx)
+	if err != nil {
+		return migState{}, fmt.Errorf("discover MIG: %w", err)
+	}
+	st := migState{byUUID: map[string]gpu.MIGInfo{}, enabled: map[string]gpu.MIGInfo{}}
+	for _, m := range list {
+		st.byUUID[m.UUID] = m.MIG
+	}
+	for _, info := range infos {
+		m, ok := st.byUUID[info.UUID]
+		switch {
+		case !ok:
+		case m.Enabled:
+			st.enabled[devices.Name(info.Index)] = m
+			logger.Info("GPU in MIG mode", "device", devices.Name(info.Index), "uuid", info.UUID, "profiles", len(m.Profiles), "instances", len(m.Instances))
+		case m.Pending:
+			logger.Info("GPU has MIG mode pending: it is published as a plain GPU until a reset turns MIG on (docs/mig.md)", "device", devices.Name(info.Index), "uuid", info.UUID)
+		}
+	}
+	return st, nil
+}
+
+// publishHelper is the part of the kubeletplugin helper that publishes.
+type publishHelper interface {
+	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
+}
+
+// publisher publishes the node's pool and republishes it with taints, or
+// without counters once the cluster turns out not to keep them.
+type publisher struct {
+	helper  publishHelper
+	node    string
+	gpus    []devices.GPU
+	devOpts devices.Options
+
+	mu      sync.Mutex
+	migOpts devices.MIGOptions
+	taints  map[string][]resourceapi.DeviceTaint
+	logged  map[string]bool
+}
+
+// newPublisher describes infos (with their MIG state and the instances the
+// plugin owns, by GPU UUID) for publishing.
+func newPublisher(helper publishHelper, node string, infos []gpu.Info, mig migState, owned map[string][]gpu.MIGInstance,
+	devOpts devices.Options, migOpts devices.MIGOptions) *publisher {
+	p := &publisher{helper: helper, node: node, devOpts: devOpts, migOpts: migOpts, logged: map[string]bool{}}
+	for _, info := range infos {
+		g := devices.GPU{Info: info, Owned: owned[info.UUID]}
+		if m, ok := mig.byUUID[info.UUID]; ok {
+			g.MIG = &m
+		}
+		p.gpus = append(p.gpus, g)
+	}
+	return p
+}
+
+// pool is what is published now; p.mu held.
+func (p *publisher) pool(ctx context.Context) resourceslice.Pool {
+	pool, notes := devices.MIGPool(p.gpus, p.devOpts, p.migOpts)
+	for _, n := range notes {
+		if !p.logged[n] {
+			p.logged[n] = true
+			klog.FromContext(ctx).Info(n)
+		}
+	}
+	return devices.WithTaints(pool, p.taints)
+}
+
+// publish publishes the pool with taints (nil: none).
+func (p *publisher) publish(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.taints = taints
+	pool := p.pool(ctx)
+	if err := p.helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{p.node: pool}}); err != nil {
+		return fmt.Errorf("publish ResourceSlice: %w", err)
+	}
+	return nil
+}
+
+// countersPublished says whether the current pool has counter sets.
+func (p *publisher) countersPublished(ctx context.Context) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.pool(ctx).Slices {
+		if len(s.SharedCounters) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// checkCounters reads the node's slices back once they are published: an
+// API server without DRAPartitionableDevices drops sharedCounters (and
+// consumesCounters), and then the scheduler could allocate nothing of a GPU
+// in MIG mode. The plugin then says so once and republishes without
+// counters: each such GPU as its whole-GPU device, as with
+// --partitionable-devices=false.
+func (p *publisher) checkCounters(ctx context.Context, client kubernetes.Interface) {
+	logger := klog.FromContext(ctx)
+	if !p.countersPublished(ctx) {
+		return
+	}
+	var kept bool
+	err := wait.PollUntilContextTimeout(ctx, time.Second, counterCheckTimeout, true, func(ctx context.Context) (bool, error) {
+		slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
+			FieldSelector: resourceapi.ResourceSliceSelectorNodeName + "=" + p.node + "," + resourceapi.ResourceSliceSelectorDriver + "=" + names.DriverName,
+		})
+		if err != nil {
+			logger.V(2).Info("Listing the node's ResourceSlices failed; trying again", "err", err)
+			return false, nil
+		}
+		// Judge only a complete pool of the newest generation: the slices
+		// are created one by one.
+		var gen, count, seen int64
+		for _, sl := range slices.Items {
+			gen = max(gen, sl.Spec.Pool.Generation)
+		}
+		for _, sl := range slices.Items {
+			if sl.Spec.Pool.Generation != gen {
+				continue
+			}
+			seen++
+			count = sl.Spec.Pool.ResourceSliceCount
+			if len(sl.Spec.SharedCounters) > 0 {
+				kept = true
+			}
+		}
+		return seen > 0 && seen >= count, nil
+	})
+	if err != nil || kept {
+		return
+	}
+	logger.Info("The API server dropped the published counters (DRAPartitionableDevices is off): republishing GPUs in MIG mode as their whole-GPU device only")
+	p.mu.Lock()
+	p.migOpts.PartitionableDevices = false
+	taints := p.taints
+	p.mu.Unlock()
+	if err := p.publish(ctx, taints); err != nil {
+		logger.Error(err, "Republishing without counters failed")
+	}
+}

@@ -1,0 +1,152 @@
+package main
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2/ktesting"
+	"k8s.io/utils/ptr"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+)
+
+// recordingHelper keeps what was published.
+type recordingHelper struct {
+	mu    sync.Mutex
+	pools []resourceslice.Pool
+}
+
+func (h *recordingHelper) PublishResources(_ context.Context, r resourceslice.DriverResources) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pools = append(h.pools, r.Pools["node-a"])
+	return nil
+}
+
+func (h *recordingHelper) last(t *testing.T) resourceslice.Pool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	require.NotEmpty(t, h.pools)
+	return h.pools[len(h.pools)-1]
+}
+
+// A GPU in MIG mode with two 3g placements and a full 7g one, as NVML
+// would describe a small GPU.
+func migInfo() gpu.MIGInfo {
+	return gpu.MIGInfo{Enabled: true, Profiles: []gpu.MIGProfile{
+		{ID: 2, Name: "3g.40gb", Slices: 3, InstanceCount: 2, Multiprocessors: 42, MemoryBytes: 40 << 30,
+			Placements: []gpu.MIGPlacement{{Start: 0, Size: 4}, {Start: 4, Size: 4}}},
+		{ID: 0, Name: "7g.80gb", Slices: 7, InstanceCount: 1, Multiprocessors: 98, MemoryBytes: 80 << 30,
+			Placements: []gpu.MIGPlacement{{Start: 0, Size: 8}}},
+	}}
+}
+
+func testPublisher(owned map[string][]gpu.MIGInstance, partitionable bool) (*publisher, *recordingHelper) {
+	infos := []gpu.Info{
+		{UUID: "GPU-00000000-0000-0000-0000-000000000000", Index: 0, ProductName: "NVIDIA H100", MemoryBytes: 80 << 30},
+		{UUID: "GPU-11111111-1111-1111-1111-111111111111", Index: 1, ProductName: "NVIDIA H100", MemoryBytes: 80 << 30},
+	}
+	mig := migState{byUUID: map[string]gpu.MIGInfo{infos[0].UUID: migInfo()}, enabled: map[string]gpu.MIGInfo{"gpu-0": migInfo()}}
+	h := &recordingHelper{}
+	return newPublisher(h, "node-a", infos, mig, owned, devices.Options{}, devices.MIGOptions{PartitionableDevices: partitionable}), h
+}
+
+func deviceNames(p resourceslice.Pool) (names []string, counterSets int) {
+	for _, s := range p.Slices {
+		counterSets += len(s.SharedCounters)
+		for _, d := range s.Devices {
+			names = append(names, d.Name)
+		}
+	}
+	return names, counterSets
+}
+
+// The GPU in MIG mode gets its counter set and its MIG devices, the plain
+// GPU stays as it was; taints of the GPU reach its MIG devices.
+func TestPublisherPublishesMIGDevices(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p, h := testPublisher(nil, true)
+	require.NoError(t, p.publish(ctx, nil))
+	got, sets := deviceNames(h.last(t))
+	assert.Equal(t, 1, sets)
+	assert.ElementsMatch(t, []string{"gpu-0", "gpu-0-mig-3g-40gb-0", "gpu-0-mig-3g-40gb-4", "gpu-0-mig-7g-80gb-0", "gpu-1"}, got)
+
+	taint := devices.TaintPolicy{}.XIDTaint(79, metav1.Now().Time)
+	require.NoError(t, p.publish(ctx, map[string][]resourceapi.DeviceTaint{"gpu-0": {taint}}))
+	for _, s := range h.last(t).Slices {
+		for _, d := range s.Devices {
+			assert.Equal(t, d.Name != "gpu-1", len(d.Taints) == 1, d.Name)
+		}
+	}
+}
+
+// An instance the plugin owns keeps its placement a dynamic device; one it
+// does not own is an admin's, published as a fixed device that blocks what
+// overlaps it.
+func TestPublisherTellsOwnedFromStaticInstances(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	instance := gpu.MIGInstance{ID: 1, ProfileID: 2, Placement: gpu.MIGPlacement{Start: 0, Size: 4}, ComputeInstances: 1}
+	withInstance := func(owned map[string][]gpu.MIGInstance) map[string]bool {
+		p, h := testPublisher(owned, true)
+		info := migInfo()
+		info.Instances = []gpu.MIGInstance{instance}
+		p.gpus[0].MIG = &info
+		require.NoError(t, p.publish(ctx, nil))
+		static := map[string]bool{} // device name: static attribute
+		for _, s := range h.last(t).Slices {
+			for _, d := range s.Devices {
+				a, ok := d.Attributes[names.AttrStatic]
+				static[d.Name] = ok && a.BoolValue != nil && *a.BoolValue
+			}
+		}
+		return static
+	}
+	owned := withInstance(map[string][]gpu.MIGInstance{"GPU-00000000-0000-0000-0000-000000000000": {instance}})
+	assert.Equal(t, map[string]bool{"gpu-0": false, "gpu-0-mig-3g-40gb-0": false, "gpu-0-mig-3g-40gb-4": false, "gpu-0-mig-7g-80gb-0": false, "gpu-1": false}, owned)
+	admins := withInstance(nil)
+	assert.Equal(t, map[string]bool{"gpu-0-mig-3g-40gb-0": true, "gpu-0-mig-3g-40gb-4": false, "gpu-1": false}, admins,
+		"an admin's instance is a fixed device; the whole GPU and the 7g cannot be made next to it")
+}
+
+// An API server without DRAPartitionableDevices drops the counters; the
+// plugin reads its slices back and republishes without them.
+func TestCheckCountersRepublishesWithoutCounters(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	for name, keep := range map[string]bool{"kept": true, "dropped": false} {
+		t.Run(name, func(t *testing.T) {
+			p, h := testPublisher(nil, true)
+			require.NoError(t, p.publish(ctx, nil))
+			client := fake.NewClientset()
+			for i, s := range h.last(t).Slices {
+				slice := &resourceapi.ResourceSlice{
+					ObjectMeta: metav1.ObjectMeta{Name: "node-a-" + string(rune('a'+i))},
+					Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-a"), Devices: s.Devices,
+						Pool: resourceapi.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: int64(len(h.last(t).Slices))}},
+				}
+				if keep {
+					slice.Spec.SharedCounters = s.SharedCounters
+				}
+				_, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
+				require.NoError(t, err)
+			}
+			p.checkCounters(ctx, client)
+			got, sets := deviceNames(h.last(t))
+			if keep {
+				assert.Equal(t, 1, sets)
+				assert.Len(t, h.pools, 1, "nothing republished")
+				return
+			}
+			assert.Zero(t, sets)
+			assert.ElementsMatch(t, []string{"gpu-0", "gpu-1"}, got, "the whole GPU only")
+		})
+	}
+}
