@@ -81,7 +81,7 @@ probe_once() {
 # run NAME PRELOAD WRAPPER...: the three probe runs of one setting, stdout in $work/NAME.out.
 run() {
     local name="$1" preload="$2" out err
-    out="$work/$name.out" err="$work/$name.err"
+    out="$work/$name.out" err="$keep/$name.err" # stderr kept for a look after the run
     shift 2
     : >"$out"
     : >"$err"
@@ -119,6 +119,7 @@ summarize() {
 in_namespace() {
     local settings setting status=0 claims="$work/claims" region_size
     private_dev || fail "cannot mount a private /dev in the mount namespace"
+    rm -f "$keep"/*.err "$keep"/*.diff
     export LD_LIBRARY_PATH="$libdir"
     region_size="$("$build/region-writer" --layout | awk '$1 == "VGPU_REGION_SIZE" {print $2}')"
     [ -n "$region_size" ] || fail "cannot read VGPU_REGION_SIZE from $build/region-writer --layout"
@@ -138,11 +139,18 @@ CFG
     for setting in "${settings[@]}"; do
         case "$setting" in
         outside) wrap=() ;;
-        claim) wrap=(VGPU_CLAIMS_ROOT="$claims" "$build/claims-ns" "$claims") ;;
+        claim) wrap=(VGPU_CLAIMS_ROOT="$claims" LIBCUDA_LOG_LEVEL=debug "$build/claims-ns" "$claims") ;;
         env) wrap=(CUDA_DEVICE_MEMORY_LIMIT=1g LIBCUDA_LOG_LEVEL=debug) ;;
         esac
         run "$setting.plain" "" "${wrap[@]}"
         run "$setting.preloaded" "$lib" "${wrap[@]}"
+        # The setting took effect (the library's debug line when it initialises).
+        case "$setting" in
+        claim) grep -q "initialised: 1 claim(s), enforced mode" "$keep/$setting.preloaded.err" ||
+            fail "$version: the injected claim was not used (see $keep/$setting.preloaded.err)" ;;
+        env) grep -q "initialised: 0 claim(s), standalone mode" "$keep/$setting.preloaded.err" ||
+            fail "$version: libvgpu.so did not initialise standalone (see $keep/$setting.preloaded.err)" ;;
+        esac
         if ! diff -U 0 "$work/$setting.plain.out" "$work/$setting.preloaded.out" >"$work/$setting.diff"; then
             echo "FAIL realdrv-test $version, $setting: $(grep -c '^-[^-]' "$work/$setting.diff") of" \
                 "$(wc -l <"$work/$setting.plain.out") lines differ with libvgpu.so preloaded:" >&2
