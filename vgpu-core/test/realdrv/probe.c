@@ -51,6 +51,7 @@ static const uint64_t flags[] = {0, 1, 2};
 static char **names;
 static size_t n_names;
 
+/* "ptr" or "NULL": a pointer's value differs between runs, its presence must not. */
 static const char *np(const void *p)
 {
     return p != NULL ? "ptr" : "NULL";
@@ -93,13 +94,18 @@ static void lookups(const char *stage, const char *what, void *h)
     }
 }
 
-/* cuGetProcAddress and _v2 for every name x version x flag. */
-static void proc_lookups(void *cuda)
+/*
+ * cuGetProcAddress and _v2 for every name x version x flag, each line
+ * prefixed with stage (the runtime does its lookups before cuInit, and more
+ * after it).
+ */
+static void proc_lookups(void *cuda, const char *stage)
 {
     cu_proc_fn get = (cu_proc_fn)dlsym(cuda, "cuGetProcAddress");
     cu_proc_v2_fn get2 = (cu_proc_v2_fn)dlsym(cuda, "cuGetProcAddress_v2");
 
-    printf("cuGetProcAddress %s cuGetProcAddress_v2 %s\n", np((void *)get), np((void *)get2));
+    printf("%s cuGetProcAddress %s cuGetProcAddress_v2 %s\n", stage, np((void *)get),
+           np((void *)get2));
     for (size_t i = 0; i < n_names; i++) {
         for (size_t v = 0; v < sizeof(versions) / sizeof(versions[0]); v++) {
             for (size_t f = 0; f < sizeof(flags) / sizeof(flags[0]); f++) {
@@ -108,13 +114,13 @@ static void proc_lookups(void *cuda)
 
                 if (get != NULL) {
                     rc = get(names[i], &p, versions[v], flags[f]);
-                    printf("cuGetProcAddress(%s, %d, %llu) %d %s\n", names[i], versions[v],
+                    printf("%s cuGetProcAddress(%s, %d, %llu) %d %s\n", stage, names[i], versions[v],
                            (unsigned long long)flags[f], rc, np(p));
                 }
                 if (get2 != NULL) {
                     p = NULL;
                     rc = get2(names[i], &p, versions[v], flags[f], &status);
-                    printf("cuGetProcAddress_v2(%s, %d, %llu) %d status %d %s\n", names[i],
+                    printf("%s cuGetProcAddress_v2(%s, %d, %llu) %d status %d %s\n", stage, names[i],
                            versions[v], (unsigned long long)flags[f], rc, status, np(p));
                 }
             }
@@ -122,11 +128,12 @@ static void proc_lookups(void *cuda)
     }
     if (get2 != NULL) { /* a NULL symbolStatus (a NULL name or pfn crashes the driver) */
         void *p = NULL;
-        printf("cuGetProcAddress_v2(cuInit, 12040, 0, NULL status) %d\n",
+        printf("%s cuGetProcAddress_v2(cuInit, 12040, 0, NULL status) %d\n", stage,
                get2("cuInit", &p, 12040, 0, NULL));
     }
 }
 
+/* cuInit (three times), cuDriverGetVersion, the name and string of every error code. */
 static void cuda_calls(void *cuda)
 {
     cu_init_fn init = (cu_init_fn)dlsym(cuda, "cuInit");
@@ -158,6 +165,11 @@ static void cuda_calls(void *cuda)
     }
 }
 
+/*
+ * NVML device queries with NULL handles and NULL or valid out-arguments
+ * (every NVML call libvgpu.so wraps, and the count and handle lookups),
+ * each line prefixed with stage.
+ */
 static void nvml_device_calls(void *nvml, const char *stage)
 {
     unsigned char buf[4096];
@@ -221,6 +233,7 @@ static void nvml_device_calls(void *nvml, const char *stage)
     }
 }
 
+/* NVML error strings, device queries before and after nvmlInit_v2, the init and shutdown calls. */
 static void nvml_calls(void *nvml)
 {
     nvml_void_fn init_v2 = (nvml_void_fn)dlsym(nvml, "nvmlInit_v2");
@@ -301,6 +314,7 @@ static void unload(const char *soname, int calls)
         dlclose(h);
 }
 
+/* NVIDIA's CUDA runtime at path on top of the driver: its version and device count. */
 static void cudart_calls(const char *path)
 {
     void *rt = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -380,8 +394,9 @@ int main(int argc, char **argv)
     lookups("RTLD_LOCAL:", "libcuda", cuda);
     lookups("RTLD_LOCAL:", "libnvidia-ml", nvml);
 
+    proc_lookups(cuda, "before cuInit:");
     cuda_calls(cuda);
-    proc_lookups(cuda);
+    proc_lookups(cuda, "after cuInit:");
     nvml_calls(nvml);
 
     /* Promoted to RTLD_GLOBAL: the default scope now sees the drivers. */
