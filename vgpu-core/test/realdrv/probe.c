@@ -133,6 +133,85 @@ static void proc_lookups(void *cuda, const char *stage)
     }
 }
 
+/* Looks name up in the driver's handle h (with libvgpu.so: its wrapper). */
+#define SYM(h, type, name) ((type)dlsym((h), (name)))
+/* Prints "stage name rc", or "stage name absent" where h lacks the name. */
+#define CALL(stage, h, name, type, ...)                                                   \
+    do {                                                                                  \
+        __typeof__(type) fn_ = SYM(h, type, name);                                        \
+        if (fn_ == NULL)                                                                  \
+            printf("%s %s absent\n", (stage), (name));                                    \
+        else                                                                              \
+            printf("%s %s %d\n", (stage), (name), fn_(__VA_ARGS__));                       \
+    } while (0)
+
+typedef unsigned long long devptr;
+
+/*
+ * Every CUDA entry point libvgpu.so wraps, called with valid out-arguments
+ * and zero or small sizes, each line prefixed with stage. Without a GPU the
+ * driver refuses them all; the library must refuse them the same way.
+ */
+static void wrapped_calls(void *h, const char *stage)
+{
+    devptr d = 0;
+    unsigned int d32 = 0, u32 = 0;
+    size_t pitch = 0, a = 0, b = 0;
+    void *obj = NULL;
+    unsigned long long mh = 0;
+    unsigned char props[256] = {0};
+
+    CALL(stage, h, "cuMemAlloc_v2", int (*)(devptr *, size_t), &d, 1 << 20);
+    CALL(stage, h, "cuMemAlloc", int (*)(unsigned int *, unsigned int), &d32, 1 << 20);
+    CALL(stage, h, "cuMemAllocPitch_v2", int (*)(devptr *, size_t *, size_t, size_t, unsigned int),
+         &d, &pitch, 256, 256, 4);
+    CALL(stage, h, "cuMemAllocManaged", int (*)(devptr *, size_t, unsigned int), &d, 1 << 20, 1);
+    CALL(stage, h, "cuMemFree_v2", int (*)(devptr), 0);
+    CALL(stage, h, "cuMemGetInfo_v2", int (*)(size_t *, size_t *), &a, &b);
+    CALL(stage, h, "cuDeviceTotalMem_v2", int (*)(size_t *, int), &a, 0);
+    CALL(stage, h, "cuDevicePrimaryCtxRetain", int (*)(void **, int), &obj, 0);
+    CALL(stage, h, "cuCtxCreate_v2", int (*)(void **, unsigned int, int), &obj, 0, 0);
+    CALL(stage, h, "cuCtxSetLimit", int (*)(int, size_t), 0, 1024);
+    CALL(stage, h, "cuCtxSynchronize", int (*)(void));
+    CALL(stage, h, "cuStreamSynchronize", int (*)(void *), NULL);
+    CALL(stage, h, "cuMemAllocAsync", int (*)(devptr *, size_t, void *), &d, 1 << 20, NULL);
+    CALL(stage, h, "cuMemFreeAsync", int (*)(devptr, void *), 0, NULL);
+    CALL(stage, h, "cuMemPoolCreate", int (*)(void **, const void *), &obj, props);
+    CALL(stage, h, "cuMemPoolTrimTo", int (*)(void *, size_t), NULL, 0);
+    CALL(stage, h, "cuMemCreate", int (*)(unsigned long long *, size_t, const void *, unsigned long long),
+         &mh, 2 << 20, props, 0);
+    CALL(stage, h, "cuMemRetainAllocationHandle", int (*)(unsigned long long *, void *), &mh, props);
+    CALL(stage, h, "cuMemRelease", int (*)(unsigned long long), 0);
+    CALL(stage, h, "cuMemMap", int (*)(devptr, size_t, size_t, unsigned long long, unsigned long long),
+         0, 2 << 20, 0, 0, 0);
+    CALL(stage, h, "cuMemUnmap", int (*)(devptr, size_t), 0, 2 << 20);
+    CALL(stage, h, "cuArrayCreate_v2", int (*)(void **, const void *), &obj, props);
+    CALL(stage, h, "cuArray3DCreate_v2", int (*)(void **, const void *), &obj, props);
+    CALL(stage, h, "cuArrayDestroy", int (*)(void *), NULL);
+    CALL(stage, h, "cuMipmappedArrayCreate", int (*)(void **, const void *, unsigned int), &obj, props, 1);
+    CALL(stage, h, "cuMipmappedArrayDestroy", int (*)(void *), NULL);
+    CALL(stage, h, "cuMemAllocFromPoolAsync", int (*)(devptr *, size_t, void *, void *), &d, 1 << 20,
+         NULL, NULL);
+    CALL(stage, h, "cuMemPoolDestroy", int (*)(void *), NULL);
+    CALL(stage, h, "cuGraphInstantiateWithFlags", int (*)(void **, void *, unsigned long long), &obj,
+         NULL, 0);
+    CALL(stage, h, "cuGraphUpload", int (*)(void *, void *), NULL, NULL);
+    CALL(stage, h, "cuGraphLaunch", int (*)(void *, void *), NULL, NULL);
+    CALL(stage, h, "cuGraphExecDestroy", int (*)(void *), NULL);
+    CALL(stage, h, "cuDeviceGraphMemTrim", int (*)(int), 0);
+    CALL(stage, h, "cuMemGetInfo", int (*)(unsigned int *, unsigned int *), &d32, &u32);
+    CALL(stage, h, "cuDeviceTotalMem", int (*)(unsigned int *, int), &d32, 0);
+    CALL(stage, h, "cuMemFree", int (*)(unsigned int), 0);
+    CALL(stage, h, "cuLaunchKernel",
+         int (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                 void **, void **),
+         NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    CALL(stage, h, "cuLaunchCooperativeKernel",
+         int (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
+                 void **),
+         NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL);
+}
+
 /* cuInit (three times), cuDriverGetVersion, the name and string of every error code. */
 static void cuda_calls(void *cuda)
 {
@@ -395,8 +474,10 @@ int main(int argc, char **argv)
     lookups("RTLD_LOCAL:", "libnvidia-ml", nvml);
 
     proc_lookups(cuda, "before cuInit:");
+    wrapped_calls(cuda, "before cuInit:");
     cuda_calls(cuda);
     proc_lookups(cuda, "after cuInit:");
+    wrapped_calls(cuda, "after cuInit:");
     nvml_calls(nvml);
 
     /* Promoted to RTLD_GLOBAL: the default scope now sees the drivers. */
