@@ -27,7 +27,9 @@
 # test/cudart has cached it (build/cudart). It runs without and with
 # libvgpu.so preloaded in three settings: outside any claim, inside a claim
 # (an injected config naming a GPU, mounted as the plugin does) and with an
-# environment limit. For each setting the two stdouts must be identical and
+# environment limit; with VGPU_REALDRV_SAN_LIB and VGPU_REALDRV_SAN_PREFIX (the
+# ASan+UBSan build of libvgpu.so and libasan.so, as the Makefile passes them)
+# the claim setting once more with the sanitized library. For each setting the two stdouts must be identical and
 # both runs must exit 0 within VGPU_REALDRV_RUN_TIMEOUT seconds (default 60).
 set -u
 
@@ -117,7 +119,7 @@ summarize() {
 }
 
 in_namespace() {
-    local settings setting status=0 claims="$work/claims" region_size
+    local settings setting status=0 claims="$work/claims" region_size preload wrap
     private_dev || fail "cannot mount a private /dev in the mount namespace"
     rm -f "$keep"/*.err "$keep"/*.diff
     export LD_LIBRARY_PATH="$libdir"
@@ -136,17 +138,24 @@ CFG
     chmod 0666 "$claims/realdrv/shm/region"
 
     settings=(outside claim env)
+    # The claim once more under ASan+UBSan (the Makefile passes the sanitized build).
+    [ -n "${VGPU_REALDRV_SAN_LIB:-}" ] && [ -n "${VGPU_REALDRV_SAN_PREFIX:-}" ] && settings+=(claim-asan)
     for setting in "${settings[@]}"; do
+        preload="$lib"
         case "$setting" in
         outside) wrap=() ;;
         claim) wrap=(VGPU_CLAIMS_ROOT="$claims" LIBCUDA_LOG_LEVEL=debug "$build/claims-ns" "$claims") ;;
         env) wrap=(CUDA_DEVICE_MEMORY_LIMIT=1g LIBCUDA_LOG_LEVEL=debug) ;;
+        claim-asan)
+            preload="$VGPU_REALDRV_SAN_PREFIX $VGPU_REALDRV_SAN_LIB"
+            wrap=(ASAN_OPTIONS=detect_leaks=0 VGPU_CLAIMS_ROOT="$claims" LIBCUDA_LOG_LEVEL=debug
+                "$build/claims-ns" "$claims") ;;
         esac
         run "$setting.plain" "" "${wrap[@]}"
-        run "$setting.preloaded" "$lib" "${wrap[@]}"
+        run "$setting.preloaded" "$preload" "${wrap[@]}"
         # The setting took effect (the library's debug line when it initialises).
         case "$setting" in
-        claim) grep -q "initialised: 1 claim(s), enforced mode" "$keep/$setting.preloaded.err" ||
+        claim*) grep -q "initialised: 1 claim(s), enforced mode" "$keep/$setting.preloaded.err" ||
             fail "$version: the injected claim was not used (see $keep/$setting.preloaded.err)" ;;
         env) grep -q "initialised: 0 claim(s), standalone mode" "$keep/$setting.preloaded.err" ||
             fail "$version: libvgpu.so did not initialise standalone (see $keep/$setting.preloaded.err)" ;;
