@@ -69,11 +69,16 @@ fetch() {
 }
 
 [ -x "$client" ] || fail "$client missing (make -C vgpu-core cudart-test builds it)"
+# Fetched under an exclusive lock: test/realdrv/run.sh reads the runtime from
+# the same cache (under a shared one), perhaps at the same time (make -j).
+mkdir -p "$(dirname "$cache")" && exec 9>"$cache.lock" && flock -x 9 ||
+    fail "cannot lock $cache.lock"
 lib="$(libdir)"
 if [ -z "$lib" ] || [ ! -e "$lib/libcublas.so.12" ]; then
     fetch
     lib="$(libdir)"
 fi
+exec 9>&-
 [ -n "$lib" ] && [ -e "$lib/libcublas.so.12" ] || fail "packages unpacked without libcudart.so.12/libcublas.so.12"
 
 work="$(mktemp -d /tmp/vgpu-cudart-XXXXXX)"

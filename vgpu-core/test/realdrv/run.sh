@@ -220,7 +220,13 @@ find_libdir() {
 command -v unshare >/dev/null || skip "needs unshare (util-linux) for a private mount namespace"
 unshare -m --propagation private true 2>/dev/null || skip "cannot create a private mount namespace (unshare -m)"
 
-cudart="$(find "${VGPU_CUDART_DIR:-$build/cudart}/root" -name libcudart.so.12 2>/dev/null | head -n 1)"
+# test/cudart/run.sh fetches the runtime under an exclusive lock on this file.
+cudart_cache="${VGPU_CUDART_DIR:-$build/cudart}"
+cudart=""
+if [ -d "$cudart_cache/root" ] && exec 9>"$cudart_cache.lock" && flock -s -w "$fetch_timeout" 9; then
+    cudart="$(find "$cudart_cache/root" -name libcudart.so.12 2>/dev/null | head -n 1)"
+    exec 9>&-
+fi
 [ -n "$cudart" ] || echo "note realdrv-test: no cached CUDA runtime (make cudart-test fetches it); runtime on top not probed"
 
 work="$(mktemp -d /tmp/vgpu-realdrv-XXXXXX)"
@@ -257,5 +263,7 @@ if [ "$host_ctl" = no ] && [ -e /dev/nvidiactl ]; then
     fail "/dev/nvidiactl appeared in the machine's /dev: the private /dev did not hold"
 fi
 [ "$tested" -gt 0 ] || skip "no driver version could be fetched (see the lines above)"
-[ "$status" -eq 0 ] || fail "libvgpu.so is not invisible on top of the real driver (differences above)"
-echo "ok   realdrv-test: $tested driver version(s), identical with and without libvgpu.so"
+[ "$status" -eq 0 ] || fail "libvgpu.so is not invisible on top of the real driver (differences above;" \
+    "CUDA runtime on top: $([ -n "$cudart" ] && basename "$(readlink -f "$cudart")" || echo none))"
+echo "ok   realdrv-test: $tested driver version(s), identical with and without libvgpu.so" \
+    "(CUDA runtime on top: $([ -n "$cudart" ] && basename "$(readlink -f "$cudart")" || echo none))"
