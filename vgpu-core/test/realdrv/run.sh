@@ -160,6 +160,11 @@ CFG
         env) grep -q "initialised: 0 claim(s), standalone mode" "$keep/$setting.preloaded.err" ||
             fail "$version: libvgpu.so did not initialise standalone (see $keep/$setting.preloaded.err)" ;;
         esac
+        if grep -q '^\[vgpu\]' "$work/$setting.preloaded.out"; then
+            echo "FAIL realdrv-test $version, $setting: libvgpu.so wrote to stdout:" >&2
+            grep -m 5 '^\[vgpu\]' "$work/$setting.preloaded.out" >&2
+            status=1
+        fi
         if ! diff -U 0 "$work/$setting.plain.out" "$work/$setting.preloaded.out" >"$work/$setting.diff"; then
             echo "FAIL realdrv-test $version, $setting: $(grep -c '^-[^-]' "$work/$setting.diff") of" \
                 "$(wc -l <"$work/$setting.plain.out") lines differ with libvgpu.so preloaded:" >&2
