@@ -153,11 +153,14 @@ CFG
         esac
         run "$setting.plain" "" "${wrap[@]}"
         run "$setting.preloaded" "$preload" "${wrap[@]}"
-        # The setting took effect (the library's debug line when it initialises).
+        # The setting took effect (the library's debug line when it initialises;
+        # on stdout it is a failure, found below).
         case "$setting" in
-        claim*) grep -q "initialised: 1 claim(s), enforced mode" "$keep/$setting.preloaded.err" ||
+        claim*) grep -q "initialised: 1 claim(s), enforced mode" "$keep/$setting.preloaded.err" \
+            "$work/$setting.preloaded.out" ||
             fail "$version: the injected claim was not used (see $keep/$setting.preloaded.err)" ;;
-        env) grep -q "initialised: 0 claim(s), standalone mode" "$keep/$setting.preloaded.err" ||
+        env) grep -q "initialised: 0 claim(s), standalone mode" "$keep/$setting.preloaded.err" \
+            "$work/$setting.preloaded.out" ||
             fail "$version: libvgpu.so did not initialise standalone (see $keep/$setting.preloaded.err)" ;;
         esac
         if grep -q '^\[vgpu\]' "$work/$setting.preloaded.out"; then
