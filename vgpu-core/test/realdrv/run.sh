@@ -23,14 +23,17 @@
 # 12.4 runtime asks for (test/realdrv/names.txt) and every symbol libvgpu.so
 # exports, x versions x flags, cuInit, versions, error names and strings,
 # NVML init/shutdown, error strings and device queries before init, whether
-# dlclose unloads the libraries, and the CUDA runtime on top when
-# test/cudart has cached it (build/cudart). It runs without and with
-# libvgpu.so preloaded in three settings: outside any claim, inside a claim
-# (an injected config naming a GPU, mounted as the plugin does) and with an
-# environment limit; with VGPU_REALDRV_SAN_LIB and VGPU_REALDRV_SAN_PREFIX (the
-# ASan+UBSan build of libvgpu.so and libasan.so, as the Makefile passes them)
-# the claim setting once more with the sanitized library. For each setting the two stdouts must be identical and
-# both runs must exit 0 within VGPU_REALDRV_RUN_TIMEOUT seconds (default 60).
+# dlclose unloads the libraries, every wrapped CUDA call's return code, and
+# the CUDA runtime on top when test/cudart has cached it (build/cudart). It
+# runs without and with libvgpu.so preloaded in three settings: outside any
+# claim, inside a claim (an injected config naming a GPU, mounted as the
+# plugin does) and with an environment limit; with VGPU_REALDRV_SAN_LIB and
+# VGPU_REALDRV_SAN_PREFIX (the ASan+UBSan build of libvgpu.so and libasan.so,
+# as the Makefile passes them) the claim setting once more with the
+# sanitized library. For each setting the two stdouts must be identical, the
+# library must write nothing to stdout, and both runs must exit 0 within
+# VGPU_REALDRV_RUN_TIMEOUT seconds (default 60). The probes' stderr and any
+# diff stay in build/realdrv/<suite>.
 set -u
 
 core="$(cd "$(dirname "$0")/../.." && pwd)"
