@@ -27,7 +27,7 @@ entries() {
         [ -r "$f" ] || continue
         awk '
             function flush() {
-                if (deb && uris != "" && suites != "") {
+                if (deb && enabled && uris != "" && suites != "") {
                     n = split(uris, u, " ")
                     for (i = 1; i <= n; i++) print u[i], suites
                 }
@@ -42,7 +42,7 @@ entries() {
                 if (key == "types") deb = (" " val " ") ~ /[ \t]deb[ \t]/
                 else if (key == "uris") uris = val
                 else if (key == "suites") suites = val
-                else if (key == "enabled" && tolower(val) == "no") deb = 0
+                else if (key == "enabled") enabled = tolower(val) != "no"
             }
             END { flush() }' "$f"
     done
