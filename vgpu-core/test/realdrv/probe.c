@@ -83,14 +83,29 @@ static void read_names(const char *path)
     fclose(f);
 }
 
-/* dlsym/dlvsym of every name through handle h, one line each. */
+/* " " and dlerror's text after a lookup that gave NULL, "" after one that found its name. */
+static const char *error_text(const void *p)
+{
+    static char buf[512];
+    const char *e = dlerror();
+
+    if (p != NULL || e == NULL)
+        return "";
+    snprintf(buf, sizeof(buf), " %s", e);
+    return buf;
+}
+
+/* dlsym/dlvsym of every name through handle h, one line each, with dlerror's text. */
 static void lookups(const char *stage, const char *what, void *h)
 {
     for (size_t i = 0; i < n_names; i++) {
+        void *p;
+
         dlerror();
-        printf("%s dlsym(%s, %s) %s\n", stage, what, names[i], np(dlsym(h, names[i])));
-        printf("%s dlvsym(%s, %s, VGPU_PROBE_1) %s\n", stage, what, names[i],
-               np(dlvsym(h, names[i], "VGPU_PROBE_1")));
+        p = dlsym(h, names[i]);
+        printf("%s dlsym(%s, %s) %s%s\n", stage, what, names[i], np(p), error_text(p));
+        p = dlvsym(h, names[i], "VGPU_PROBE_1");
+        printf("%s dlvsym(%s, %s, VGPU_PROBE_1) %s%s\n", stage, what, names[i], np(p), error_text(p));
     }
 }
 
