@@ -11,11 +11,13 @@
  * through its handle) and what cuGetProcAddress and cuGetProcAddress_v2
  * answer for it at several CUDA versions and flags: return code,
  * symbolStatus and whether the pointer is NULL, never a pointer's value (it
- * differs between runs). Then cuInit, cuDriverGetVersion, the error names
- * and strings, NVML's init and shutdown calls, error strings and device
- * queries before init and, when
- * CUDART names NVIDIA's CUDA runtime, the runtime's view on top of the
- * driver. "--unload [--calls]" instead only tells whether dlclose unloads
+ * differs between runs), and dlerror's text after a lookup that fails.
+ * Then the return code of every CUDA entry point libvgpu.so wraps, before
+ * and after cuInit, cuInit itself, cuDriverGetVersion, the error names and
+ * strings, NVML's init and shutdown calls, error strings and device queries
+ * before and after init, lookups once the driver is promoted to RTLD_GLOBAL
+ * and, when CUDART names NVIDIA's CUDA runtime, the runtime's view on top of
+ * the driver. "--unload [--calls]" instead only tells whether dlclose unloads
  * each library (after a few calls with --calls), in a process of its own.
  * Nothing in here needs a GPU; without one cuInit answers 100 and
  * nvmlInit_v2 9.
@@ -450,7 +452,6 @@ static int find_vgpu(struct dl_phdr_info *info, size_t size, void *data)
 int main(int argc, char **argv)
 {
     int vgpu = 0;
-
     void *cuda, *nvml;
 
     if (argc < 2 || argc > 3) {
