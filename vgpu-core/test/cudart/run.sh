@@ -5,8 +5,9 @@
 # The packages come from Debian's non-free archive (suite VGPU_CUDART_SUITE,
 # default trixie), fetched with apt into a private directory (VGPU_CUDART_DIR,
 # default build/cudart) with its own sources list, lists and cache: the
-# machine's apt sources and dpkg state are never touched. Fetched once, then
-# reused. Where apt, the network or the packages are not available the test
+# machine's apt sources and dpkg state are never touched. The mirror is the
+# Debian archive the machine's apt sources name (test/lib/apt_mirror.sh), or
+# VGPU_CUDART_MIRROR. Fetched once, then reused. Where apt, the network or the packages are not available the test
 # is skipped with a message saying why.
 #
 # Against the fake driver the runtime stops at NVIDIA's private export table
@@ -22,7 +23,7 @@ core="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$core/build"
 cache="${VGPU_CUDART_DIR:-$build/cudart}"
 suite="${VGPU_CUDART_SUITE:-trixie}"
-mirror="${VGPU_CUDART_MIRROR:-http://deb.debian.org/debian}"
+mirror="${VGPU_CUDART_MIRROR:-}"
 fetch_timeout="${VGPU_CUDART_FETCH_TIMEOUT:-300}"
 run_timeout="${VGPU_CUDART_RUN_TIMEOUT:-60}"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
@@ -46,6 +47,8 @@ fetch() {
     command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null ||
         skip "needs apt-get and dpkg-deb (a Debian-based machine) to fetch libcudart12"
     [ -r "$keyring" ] || skip "needs $keyring to verify Debian's archive"
+    [ -n "$mirror" ] || mirror="$("$core/test/lib/apt_mirror.sh")" ||
+        skip "no Debian archive in this machine's apt sources (set VGPU_CUDART_MIRROR or VGPU_DEBIAN_MIRROR)"
     rm -rf "$apt" "$cache/debs" "$cache/root"
     mkdir -p "$apt/lists/partial" "$apt/archives/partial" "$apt/sources.d" "$cache/debs" \
         "$cache/root" || fail "cannot create $cache"
@@ -66,11 +69,16 @@ fetch() {
 }
 
 [ -x "$client" ] || fail "$client missing (make -C vgpu-core cudart-test builds it)"
+# Fetched under an exclusive lock: test/realdrv/run.sh reads the runtime from
+# the same cache (under a shared one), perhaps at the same time (make -j).
+mkdir -p "$(dirname "$cache")" && exec 9>"$cache.lock" && flock -x 9 ||
+    fail "cannot lock $cache.lock"
 lib="$(libdir)"
 if [ -z "$lib" ] || [ ! -e "$lib/libcublas.so.12" ]; then
     fetch
     lib="$(libdir)"
 fi
+exec 9>&-
 [ -n "$lib" ] && [ -e "$lib/libcublas.so.12" ] || fail "packages unpacked without libcudart.so.12/libcublas.so.12"
 
 work="$(mktemp -d /tmp/vgpu-cudart-XXXXXX)"
