@@ -201,7 +201,7 @@ func compareFakeMIG(t *testing.T, lib string, config gpus.Config) {
 	// The same instances created through go-nvml on both.
 	l := nvml.New(nvml.WithLibraryPath(lib))
 	require.Equal(t, nvml.SUCCESS, l.Init())
-	defer l.Shutdown()
+	defer func() { assert.Equal(t, nvml.SUCCESS, l.Shutdown()) }()
 	fakeDev, ret := l.DeviceGetHandleByIndex(0)
 	require.Equal(t, nvml.SUCCESS, ret)
 	mockDev := migServer(t, config).Devices[0]
