@@ -603,6 +603,67 @@ static void test_grid(void)
 }
 
 /*
+ * One process launching from 1, 4 or 8 threads, each into a stream of its
+ * own, full grids (one at a time on the GPU) or small ones (side by side),
+ * at 10, 30, 70 %, kernels all alike (as in real time): the goals of the
+ * grid, and no second above the limit + 5 (a whole kernel more for 20 ms
+ * ones). While small grids overlap, NVML
+ * sees less busy time per launch than once throttling spreads them out; the
+ * estimate must not follow the overlap down and then overshoot.
+ */
+static void test_streams(void)
+{
+    static const unsigned limits[] = {10, 30, 70};
+    static const int streams[] = {1, 4, 8};
+    static const uint64_t means[] = {100 * US, 2 * MS, 20 * MS};
+    double sum = 0, worst = 0, worst_settle = 0, worst_first = -100;
+    int n = 0;
+
+    printf("limit streams grid  kernels |  share  error  first s  busiest s  settling (band)  "
+           "lowest s\n");
+    for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++) {
+        for (size_t b = 0; b < sizeof(streams) / sizeof(streams[0]); b++) {
+            for (int small = 0; small <= 1; small++) {
+                for (int k = 0; k < PLANT_K_MIX; k++) {
+                    struct plant_cell cell;
+                    double target = limits[a], e, quantum;
+                    bool settled, peak_ok;
+
+                    CHECK(plant_streams_cell(limits[a], streams[b], small, k, 0, GRID_RUN, 1,
+                                             &cell) == 0);
+                    e = absd(cell.share[0] - target);
+                    settled = cell.settling_s[0] <= SETTLE_GOAL_S;
+                    sum += e;
+                    n++;
+                    /* Kernels all alike: a second holds whole ones (20 ms: 2 points). */
+                    quantum = 100.0 * (double)means[k] / S;
+                    peak_ok = cell.peak[0] <= target + 5 + quantum;
+                    printf("%4.0f%% %7d %5s %7s | %6.2f%% %+5.2f %6.1f%%  %6.1f%%    %5.2f s "
+                           "(%4.1f) %6.1f%%%s\n",
+                           target, streams[b], small ? "small" : "full", plant_kernels_name(k),
+                           cell.share[0], cell.share[0] - target, cell.first_s[0], cell.peak[0],
+                           cell.settling_s[0], cell.band[0], cell.low[0],
+                           settled && e <= 3 && peak_ok ? "" : "  MISSED");
+                    worst = e > worst ? e : worst;
+                    worst_first = fmax(worst_first, cell.first_s[0] - target);
+                    worst_settle = fmax(worst_settle, cell.settling_s[0]);
+                    CHECK(e <= 3);
+                    CHECK(cell.first_s[0] <= target + 5 + quantum);
+                    /* Nor any later second. */
+                    CHECK(peak_ok);
+                    CHECK(settled);
+                    CHECK(cell.low[0] >= target - fmax(5, cell.band[0] * M_SQRT2));
+                }
+            }
+        }
+    }
+    printf("streams: %d runs, mean absolute error %.2f points (goal <= 1), worst %.2f (<= 3), "
+           "worst first second %+.2f points (<= +5), settling <= %.2f s (<= 3)\n",
+           n, sum / n, worst, worst_first, worst_settle);
+    CHECK(sum / n <= 1.0);
+}
+
+/*
  * The cells hardest to settle, over two more seeds: a GPU fully booked by
  * claims of several processes each, where the claims are held back by
  * their queues as much as by their buckets.
@@ -1240,6 +1301,7 @@ int main(void)
     test_rand_streams();
     test_engine();
     test_grid();
+    test_streams();
     test_grid_fully_booked();
     test_pairs();
     test_limit_change();
