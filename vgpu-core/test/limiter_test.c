@@ -460,6 +460,31 @@ static void test_engine(void)
     CHECK(ran.n == 3 && ran.owner[2] == 2 && ran.start[2] == 11 * MS);
     CHECK(ran.finished == 3);
 
+    /*
+     * Eight streams of one process: small grids all run at once and NVML's
+     * busy time is the wall time with any of them running (2 ms for eight
+     * 2 ms kernels); full grids run one after another (16 ms).
+     */
+    for (int small = 0; small <= 1; small++) {
+        static gpu_busy b;
+        uint64_t t = 0;
+
+        memset(&e, 0, sizeof(e));
+        memset(&ran, 0, sizeof(ran));
+        gpu_busy_reset(&b);
+        for (uint32_t st = 0; st < 8; st++)
+            CHECK(gpu_sched_submit(&e, 0, st, small, 2 * MS, 0, &h) == st);
+        gpu_sched_advance(&e, 100 * MS, &h);
+        CHECK(ran.n == 8 && ran.finished == 8);
+        for (int k = 0; k < 8; k++) {
+            CHECK_EQ_U64(ran.start[k], small ? 0 : (uint64_t)k * 2 * MS);
+            gpu_busy_add(&b, ran.start[k], ran.end[k]);
+            t = ran.end[k] > t ? ran.end[k] : t;
+        }
+        CHECK_EQ_U64(atomic_load(&b.total), small ? 2 * MS : 16 * MS);
+        CHECK_EQ_U64(t, small ? 2 * MS : 16 * MS);
+    }
+
     /* One stream runs its kernels in order, also small grids. */
     memset(&e, 0, sizeof(e));
     memset(&ran, 0, sizeof(ran));
