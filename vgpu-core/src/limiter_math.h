@@ -247,7 +247,10 @@ struct vgpu_ctl_tick {
  * loop closes through the cost estimates: with every launch charged its
  * measured GPU time, the bucket's rate is the share, so no integrator sits
  * on top of them to wind up or to be inherited; a new refiller restarts at
- * the target. Refilling is separate
+ * the target. Refunds pay the bucket's debt and never lift its balance
+ * above zero: banked, they let a burst through whose kernels on several
+ * streams overlap, and the estimates taken while they overlap undercharge
+ * once throttling spreads them out. Refilling is separate
  * (vgpu_bucket_refill, more often).
  */
 void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t);
