@@ -10,7 +10,9 @@
  * settling (two-second means within 2 points, or within what such kernels
  * vary by themselves) <= 3 s, first second <= limit + 5 points; cells of a
  * GPU booked to 90 % or more by several processes per claim are held to
- * looser bounds (see test_grid). Then: claims at 30/70 within 1 point each, 10/90 within 10 %
+ * looser bounds (see test_grid). The streams grid: one process launching
+ * from 1, 4 or 8 threads, a stream each, full or small grids (see
+ * test_streams). Then: claims at 30/70 within 1 point each, 10/90 within 10 %
  * of 1:9, a limit change through a new process, a process joining, idle
  * phases, workConserving (>= 95 % alone within 2 s, back at the limit
  * within 2 s of contention, never 5 points below it once contended), high

@@ -13,7 +13,9 @@
  *
  * A process launches asynchronously into its streams, keeping up to depth
  * kernels queued on each (or, synced, waiting for its next stream to drain
- * and queueing depth kernels on it), with log-normal durations around a
+ * and queueing depth kernels on it), from one host thread or (threaded) one
+ * per stream, each with its own launch waiting in the bucket, with
+ * log-normal durations around a
  * mean (50 us .. 20 ms), through its claim's token bucket exactly as
  * libvgpu.so does
  * (charge; if in debt, wait what vgpu_bucket_take says, looking at the
