@@ -669,7 +669,8 @@ static void test_streams(void)
                      * process's other streams once throttled (each 5 ms refill
                      * lets 35-60 launches through), so its busy time per
                      * launch shrinks as launches grow and the estimate reaches
-                     * it in 4-5 s, not 3 (see docs/limiter.md).
+                     * it in 4-5 s, not 3 (1.2-3.2 s when it learned from the
+                     * start-up's bursts too; see docs/limiter.md).
                      */
                     double settle_goal = small && k == PLANT_K_100US && limits[a] == 70 &&
                                                  streams[b] > 1
