@@ -142,6 +142,7 @@ struct vgpu_ctl_proc {
     uint64_t t[VGPU_CTL_HISTORY];
     uint64_t launches[VGPU_CTL_HISTORY];
     double charged[VGPU_CTL_HISTORY]; /* ns charged for those launches, at the costs then set */
+    bool burst[VGPU_CTL_HISTORY]; /* the period up to that record was a burst (see vgpu_ctl_cost) */
     bool fresh;        /* appeared while this controller ran: it launched from 0 */
     uint64_t first_ns; /* when this controller first saw it */
     uint64_t window_end; /* end of the last NVML window used */
@@ -161,6 +162,7 @@ struct vgpu_ctl {
                                        their ratio is its mean over ~VGPU_CTL_SHARE_TAU_NS */
     uint64_t last_ns;            /* time of the last tick, 0 = none */
     uint64_t contended_until_ns; /* workConserving: throttle until then */
+    bool limited;                /* the last tick throttled the bucket */
     struct vgpu_ctl_proc procs[VGPU_REGION_MAX_SLOTS];
 };
 
@@ -210,6 +212,12 @@ struct vgpu_ctl_obs {
  * windows it was bounded over count too, so the first reading of 1 % does
  * not stand alone), so no single reading moves it by more than a fraction; a
  * zero for launches it says NVML must have seen returns it to bounding.
+ * Windows that hold a burst of the process (a control period in which, while
+ * the bucket throttled, it was charged more than the claim's whole refill
+ * could pay: refunds, re-pricing, a full bucket let it through) are left out
+ * of the sums: small grids of a burst run side by side on several streams,
+ * so NVML sees a fraction of the busy time the same launches take once paced
+ * (see docs/limiter.md, concurrent kernels on many streams).
  */
 double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
                      uint64_t now);
@@ -247,7 +255,10 @@ struct vgpu_ctl_tick {
  * loop closes through the cost estimates: with every launch charged its
  * measured GPU time, the bucket's rate is the share, so no integrator sits
  * on top of them to wind up or to be inherited; a new refiller restarts at
- * the target. Refilling is separate
+ * the target. Refunds pay the bucket's debt and never lift its balance
+ * above zero: banked, they let a burst through whose kernels on several
+ * streams overlap, and the estimates taken while they overlap undercharge
+ * once throttling spreads them out. Refilling is separate
  * (vgpu_bucket_refill, more often).
  */
 void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t);

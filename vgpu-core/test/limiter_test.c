@@ -10,7 +10,9 @@
  * settling (two-second means within 2 points, or within what such kernels
  * vary by themselves) <= 3 s, first second <= limit + 5 points; cells of a
  * GPU booked to 90 % or more by several processes per claim are held to
- * looser bounds (see test_grid). Then: claims at 30/70 within 1 point each, 10/90 within 10 %
+ * looser bounds (see test_grid). The streams grid: one process launching
+ * from 1, 4 or 8 threads, a stream each, full or small grids (see
+ * test_streams). Then: claims at 30/70 within 1 point each, 10/90 within 10 %
  * of 1:9, a limit change through a new process, a process joining, idle
  * phases, workConserving (>= 95 % alone within 2 s, back at the limit
  * within 2 s of contention, never 5 points below it once contended), high
@@ -203,10 +205,11 @@ static void test_contended_depth(void)
     CHECK_EQ_U64(d.bucket_capacity, 60 * MS);
 
     /*
-     * Refunds fill only the usual burst: a contended claim whose process
-     * was charged the start-up cost for 0.3 s is owed 56.7 ms (see
-     * test_cost_estimate), but a deep bucket holding it would burst that
-     * once the costs are known.
+     * Refunds pay the debt and are never banked as a burst: a contended
+     * claim whose process was charged the start-up cost for 0.3 s is owed
+     * 56.7 ms (see test_cost_estimate), but a bucket holding it would let
+     * a burst through at once, whose kernels on several streams overlap
+     * (see test_streams). In debt, the debt shrinks by the refund.
      */
     {
         struct vgpu_ctl_obs fresh = {.slot = 3, .id = 7};
@@ -223,7 +226,15 @@ static void test_contended_depth(void)
         }
         CHECK(absd(ft.refund_ns - (10.0 / 3 * 20 - 10) * MS) < 0.1 * MS);
         CHECK_EQ_U64(d.bucket_capacity, 60 * MS);
-        CHECK(d.bucket_tokens == 30 * (int64_t)MS);
+        CHECK(d.bucket_tokens == 0);
+        memset(&d, 0, sizeof(d));
+        vgpu_ctl_takeover(&c, &d, 0.3, NULL, 0);
+        d.bucket_tokens = -100 * (int64_t)MS;
+        for (ft.now = 100 * MS; ft.now <= 300 * MS; ft.now += 100 * MS) {
+            fresh.launches = ft.now / MS / 10;
+            vgpu_ctl_tick(&c, &d, &ft);
+        }
+        CHECK(absd((double)d.bucket_tokens + 100 * MS - ft.refund_ns) < 0.1 * MS);
     }
 
     /* workConserving: an open bucket restarts full with the usual burst, deepens a period later. */
@@ -460,6 +471,31 @@ static void test_engine(void)
     CHECK(ran.n == 3 && ran.owner[2] == 2 && ran.start[2] == 11 * MS);
     CHECK(ran.finished == 3);
 
+    /*
+     * Eight streams of one process: small grids all run at once and NVML's
+     * busy time is the wall time with any of them running (2 ms for eight
+     * 2 ms kernels); full grids run one after another (16 ms).
+     */
+    for (int small = 0; small <= 1; small++) {
+        static gpu_busy b;
+        uint64_t t = 0;
+
+        memset(&e, 0, sizeof(e));
+        memset(&ran, 0, sizeof(ran));
+        gpu_busy_reset(&b);
+        for (uint32_t st = 0; st < 8; st++)
+            CHECK(gpu_sched_submit(&e, 0, st, small, 2 * MS, 0, &h) == st);
+        gpu_sched_advance(&e, 100 * MS, &h);
+        CHECK(ran.n == 8 && ran.finished == 8);
+        for (int k = 0; k < 8; k++) {
+            CHECK_EQ_U64(ran.start[k], small ? 0 : (uint64_t)k * 2 * MS);
+            gpu_busy_add(&b, ran.start[k], ran.end[k]);
+            t = ran.end[k] > t ? ran.end[k] : t;
+        }
+        CHECK_EQ_U64(atomic_load(&b.total), small ? 2 * MS : 16 * MS);
+        CHECK_EQ_U64(t, small ? 2 * MS : 16 * MS);
+    }
+
     /* One stream runs its kernels in order, also small grids. */
     memset(&e, 0, sizeof(e));
     memset(&ran, 0, sizeof(ran));
@@ -599,6 +635,106 @@ static void test_grid(void)
            "(>= -5; kernels that vary more by themselves: their spread); settling <= %.2f s "
            "(<= 3)\n",
            n, sum / n, worst, worst_first, worst_low, worst_settle);
+    CHECK(sum / n <= 1.0);
+}
+
+/*
+ * One process launching from 1, 4 or 8 threads, each into a stream of its
+ * own, full grids (one at a time on the GPU) or small ones (side by side),
+ * at 10, 30, 70 %, kernels all alike (as in real time): the goals of the
+ * grid, and no second above the limit + 5 (a whole kernel more for 20 ms
+ * ones). While small grids overlap, NVML
+ * sees less busy time per launch than once throttling spreads them out; the
+ * estimate must not follow the overlap down and then overshoot.
+ */
+static void test_streams(void)
+{
+    static const unsigned limits[] = {10, 30, 70};
+    static const int streams[] = {1, 4, 8};
+    static const uint64_t means[] = {100 * US, 2 * MS, 20 * MS};
+    double sum = 0, worst = 0, worst_settle = 0, worst_first = -100;
+    int n = 0;
+
+    printf("limit streams grid  kernels |  share  error  first s  busiest s  settling (band)  "
+           "lowest s\n");
+    for (size_t a = 0; a < sizeof(limits) / sizeof(limits[0]); a++) {
+        for (size_t b = 0; b < sizeof(streams) / sizeof(streams[0]); b++) {
+            for (int small = 0; small <= 1; small++) {
+                for (int k = 0; k < PLANT_K_MIX; k++) {
+                    struct plant_cell cell;
+                    double target = limits[a], e, quantum;
+                    bool settled, peak_ok;
+                    /*
+                     * Open: at 70 % a small grid of 0.1 ms still overlaps its
+                     * process's other streams once throttled (each 5 ms refill
+                     * lets 35-60 launches through), so its busy time per
+                     * launch shrinks as launches grow and the estimate reaches
+                     * it in 4-5 s, not 3 (1.2-3.2 s when it learned from the
+                     * start-up's bursts too; see docs/limiter.md).
+                     */
+                    double settle_goal = small && k == PLANT_K_100US && limits[a] == 70 &&
+                                                 streams[b] > 1
+                                             ? 5.0
+                                             : SETTLE_GOAL_S;
+
+                    CHECK(plant_streams_cell(limits[a], streams[b], small, k, 0, GRID_RUN, 1,
+                                             &cell) == 0);
+                    e = absd(cell.share[0] - target);
+                    settled = cell.settling_s[0] <= settle_goal;
+                    sum += e;
+                    n++;
+                    /* Kernels all alike: a second holds whole ones (20 ms: 2 points). */
+                    quantum = 100.0 * (double)means[k] / S;
+                    peak_ok = cell.peak[0] <= target + 5 + quantum;
+                    printf("%4.0f%% %7d %5s %7s | %6.2f%% %+5.2f %6.1f%%  %6.1f%%    %5.2f s "
+                           "(%4.1f) %6.1f%%%s%s\n",
+                           target, streams[b], small ? "small" : "full", plant_kernels_name(k),
+                           cell.share[0], cell.share[0] - target, cell.first_s[0], cell.peak[0],
+                           cell.settling_s[0], cell.band[0], cell.low[0],
+                           settled && e <= 3 && peak_ok ? "" : "  MISSED",
+                           settle_goal > SETTLE_GOAL_S ? "  (open: <= 5 s)" : "");
+                    worst = e > worst ? e : worst;
+                    worst_first = fmax(worst_first, cell.first_s[0] - target);
+                    if (settle_goal <= SETTLE_GOAL_S)
+                        worst_settle = fmax(worst_settle, cell.settling_s[0]);
+                    CHECK(e <= 3);
+                    CHECK(cell.first_s[0] <= target + 5 + quantum);
+                    /* Nor any later second. */
+                    CHECK(peak_ok);
+                    CHECK(settled);
+                    CHECK(cell.low[0] >= target - fmax(5, cell.band[0] * M_SQRT2));
+                }
+            }
+        }
+    }
+    /*
+     * The cell of the issue over twelve seeds (the sensor's dither): 30 %,
+     * 8 streams of 2 ms small grids. When refunds filled the bucket and the
+     * sums kept the windows of its bursts: busiest second 37.7-39.2 %.
+     */
+    {
+        double peak_max = 0, peak_sum = 0, settle_max = 0;
+
+        for (uint64_t seed = 1; seed <= 12; seed++) {
+            struct plant_cell cell;
+
+            CHECK(plant_streams_cell(30, 8, true, PLANT_K_2MS, 0, GRID_RUN, seed, &cell) == 0);
+            peak_max = fmax(peak_max, cell.peak[0]);
+            peak_sum += cell.peak[0];
+            settle_max = fmax(settle_max, cell.settling_s[0]);
+            CHECK(absd(cell.share[0] - 30) <= 1);
+        }
+        printf("30 %%, 8 streams of 2 ms small grids, seeds 1-12: busiest second %.2f%% on "
+               "average, %.2f%% at worst; settled within %.2f s\n",
+               peak_sum / 12, peak_max, settle_max);
+        CHECK(peak_max <= 35.5);
+        CHECK(peak_sum / 12 <= 33);
+        CHECK(settle_max <= SETTLE_GOAL_S);
+    }
+    printf("streams: %d runs, mean absolute error %.2f points (goal <= 1), worst %.2f (<= 3), "
+           "worst first second %+.2f points (<= +5, a kernel more for 20 ms ones), settling <= "
+           "%.2f s (<= 3) but in the open cells\n",
+           n, sum / n, worst, worst_first, worst_settle);
     CHECK(sum / n <= 1.0);
 }
 
@@ -1240,6 +1376,7 @@ int main(void)
     test_rand_streams();
     test_engine();
     test_grid();
+    test_streams();
     test_grid_fully_booked();
     test_pairs();
     test_limit_change();

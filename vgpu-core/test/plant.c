@@ -16,15 +16,22 @@ struct stream {
     int left; /* kernels of the batch still to launch (synced processes) */
 };
 
+/* A host thread of a process: it launches into its streams, one launch at a time. */
+struct thread {
+    uint64_t next_try;
+    bool pending;   /* a launch was charged and waits for the debt to be paid */
+    uint64_t pending_cost; /* what it was charged */
+    uint64_t wait_until; /* when the refill will have paid it */
+};
+
 struct proc {
     const struct plant_proc_spec *spec;
     struct stream streams[PLANT_MAX_STREAMS];
     int nstreams, depth, next_stream;
-    uint64_t next_try;
+    struct thread threads[PLANT_MAX_STREAMS]; /* one, or one per stream (spec->threaded) */
+    int nthreads;
+    uint64_t next_try; /* the earliest of its threads' */
     uint64_t launches;
-    bool pending;   /* a launch was charged and waits for the debt to be paid */
-    uint64_t pending_cost; /* what it was charged */
-    uint64_t wait_until; /* when the refill will have paid it */
     double cost_ns; /* what the refiller set, 0 = default */
     uint64_t rng;
     gpu_busy busy;  /* what NVML's per-process sensor sees */
@@ -60,7 +67,11 @@ static void kernel_finished(void *ctx, int i, uint32_t stream)
     struct model *m = ctx;
     struct proc *p = &m->procs[i];
 
+    struct thread *th = &p->threads[p->nthreads > 1 ? stream : 0];
+
     p->streams[stream].n--;
+    if (th->next_try > m->engine.now)
+        th->next_try = m->engine.now;
     if (p->next_try > m->engine.now)
         p->next_try = m->engine.now;
 }
@@ -100,22 +111,30 @@ static bool limited(const struct model *m, int claim)
     return m->spec->claims[claim].limit_percent != 0;
 }
 
-/* Launches what process i may launch at t; sets its next attempt. */
-static void try_launch(struct model *m, int i, uint64_t t)
+/* Launches what thread h of process i may launch at t; sets its next attempt. */
+static void thread_launch(struct model *m, int i, int h, uint64_t t)
 {
     struct proc *p = &m->procs[i];
+    struct thread *th = &p->threads[h];
     int c = p->spec->claim;
     uint64_t at = busy_from(p, t);
 
     if (at != t) {
-        p->next_try = at;
+        th->next_try = at;
         return;
     }
     for (;;) {
         struct stream *st = NULL;
         uint64_t cost, len, wait;
 
-        if (p->spec->synced) {
+        if (p->nthreads > 1) {
+            /* A thread of its own per stream: synchronising it, or keeping it depth deep. */
+            st = &p->streams[h];
+            if (p->spec->synced && st->left == 0 && st->n == 0)
+                st->left = p->depth;
+            if (p->spec->synced ? st->left == 0 : st->n >= p->depth)
+                st = NULL;
+        } else if (p->spec->synced) {
             /* Its host thread waits for the next stream to drain, then queues a batch. */
             struct stream *next = &p->streams[p->next_stream];
 
@@ -134,38 +153,53 @@ static void try_launch(struct model *m, int i, uint64_t t)
         }
         if (st == NULL) {
             /* Queues full, or the stream it synchronises still busy: a finished kernel wakes it. */
-            p->next_try = NEVER;
+            th->next_try = NEVER;
             return;
         }
         cost = p->cost_ns > 0 ? (uint64_t)p->cost_ns : VGPU_CTL_DEFAULT_COST_NS;
-        if (limited(m, c) && !p->pending && (wait = vgpu_bucket_take(&m->dev[c], cost)) != 0) {
+        if (limited(m, c) && !th->pending && (wait = vgpu_bucket_take(&m->dev[c], cost)) != 0) {
             /* Charged: it goes once the refill paid the debt up to it (or all debt was paid). */
-            p->pending = true;
-            p->pending_cost = cost;
-            p->wait_until = t + wait;
+            th->pending = true;
+            th->pending_cost = cost;
+            th->wait_until = t + wait;
         }
-        if (p->pending) {
+        if (th->pending) {
             /* As limiter.c: a waiting launch is charged its process's cost as it is now. */
-            p->wait_until = t + vgpu_bucket_reprice(&m->dev[c], p->pending_cost, cost,
-                                                    p->wait_until > t ? p->wait_until - t : 0);
-            p->pending_cost = cost;
+            th->wait_until = t + vgpu_bucket_reprice(&m->dev[c], th->pending_cost, cost,
+                                                     th->wait_until > t ? th->wait_until - t : 0);
+            th->pending_cost = cost;
         }
-        if (p->pending && t < p->wait_until && !vgpu_bucket_paid(&m->dev[c])) {
+        if (th->pending && t < th->wait_until && !vgpu_bucket_paid(&m->dev[c])) {
             /* As limiter.c: a look at the bucket every VGPU_WAIT_MAX_NS at least. */
-            p->next_try = p->wait_until - t < VGPU_WAIT_MAX_NS ? p->wait_until : t + VGPU_WAIT_MAX_NS;
+            th->next_try =
+                th->wait_until - t < VGPU_WAIT_MAX_NS ? th->wait_until : t + VGPU_WAIT_MAX_NS;
             return;
         }
-        p->pending = false;
+        th->pending = false;
         len = p->spec->sigma > 0
                   ? gpu_rand_lognormal(&p->rng, p->spec->kernel_ns, p->spec->sigma, 50000,
                                        20000000)
                   : p->spec->kernel_ns;
         p->launches++;
         st->n++;
-        if (p->spec->synced && --st->left == 0)
+        if (p->spec->synced && --st->left == 0 && p->nthreads == 1)
             p->next_stream = (p->next_stream + 1) % p->nstreams;
         (void)gpu_sched_submit(&m->engine, i, (uint32_t)(st - p->streams), p->spec->small_grid,
                                len, t, &m->hooks);
+    }
+}
+
+/* Runs the threads of process i that are due at t; sets the process's next attempt. */
+static void try_launch(struct model *m, int i, uint64_t t)
+{
+    struct proc *p = &m->procs[i];
+
+    p->next_try = NEVER;
+    for (int h = 0; h < p->nthreads; h++) {
+        if (p->threads[h].next_try <= t)
+            thread_launch(m, i, h, t);
+        if (p->threads[h].next_try < p->next_try)
+            p->next_try = p->threads[h].next_try;
     }
 }
 
@@ -227,9 +261,13 @@ static void control(struct model *m, int c, uint64_t t)
     for (int i = 0; i < s->nprocs; i++) {
         struct proc *p = &m->procs[i];
 
-        if (p->spec->claim == c && p->pending && !alive(p, t)) {
-            vgpu_bucket_credit(&m->dev[c], p->pending_cost / 1000 * 1000);
-            p->pending = false;
+        for (int h = 0; h < p->nthreads; h++) {
+            struct thread *th = &p->threads[h];
+
+            if (p->spec->claim == c && th->pending && !alive(p, t)) {
+                vgpu_bucket_credit(&m->dev[c], th->pending_cost / 1000 * 1000);
+                th->pending = false;
+            }
         }
     }
     for (int i = 0; i < s->nprocs; i++) {
@@ -293,6 +331,9 @@ int plant_run(const struct plant_spec *spec, struct plant_result *res)
         p->spec = &spec->procs[i];
         p->nstreams = p->spec->streams > 0 ? p->spec->streams : 1;
         p->depth = p->spec->depth > 0 ? p->spec->depth : 2;
+        p->nthreads = p->spec->threaded ? p->nstreams : 1;
+        for (int h = 0; h < p->nthreads; h++)
+            p->threads[h].next_try = p->spec->start_ns;
         p->next_try = p->spec->start_ns;
         p->rng = gpu_rand_seed(spec->seed, (uint64_t)i);
     }
@@ -441,6 +482,9 @@ const char *plant_kernels_name(enum plant_kernels k)
     return k < PLANT_K_COUNT ? names[k] : "?";
 }
 
+static void measure_cell(const struct plant_result *res, int nclaims, unsigned limit,
+                         double mean, double sigma, uint64_t duration_ns, struct plant_cell *out);
+
 int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k,
                     uint64_t duration_ns, uint64_t seed, struct plant_cell *out)
 {
@@ -468,6 +512,34 @@ int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k
     }
     if (plant_run(&s, &res) != 0)
         return -1;
+    measure_cell(&res, nclaims, limit, k == PLANT_K_MIX ? (double)means[2] : (double)means[k],
+                 k == PLANT_K_MIX ? 1.0 : 0.5, duration_ns, out);
+    return 0;
+}
+
+int plant_streams_cell(unsigned limit, int streams, bool small_grid, enum plant_kernels k,
+                       double sigma, uint64_t duration_ns, uint64_t seed, struct plant_cell *out)
+{
+    static const uint64_t means[3] = {100000, 2000000, 20000000};
+    static struct plant_result res;
+    struct plant_spec s = {.duration_ns = duration_ns, .seed = seed, .nclaims = 1, .nprocs = 1};
+
+    if (streams < 1 || streams > PLANT_MAX_STREAMS || limit == 0 || limit >= 100 ||
+        k >= PLANT_K_MIX)
+        return -1;
+    s.claims[0].limit_percent = limit;
+    s.procs[0] = (struct plant_proc_spec){.kernel_ns = means[k], .sigma = sigma, .streams = streams,
+                                          .depth = 2, .small_grid = small_grid,
+                                          .threaded = true};
+    if (plant_run(&s, &res) != 0)
+        return -1;
+    measure_cell(&res, 1, limit, (double)means[k], sigma, duration_ns, out);
+    return 0;
+}
+
+static void measure_cell(const struct plant_result *res, int nclaims, unsigned limit,
+                         double mean, double sigma, uint64_t duration_ns, struct plant_cell *out)
+{
     for (int c = 0; c < nclaims; c++) {
         double target = c == 0 ? limit : 100 - limit;
         /*
@@ -477,20 +549,19 @@ int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k
          * launch the exact mean cost, two-second means of a 30 s run stray
          * 3.5-4 sigma (30 %, 2 ms kernels: up to 3.7 points, sigma 0.92).
          */
-        double mean = k == PLANT_K_MIX ? (double)means[2] : (double)means[k];
-        double sigma = k == PLANT_K_MIX ? 1.0 : 0.5;
         double kernels = target / 100 * 2e9 / mean;
         double noise = target * sqrt(exp(sigma * sigma) - 1) / sqrt(kernels);
 
         out->band[c] = noise * 4 > 2 ? noise * 4 : 2;
-        out->share[c] = plant_mean_share(&res, c, duration_ns * 2 / 3, duration_ns);
-        out->first_s[c] = plant_mean_share(&res, c, 0, 1000000000ull);
+        out->spread[c] = noise * M_SQRT2;
+        out->peak[c] = plant_max_share(res, c, 0, duration_ns);
+        out->share[c] = plant_mean_share(res, c, duration_ns * 2 / 3, duration_ns);
+        out->first_s[c] = plant_mean_share(res, c, 0, 1000000000ull);
         out->settling_s[c] =
-            plant_settling_ns(&res, c, target, out->band[c], 0, duration_ns) / 1e9;
-        out->low[c] = plant_min_share(&res, c,
+            plant_settling_ns(res, c, target, out->band[c], 0, duration_ns) / 1e9;
+        out->low[c] = plant_min_share(res, c,
                                       out->settling_s[c] > 3 ? (uint64_t)(out->settling_s[c] * 1e9)
                                                              : 3000000000ull,
                                       duration_ns);
     }
-    return 0;
 }

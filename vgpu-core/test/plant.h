@@ -13,7 +13,9 @@
  *
  * A process launches asynchronously into its streams, keeping up to depth
  * kernels queued on each (or, synced, waiting for its next stream to drain
- * and queueing depth kernels on it), with log-normal durations around a
+ * and queueing depth kernels on it), from one host thread or (threaded) one
+ * per stream, each with its own launch waiting in the bucket, with
+ * log-normal durations around a
  * mean (50 us .. 20 ms), through its claim's token bucket exactly as
  * libvgpu.so does
  * (charge; if in debt, wait what vgpu_bucket_take says, looking at the
@@ -45,7 +47,7 @@
 
 #define PLANT_MAX_CLAIMS 4
 #define PLANT_MAX_PROCS 64
-#define PLANT_MAX_STREAMS 4
+#define PLANT_MAX_STREAMS 8
 #define PLANT_MAX_DEPTH 16
 #define PLANT_REFILL_NS 5000000ull
 /* Sample periods recorded (about 170 s). */
@@ -59,6 +61,8 @@ struct plant_proc_spec {
     int streams;            /* 1..PLANT_MAX_STREAMS (0 = 1) */
     int depth;              /* kernels queued per stream, 1..PLANT_MAX_DEPTH (0 = 2) */
     bool small_grid;        /* grids smaller than the GPU: its streams run side by side */
+    bool threaded;          /* a host thread per stream, each with its own launch waiting in
+                               the bucket (else one thread launches into every stream) */
     bool synced;            /* each stream in turn: synchronise it, then queue depth kernels
                                (else every stream is kept depth kernels deep) */
     uint64_t start_ns;      /* starts launching here */
@@ -127,6 +131,8 @@ struct plant_cell {
                              kernels of this class have by themselves, if larger */
     double settling_s[2]; /* plant_settling_ns in seconds within band */
     double low[2];        /* lowest one-second mean once settled (from 3 s at the earliest) */
+    double peak[2];       /* busiest one-second mean of the run */
+    double spread[2];     /* what one second of such kernels varies by itself (sd, points) */
 };
 
 /*
@@ -137,5 +143,15 @@ struct plant_cell {
  */
 int plant_grid_cell(unsigned limit, int procs, int nclaims, enum plant_kernels k,
                     uint64_t duration_ns, uint64_t seed, struct plant_cell *out);
+
+/*
+ * Runs one cell of the streams grid: one claim at limit with one process of
+ * streams host threads, each launching kernels of class k (not the mix;
+ * log-normal of shape sigma, 0: all alike) into a stream of its own kept two
+ * deep, small grids
+ * (side by side on the GPU) or full ones, for duration_ns. Returns 0 or -1.
+ */
+int plant_streams_cell(unsigned limit, int streams, bool small_grid, enum plant_kernels k,
+                       double sigma, uint64_t duration_ns, uint64_t seed, struct plant_cell *out);
 
 #endif /* VGPU_PLANT_H */
