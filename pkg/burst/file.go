@@ -44,10 +44,10 @@ func RenderFile(grants map[string]uint64) []byte {
 
 // ParseFile parses a host/burst file strictly and refuses the whole file on
 // any deviation: more than MaxFileBytes, a first line other than
-// version=1, a missing final newline, empty lines, carriage returns,
-// other separators than one space, a malformed UUID, a number with a
-// sign, leading zeros or beyond MaxGrantBytes, a GPU twice, or more GPUs
-// than a claim can hold.
+// version=1, a missing final newline, empty lines, carriage returns, other
+// separators than one space, a malformed UUID, a GPU twice (in any hex
+// case), a number with a sign, leading zeros or beyond MaxGrantBytes, or
+// more GPUs than a claim can hold.
 func ParseFile(data []byte) (map[string]uint64, error) {
 	if len(data) > MaxFileBytes {
 		return nil, fmt.Errorf("burst file: %d bytes, more than %d", len(data), MaxFileBytes)
@@ -60,6 +60,7 @@ func ParseFile(data []byte) (map[string]uint64, error) {
 		return nil, fmt.Errorf("burst file: first line %q, want %q", truncate(lines[0]), want)
 	}
 	grants := map[string]uint64{}
+	seen := map[string]bool{}
 	for i, line := range lines[1:] {
 		n := i + 2
 		fields := strings.Split(line, " ")
@@ -74,9 +75,11 @@ func ParseFile(data []byte) (map[string]uint64, error) {
 		if err != nil {
 			return nil, fmt.Errorf("burst file: line %d: %w", n, err)
 		}
-		if _, dup := grants[uuid]; dup {
+		if seen[strings.ToLower(uuid)] {
+			// Case-insensitively: UUIDs name GPUs whatever the hex case.
 			return nil, fmt.Errorf("burst file: line %d: GPU %s listed twice", n, uuid)
 		}
+		seen[strings.ToLower(uuid)] = true
 		if len(grants) == region.MaxDevices {
 			return nil, fmt.Errorf("burst file: more than %d GPUs", region.MaxDevices)
 		}
