@@ -29,7 +29,7 @@ func TestConcurrentGrants(t *testing.T) {
 		wg.Go(func() {
 			for j := range 200 {
 				if j%3 == 2 {
-					_, _ = f.ledger.Shrink(uid, uuid0, gib+uint64(j%5)*ChunkBytes, time.Now())
+					_, _ = f.ledger.Shrink(uid, uuid0, gib+uint64(j%5)*ChunkBytes, time.Now(), nil)
 					continue
 				}
 				_, _ = f.ledger.Grant(uid, uuid0, uint64(1+(i+j)%24)*ChunkBytes)

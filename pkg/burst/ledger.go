@@ -322,14 +322,20 @@ func (l *Ledger) Grant(uid types.UID, uuid string, need uint64) (uint64, error) 
 // Shrink lowers a claim's grant on a GPU towards what it physically uses
 // above its guarantee, in whole chunks: use is the memory its processes
 // use on the GPU, measured at sampledAt (NVML's per-process use of the
-// claim's host pids; the caller may add what the claim's region reserves,
-// which a container can raise only to keep its own grant). A grant made at
-// or after sampledAt is kept: the sample may predate the allocation it was
-// made for. Shrink never raises a grant. The lower grant is in the file
-// before the memory counts as free; if the file cannot be written the
-// grant stays. A claim being reclaimed may grow again once its grants are
-// all zero.
-func (l *Ledger) Shrink(uid types.UID, uuid string, use uint64, sampledAt time.Time) (uint64, error) {
+// claim's host pids; the caller may pass the larger of that and what the
+// claim's region reserves, which a container can raise only to keep its
+// own grant). A grant made at or after sampledAt is kept: the sample may
+// predate the allocation it was made for. Shrink never raises a grant.
+//
+// The lower grant is in the file before the memory counts as free; if the
+// file cannot be written the grant stays. Then, still under the ledger's
+// lock, recheck (may be nil) is asked again for the claim's use (the
+// region's reservation, which the library raises before it re-reads the
+// file): if that is above the lowered limit, the grant is raised back
+// towards it, at most to where it was, so that an allocation racing the
+// shrink keeps its memory. A claim being reclaimed may grow again once its
+// grants are all zero.
+func (l *Ledger) Shrink(uid types.UID, uuid string, use uint64, sampledAt time.Time, recheck func() uint64) (uint64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, s, _, err := l.lookup(uid, uuid)
@@ -340,10 +346,7 @@ func (l *Ledger) Shrink(uid types.UID, uuid string, use uint64, sampledAt time.T
 	if have == 0 || !sampledAt.After(c.grantedAt[uuid]) {
 		return have, nil
 	}
-	var target uint64
-	if use > s.Guarantee {
-		target = min(chunks(use-s.Guarantee), s.room())
-	}
+	target := s.burstOf(use)
 	if target >= have {
 		return have, nil
 	}
@@ -352,10 +355,29 @@ func (l *Ledger) Shrink(uid types.UID, uuid string, use uint64, sampledAt time.T
 		c.grants[uuid] = have
 		return have, fmt.Errorf("claim %s: shrink the grant on GPU %s to %d bytes: %w", uid, uuid, target, err)
 	}
+	if recheck != nil {
+		if again := min(s.burstOf(recheck()), have); again > target {
+			// The memory was never free for anyone else: the lock is held.
+			c.grants[uuid] = again
+			if err := l.write(c); err != nil {
+				return again, fmt.Errorf("claim %s: restore the grant on GPU %s to %d bytes: %w", uid, uuid, again, err)
+			}
+			return again, nil
+		}
+	}
 	if c.reclaiming && allZero(c.grants) {
 		c.reclaiming = false
 	}
 	return target, nil
+}
+
+// burstOf is the grant that use needs on the share: whole chunks above the
+// guarantee, at most the room.
+func (s Share) burstOf(use uint64) uint64 {
+	if use <= s.Guarantee {
+		return 0
+	}
+	return min(chunks(min(use-s.Guarantee, MaxGrantBytes)), s.room())
 }
 
 func allZero(m map[string]uint64) bool {

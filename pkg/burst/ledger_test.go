@@ -142,21 +142,21 @@ func TestShrinkFromPhysicalUse(t *testing.T) {
 	require.NoError(t, err)
 	grantTime := f.clock.Now()
 
-	got, err := f.ledger.Shrink(uidA, uuid0, 0, grantTime)
+	got, err := f.ledger.Shrink(uidA, uuid0, 0, grantTime, nil)
 	require.NoError(t, err)
 	assert.Equal(t, 8*gib, got, "a sample taken when the grant was made may predate the allocation")
 
 	f.clock.Step(time.Second)
-	got, err = f.ledger.Shrink(uidA, uuid0, 4*gib+300*mib, f.clock.Now())
+	got, err = f.ledger.Shrink(uidA, uuid0, 4*gib+300*mib, f.clock.Now(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2*ChunkBytes, got, "use above the guarantee in whole chunks")
 	assert.Equal(t, map[string]uint64{uuid0: 2 * ChunkBytes}, f.file(uidA))
 
-	got, err = f.ledger.Shrink(uidA, uuid0, 10*gib, f.clock.Now())
+	got, err = f.ledger.Shrink(uidA, uuid0, 10*gib, f.clock.Now(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 2*ChunkBytes, got, "never raised")
 
-	got, err = f.ledger.Shrink(uidA, uuid0, 3*gib, f.clock.Now())
+	got, err = f.ledger.Shrink(uidA, uuid0, 3*gib, f.clock.Now(), nil)
 	require.NoError(t, err)
 	assert.Zero(t, got, "use within the guarantee: no burst")
 	assert.Equal(t, map[string]uint64{uuid0: 0}, f.file(uidA))
@@ -193,7 +193,7 @@ func TestWriteFailures(t *testing.T) {
 
 	fail = true
 	f.clock.Step(time.Second)
-	got, err = f.ledger.Shrink(uidA, uuid0, 0, f.clock.Now())
+	got, err = f.ledger.Shrink(uidA, uuid0, 0, f.clock.Now(), nil)
 	assert.ErrorContains(t, err, "disk full")
 	assert.Equal(t, 2*gib, got, "the library still reads the old grant")
 	booked, _ = f.ledger.Booked(uuid0)
@@ -228,7 +228,7 @@ func TestAdmitChoosesWhomToReclaim(t *testing.T) {
 
 	// A's pod is evicted: its processes die and the grant comes back.
 	f.clock.Step(time.Second)
-	_, err = f.ledger.Shrink(uidA, uuid0, 0, f.clock.Now())
+	_, err = f.ledger.Shrink(uidA, uuid0, 0, f.clock.Now(), nil)
 	require.NoError(t, err)
 	d, err = f.ledger.Admit(f.claim(uidC, 14*gib, 14*gib))
 	require.NoError(t, err)
@@ -346,7 +346,7 @@ func TestRebuild(t *testing.T) {
 	assert.ErrorIs(t, err, ErrNoRoom)
 
 	// A sample from before the restart does not shrink a rebuilt grant.
-	got, err := restarted.Shrink(uidA, uuid0, 0, f.clock.Now().Add(-time.Second))
+	got, err := restarted.Shrink(uidA, uuid0, 0, f.clock.Now().Add(-time.Second), nil)
 	require.NoError(t, err)
 	assert.Equal(t, 6*gib, got)
 }
@@ -377,10 +377,10 @@ func TestRebuildFromBadFiles(t *testing.T) {
 
 	// Physical use brings them down.
 	f.clock.Step(time.Second)
-	got, err := f.ledger.Shrink(uidC, uuid0, 5*gib, f.clock.Now())
+	got, err := f.ledger.Shrink(uidC, uuid0, 5*gib, f.clock.Now(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, gib, got, "at most the room")
-	got, err = f.ledger.Shrink(uidC, uuid0, 2*gib+1, f.clock.Now())
+	got, err = f.ledger.Shrink(uidC, uuid0, 2*gib+1, f.clock.Now(), nil)
 	require.NoError(t, err)
 	assert.Equal(t, ChunkBytes, got, "in whole chunks")
 }
@@ -401,4 +401,36 @@ func TestClaimValidation(t *testing.T) {
 	}
 	f.add(uidA, gib, gib)
 	assert.ErrorContains(t, f.ledger.AddClaim(f.claim(uidA, gib, gib)), "already")
+}
+
+// An allocation that read the old grant and reserved in its region before
+// the shrink was written keeps its memory: the plugin re-reads the
+// region's reservation after writing the lower grant.
+func TestShrinkRecheckKeepsARacingAllocation(t *testing.T) {
+	f := newFixture(t)
+	f.add(uidA, 4*gib, 12*gib)
+	_, err := f.ledger.Grant(uidA, uuid0, 8*gib)
+	require.NoError(t, err)
+	f.clock.Step(time.Second)
+
+	var fileDuringRecheck map[string]uint64
+	got, err := f.ledger.Shrink(uidA, uuid0, 4*gib, f.clock.Now(), func() uint64 {
+		fileDuringRecheck = f.file(uidA)
+		return 4*gib + 3*gib + 1 // the library reserved 3 GiB and a byte of burst meanwhile
+	})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]uint64{uuid0: 0}, fileDuringRecheck, "the lower grant is written before the region is re-read")
+	assert.Equal(t, 3*gib+ChunkBytes, got, "raised back to what the reservation needs")
+	assert.Equal(t, map[string]uint64{uuid0: 3*gib + ChunkBytes}, f.file(uidA))
+
+	f.clock.Step(time.Second)
+	got, err = f.ledger.Shrink(uidA, uuid0, 0, f.clock.Now(), func() uint64 { return 100 * gib })
+	require.NoError(t, err)
+	assert.Equal(t, 3*gib+ChunkBytes, got, "a forged reservation keeps the claim's own grant, never raises it")
+
+	got, err = f.ledger.Shrink(uidA, uuid0, 0, f.clock.Now(), func() uint64 { return 4 * gib })
+	require.NoError(t, err)
+	assert.Zero(t, got)
+	booked, _ := f.ledger.Booked(uuid0)
+	assert.Equal(t, 4*gib, booked)
 }

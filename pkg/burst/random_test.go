@@ -155,7 +155,7 @@ func (s *sim) evict(uids []types.UID) {
 		require.NotNil(s.t, c, "only prepared claims are chosen")
 		clear(c.use)
 		for g := range c.Shares {
-			got, err := s.ledger.Shrink(uid, g, 0, s.clock.Now())
+			got, err := s.ledger.Shrink(uid, g, 0, s.clock.Now(), nil)
 			require.NoError(s.t, err)
 			require.Zero(s.t, got)
 		}
@@ -222,7 +222,7 @@ func (s *sim) kill() {
 // monitor: a sample of NVML's per-process use shrinks the grant.
 func (s *sim) monitor(c *simClaim, g string) {
 	s.clock.Step(time.Millisecond)
-	got, err := s.ledger.Shrink(c.UID, g, c.use[g], s.clock.Now())
+	got, err := s.ledger.Shrink(c.UID, g, c.use[g], s.clock.Now(), nil)
 	require.NoError(s.t, err)
 	require.LessOrEqual(s.t, c.use[g], c.Shares[g].Guarantee+got, "a shrink never goes below physical use")
 }
