@@ -40,15 +40,15 @@ func TestRenderAndParseFile(t *testing.T) {
 	assert.Equal(t, many, got)
 }
 
-// Any deviation refuses the whole file: a partial parse could give a
-// claim a grant the ledger does not count.
-func TestParseFileRefusesHostileInput(t *testing.T) {
+// hostileFiles are host/burst files the parsers must refuse, by name, with
+// a part of the Go parser's reason.
+func hostileFiles() map[string]struct{ data, err string } {
 	line := "gpu " + uuid0 + " 268435456\n"
 	tooMany := "version=1\n"
 	for i := range region.MaxDevices + 1 {
 		tooMany += fmt.Sprintf("gpu GPU-%08x-0000-0000-0000-000000000000 0\n", i)
 	}
-	for name, tc := range map[string]struct{ data, err string }{
+	return map[string]struct{ data, err string }{
 		"empty":                    {"", "empty"},
 		"no final newline":         {"version=1\n" + strings.TrimSuffix(line, "\n"), "newline"},
 		"garbage":                  {"\x00\xff\xfe garbage\n", "first line"},
@@ -79,7 +79,13 @@ func TestParseFileRefusesHostileInput(t *testing.T) {
 		"more GPUs than a claim":   {tooMany, fmt.Sprintf("more than %d GPUs", region.MaxDevices)},
 		"huge file":                {"version=1\n" + strings.Repeat(line, 100), "more than 4096"},
 		"NUL in a line":            {"version=1\ngpu " + uuid0 + " 1\x00\n", "line 2"},
-	} {
+	}
+}
+
+// Any deviation refuses the whole file: a partial parse could give a
+// claim a grant the ledger does not count.
+func TestParseFileRefusesHostileInput(t *testing.T) {
+	for name, tc := range hostileFiles() {
 		t.Run(name, func(t *testing.T) {
 			got, err := ParseFile([]byte(tc.data))
 			require.Error(t, err)
