@@ -36,7 +36,16 @@ type sim struct {
 
 type simClaim struct {
 	Claim
-	use map[string]uint64 // physical use per GPU
+	use map[string]uint64 // physical use per GPU (the region's reservation is the same)
+	// samples are monitor samples taken but not yet applied: an
+	// allocation within the grant can happen in between.
+	samples []sample
+}
+
+type sample struct {
+	gpu string
+	use uint64
+	at  time.Time
 }
 
 var simGPUs = []string{uuid0, uuid1}
@@ -227,6 +236,27 @@ func (s *sim) monitor(c *simClaim, g string) {
 	require.LessOrEqual(s.t, c.use[g], c.Shares[g].Guarantee+got, "a shrink never goes below physical use")
 }
 
+// sampleLate: the monitor samples NVML now and applies the sample a few
+// steps later; allocations within the grant in between are only in the
+// region, which Shrink's recheck reads.
+func (s *sim) sampleLate() {
+	c := s.pick()
+	if c == nil {
+		return
+	}
+	if len(c.samples) > 0 && s.rng.IntN(2) == 0 {
+		smp := c.samples[0]
+		c.samples = c.samples[1:]
+		got, err := s.ledger.Shrink(c.UID, smp.gpu, smp.use, smp.at, func() uint64 { return c.use[smp.gpu] })
+		require.NoError(s.t, err)
+		require.LessOrEqual(s.t, c.use[smp.gpu], c.Shares[smp.gpu].Guarantee+got, "a stale sample never shrinks below the reservation")
+		s.stats["late samples"]++
+		return
+	}
+	g := s.gpuOf(c)
+	c.samples = append(c.samples, sample{gpu: g, use: c.use[g], at: s.clock.Now()})
+}
+
 func (s *sim) unprepare() {
 	if c := s.pick(); c != nil {
 		s.ledger.RemoveClaim(c.UID)
@@ -341,6 +371,7 @@ func TestInvariantUnderRandomSequences(t *testing.T) {
 						s.monitor(c, s.gpuOf(c))
 					}
 				}},
+				{"late sample", 6, s.sampleLate},
 				{"unprepare", 4, s.unprepare},
 				{"restart", 1, s.restart},
 				{"overhead", 2, s.overhead},
@@ -368,7 +399,7 @@ func TestInvariantUnderRandomSequences(t *testing.T) {
 	}
 	t.Logf("over %d steps: %v", seeds*steps, total)
 	// The sequences exercise the interesting paths, not just refusals.
-	for _, k := range []string{"admitted", "reclaimed", "granted", "refused", "overhead reclaimed"} {
+	for _, k := range []string{"admitted", "reclaimed", "granted", "refused", "overhead reclaimed", "late samples"} {
 		require.Positive(t, total[k], k)
 	}
 }
