@@ -64,6 +64,15 @@ func TestPlanChecksMemoryLimit(t *testing.T) {
 		assert.Contains(t, fe.Detail, `request "b"`)
 		assert.Contains(t, fe.Detail, "add up to 90194313216 bytes")
 	})
+	t.Run("limits as large as int64 allows do not wrap around", func(t *testing.T) {
+		_, err := m.plan(claim().
+			result("a", "gpu-0", "1Gi", "0", "").
+			result("b", "gpu-0", "1Gi", "0", "").
+			result("c", "gpu-0", "1Gi", "0", "").
+			config(claimCfg, nil, `"memoryLimit":"100Ei"`).obj())
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `request "c": the claim's memory limits on gpu-0 (`+uuid0+`) add up to 18446744073709551615 bytes`, "saturated")
+	})
 	t.Run("limits on different GPUs do not add up", func(t *testing.T) {
 		_, err := m.plan(claim().
 			result("a", "gpu-0", "4Gi", "0", "").

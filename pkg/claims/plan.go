@@ -3,6 +3,7 @@ package claims
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
@@ -251,7 +252,7 @@ func (m *Manager) checkMemoryLimit(configs []resourceapi.DeviceAllocationConfigu
 		sums[info.UUID] = sum
 	}
 	if limit == nil {
-		sum.bytes += consumed
+		sum.bytes = addSaturating(sum.bytes, consumed)
 	} else {
 		sum.path = field.NewPath("status", "allocation", "devices", "config")
 		applying := m.configsFor(configs, r.Request)
@@ -262,7 +263,7 @@ func (m *Manager) checkMemoryLimit(configs []resourceapi.DeviceAllocationConfigu
 			}
 		}
 		v, _ := api.WholeBytes(*limit) // Resolve validated it: positive, whole
-		sum.bytes += max(uint64(v), consumed)
+		sum.bytes = addSaturating(sum.bytes, max(uint64(v), consumed))
 	}
 	if sum.path != nil && sum.bytes > info.MemoryBytes {
 		shown := "unset"
@@ -273,6 +274,14 @@ func (m *Manager) checkMemoryLimit(configs []resourceapi.DeviceAllocationConfigu
 			r.Request, r.Device, info.UUID, sum.bytes, info.MemoryBytes))
 	}
 	return nil
+}
+
+// addSaturating adds without wrapping: limits may be as large as int64 allows.
+func addSaturating(a, b uint64) uint64 {
+	if b > math.MaxUint64-a {
+		return math.MaxUint64
+	}
+	return a + b
 }
 
 // orderGPUs sorts the claim's GPUs by PCI bus ID, the order CUDA numbers
