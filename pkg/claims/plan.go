@@ -3,12 +3,14 @@ package claims
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"strings"
 
 	"github.com/google/uuid"
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -57,6 +59,7 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 	infos := map[string]gpu.Info{}
 	var settings *Settings
 	var errs field.ErrorList
+	burstLimits := map[string]*limitSum{} // by GPU UUID
 	for i, r := range alloc.Devices.Results {
 		if r.Driver != m.opts.DriverName {
 			continue
@@ -67,7 +70,7 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 			errs = append(errs, rerrs...)
 			continue
 		}
-		s, err := m.resolveSettings(alloc.Devices.Config, r.Request)
+		s, limit, err := m.resolveSettings(alloc.Devices.Config, r.Request)
 		if err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("status", "allocation", "devices", "config"), r.Request,
 				fmt.Sprintf("opaque config for request %q: %v", r.Request, err)))
@@ -100,6 +103,10 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 			out.GPUs[idx].SMLimitPercent = mergeCores(out.GPUs[idx].SMLimitPercent, dev.Cores)
 		}
 		out.GPUs[idx].MemoryLimitBytes += dev.MemoryBytes
+		if lerr := m.checkMemoryLimit(alloc.Devices.Config, r, limit, info, dev.MemoryBytes, burstLimits); lerr != nil {
+			errs = append(errs, lerr)
+			continue
+		}
 		if out.GPUs[idx].MemoryLimitBytes > info.MemoryBytes {
 			errs = append(errs, field.Invalid(path.Child("consumedCapacity").Key(string(capacityMemory)), dev.MemoryBytes,
 				fmt.Sprintf("the claim's shares of %s add up to %d bytes, more than its %d bytes", r.Device, out.GPUs[idx].MemoryLimitBytes, info.MemoryBytes)))
@@ -186,29 +193,96 @@ func mergeCores(a, b int64) int64 {
 }
 
 // resolveSettings layers the opaque configs of this driver that apply to the
-// request, in allocation order (class configs first, as the API orders them).
-func (m *Manager) resolveSettings(configs []resourceapi.DeviceAllocationConfiguration, request string) (Settings, error) {
-	parent, _, _ := strings.Cut(request, "/")
+// request, in allocation order (class configs first, as the API orders them),
+// and returns the settings and the resolved memoryLimit (nil when unset).
+func (m *Manager) resolveSettings(configs []resourceapi.DeviceAllocationConfiguration, request string) (Settings, *resource.Quantity, error) {
 	var layers []api.Layer
-	for _, c := range configs {
-		if c.Opaque == nil || c.Opaque.Driver != m.opts.DriverName {
-			continue
-		}
-		if len(c.Requests) > 0 && !slices.Contains(c.Requests, request) && !slices.Contains(c.Requests, parent) {
-			continue
-		}
+	for _, i := range m.configsFor(configs, request) {
+		c := configs[i]
 		layers = append(layers, api.Layer{FromClass: c.Source == resourceapi.AllocationConfigSourceClass, Raw: c.Opaque.Parameters.Raw})
 	}
 	cfg, err := api.Resolve(layers)
 	if err != nil {
-		return Settings{}, err
+		return Settings{}, nil, err
 	}
 	return Settings{
 		ComputePolicy: cfg.ComputePolicy,
 		Priority:      cfg.Priority,
 		LogLevel:      cfg.LogLevel,
 		Enforcement:   cfg.Enforcement,
-	}, nil
+	}, cfg.MemoryLimit, nil
+}
+
+// configsFor returns the indices in configs of the opaque configs of this
+// driver that apply to request, in order.
+func (m *Manager) configsFor(configs []resourceapi.DeviceAllocationConfiguration, request string) []int {
+	parent, _, _ := strings.Cut(request, "/")
+	var out []int
+	for i, c := range configs {
+		if c.Opaque == nil || c.Opaque.Driver != m.opts.DriverName {
+			continue
+		}
+		if len(c.Requests) > 0 && !slices.Contains(c.Requests, request) && !slices.Contains(c.Requests, parent) {
+			continue
+		}
+		out = append(out, i)
+	}
+	return out
+}
+
+// limitSum adds up a claim's memory limits on one GPU.
+type limitSum struct {
+	bytes uint64
+	// path is the memoryLimit of the last result there that set one; nil
+	// when none did (then the sum is the guarantees', checked elsewhere).
+	path *field.Path
+}
+
+// checkMemoryLimit checks the resolved memoryLimit of one allocation result
+// against the allocated GPU, as admission did against the largest GPU
+// published: the claim's limits on one GPU (one per result there, the
+// consumed memory where none is set) may not add up to more than the GPU's
+// memory. A limit below what the result consumed (the allocator rounded the
+// request up past it) is no error: the guarantee is the floor of the limit.
+// The error names the config whose memoryLimit won.
+func (m *Manager) checkMemoryLimit(configs []resourceapi.DeviceAllocationConfiguration, r resourceapi.DeviceRequestAllocationResult,
+	limit *resource.Quantity, info gpu.Info, consumed uint64, sums map[string]*limitSum) *field.Error {
+	sum := sums[info.UUID]
+	if sum == nil {
+		sum = &limitSum{}
+		sums[info.UUID] = sum
+	}
+	if limit == nil {
+		sum.bytes = addSaturating(sum.bytes, consumed)
+	} else {
+		sum.path = field.NewPath("status", "allocation", "devices", "config")
+		applying := m.configsFor(configs, r.Request)
+		for _, i := range slices.Backward(applying) {
+			if cfg, err := api.Decode(configs[i].Opaque.Parameters.Raw); err == nil && cfg.MemoryLimit != nil {
+				sum.path = sum.path.Index(i).Child("opaque", "parameters", "memoryLimit")
+				break
+			}
+		}
+		v, _ := api.WholeBytes(*limit) // Resolve validated it: positive, whole
+		sum.bytes = addSaturating(sum.bytes, max(uint64(v), consumed))
+	}
+	if sum.path != nil && sum.bytes > info.MemoryBytes {
+		shown := "unset"
+		if limit != nil {
+			shown = limit.String()
+		}
+		return field.Invalid(sum.path, shown, fmt.Sprintf("request %q: the claim's memory limits on %s (%s) add up to %d bytes, more than its %d bytes",
+			r.Request, r.Device, info.UUID, sum.bytes, info.MemoryBytes))
+	}
+	return nil
+}
+
+// addSaturating adds without wrapping: limits may be as large as int64 allows.
+func addSaturating(a, b uint64) uint64 {
+	if b > math.MaxUint64-a {
+		return math.MaxUint64
+	}
+	return a + b
 }
 
 // orderGPUs sorts the claim's GPUs by PCI bus ID, the order CUDA numbers

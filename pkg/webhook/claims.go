@@ -164,6 +164,9 @@ func (v *ClaimValidator) validateSpec(ctx context.Context, namespace string, spe
 			continue
 		}
 		errs = append(errs, parsed.ValidateClaimConfig(p)...)
+		if parsed.MemoryLimit != nil {
+			errs = append(errs, v.validateMemoryLimit(spec, cfg.Requests, *parsed.MemoryLimit, p.Child("memoryLimit"))...)
+		}
 	}
 	if largest := v.LargestGPUMemory(); largest > 0 {
 		for _, req := range spec.Devices.Requests {
@@ -176,6 +179,85 @@ func (v *ClaimValidator) validateSpec(ctx context.Context, namespace string, spe
 		}
 	}
 	return errs, warnings
+}
+
+// ourRequest is one request or subrequest of this driver's classes.
+type ourRequest struct {
+	parent, sub string // sub is empty for an exactly request
+	class       string
+	capacity    *resourceapi.CapacityRequirements
+}
+
+func (r ourRequest) String() string {
+	if r.sub == "" {
+		return r.parent
+	}
+	return r.parent + "/" + r.sub
+}
+
+// ourRequests lists the requests and subrequests of spec that this
+// driver's classes allocate.
+func (v *ClaimValidator) ourRequests(spec *resourceapi.ResourceClaimSpec) []ourRequest {
+	var out []ourRequest
+	for _, req := range spec.Devices.Requests {
+		if e := req.Exactly; e != nil && v.Classes.IsOurs(e.DeviceClassName) {
+			out = append(out, ourRequest{parent: req.Name, class: e.DeviceClassName, capacity: e.Capacity})
+		}
+		for _, sub := range req.FirstAvailable {
+			if v.Classes.IsOurs(sub.DeviceClassName) {
+				out = append(out, ourRequest{parent: req.Name, sub: sub.Name, class: sub.DeviceClassName, capacity: sub.Capacity})
+			}
+		}
+	}
+	return out
+}
+
+// appliesTo reports whether a claim config listing requests applies to r:
+// an empty list means every request, a request's name all its subrequests.
+func appliesTo(requests []string, r ourRequest) bool {
+	return len(requests) == 0 || slices.Contains(requests, r.parent) || (r.sub != "" && slices.Contains(requests, r.String()))
+}
+
+// validateMemoryLimit checks a claim config's memoryLimit (a whole
+// positive number of bytes, Validate checked that): no larger than the
+// largest GPU published (or, before any is, than any GPU has), and, for
+// every request of this driver the config applies to, no smaller than the
+// memory the request asks for (its guarantee), in a class that allows
+// burst. A request that asks for no memory gets a whole GPU's, so a limit
+// is meaningless there. The kubelet plugin checks again against the
+// allocated GPU at prepare.
+func (v *ClaimValidator) validateMemoryLimit(spec *resourceapi.ResourceClaimSpec, requests []string, limit resource.Quantity, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if largest := v.LargestGPUMemory(); largest > 0 && limit.Cmp(*resource.NewQuantity(largest, resource.BinarySI)) > 0 {
+		errs = append(errs, field.Invalid(p, limit.String(), fmt.Sprintf("more than the largest GPU published has (%s)",
+			resource.NewQuantity(largest, resource.BinarySI).String())))
+	} else if limit.Cmp(*resource.NewQuantity(v.MaxMemoryBytes, resource.BinarySI)) > 0 {
+		errs = append(errs, field.Invalid(p, limit.String(), fmt.Sprintf("more than any GPU has (limit %s); check the unit",
+			resource.NewQuantity(v.MaxMemoryBytes, resource.BinarySI).String())))
+	}
+	for _, r := range v.ourRequests(spec) {
+		if !appliesTo(requests, r) {
+			continue
+		}
+		if v.Classes.BurstPolicy(r.class) == api.BurstNever {
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf("request %q uses DeviceClass %q, which sets burst: never", r, r.class)))
+			continue
+		}
+		var memory resource.Quantity
+		found := false
+		if r.capacity != nil {
+			memory, found = v.capacity(r.capacity, names.CapacityMemory)
+		}
+		switch {
+		case !found:
+			errs = append(errs, field.Invalid(p, limit.String(), fmt.Sprintf(
+				"request %q asks for no memory and so gets a whole GPU's; set its capacity.requests.memory (the guarantee) below the limit", r)))
+		case limit.Cmp(memory) < 0:
+			errs = append(errs, field.Invalid(p, limit.String(), fmt.Sprintf(
+				"less than the %s of memory request %q asks for (its guarantee); the limit must be at least the guarantee", memory.String(), r)))
+		}
+	}
+	return errs
 }
 
 // roundingWarnings warns about each requested amount that one device of

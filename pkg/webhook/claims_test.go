@@ -12,6 +12,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/client-go/tools/cache"
@@ -232,6 +233,89 @@ func TestClaimValidation(t *testing.T) {
 			wantDeny: []string{"GPU quota exceeded", `namespace "team"`, "requested 40Gi"},
 		},
 		{
+			name: "memoryLimit above the guarantee",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 12Gi}}}]}}`,
+		},
+		{
+			name: "memoryLimit equal to the guarantee",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: "4294967296"}}}]}}`,
+		},
+		{
+			name: "memoryLimit below the guarantee",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 3Gi}}}]}}`,
+			wantDeny: []string{"spec.devices.config[0].opaque.parameters.memoryLimit: Invalid value: \"3Gi\"", `less than the 4Gi of memory request "gpu" asks for`},
+		},
+		{
+			name:     "memoryLimit below the guarantee in a template",
+			template: true,
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 1Gi}}}]}}`,
+			wantDeny: []string{"ResourceClaimTemplate", "spec.spec.devices.config[0].opaque.parameters.memoryLimit", "less than the 4Gi"},
+		},
+		{
+			name: "memoryLimit above the largest GPU",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 81Gi}}}]}}`,
+			wantDeny: []string{"spec.devices.config[0].opaque.parameters.memoryLimit", `"81Gi"`, "more than the largest GPU published has (80Gi)"},
+		},
+		{
+			name: "memoryLimit beyond int64 is above every GPU",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 100Ei}}}]}}`,
+			wantDeny: []string{"memoryLimit", "more than the largest GPU published"},
+		},
+		{
+			name: "memoryLimit not a whole number of bytes",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 5000000000500m}}}]}}`,
+			wantDeny: []string{"memoryLimit", "whole number of bytes"},
+		},
+		{
+			name: "memoryLimit for a request without memory",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {cores: "10"}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 8Gi}}}]}}`,
+			wantDeny: []string{"memoryLimit", `request "gpu" asks for no memory`},
+		},
+		{
+			name: "memoryLimit checked only against the requests it applies to",
+			spec: `{devices: {requests: [{name: a, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}},
+			                          {name: b, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 9Gi}}}}],
+			        constraints: [{distinctAttribute: vgpu.dra.dev/uuid}],
+			        config: [{requests: [a], opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 8Gi}}}]}}`,
+		},
+		{
+			name: "memoryLimit below one of the requests it applies to",
+			spec: `{devices: {requests: [{name: a, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}},
+			                          {name: b, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 9Gi}}}}],
+			        constraints: [{distinctAttribute: vgpu.dra.dev/uuid}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 8Gi}}}]}}`,
+			wantDeny: []string{"memoryLimit", `request "b" asks for`},
+		},
+		{
+			name: "memoryLimit checks every subrequest of a request",
+			spec: `{devices: {requests: [{name: gpu, firstAvailable: [
+			        {name: big, deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 16Gi}}},
+			        {name: small, deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}]}],
+			        config: [{requests: [gpu], opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 8Gi}}}]}}`,
+			wantDeny: []string{"memoryLimit", `request "gpu/big" asks for`},
+		},
+		{
+			name: "memoryLimit for one subrequest",
+			spec: `{devices: {requests: [{name: gpu, firstAvailable: [
+			        {name: big, deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 16Gi}}},
+			        {name: small, deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}]}],
+			        config: [{requests: [gpu/small], opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 8Gi}}}]}}`,
+		},
+		{
+			name: "burst policy from a claim",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, burst: allowed, reclaimGracePeriodSeconds: 600}}}]}}`,
+			wantDeny: []string{"spec.devices.config[0].opaque.parameters.burst: Forbidden", "spec.devices.config[0].opaque.parameters.reclaimGracePeriodSeconds: Forbidden"},
+		},
+		{
 			name:     "several errors are all reported",
 			spec:     `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, count: 3, capacity: {requests: {memory: -1, cores: "300"}}}}]}}`,
 			wantDeny: []string{"capacity.requests[memory]", "capacity.requests[cores]", "exactly.count"},
@@ -384,6 +468,71 @@ func TestClassMatcherIgnoresSpelling(t *testing.T) {
 	}
 	assert.True(t, m.IsOurs("two-selectors"))
 	assert.False(t, m.IsOurs("no-selectors"), "a class without selectors is every driver's; name it to make it ours")
+}
+
+// A claim may not set memoryLimit on a request whose DeviceClass says
+// burst: never; the webhook reads the class's configs.
+func TestClaimValidationBurstNever(t *testing.T) {
+	classes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	opaque := func(params string) resourceapi.DeviceClassConfiguration {
+		return resourceapi.DeviceClassConfiguration{DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver: "vgpu.dra.dev", Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion":"vgpu.dra.dev/v1alpha1","kind":"VGPUConfig"` + params + `}`)}}}}
+	}
+	for _, c := range []*resourceapi.DeviceClass{
+		{ObjectMeta: metav1.ObjectMeta{Name: "no-burst"}, Spec: resourceapi.DeviceClassSpec{Config: []resourceapi.DeviceClassConfiguration{opaque(`,"burst":"never"`)}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "burst-again"}, Spec: resourceapi.DeviceClassSpec{Config: []resourceapi.DeviceClassConfiguration{
+			opaque(`,"burst":"never"`), opaque(`,"burst":"allowed"`)}}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "bursty"}, Spec: resourceapi.DeviceClassSpec{Config: []resourceapi.DeviceClassConfiguration{opaque(`,"priority":"high"`)}}},
+	} {
+		require.NoError(t, classes.Add(c))
+	}
+	v := testValidator(nil)
+	v.Classes.Classes = resourcelisters.NewDeviceClassLister(classes)
+	srv := serve(t, v.Admit)
+	for _, tc := range []struct {
+		class    string
+		wantDeny string
+	}{
+		{class: "no-burst", wantDeny: `spec.devices.config[0].opaque.parameters.memoryLimit: Forbidden: request "gpu" uses DeviceClass "no-burst", which sets burst: never`},
+		{class: "burst-again"},
+		{class: "bursty"},
+	} {
+		claim := resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", UID: "u"}, Spec: claimSpec(t,
+			`{devices: {requests: [{name: gpu, exactly: {deviceClassName: `+tc.class+`, capacity: {requests: {memory: 4Gi}}}}],
+			  config: [{opaque: {driver: vgpu.dra.dev, parameters: {`+opaqueHeader+`, memoryLimit: 8Gi}}}]}}`)}
+		resp := post(t, srv, reviewBody(t, claimKind, admissionv1.Create, "team", claim, false))
+		if tc.wantDeny == "" {
+			assert.True(t, resp.Allowed, "%s: %v", tc.class, resp.Result)
+			continue
+		}
+		require.False(t, resp.Allowed, tc.class)
+		assert.Contains(t, resp.Result.Message, tc.wantDeny)
+
+		// Without a memoryLimit the class is fine.
+		claim.Spec.Devices.Config = nil
+		assert.True(t, post(t, srv, reviewBody(t, claimKind, admissionv1.Create, "team", claim, false)).Allowed, tc.class)
+	}
+}
+
+// Before any GPU is published, a memoryLimit is held only to the typo
+// bound every memory request is.
+func TestClaimValidationMemoryLimitWithoutGPUs(t *testing.T) {
+	v := testValidator(nil)
+	v.LargestGPUMemory = func() int64 { return 0 }
+	srv := serve(t, v.Admit)
+	for limit, wantDeny := range map[string]string{"96Gi": "", "2Ti": "more than any GPU has (limit 1Ti)"} {
+		claim := resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "c", UID: "u"}, Spec: claimSpec(t,
+			`{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			  config: [{opaque: {driver: vgpu.dra.dev, parameters: {`+opaqueHeader+`, memoryLimit: `+limit+`}}}]}}`)}
+		resp := post(t, srv, reviewBody(t, claimKind, admissionv1.Create, "team", claim, false))
+		if wantDeny == "" {
+			assert.True(t, resp.Allowed, "%s: %v", limit, resp.Result)
+			continue
+		}
+		require.False(t, resp.Allowed, limit)
+		assert.Contains(t, resp.Result.Message, "spec.devices.config[0].opaque.parameters.memoryLimit")
+		assert.Contains(t, resp.Result.Message, wantDeny)
+	}
 }
 
 // Admission warns when the published policy rounds a request up by more

@@ -8,6 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
+
+	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 )
 
 // foreignDriver is the driver of the device a class must not match to be
@@ -86,4 +88,32 @@ func (m *ClassMatcher) ClassIsOurs(class *resourceapi.DeviceClass) bool {
 		}
 	}
 	return restrictsDriver
+}
+
+// BurstPolicy returns the burst policy that the DeviceClass name's configs
+// of this driver set (the last one that sets it), or "" when none does or
+// the class cannot be read (no lister, class not found, config that does
+// not decode: the kubelet plugin resolves the configs again at prepare).
+func (m *ClassMatcher) BurstPolicy(name string) api.BurstPolicy {
+	if m.Classes == nil {
+		return ""
+	}
+	class, err := m.Classes.Get(name)
+	if err != nil {
+		return ""
+	}
+	var policy api.BurstPolicy
+	for _, c := range class.Spec.Config {
+		if c.Opaque == nil || c.Opaque.Driver != m.DriverName {
+			continue
+		}
+		cfg, err := api.Decode(c.Opaque.Parameters.Raw)
+		if err != nil {
+			continue
+		}
+		if cfg.Burst != "" {
+			policy = cfg.Burst
+		}
+	}
+	return policy
 }

@@ -19,6 +19,7 @@
 #include "check.h"
 #include "config.h"
 #include "hostpids.h"
+#include "burstfile.h"
 #include "parse.h"
 #include "procinfo.h"
 #include "ptrmap.h"
@@ -727,6 +728,79 @@ static void test_hostpids_parse(void)
     CHECK(strstr(err, "line 6") != NULL); /* the fifth process line exceeds max */
 }
 
+/* The burst grants: the text pkg/burst writes parses; every deviation rejects the whole file. */
+static void test_burst_parse(void)
+{
+    struct vgpu_burst_grant g[2];
+    char err[VGPU_ERRMSG_MAX];
+    char huge[VGPU_BURST_MAX_BYTES + 64];
+#define U0 "GPU-11111111-2222-3333-4444-555555555555"
+#define U1 "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+    static const char *const bad[] = {
+        "",                                          /* no header */
+        "version=2\n",                               /* other version */
+        "version=1\r\n",                             /* CR in the header */
+        "version=1\ngpu " U0 " 1",                   /* no final newline */
+        "version=1\n\n",                             /* empty line */
+        "version=1\ngpu " U0 " 1\r\n",               /* CR */
+        "version=1\ngpu\t" U0 " 1\n",                /* tab */
+        "version=1\ngpu  " U0 " 1\n",                /* double space */
+        "version=1\ngpu " U0 "  1\n",                /* double space before the grant */
+        "version=1\ngpu " U0 " 1 \n",                /* trailing space */
+        "version=1\nGPU " U0 " 1\n",                 /* keyword */
+        "version=1\ngpu GPU-1234 1\n",               /* short UUID */
+        "version=1\ngpu MIG-11111111-2222-3333-4444-555555555555 1\n", /* not a GPU UUID */
+        "version=1\ngpu GPU-11111111-2222-3333-4444-55555555555g 1\n", /* not hex */
+        "version=1\ngpu " U0 " -1\n",                /* sign */
+        "version=1\ngpu " U0 " +1\n",                /* sign */
+        "version=1\ngpu " U0 " 01\n",                /* leading zero */
+        "version=1\ngpu " U0 " 0x10\n",              /* hex */
+        "version=1\ngpu " U0 " 256Mi\n",             /* unit */
+        "version=1\ngpu " U0 " \n",                  /* no number */
+        "version=1\ngpu " U0 " 1125899906842625\n",  /* 2^50 + 1 */
+        "version=1\ngpu " U0 " 18446744073709551616\n", /* uint64 overflow */
+        "version=1\ngpu " U0 " 99999999999999999999999999999999\n", /* huge */
+        "version=1\ngpu " U0 " 1\ngpu " U0 " 2\n",   /* GPU twice */
+        "version=1\ngpu " U1 " 1\ngpu GPU-AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE 2\n", /* twice, other case */
+        "version=1\ngpu " U0 " 1\ngpu " U1 " 2\ngpu GPU-00000000-0000-0000-0000-000000000000 0\n", /* > max */
+    };
+    /* What pkg/burst RenderFile writes (TestRenderAndParseFile). */
+    const char *good = "version=1\ngpu " U0 " 805306368\ngpu " U1 " 0\n";
+
+    CHECK(vgpu_burst_parse(good, strlen(good), g, 2, err) == 2);
+    CHECK(strcmp(g[0].uuid, U0) == 0);
+    CHECK_EQ_U64(g[0].bytes, 805306368);
+    CHECK_EQ_U64(g[1].bytes, 0);
+    CHECK_EQ_U64(vgpu_burst_lookup(g, 2, U0), 805306368);
+    CHECK_EQ_U64(vgpu_burst_lookup(g, 2, "GPU-11111111-2222-3333-4444-555555555555"), 805306368);
+    CHECK_EQ_U64(vgpu_burst_lookup(g, 2, "GPU-AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE"), 0);
+    CHECK_EQ_U64(vgpu_burst_lookup(g, 2, "GPU-00000000-0000-0000-0000-000000000000"), 0);
+    CHECK(vgpu_burst_parse("version=1\ngpu " U0 " 1125899906842624\n", 55 + 17, g, 2, err) == 1);
+    CHECK_EQ_U64(g[0].bytes, VGPU_BURST_MAX_GRANT);
+    CHECK(vgpu_burst_parse("version=1\n", 10, g, 2, err) == 0);
+    /* Only len bytes count: text after them is never read. */
+    CHECK(vgpu_burst_parse(good, 10, g, 2, err) == 0);
+    CHECK(vgpu_burst_parse(good, strlen(good) - 1, g, 2, err) == -1);
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        err[0] = '\0';
+        if (vgpu_burst_parse(bad[i], strlen(bad[i]), g, 2, err) != -1 || err[0] == '\0') {
+            fprintf(stderr, "burst: accepted or no reason for bad input %zu\n", i);
+            check_failures++;
+        }
+    }
+    CHECK(strstr(err, "line 4") != NULL); /* the third GPU exceeds max */
+    memset(huge, ' ', sizeof(huge));
+    memcpy(huge, "version=1\n", 10);
+    CHECK(vgpu_burst_parse(huge, sizeof(huge), g, 2, err) == -1);
+    CHECK(strstr(err, "more than 4096") != NULL);
+    /* An embedded NUL is not the end of the text. */
+    CHECK(vgpu_burst_parse("version=1\ngpu " U0 " 1\0\n", 55 + 3, g, 2, err) == -1);
+    CHECK_EQ_U64(vgpu_burst_limit(4ull << 30, 8ull << 30), 12ull << 30);
+    CHECK_EQ_U64(vgpu_burst_limit(UINT64_MAX - 1, 2), UINT64_MAX);
+#undef U0
+#undef U1
+}
+
 /* The map is found, re-read only when replaced, and at most once per recheck period. */
 static void test_hostpids_lookup(void)
 {
@@ -941,6 +1015,7 @@ int main(void)
     test_vamap();
     test_procinfo();
     test_hostpids_parse();
+    test_burst_parse();
     test_hostpids_lookup();
     test_region_init();
     test_region_corrupt();

@@ -6,8 +6,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 )
 
 const header = `"apiVersion":"vgpu.dra.dev/v1alpha1","kind":"VGPUConfig"`
@@ -59,6 +61,22 @@ func TestDecode(t *testing.T) {
 		},
 		{name: "bad logLevel", raw: `{` + header + `,"logLevel":"trace"}`, wantErr: []string{"logLevel", `"trace"`, `"debug"`}},
 		{name: "bad enforcement", raw: `{` + header + `,"enforcement":"off"}`, wantErr: []string{"enforcement", `"off"`, `"enabled", "disabled"`}},
+		{
+			name: "burst fields",
+			raw:  `{` + header + `,"memoryLimit":"12Gi","burst":"never","reclaimGracePeriodSeconds":0}`,
+			want: VGPUConfig{MemoryLimit: ptr.To(resource.MustParse("12Gi")), Burst: BurstNever, ReclaimGracePeriodSeconds: ptr.To[int64](0)},
+		},
+		{name: "memoryLimit as a number of bytes", raw: `{` + header + `,"memoryLimit":1073741824}`, want: VGPUConfig{MemoryLimit: ptr.To(resource.MustParse("1073741824"))}},
+		{name: "memoryLimit zero", raw: `{` + header + `,"memoryLimit":"0"}`, wantErr: []string{"memoryLimit", "positive whole number of bytes"}},
+		{name: "memoryLimit negative", raw: `{` + header + `,"memoryLimit":"-4Gi"}`, wantErr: []string{"memoryLimit", `"-4Gi"`, "positive"}},
+		{name: "memoryLimit fraction of a byte", raw: `{` + header + `,"memoryLimit":"1500m"}`, wantErr: []string{"memoryLimit", "whole number"}},
+		// The quantity parser clamps values beyond int64; admission and
+		// prepare refuse such a limit as larger than any GPU.
+		{name: "memoryLimit beyond int64 is clamped", raw: `{` + header + `,"memoryLimit":"100Ei"}`, want: VGPUConfig{MemoryLimit: ptr.To(resource.MustParse("9223372036854775807"))}},
+		{name: "memoryLimit not a quantity", raw: `{` + header + `,"memoryLimit":"lots"}`, wantErr: []string{"quantities must match"}},
+		{name: "bad burst", raw: `{` + header + `,"burst":"Never"}`, wantErr: []string{"burst", `"Never"`, `"allowed", "never"`}},
+		{name: "negative grace period", raw: `{` + header + `,"reclaimGracePeriodSeconds":-1}`, wantErr: []string{"reclaimGracePeriodSeconds", "between 0 and 3600"}},
+		{name: "grace period too long", raw: `{` + header + `,"reclaimGracePeriodSeconds":3601}`, wantErr: []string{"reclaimGracePeriodSeconds", "between 0 and 3600"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -74,6 +92,12 @@ func TestDecode(t *testing.T) {
 			require.NoError(t, err)
 			tc.want.APIVersion = SchemeGroupVersion.String()
 			tc.want.Kind = Kind
+			if tc.want.MemoryLimit != nil {
+				// Quantities are equal by value, not by representation.
+				require.NotNil(t, got.MemoryLimit)
+				assert.Zero(t, tc.want.MemoryLimit.Cmp(*got.MemoryLimit), "memoryLimit %s, want %s", got.MemoryLimit, tc.want.MemoryLimit)
+				tc.want.MemoryLimit, got.MemoryLimit = nil, nil
+			}
 			assert.Equal(t, tc.want, *got)
 		})
 	}
@@ -95,6 +119,40 @@ func TestValidate(t *testing.T) {
 	require.Len(t, claimErrs, 1)
 	assert.Equal(t, field.ErrorTypeForbidden, claimErrs[0].Type)
 	assert.Equal(t, "spec.config[2].opaque.parameters.enforcement", claimErrs[0].Field)
+
+	claimErrs = (&VGPUConfig{Burst: BurstAllowed, ReclaimGracePeriodSeconds: ptr.To[int64](5), MemoryLimit: ptr.To(resource.MustParse("8Gi"))}).ValidateClaimConfig(path)
+	require.Len(t, claimErrs, 2, "burst and the grace period are class-only, memoryLimit is not")
+	assert.Equal(t, "spec.config[2].opaque.parameters.burst", claimErrs[0].Field)
+	assert.Equal(t, "spec.config[2].opaque.parameters.reclaimGracePeriodSeconds", claimErrs[1].Field)
+
+	classErrs := (&VGPUConfig{Burst: BurstNever, ReclaimGracePeriodSeconds: ptr.To[int64](5), MemoryLimit: ptr.To(resource.MustParse("8Gi"))}).ValidateClassConfig(path)
+	require.Len(t, classErrs, 1, "memoryLimit is claim-only")
+	assert.Equal(t, field.ErrorTypeForbidden, classErrs[0].Type)
+	assert.Equal(t, "spec.config[2].opaque.parameters.memoryLimit", classErrs[0].Field)
+}
+
+func TestWholeBytes(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"4Gi", 4 << 30, true},
+		{"1.5Gi", 3 << 29, true},
+		{"1e3", 1000, true},
+		{"1", 1, true},
+		{"0", 0, true},
+		{"1500m", 0, false},
+		{"0.5", 0, false},
+		{"9223372036854775807", 1<<63 - 1, true},
+		{"9223372036854775808", 0, false},
+	} {
+		got, ok := WholeBytes(resource.MustParse(tc.in))
+		assert.Equal(t, tc.ok, ok, tc.in)
+		if tc.ok {
+			assert.Equal(t, tc.want, got, tc.in)
+		}
+	}
 }
 
 func TestSchemeDefaulting(t *testing.T) {
@@ -112,7 +170,11 @@ func TestSchemeDefaulting(t *testing.T) {
 		Priority:      PriorityHigh,
 		LogLevel:      DefaultLogLevel,
 		Enforcement:   DefaultEnforcement,
+		Burst:         DefaultBurst,
+
+		ReclaimGracePeriodSeconds: ptr.To(DefaultReclaimGracePeriodSeconds),
 	}, *cfg)
+	assert.Nil(t, cfg.MemoryLimit, "no memoryLimit means the guarantee")
 	assert.Equal(t, SchemeGroupVersion.String(), cfg.APIVersion)
 	assert.Equal(t, Kind, cfg.Kind)
 	assert.Empty(t, cfg.Validate(nil), "defaults are valid")
@@ -126,6 +188,13 @@ func TestDeepCopy(t *testing.T) {
 	assert.Equal(t, PriorityHigh, orig.Priority)
 	var nilCfg *VGPUConfig
 	assert.Nil(t, nilCfg.DeepCopy())
+
+	withPointers := &VGPUConfig{MemoryLimit: ptr.To(resource.MustParse("8Gi")), ReclaimGracePeriodSeconds: ptr.To[int64](5)}
+	cp = withPointers.DeepCopy()
+	cp.MemoryLimit.Add(resource.MustParse("1Gi"))
+	*cp.ReclaimGracePeriodSeconds = 6
+	assert.Equal(t, "8Gi", withPointers.MemoryLimit.String(), "the copy does not share the quantity")
+	assert.EqualValues(t, 5, *withPointers.ReclaimGracePeriodSeconds)
 }
 
 func layer(fromClass bool, fields string) Layer {
@@ -134,6 +203,17 @@ func layer(fromClass bool, fields string) Layer {
 		raw += "," + fields
 	}
 	return Layer{FromClass: fromClass, Raw: []byte(raw + `}`)}
+}
+
+// defaulted fills the defaults of the burst fields into a want.
+func defaulted(c VGPUConfig) VGPUConfig {
+	if c.Burst == "" {
+		c.Burst = DefaultBurst
+	}
+	if c.ReclaimGracePeriodSeconds == nil {
+		c.ReclaimGracePeriodSeconds = ptr.To(DefaultReclaimGracePeriodSeconds)
+	}
+	return c
 }
 
 func TestResolve(t *testing.T) {
@@ -179,6 +259,46 @@ func TestResolve(t *testing.T) {
 			wantErr: []string{"config 0 (from claim)", "enforcement"},
 		},
 		{
+			name: "claim sets memoryLimit, class the burst policy",
+			layers: []Layer{
+				layer(true, `"burst":"allowed","reclaimGracePeriodSeconds":120`),
+				layer(false, `"memoryLimit":"8Gi"`),
+				layer(false, `"memoryLimit":"12Gi"`),
+			},
+			want: VGPUConfig{ComputePolicy: ComputePolicyStrict, Priority: PriorityLow, LogLevel: LogLevelWarning, Enforcement: EnforcementEnabled,
+				MemoryLimit: ptr.To(resource.MustParse("12Gi")), Burst: BurstAllowed, ReclaimGracePeriodSeconds: ptr.To[int64](120)},
+		},
+		{
+			name:   "burst never without a memoryLimit",
+			layers: []Layer{layer(true, `"burst":"never"`), layer(false, `"priority":"high"`)},
+			want:   VGPUConfig{ComputePolicy: ComputePolicyStrict, Priority: PriorityHigh, LogLevel: LogLevelWarning, Enforcement: EnforcementEnabled, Burst: BurstNever},
+		},
+		{
+			name:    "memoryLimit under burst never",
+			layers:  []Layer{layer(true, `"burst":"never"`), layer(false, `"priority":"high"`), layer(false, `"memoryLimit":"8Gi"`)},
+			wantErr: []string{"config 2 (from claim)", "memoryLimit: Forbidden", "burst: never"},
+		},
+		{
+			name:    "a later class layer cannot forbid burst after the fact either",
+			layers:  []Layer{layer(false, `"memoryLimit":"8Gi"`), layer(true, `"burst":"never"`)},
+			wantErr: []string{"config 0 (from claim)", "memoryLimit: Forbidden"},
+		},
+		{
+			name:    "claim may not choose its burst policy",
+			layers:  []Layer{layer(true, `"burst":"never"`), layer(false, `"burst":"allowed"`)},
+			wantErr: []string{"config 1 (from claim)", "burst: Forbidden"},
+		},
+		{
+			name:    "claim may not choose its grace period",
+			layers:  []Layer{layer(false, `"reclaimGracePeriodSeconds":3600`)},
+			wantErr: []string{"config 0 (from claim)", "reclaimGracePeriodSeconds: Forbidden"},
+		},
+		{
+			name:    "class may not set a memoryLimit",
+			layers:  []Layer{layer(true, `"memoryLimit":"8Gi"`)},
+			wantErr: []string{"config 0 (from class)", "memoryLimit: Forbidden", "ResourceClaim"},
+		},
+		{
 			name:    "malformed layer names its index",
 			layers:  []Layer{layer(true, ""), {FromClass: true, Raw: []byte(`{` + header + `,"cores":30}`)}},
 			wantErr: []string{"config 1 (from class)", `unknown field "cores"`},
@@ -195,6 +315,7 @@ func TestResolve(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
+			tc.want = defaulted(tc.want)
 			tc.want.APIVersion = SchemeGroupVersion.String()
 			tc.want.Kind = Kind
 			assert.Equal(t, tc.want, got)
@@ -212,6 +333,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{` + header + `,"logLevel":null}`))
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"kind":7}`))
+	f.Add([]byte(`{` + header + `,"memoryLimit":"1.5Gi","burst":"never","reclaimGracePeriodSeconds":30}`))
+	f.Add([]byte(`{` + header + `,"memoryLimit":"1e40"}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		cfg, err := Decode(raw)
 		if err != nil {
@@ -223,6 +346,10 @@ func FuzzDecode(f *testing.F) {
 		require.NoError(t, err)
 		again, err := Decode(encoded)
 		require.NoError(t, err, "re-decoding %s", encoded)
-		require.Equal(t, cfg, again)
+		// A quantity's internal form may change in the round trip
+		// (1.5Gi becomes 1536Mi); its encoding must not.
+		reencoded, err := json.Marshal(again)
+		require.NoError(t, err)
+		require.Equal(t, string(encoded), string(reencoded))
 	})
 }

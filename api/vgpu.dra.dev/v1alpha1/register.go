@@ -28,7 +28,7 @@ func addDefaultingFuncs(scheme *runtime.Scheme) error {
 }
 
 // SetDefaults fills every empty field of c with its default and sets the
-// type meta.
+// type meta. MemoryLimit stays unset: no limit means the guarantee.
 func SetDefaults(c *VGPUConfig) {
 	c.APIVersion = SchemeGroupVersion.String()
 	c.Kind = Kind
@@ -43,5 +43,12 @@ func SetDefaults(c *VGPUConfig) {
 	}
 	if c.Enforcement == "" {
 		c.Enforcement = DefaultEnforcement
+	}
+	if c.Burst == "" {
+		c.Burst = DefaultBurst
+	}
+	if c.ReclaimGracePeriodSeconds == nil {
+		grace := DefaultReclaimGracePeriodSeconds
+		c.ReclaimGracePeriodSeconds = &grace
 	}
 }

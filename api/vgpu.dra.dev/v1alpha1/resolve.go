@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	"fmt"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Layer is one opaque config of this driver that applies to an allocation
@@ -19,10 +21,12 @@ type Layer struct {
 
 // Resolve merges layers: each set field of a later layer overrides the
 // earlier value. A claim layer that sets a class-only field is an error,
-// so a user cannot switch enforcement off. The result is defaulted and
-// valid.
+// so a user cannot switch enforcement off, and so is a class layer that
+// sets a claim-only field. A memoryLimit under burst: never is an error
+// too. The result is defaulted and valid.
 func Resolve(layers []Layer) (VGPUConfig, error) {
 	var merged VGPUConfig
+	limitFrom := -1 // the layer whose memoryLimit wins
 	for i, layer := range layers {
 		source := "claim"
 		if layer.FromClass {
@@ -32,14 +36,23 @@ func Resolve(layers []Layer) (VGPUConfig, error) {
 		if err != nil {
 			return VGPUConfig{}, fmt.Errorf("config %d (from %s): %w", i, source, err)
 		}
-		if !layer.FromClass {
-			if errs := cfg.ValidateClaimConfig(nil); len(errs) > 0 {
-				return VGPUConfig{}, fmt.Errorf("config %d (from %s): %w", i, source, errs.ToAggregate())
-			}
+		validate := cfg.ValidateClaimConfig
+		if layer.FromClass {
+			validate = cfg.ValidateClassConfig
+		}
+		if errs := validate(nil); len(errs) > 0 {
+			return VGPUConfig{}, fmt.Errorf("config %d (from %s): %w", i, source, errs.ToAggregate())
+		}
+		if cfg.MemoryLimit != nil {
+			limitFrom = i
 		}
 		overlay(&merged, cfg)
 	}
 	SetDefaults(&merged)
+	if merged.Burst == BurstNever && merged.MemoryLimit != nil {
+		return VGPUConfig{}, fmt.Errorf("config %d (from claim): %w", limitFrom,
+			field.Forbidden(field.NewPath("memoryLimit"), "the DeviceClass sets burst: never"))
+	}
 	return merged, nil
 }
 
@@ -55,5 +68,14 @@ func overlay(dst, src *VGPUConfig) {
 	}
 	if src.Enforcement != "" {
 		dst.Enforcement = src.Enforcement
+	}
+	if src.MemoryLimit != nil {
+		dst.MemoryLimit = src.MemoryLimit
+	}
+	if src.Burst != "" {
+		dst.Burst = src.Burst
+	}
+	if src.ReclaimGracePeriodSeconds != nil {
+		dst.ReclaimGracePeriodSeconds = src.ReclaimGracePeriodSeconds
 	}
 }

@@ -1,6 +1,7 @@
 package v1alpha1
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
@@ -63,12 +64,33 @@ const (
 	EnforcementDisabled Enforcement = "disabled"
 )
 
+// BurstPolicy says whether claims of a class may set a memoryLimit above
+// their guarantee. It is honoured only from a DeviceClass.
+type BurstPolicy string
+
+const (
+	// BurstAllowed lets a claim set memoryLimit and use memory above its
+	// guarantee that no other claim has booked; its pod may be evicted to
+	// give that memory back.
+	BurstAllowed BurstPolicy = "allowed"
+	// BurstNever forbids memoryLimit: the claim's limit is its guarantee,
+	// and it is never evicted to reclaim memory.
+	BurstNever BurstPolicy = "never"
+)
+
 // Defaults applied to fields left empty.
 const (
 	DefaultComputePolicy = ComputePolicyStrict
 	DefaultPriority      = PriorityLow
 	DefaultLogLevel      = LogLevelWarning
 	DefaultEnforcement   = EnforcementEnabled
+	DefaultBurst         = BurstAllowed
+	// DefaultReclaimGracePeriodSeconds is the grace period of a pod
+	// evicted to give its burst back.
+	DefaultReclaimGracePeriodSeconds int64 = 30
+	// MaxReclaimGracePeriodSeconds bounds reclaimGracePeriodSeconds: a
+	// claim waiting for its guarantee waits at least this long.
+	MaxReclaimGracePeriodSeconds int64 = 3600
 )
 
 // VGPUConfig is the opaque configuration of a vGPU allocation. An empty
@@ -87,4 +109,16 @@ type VGPUConfig struct {
 	LogLevel LogLevel `json:"logLevel,omitempty"`
 	// Enforcement is enabled or disabled. Default enabled. Class-only.
 	Enforcement Enforcement `json:"enforcement,omitempty"`
+	// MemoryLimit is the most GPU memory each device of the requests this
+	// config applies to may use: the guarantee (the memory capacity the
+	// claim requested and the scheduler booked) plus burst, memory of the
+	// GPU no claim has booked, granted while it is free. Unset means the
+	// limit is the guarantee. A whole number of bytes. Claim-only.
+	MemoryLimit *resource.Quantity `json:"memoryLimit,omitempty"`
+	// Burst is allowed or never. Default allowed. Class-only.
+	Burst BurstPolicy `json:"burst,omitempty"`
+	// ReclaimGracePeriodSeconds is the grace period of a pod evicted to
+	// give its burst back to a claim that needs its guarantee, 0 to
+	// MaxReclaimGracePeriodSeconds. Default 30. Class-only.
+	ReclaimGracePeriodSeconds *int64 `json:"reclaimGracePeriodSeconds,omitempty"`
 }

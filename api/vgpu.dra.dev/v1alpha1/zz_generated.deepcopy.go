@@ -13,6 +13,16 @@ import (
 func (in *VGPUConfig) DeepCopyInto(out *VGPUConfig) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
+	if in.MemoryLimit != nil {
+		in, out := &in.MemoryLimit, &out.MemoryLimit
+		x := (*in).DeepCopy()
+		*out = &x
+	}
+	if in.ReclaimGracePeriodSeconds != nil {
+		in, out := &in.ReclaimGracePeriodSeconds, &out.ReclaimGracePeriodSeconds
+		*out = new(int64)
+		**out = **in
+	}
 	return
 }
 

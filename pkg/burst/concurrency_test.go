@@ -1,0 +1,52 @@
+package burst
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Claims asking at once (each over its own socket) never get more than the
+// GPU has between them.
+func TestConcurrentGrants(t *testing.T) {
+	f := newFixture(t)
+	const n = 8
+	uids := make([]types.UID, n)
+	for i := range uids {
+		uids[i] = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
+		require.NoError(t, f.ledger.AddClaim(Claim{UID: uids[i], Path: filepath.Join(f.dir, string(uids[i])),
+			Shares: map[string]Share{uuid0: {Guarantee: gib, Limit: 16 * gib}}}))
+	}
+	var wg sync.WaitGroup
+	for i, uid := range uids {
+		wg.Go(func() {
+			for j := range 200 {
+				if j%3 == 2 {
+					_, _ = f.ledger.Shrink(uid, uuid0, gib+uint64(j%5)*ChunkBytes, time.Now(), nil)
+					continue
+				}
+				_, _ = f.ledger.Grant(uid, uuid0, uint64(1+(i+j)%24)*ChunkBytes)
+			}
+		})
+	}
+	wg.Wait()
+	booked, usable := f.ledger.Booked(uuid0)
+	assert.LessOrEqual(t, booked, usable)
+	var sum uint64
+	for _, uid := range uids {
+		var inFile uint64 // no file: never granted
+		if _, err := os.Stat(filepath.Join(f.dir, string(uid))); err == nil {
+			inFile = f.file(uid)[uuid0]
+		}
+		sum += gib + inFile
+		assert.Equal(t, inFile, f.ledger.Grants(uid)[uuid0], "the last file written is the ledger's grant")
+	}
+	assert.LessOrEqual(t, sum, usable)
+}

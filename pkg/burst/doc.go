@@ -1,0 +1,25 @@
+// Package burst keeps the node's burst grants: per GPU, how much memory
+// above its guarantee each prepared claim may use (docs/architecture.md,
+// "Burstable memory"). It is the host-side half of burstable memory and
+// decides only; it does not talk to the library, NVML or the API server.
+//
+// A claim's guarantee on a GPU is what the scheduler booked for it there;
+// its limit is its memoryLimit (the guarantee when unset). The Ledger grants
+// memory above the guarantee in chunks of ChunkBytes, never beyond the limit,
+// and only while, on that GPU,
+//
+//	sum over claims of (guarantee + grant) + use outside claims + pending guarantees <= memory - driver reserve
+//
+// so that, as long as the library holds every claim to guarantee + grant,
+// sum over claims of max(use, guarantee) stays within the GPU's usable
+// memory: no allocation within a guarantee fails because another claim
+// bursts. Grants shrink from physical use (Shrink); a claim to be prepared
+// is admitted only when its guarantee fits, and otherwise Admit names the
+// claims whose grants to reclaim (the eviction choice, not the eviction).
+//
+// Each claim's grants are persisted in its host/burst file (WriteFile's
+// format, read strictly by ParseFile) before a grant is answered, so that a
+// restarted plugin rebuilds them (Rebuild) and grants nothing twice. The
+// ledger always accounts at least what any version of a file it wrote
+// could show the library.
+package burst
