@@ -639,7 +639,7 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
         g->shm = g->parts[0].shm;
         g->rec = g->parts[0].rec;
     }
-    vgpu_compute_init(&g->compute, g->shm != NULL ? &g->shm->r->devices[g->rec] : NULL,
+    vgpu_limiter_state_init(&g->compute, g->shm != NULL ? &g->shm->r->devices[g->rec] : NULL,
                       g->enforce && !g->fail_closed, sm.limit, sm.policy,
                       sm.priority == VGPU_PRIORITY_HIGH, mono_ns());
     if (g->compute.active)

@@ -45,7 +45,7 @@ struct vgpu_gpu {
     struct vgpu_hostpids *hostpids;  /* the claim's host pid map, NULL standalone */
     int rec;                         /* parts[0].rec */
     _Atomic uint64_t private_used;   /* counter used when nparts is 0 (vgpu_reserve.h) */
-    struct vgpu_compute compute;     /* SM limiter */
+    struct vgpu_limiter_state compute;     /* SM limiter */
 };
 
 /*

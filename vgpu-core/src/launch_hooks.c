@@ -19,7 +19,7 @@
             return CUDA_ERROR_NOT_INITIALIZED;                                                     \
         vgpu_process_init();                                                                        \
         if (__atomic_load_n(&vgpu_any_sm_limit, __ATOMIC_RELAXED))                                  \
-            vgpu_compute_admit(stream, ptsz);                                                      \
+            vgpu_limiter_admit(stream, ptsz);                                                      \
     } while (0)
 
 #define LAUNCH_BODY(name, stream, ptsz, ...)                                                       \

@@ -93,10 +93,10 @@ static void start_helper(void)
     pthread_mutex_unlock(&T.mu);
 }
 
-void vgpu_compute_admit(CUstream hStream, bool ptsz)
+void vgpu_limiter_admit(CUstream hStream, bool ptsz)
 {
     struct vgpu_gpu *g;
-    struct vgpu_compute *c;
+    struct vgpu_limiter_state *c;
     CUdevice dev;
     uint64_t cost, wait, t0, now;
 
@@ -171,7 +171,7 @@ void vgpu_compute_admit(CUstream hStream, bool ptsz)
 /* Copies our counters into our slot for the refiller and the monitor. */
 static void publish(struct vgpu_gpu *g)
 {
-    struct vgpu_compute *c = &g->compute;
+    struct vgpu_limiter_state *c = &g->compute;
 
     if (g->shm == NULL)
         return;
@@ -225,7 +225,7 @@ static bool refiller_dead(struct vgpu_gpu *g, uint64_t lease, uint64_t now)
  */
 static bool hold_lease(struct vgpu_gpu *g, uint64_t now)
 {
-    struct vgpu_compute *c = &g->compute;
+    struct vgpu_limiter_state *c = &g->compute;
     struct vgpu_region_device *d = c->bucket;
     const struct vgpu_procinfo *self = vgpu_self();
     uint64_t cur;
@@ -268,7 +268,7 @@ static int start_controller(struct vgpu_gpu *g, uint64_t now)
 {
     /* Static: only the helper thread runs this. */
     static uint64_t seed[VGPU_REGION_MAX_SLOTS];
-    struct vgpu_compute *c = &g->compute;
+    struct vgpu_limiter_state *c = &g->compute;
 
     if (c->ctl == NULL) {
         c->ctl = malloc(sizeof(*c->ctl));
@@ -314,7 +314,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     static double cost[VGPU_REGION_MAX_SLOTS];
     struct vgpu_sm_sample samples[MAX_SAMPLES];
     bool matched[MAX_SAMPLES] = {false};
-    struct vgpu_compute *c = &g->compute;
+    struct vgpu_limiter_state *c = &g->compute;
     bool reclaim = false;
     struct vgpu_ctl_tick t = {.now = now, .policy = c->policy, .high_priority = c->high_priority,
                               .obs = obs, .cost_ns = cost};
@@ -397,7 +397,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
 /* The helper's work on one GPU each period. */
 static void service(struct vgpu_gpu *g, uint64_t now)
 {
-    struct vgpu_compute *c = &g->compute;
+    struct vgpu_limiter_state *c = &g->compute;
     bool was_owner = c->owner;
 
     if (__atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE))
@@ -435,7 +435,7 @@ static void *helper_main(void *arg)
     return NULL;
 }
 
-void vgpu_compute_forked(void)
+void vgpu_limiter_forked(void)
 {
     struct vgpu_gpu *gpus[VGPU_MAX_GPUS];
     int n = vgpu_gpus_snapshot_locked(gpus, VGPU_MAX_GPUS);
@@ -450,14 +450,14 @@ void vgpu_compute_forked(void)
     }
 }
 
-void vgpu_compute_exit(void)
+void vgpu_limiter_exit(void)
 {
     struct vgpu_gpu *gpus[VGPU_MAX_GPUS];
     int n = vgpu_gpus_snapshot_locked(gpus, VGPU_MAX_GPUS);
 
     __atomic_store_n(&T.stopping, true, __ATOMIC_RELEASE);
     for (int i = 0; i < n; i++) {
-        struct vgpu_compute *c = &gpus[i]->compute;
+        struct vgpu_limiter_state *c = &gpus[i]->compute;
         uint64_t mine = c->lease_ns;
 
         /* Expire our lease so that a surviving process refills without a gap. */

@@ -37,13 +37,13 @@ struct vgpu_gpu;
  * when the launch may go to the driver. Never delays or synchronizes a
  * launch into a capturing stream.
  */
-void vgpu_compute_admit(CUstream hStream, bool ptsz);
+void vgpu_limiter_admit(CUstream hStream, bool ptsz);
 
 /* Fork child: the helper thread did not survive the fork. */
-void vgpu_compute_forked(void);
+void vgpu_limiter_forked(void);
 
 /* Process exit: hands our refiller leases over at once. */
-void vgpu_compute_exit(void);
+void vgpu_limiter_exit(void);
 
 
 #endif /* VGPU_LIMITER_H */

@@ -532,7 +532,7 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
     }
 }
 
-void vgpu_compute_init(struct vgpu_compute *c, struct vgpu_region_device *bucket,
+void vgpu_limiter_state_init(struct vgpu_limiter_state *c, struct vgpu_region_device *bucket,
                        bool active_allowed, uint32_t sm_limit, uint32_t policy, bool high_priority,
                        uint64_t now)
 {

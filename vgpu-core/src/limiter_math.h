@@ -264,7 +264,7 @@ struct vgpu_ctl_tick {
 void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu_ctl_tick *t);
 
 /* Compute state of one GPU in this process. */
-struct vgpu_compute {
+struct vgpu_limiter_state {
     bool active;                   /* launches go through the bucket */
     double target;                 /* SM limit, fraction of GPU time */
     uint32_t policy;               /* VGPU_POLICY_* */
@@ -288,7 +288,7 @@ struct vgpu_compute {
  * closed), the limit is set and the policy is not disabled; the bucket is
  * then initialised at now unless another process did it first.
  */
-void vgpu_compute_init(struct vgpu_compute *c, struct vgpu_region_device *bucket,
+void vgpu_limiter_state_init(struct vgpu_limiter_state *c, struct vgpu_region_device *bucket,
                        bool active_allowed, uint32_t sm_limit, uint32_t policy, bool high_priority,
                        uint64_t now);
 

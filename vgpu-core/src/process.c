@@ -15,7 +15,7 @@ static pthread_once_t process_once = PTHREAD_ONCE_INIT;
 static void at_exit(void)
 {
     vgpu_lock();
-    vgpu_compute_exit();
+    vgpu_limiter_exit();
     vgpu_gpus_release_slots();
     vgpu_unlock();
 }
@@ -35,7 +35,7 @@ static void fork_child(void)
 {
     vgpu_gpus_forked();
     vgpu_acct_forget_all();
-    vgpu_compute_forked();
+    vgpu_limiter_forked();
     vgpu_unlock();
 }
 
