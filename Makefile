@@ -1,3 +1,17 @@
+# Copyright 2026 The vgpu-dra Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 # vgpu-dra: the single entry point for building, testing, benchmarking and the demo.
 # `make help` lists the targets.
 
@@ -76,7 +90,7 @@ fmt-check: ## fail if any Go file is not gofmt-formatted
 
 .PHONY: generate
 generate: ## regenerate generated Go code (DeepCopy of the API types, k8s.io/code-generator's deepcopy-gen)
-	$(GO) tool deepcopy-gen --go-header-file /dev/null --output-file zz_generated.deepcopy.go ./api/...
+	$(GO) tool deepcopy-gen --go-header-file hack/boilerplate/boilerplate.go.txt --output-file zz_generated.deepcopy.go ./api/...
 
 .PHONY: generate-check
 generate-check: ## fail if generated Go code is not what make generate writes
@@ -98,8 +112,9 @@ bench: vgpu-core ## benchmarks: prepare path (Go) and interception overhead (C)
 	$(MAKE) -C vgpu-core bench
 
 .PHONY: lint
-lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml (pinned version, installed into _output/tools on first use), libvgpu.so's unit graph
+lint: $(GOLANGCI_LINT) ## golangci-lint with .golangci.yml (pinned version, installed into _output/tools on first use), licence headers, libvgpu.so's unit graph
 	$(GOLANGCI_LINT) run ./...
+	hack/verify-boilerplate.sh
 	$(MAKE) -s -C vgpu-core lint
 
 # The pinned linter, built from the Go module proxy (a few minutes, once).
