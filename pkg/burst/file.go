@@ -39,9 +39,9 @@ const (
 	MaxGrantBytes = uint64(1) << 50
 )
 
-// gpuUUID is the GPU UUID form the claim config uses (the library's
+// gpuUUID is a GPU or MIG-instance UUID as the claim config names it (the library's
 // vgpu_uuid_valid).
-var gpuUUID = regexp.MustCompile(`^GPU-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
+var gpuUUID = regexp.MustCompile(`^(GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
 // RenderFile returns the host/burst content for grants (bytes by GPU UUID):
 //

@@ -392,6 +392,7 @@ func TestAllocateClassConfig(t *testing.T) {
 			}
 			require.NoError(t, err)
 			tc.want.TypeMeta = resolved.TypeMeta
+			tc.want.Burst, tc.want.ReclaimGracePeriodSeconds = api.DefaultBurst, ptr.To(api.DefaultReclaimGracePeriodSeconds)
 			assert.Equal(t, tc.want, resolved)
 		})
 	}
