@@ -765,7 +765,8 @@ static void test_burst_parse(void)
         "version=1\ngpu " U0 " 1 \n",                /* trailing space */
         "version=1\nGPU " U0 " 1\n",                 /* keyword */
         "version=1\ngpu GPU-1234 1\n",               /* short UUID */
-        "version=1\ngpu MIG-11111111-2222-3333-4444-555555555555 1\n", /* not a GPU UUID */
+        "version=1\ngpu CPU-11111111-2222-3333-4444-555555555555 1\n", /* not a GPU or MIG UUID */
+        "version=1\ngpu MIG-GPU-11111111-2222-3333-4444-555555555555/1/0 1\n", /* pre-R470 MIG form */
         "version=1\ngpu GPU-11111111-2222-3333-4444-55555555555g 1\n", /* not hex */
         "version=1\ngpu " U0 " -1\n",                /* sign */
         "version=1\ngpu " U0 " +1\n",                /* sign */
