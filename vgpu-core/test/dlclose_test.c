@@ -35,6 +35,7 @@ limitations under the License.
 #include <unistd.h>
 
 #include "check.h"
+#include "probe_run.h"
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
 
@@ -165,58 +166,6 @@ static int probe(const char *dir)
     return 0;
 }
 
-/*
- * LD_PRELOAD for a probe: lib (NULL: none) after VGPU_TEST_PRELOAD_PREFIX
- * (the sanitizer runtime, which must come first; then also without lib).
- */
-static void preload(const char *lib)
-{
-    static char buf[8192];
-    const char *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
-
-    if (prefix != NULL && lib != NULL)
-        snprintf(buf, sizeof(buf), "%s:%s", prefix, lib);
-    else
-        snprintf(buf, sizeof(buf), "%s", prefix != NULL ? prefix : lib != NULL ? lib : "");
-    if (buf[0] != '\0')
-        setenv("LD_PRELOAD", buf, 1);
-    else
-        unsetenv("LD_PRELOAD");
-}
-
-static int run_probe(const char *lib, const char *env, char *out, size_t len)
-{
-    char exe[4096];
-    const char *dir = getenv("VGPU_TEST_FAKE_DIR");
-    int fd[2], status;
-    size_t n = 0;
-    ssize_t r;
-    pid_t pid;
-
-    if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) < 0 || pipe(fd) != 0)
-        return -1;
-    exe[sizeof(exe) - 1] = '\0';
-    pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        preload(lib);
-        if (env != NULL)
-            putenv((char *)env);
-        execl(exe, exe, "probe", dir, (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    while (n + 1 < len && (r = read(fd[0], out + n, len - n - 1)) > 0)
-        n += (size_t)r;
-    out[n] = '\0';
-    close(fd[0]);
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-        return -1;
-    return WEXITSTATUS(status);
-}
-
 static void expect(const char *what, const char *out, const char *line)
 {
     char want[256];
@@ -239,14 +188,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "dlclose_test: set VGPU_TEST_LIB and VGPU_TEST_FAKE_DIR\n");
         return 2;
     }
+    const char *const args[] = {"probe", getenv("VGPU_TEST_FAKE_DIR"), NULL};
     /* The fakes unload on their last dlclose, like NVIDIA's. */
-    CHECK_EQ(run_probe(NULL, NULL, out, sizeof(out)), 0);
+    CHECK_EQ(vgpu_test_run_self(args, NULL, NULL, out, sizeof(out)), 0);
     expect("without libvgpu.so", out, "nvml after dlclose: unloaded");
     expect("without libvgpu.so", out, "cuda after dlclose: unloaded");
     for (int e = 0; e < 2; e++) {
         const char *what = envs[e] == NULL ? "preloaded" : "preloaded, 1 GiB limit";
 
-        CHECK_EQ(run_probe(lib, envs[e], out, sizeof(out)), 0);
+        CHECK_EQ(vgpu_test_run_self(args, lib, envs[e], out, sizeof(out)), 0);
         expect(what, out, "nvml memory = 0");
         expect(what, out, "nvml after dlclose: unloaded");
         expect(what, out, "cuda after dlclose: unloaded");

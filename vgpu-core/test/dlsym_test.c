@@ -41,6 +41,7 @@ limitations under the License.
 #include <unistd.h>
 
 #include "check.h"
+#include "probe_run.h"
 
 static const char *const names[] = {
     "cuMemAlloc_v2",   "cuCtxCreate_v4",          "cuGetProcAddress_v2",
@@ -119,66 +120,23 @@ static int probe(const char *dir, const char *mode, const char *probe_lib)
     return 0;
 }
 
-/*
- * LD_PRELOAD for a probe: lib (NULL: none) after VGPU_TEST_PRELOAD_PREFIX
- * (the sanitizer runtime, which must come first; then also without lib).
- */
-static void preload(const char *lib)
-{
-    static char buf[8192];
-    const char *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
-
-    if (prefix != NULL && lib != NULL)
-        snprintf(buf, sizeof(buf), "%s:%s", prefix, lib);
-    else
-        snprintf(buf, sizeof(buf), "%s", prefix != NULL ? prefix : lib != NULL ? lib : "");
-    if (buf[0] != '\0')
-        setenv("LD_PRELOAD", buf, 1);
-    else
-        unsetenv("LD_PRELOAD");
-}
-
 /* Runs exe's probe for dir and mode, preloaded with lib (or not); its stdout in out. */
 static int run_exe(const char *exe, const char *dir, const char *mode, const char *lib, char *out,
                    size_t len)
 {
     const char *probe_lib = getenv("VGPU_TEST_PROBE_LIB");
-    int fd[2], status;
-    size_t n = 0;
-    ssize_t r;
-    pid_t pid;
+    const char *const args[] = {"probe", dir, mode, probe_lib != NULL ? probe_lib : "", NULL};
 
-    if (pipe(fd) != 0)
-        return -1;
-    pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        preload(lib);
-        execl(exe, exe, "probe", dir, mode, probe_lib != NULL ? probe_lib : "", (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    while (n + 1 < len && (r = read(fd[0], out + n, len - n - 1)) > 0)
-        n += (size_t)r;
-    out[n] = '\0';
-    close(fd[0]);
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-        return -1;
-    return WEXITSTATUS(status);
+    return vgpu_test_run_probe(exe, args, lib, NULL, out, len);
 }
 
 /* Runs this program's probe (see run_exe). */
 static int run_probe(const char *dir, const char *mode, const char *lib, char *out, size_t len)
 {
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    const char *probe_lib = getenv("VGPU_TEST_PROBE_LIB");
+    const char *const args[] = {"probe", dir, mode, probe_lib != NULL ? probe_lib : "", NULL};
 
-    if (n < 0)
-        return -1;
-    exe[n] = '\0';
-    return run_exe(exe, dir, mode, lib, out, len);
+    return vgpu_test_run_self(args, lib, NULL, out, len);
 }
 
 /* The output with every "sym vgpu" read as "sym": where a pointer points is compared apart. */
@@ -196,26 +154,6 @@ static void plain(const char *in, char *out, size_t len)
         }
     }
     out[o] = '\0';
-}
-
-/* Compares line by line, printing the first difference. */
-static void compare(const char *what, const char *a, const char *b)
-{
-    size_t line = 1;
-
-    while (*a != '\0' || *b != '\0') {
-        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
-
-        if (la != lb || strncmp(a, b, la) != 0) {
-            fprintf(stderr, "%s: line %zu differs:\n  without: %.*s\n  with:    %.*s\n", what, line,
-                    (int)la, a, (int)lb, b);
-            CHECK(0);
-            return;
-        }
-        a += la + (a[la] == '\n');
-        b += lb + (b[lb] == '\n');
-        line++;
-    }
 }
 
 static bool has_line(const char *out, const char *line)
@@ -262,7 +200,7 @@ int main(int argc, char **argv)
             CHECK_EQ(run_probe(dir, modes[m], lib, with, sizeof(with)), 0);
             plain(with, b, sizeof(b));
             plain(without, a, sizeof(a));
-            compare(what, a, b);
+            vgpu_test_compare_lines(what, "without:", a, "with:   ", b, 1);
             CHECK(strstr(without, "sym vgpu") == NULL);
             if (strcmp(modes[m], "global") == 0) {
                 EXPECT_LINE(with, "DEFAULT cuMemAlloc_v2: sym vgpu");
@@ -290,7 +228,7 @@ int main(int argc, char **argv)
         CHECK_EQ(run_exe(linked, fake, "linked", lib, with, sizeof(with)), 0);
         plain(with, b, sizeof(b));
         plain(without, a, sizeof(a));
-        compare("fake linked", a, b);
+        vgpu_test_compare_lines("fake linked", "without:", a, "with:   ", b, 1);
         EXPECT_LINE(with, "DEFAULT cuMemAlloc_v2: sym vgpu");
         EXPECT_LINE(with, "lib DEFAULT cuMemAlloc_v2: sym vgpu");
         EXPECT_LINE(with, "lib NEXT cuMemAlloc_v2: sym vgpu");

@@ -33,6 +33,7 @@ limitations under the License.
 #include <unistd.h>
 
 #include "check.h"
+#include "probe_run.h"
 #include "vgpu_nvml.h"
 
 nvmlReturn_t nvmlInit_v2(void);
@@ -105,75 +106,7 @@ static int probe(void)
     return 0;
 }
 
-/*
- * LD_PRELOAD for a probe: lib (NULL: none) after VGPU_TEST_PRELOAD_PREFIX
- * (the sanitizer runtime, which must come first; then also without lib).
- */
-static void preload(const char *lib)
-{
-    static char buf[8192];
-    const char *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
-
-    if (prefix != NULL && lib != NULL)
-        snprintf(buf, sizeof(buf), "%s:%s", prefix, lib);
-    else
-        snprintf(buf, sizeof(buf), "%s", prefix != NULL ? prefix : lib != NULL ? lib : "");
-    if (buf[0] != '\0')
-        setenv("LD_PRELOAD", buf, 1);
-    else
-        unsetenv("LD_PRELOAD");
-}
-
-/* Runs the probe with LD_PRELOAD=lib (unset for NULL) and env (NAME=VALUE or NULL); stdout in out. */
-static int run_probe(const char *lib, const char *env, char *out, size_t len)
-{
-    char exe[4096];
-    int fd[2], status;
-    size_t n = 0;
-    ssize_t r;
-    pid_t pid;
-
-    if (readlink("/proc/self/exe", exe, sizeof(exe) - 1) < 0 || pipe(fd) != 0)
-        return -1;
-    exe[sizeof(exe) - 1] = '\0';
-    pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 1);
-        close(fd[0]);
-        close(fd[1]);
-        preload(lib);
-        if (env != NULL)
-            putenv((char *)env);
-        execl(exe, exe, "probe", (char *)NULL);
-        _exit(127);
-    }
-    close(fd[1]);
-    while (n + 1 < len && (r = read(fd[0], out + n, len - n - 1)) > 0)
-        n += (size_t)r;
-    out[n] = '\0';
-    close(fd[0]);
-    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-        return -1;
-    return WEXITSTATUS(status);
-}
-
-static void compare(const char *what, const char *a, const char *b)
-{
-    size_t line = 1;
-
-    while (*a != '\0' || *b != '\0') {
-        size_t la = strcspn(a, "\n"), lb = strcspn(b, "\n");
-
-        if (la != lb || strncmp(a, b, la) != 0) {
-            fprintf(stderr, "%s: line %zu differs:\n  driver:       %.*s\n  with libvgpu: %.*s\n",
-                    what, line, (int)la, a, (int)lb, b);
-            CHECK(0);
-        }
-        a += la + (a[la] == '\n');
-        b += lb + (b[lb] == '\n');
-        line++;
-    }
-}
+static const char *const probe_args[] = {"probe", NULL};
 
 int main(int argc, char **argv)
 {
@@ -186,12 +119,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "nvml_order_test: set VGPU_TEST_LIB\n");
         return 2;
     }
-    CHECK_EQ(run_probe(NULL, NULL, want, sizeof(want)), 0);
+    CHECK_EQ(vgpu_test_run_self(probe_args, NULL, NULL, want, sizeof(want)), 0);
     CHECK(strstr(want, "before-init NULL nvmlDeviceGetProcessUtilization(dev, NULL, NULL, 0) = 1\n") !=
           NULL);
-    CHECK_EQ(run_probe(lib, NULL, got, sizeof(got)), 0);
-    compare("preloaded", want, got);
-    CHECK_EQ(run_probe(lib, "CUDA_DEVICE_MEMORY_LIMIT=1g", got, sizeof(got)), 0);
-    compare("preloaded, env limit", want, got);
+    CHECK_EQ(vgpu_test_run_self(probe_args, lib, NULL, got, sizeof(got)), 0);
+    vgpu_test_compare_lines("preloaded", "driver:      ", want, "with libvgpu:", got, 0);
+    CHECK_EQ(vgpu_test_run_self(probe_args, lib, "CUDA_DEVICE_MEMORY_LIMIT=1g", got, sizeof(got)), 0);
+    vgpu_test_compare_lines("preloaded, env limit", "driver:      ", want, "with libvgpu:", got, 0);
     return check_report("nvml_order_test");
 }
