@@ -214,6 +214,13 @@ static const void *dyn_ptr(const struct link_map *lm, ElfW(Addr) p)
     return (const void *)(p < lm->l_addr ? p + lm->l_addr : p);
 }
 
+/* Whether symbol s, with names in str, is a function named name that its object defines. */
+static int defines(const ElfW(Sym) *s, const char *str, const char *name)
+{
+    return s->st_shndx != SHN_UNDEF && ELF64_ST_TYPE(s->st_info) == STT_FUNC &&
+           strcmp(str + s->st_name, name) == 0;
+}
+
 /*
  * The address of the function name defined by lm, from its dynamic symbol
  * table (GNU or SysV hash), without any dl call: a dl call would clear the
@@ -238,7 +245,6 @@ static void *elf_lookup(const struct link_map *lm, const char *name)
     }
     if (sym == NULL || str == NULL)
         return NULL;
-#define DEFINES(i)                                                                                     (sym[i].st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym[i].st_info) == STT_FUNC &&                       strcmp(str + sym[i].st_name, name) == 0)
     if (gnu != NULL) {
         uint32_t nbuckets = gnu[0], symoffset = gnu[1], bloom_words = gnu[2], i;
         const uint32_t *buckets = (const uint32_t *)((const ElfW(Addr) *)(gnu + 4) + bloom_words);
@@ -249,7 +255,7 @@ static void *elf_lookup(const struct link_map *lm, const char *name)
         if (nbuckets == 0 || (i = buckets[hash % nbuckets]) < symoffset)
             return NULL;
         for (;; i++) {
-            if ((chain[i - symoffset] | 1) == (hash | 1) && DEFINES(i))
+            if ((chain[i - symoffset] | 1) == (hash | 1) && defines(&sym[i], str, name))
                 return (void *)(lm->l_addr + sym[i].st_value);
             if (chain[i - symoffset] & 1)
                 return NULL;
@@ -265,11 +271,10 @@ static void *elf_lookup(const struct link_map *lm, const char *name)
             hash = (hash ^ ((hash >> 24) & 0xf0)) & 0x0fffffff;
         }
         for (uint32_t i = nbucket != 0 ? sysv[2 + hash % nbucket] : 0; i != 0; i = chain[i]) {
-            if (DEFINES(i))
+            if (defines(&sym[i], str, name))
                 return (void *)(lm->l_addr + sym[i].st_value);
         }
     }
-#undef DEFINES
     return NULL;
 }
 
