@@ -14,8 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package docs holds the project's documentation; its test checks that every
-// relative link between the Markdown files of the repository resolves.
+// Package docs holds the project's documentation; its tests check that every
+// relative link between the Markdown files of the repository resolves, and
+// that the make targets and flags the docs name exist (drift_test.go).
 package docs
 
 import (
