@@ -157,6 +157,6 @@ func TestRelativeLinksResolve(t *testing.T) {
 }
 
 func TestAnchors(t *testing.T) {
-	got := anchors("# Shared region (contract with `pkg/region`)\n```\n# not a heading\n```\n## Tests\n## Tests\n")
-	assert.Equal(t, map[string]bool{"shared-region-contract-with-pkgregion": true, "tests": true, "tests-1": true}, got)
+	got := anchors("# Shared region (contract with `vgpu_region.h`)\n```\n# not a heading\n```\n## Tests\n## Tests\n")
+	assert.Equal(t, map[string]bool{"shared-region-contract-with-vgpu_regionh": true, "tests": true, "tests-1": true}, got)
 }
