@@ -139,7 +139,7 @@ chart-test: ## helm lint and template tests of the chart (also part of make test
 	$(GO) test -count=1 ./deployments/...
 
 .PHONY: demo
-demo: build ## the main job: simulated GPUs shared by workloads under hard limits (root; first run ~25 min, then ~1 min)
+demo: build ## the main job: simulated GPUs shared by workloads under hard limits (root; first run ~18 min, then ~1 min)
 	./demo/run.sh
 
 .PHONY: demo-down
