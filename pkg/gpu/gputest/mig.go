@@ -17,6 +17,9 @@ limitations under the License.
 package gputest
 
 import (
+	"cmp"
+	"maps"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -165,12 +168,19 @@ func (m *MIG) ComputeInstances() int {
 	return len(m.uuids)
 }
 
-// migDevices returns a MIG device handle per live compute instance.
+// migDevices returns a MIG device handle per live compute instance, in
+// (GPU instance, compute instance) order: each GetMigDeviceHandleByIndex
+// call lists them afresh, so the order must not change between calls.
 func (m *MIG) migDevices() []nvml.Device {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	cis := slices.SortedFunc(maps.Keys(m.uuids), func(a, b *server.ComputeInstance) int {
+		return cmp.Or(cmp.Compare(a.Info.GpuInstance.(*server.GpuInstance).Info.Id, b.Info.GpuInstance.(*server.GpuInstance).Info.Id),
+			cmp.Compare(a.Info.Id, b.Info.Id))
+	})
 	var out []nvml.Device
-	for ci, u := range m.uuids {
+	for _, ci := range cis {
+		u := m.uuids[ci]
 		giID := int(ci.Info.GpuInstance.(*server.GpuInstance).Info.Id)
 		ciID := int(ci.Info.Id)
 		out = append(out, &mock.Device{
