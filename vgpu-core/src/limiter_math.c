@@ -176,8 +176,14 @@ uint64_t vgpu_bucket_reprice(struct vgpu_region_device *d, uint64_t charged, uin
     uint64_t rate = load_u64(&d->bucket_refill_rate);
     double w;
 
-    if (cost < charged)
-        vgpu_bucket_credit(d, charged - cost);
+    /*
+     * A fall pays the debt, never lifts the balance above zero: the launches
+     * waiting go in their order as soon as it is paid, but nothing is banked
+     * to let a burst through whose small grids on several streams overlap
+     * (the estimates taken over it then charge too little once paced).
+     */
+    if (cost < charged && !vgpu_bucket_is_open(d))
+        add_capped(d, (double)(charged - cost), 0);
     else if (cost > charged)
         (void)vgpu_bucket_take(d, cost - charged);
     if (rate == 0)

@@ -139,7 +139,8 @@ uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
  * A launch that waits in the debt, charged `charged` tokens with wait_ns of
  * its wait left, is charged its process's launch cost as it is now (a new
  * estimate, or a bound NVML proved), as any launch taken now would be: the
- * difference is given back or charged on top, and its wait shortens or grows
+ * difference is given back (as far as the bucket is in debt: never banked
+ * above a balance of zero) or charged on top, and its wait shortens or grows
  * by it over the rate. Returns the wait left (0: it may go; at most
  * VGPU_WAIT_LIMIT_NS; unchanged at a rate of 0, where waits are polled).
  * Without it, the launches that wait when a process's estimate falls (at its

@@ -149,13 +149,21 @@ static void test_bucket(void)
     CHECK(d.bucket_tokens == -23 * (int64_t)MS);
     CHECK_EQ_U64(vgpu_bucket_reprice(&d, 8 * MS, 1 * MS, 10 * MS), 0);
     CHECK(d.bucket_tokens == -16 * (int64_t)MS);
-    /* Like any credit, never beyond the capacity; at a rate of 0 the wait is polled, not moved. */
+    /*
+     * What a fall gives back pays the debt and is never banked (a bucket
+     * lifted above zero by it lets the launches of several streams through
+     * at once); at a rate of 0 the wait is polled, not moved.
+     */
     CHECK_EQ_U64(vgpu_bucket_reprice(&d, 1000 * MS, 0, 10 * MS), 0);
-    CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
+    CHECK_EQ_U64(d.bucket_tokens, 0);
     vgpu_bucket_set_rate(&d, 0, VGPU_BUCKET_DEPTH_NS, 2 * S);
     CHECK(vgpu_bucket_take(&d, 10 * MS) != 0);
     CHECK_EQ_U64(vgpu_bucket_reprice(&d, 10 * MS, 1 * MS, 3 * MS), 3 * MS);
-    CHECK(d.bucket_tokens == VGPU_BUCKET_MIN_CAPACITY - (int64_t)MS);
+    CHECK(d.bucket_tokens == -(int64_t)MS);
+    /* A balance above zero (a refill came meanwhile) keeps what it has, and no more. */
+    d.bucket_tokens = 50000;
+    CHECK_EQ_U64(vgpu_bucket_reprice(&d, 10 * MS, 1 * MS, 3 * MS), 3 * MS);
+    CHECK(d.bucket_tokens == 50000);
     /* No launch is told to wait longer than VGPU_WAIT_LIMIT_NS. */
     vgpu_bucket_set_rate(&d, 0.0001, VGPU_BUCKET_DEPTH_NS, 3 * S);
     CHECK_EQ_U64(vgpu_bucket_reprice(&d, 1 * MS, 100 * MS, 1 * S), VGPU_WAIT_LIMIT_NS);
@@ -743,7 +751,7 @@ static void test_streams(void)
         printf("30 %%, 8 streams of 2 ms small grids, seeds 1-12: busiest second %.2f%% on "
                "average, %.2f%% at worst; settled within %.2f s\n",
                peak_sum / 12, peak_max, settle_max);
-        CHECK(peak_max <= 35.5);
+        CHECK(peak_max <= 35);
         CHECK(peak_sum / 12 <= 33);
         CHECK(settle_max <= SETTLE_GOAL_S);
     }
@@ -1381,8 +1389,40 @@ static void test_hostile_counters(void)
            "or 200 ms (200 in %d)\n", deep);
 }
 
-int main(void)
+/*
+ * limiter_test trace LIMIT STREAMS small|full KERNEL_US [SEED [SECONDS]]: one
+ * run of the streams grid's process (kernels all alike), every control
+ * period traced (see plant_spec.trace), then its true share second by second.
+ */
+static int trace_streams(int argc, char **argv)
 {
+    struct plant_spec s = {.nclaims = 1, .nprocs = 1, .trace = stdout};
+    double secs = argc > 7 ? atof(argv[7]) : 15;
+
+    s.seed = argc > 6 ? strtoull(argv[6], NULL, 10) : 1;
+    s.duration_ns = (uint64_t)(secs * S);
+    s.claims[0].limit_percent = (unsigned)atoi(argv[2]);
+    s.procs[0] = (struct plant_proc_spec){.kernel_ns = strtoull(argv[5], NULL, 10) * US,
+                                          .streams = atoi(argv[3]), .depth = 2,
+                                          .small_grid = strcmp(argv[4], "small") == 0,
+                                          .threaded = true};
+    if (plant_run(&s, &res) != 0) {
+        fprintf(stderr, "limiter_test trace: spec out of range\n");
+        return 2;
+    }
+    for (uint64_t k = 0; k + 1 <= (uint64_t)secs; k++)
+        printf("second %2llu: %6.2f%%\n", (unsigned long long)k,
+               plant_mean_share(&res, 0, k * S, (k + 1) * S));
+    printf("busiest second %.2f%%, settling %.2f s (2 points)\n",
+           plant_max_share(&res, 0, 0, s.duration_ns),
+           plant_settling_ns(&res, 0, s.claims[0].limit_percent, 2, 0, s.duration_ns) / 1e9);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 6 && strcmp(argv[1], "trace") == 0)
+        return trace_streams(argc, argv);
     test_bucket();
     test_contended_depth();
     test_hostile_bucket();

@@ -56,6 +56,7 @@ limitations under the License.
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "fake_gpu.h"
 #include "limiter.h"
@@ -98,6 +99,14 @@ struct plant_spec {
     int nclaims, nprocs;
     struct plant_claim_spec claims[PLANT_MAX_CLAIMS];
     struct plant_proc_spec procs[PLANT_MAX_PROCS];
+    /*
+     * NULL, or where each control period of every limited claim is written,
+     * one line per process: the time, its true share of the period, NVML's
+     * reading, its launches in the period, the cost the refiller set, whether
+     * it is measured, the bucket's balance and whether the period was marked
+     * a burst (to see what the estimate, bucket and controller do).
+     */
+    FILE *trace;
 };
 
 struct plant_result {
