@@ -170,6 +170,16 @@ uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
     return w < 1 ? 1 : w > (double)VGPU_WAIT_LIMIT_NS ? VGPU_WAIT_LIMIT_NS : (uint64_t)w;
 }
 
+uint64_t vgpu_bucket_paced_wait(const struct vgpu_region_device *d, uint64_t wait, uint64_t now)
+{
+    uint64_t last = load_u64(&d->bucket_last_refill_ns), accrued;
+
+    if (now <= last)
+        return wait;
+    accrued = now - last < VGPU_WAIT_MAX_NS ? now - last : VGPU_WAIT_MAX_NS;
+    return wait > accrued ? wait - accrued : 0;
+}
+
 uint64_t vgpu_bucket_reprice(struct vgpu_region_device *d, uint64_t charged, uint64_t cost,
                              uint64_t wait_ns)
 {

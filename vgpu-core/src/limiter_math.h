@@ -136,6 +136,19 @@ void vgpu_bucket_credit(struct vgpu_region_device *d, uint64_t tokens);
 uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
 
 /*
+ * The wait vgpu_bucket_take gave a launch, taken at now, less the refill the
+ * bucket has accrued since its last refill (its refiller credits it in
+ * steps of VGPU_WAIT_MAX_NS; no more than one step is counted, so a bucket
+ * nobody refills is not paid by refills that never come): the time until a
+ * continuous refill would have paid the debt up to the launch (0: it may go
+ * now). A launch waiting while another of its process waits uses it: the
+ * refill's steps would otherwise release them together, and a process's
+ * launches waiting at once are its streams', whose small grids then run
+ * side by side (see docs/limiter.md, pacing).
+ */
+uint64_t vgpu_bucket_paced_wait(const struct vgpu_region_device *d, uint64_t wait, uint64_t now);
+
+/*
  * A launch that waits in the debt, charged `charged` tokens with wait_ns of
  * its wait left, is charged its process's launch cost as it is now (a new
  * estimate, or a bound NVML proved), as any launch taken now would be: the
@@ -291,6 +304,7 @@ struct vgpu_limiter_state {
     uint64_t private_cost_ns;      /* launch cost when there is no region slot */
     uint64_t launches;             /* this process's launches (single relaxed store) */
     uint64_t throttled_ns;         /* this process's time waiting for tokens */
+    uint32_t waiting;              /* this process's launches waiting in the bucket now */
     /* refiller state (helper thread only) */
     bool owner;
     uint64_t lease_ns;             /* the lease value we wrote */

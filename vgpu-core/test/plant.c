@@ -128,6 +128,16 @@ static bool limited(const struct model *m, int claim)
     return m->spec->claims[claim].limit_percent != 0;
 }
 
+/* Whether a thread of p has a launch waiting in the bucket. */
+static bool waiting(const struct proc *p)
+{
+    for (int h = 0; h < p->nthreads; h++) {
+        if (p->threads[h].pending)
+            return true;
+    }
+    return false;
+}
+
 /* Launches what thread h of process i may launch at t; sets its next attempt. */
 static void thread_launch(struct model *m, int i, int h, uint64_t t)
 {
@@ -175,7 +185,13 @@ static void thread_launch(struct model *m, int i, int h, uint64_t t)
         }
         cost = p->cost_ns > 0 ? (uint64_t)p->cost_ns : VGPU_CTL_DEFAULT_COST_NS;
         if (limited(m, c) && !th->pending && (wait = vgpu_bucket_take(&m->dev[c], cost)) != 0) {
-            /* Charged: it goes once the refill paid the debt up to it (or all debt was paid). */
+            /*
+             * Charged: it goes once the refill paid the debt up to it (or all
+             * debt was paid). As limiter.c: behind another waiting launch of
+             * its process, paced as a continuous refill would pay.
+             */
+            if (waiting(p))
+                wait = vgpu_bucket_paced_wait(&m->dev[c], wait, t);
             th->pending = true;
             th->pending_cost = cost;
             th->wait_until = t + wait;
