@@ -36,6 +36,10 @@ limitations under the License.
  * what the start-up cost implies, never above the limit + 5, settled after),
  * a hostile container killing its own processes, and the bucket's admission
  * and refund rules.
+ *
+ * limiter_test trace LIMIT STREAMS small|full KERNEL_US [SEED [SECONDS]]
+ * prints one run of the streams grid's process period by period instead
+ * (see trace_streams), checking nothing.
  */
 #include <math.h>
 #include <stdio.h>

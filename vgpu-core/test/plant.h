@@ -34,7 +34,8 @@ limitations under the License.
  * log-normal durations around a
  * mean (50 us .. 20 ms), through its claim's token bucket exactly as
  * libvgpu.so does
- * (charge; if in debt, wait what vgpu_bucket_take says, looking at the
+ * (charge; if in debt, wait what vgpu_bucket_take says, paced by
+ * vgpu_bucket_paced_wait behind another waiting launch of the process, looking at the
  * bucket every VGPU_WAIT_MAX_NS and going early once the whole debt is paid
  * (vgpu_bucket_paid); count the launch when it goes; the bucket
  * set up at the start, as every process's library does); it starts, may alternate
