@@ -143,6 +143,13 @@ void vgpu_limiter_admit(CUstream hStream, bool ptsz)
         if (sd != NULL)
             __atomic_fetch_add(&sd->pending_charge_us, pending, __ATOMIC_RELAXED);
         t0 = now = mono_ns();
+        /*
+         * Behind another of our launches waiting (another stream's thread),
+         * paced as a continuous refill would pay: the refiller's steps would
+         * release them together and their small grids would run side by side.
+         */
+        if (__atomic_fetch_add(&c->waiting, 1, __ATOMIC_RELAXED) > 0)
+            wait = vgpu_bucket_paced_wait(c->bucket, wait, now);
         while (now - t0 < wait && !vgpu_bucket_paid(c->bucket)) {
             uint64_t now_cost = launch_cost(g);
 
@@ -169,6 +176,7 @@ void vgpu_limiter_admit(CUstream hStream, bool ptsz)
             sleep_ns(wait - (now - t0) < VGPU_WAIT_MAX_NS ? wait - (now - t0) : VGPU_WAIT_MAX_NS);
             now = mono_ns();
         }
+        __atomic_fetch_sub(&c->waiting, 1, __ATOMIC_RELAXED);
         if (sd != NULL)
             __atomic_fetch_sub(&sd->pending_charge_us, pending, __ATOMIC_RELAXED);
         __atomic_fetch_add(&c->throttled_ns, now - t0, __ATOMIC_RELAXED);
@@ -463,6 +471,7 @@ void vgpu_limiter_forked(void)
         gpus[i]->compute.owner = false;
         gpus[i]->compute.launches = 0;
         gpus[i]->compute.throttled_ns = 0;
+        gpus[i]->compute.waiting = 0; /* the parent's threads waited, not ours */
     }
 }
 

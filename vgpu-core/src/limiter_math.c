@@ -170,14 +170,30 @@ uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost)
     return w < 1 ? 1 : w > (double)VGPU_WAIT_LIMIT_NS ? VGPU_WAIT_LIMIT_NS : (uint64_t)w;
 }
 
+uint64_t vgpu_bucket_paced_wait(const struct vgpu_region_device *d, uint64_t wait, uint64_t now)
+{
+    uint64_t last = load_u64(&d->bucket_last_refill_ns), accrued;
+
+    if (now <= last)
+        return wait;
+    accrued = now - last < VGPU_WAIT_MAX_NS ? now - last : VGPU_WAIT_MAX_NS;
+    return wait > accrued ? wait - accrued : 0;
+}
+
 uint64_t vgpu_bucket_reprice(struct vgpu_region_device *d, uint64_t charged, uint64_t cost,
                              uint64_t wait_ns)
 {
     uint64_t rate = load_u64(&d->bucket_refill_rate);
     double w;
 
-    if (cost < charged)
-        vgpu_bucket_credit(d, charged - cost);
+    /*
+     * A fall pays the debt, never lifts the balance above zero: the launches
+     * waiting go in their order as soon as it is paid, but nothing is banked
+     * to let a burst through whose small grids on several streams overlap
+     * (the estimates taken over it then charge too little once paced).
+     */
+    if (cost < charged && !vgpu_bucket_is_open(d))
+        add_capped(d, (double)(charged - cost), 0);
     else if (cost > charged)
         (void)vgpu_bucket_take(d, cost - charged);
     if (rate == 0)
@@ -321,30 +337,37 @@ static void accumulate(struct vgpu_ctl_proc *p, double util, double launches)
     p->launch_acc = p->launch_acc * CTL_COST_DECAY + launches;
 }
 
-double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
-                     uint64_t now)
+/*
+ * The NVML window o's reading describes: [*ws, *we). Without a sample of its
+ * own, the process was idle up to NVML's last sample at the latest.
+ */
+static void window_of(const struct vgpu_ctl_obs *o, uint64_t now, uint64_t *ws, uint64_t *we)
 {
-    struct vgpu_ctl_proc *p;
-    /* Without a sample of its own, the process was idle up to NVML's last sample at the latest. */
-    uint64_t we = o->window_end != 0 && o->window_end <= now ? o->window_end
-                  : now > VGPU_CTL_SAMPLE_NS                ? now - VGPU_CTL_SAMPLE_NS
-                                                            : 0;
-    uint64_t ws = we > VGPU_CTL_WINDOW_NS ? we - VGPU_CTL_WINDOW_NS : 0, first_known;
-    double from, to, old, n, n_old, busy;
-    unsigned last;
-    bool partial;
+    *we = o->window_end != 0 && o->window_end <= now ? o->window_end
+          : now > VGPU_CTL_SAMPLE_NS                ? now - VGPU_CTL_SAMPLE_NS
+                                                    : 0;
+    *ws = *we > VGPU_CTL_WINDOW_NS ? *we - VGPU_CTL_WINDOW_NS : 0;
+}
 
-    if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
-        return 0;
-    p = &c->procs[o->slot];
-    last = newest_record(p);
-    if (p->id != o->id || (p->n > 0 && o->launches < p->launches[last])) {
-        /*
-         * A new owner. At the first tick the owners are the takeover's: their
-         * published estimates (seeds) are kept, and one without any is new
-         * enough to have launched from 0 in our history ("fresh"), as is
-         * every process that appears later.
-         */
+/* The launch cost p's launches are charged now (the default before any estimate). */
+static double charge_of(const struct vgpu_ctl_proc *p)
+{
+    return p->cost_ns > 0 ? p->cost_ns : (double)VGPU_CTL_DEFAULT_COST_NS;
+}
+
+/*
+ * The state of o's slot, restarted for a new owner (another identity, or a
+ * launch count that went back). At the first tick the owners are the
+ * takeover's: their published estimates (seeds) are kept, and one without
+ * any is new enough to have launched from 0 in our history ("fresh"), as is
+ * every process that appears later.
+ */
+static struct vgpu_ctl_proc *proc_of(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o,
+                                     uint64_t now)
+{
+    struct vgpu_ctl_proc *p = &c->procs[o->slot];
+
+    if (p->id != o->id || (p->n > 0 && o->launches < p->launches[newest_record(p)])) {
         double seed = c->last_ns == 0 ? p->cost_ns : 0;
 
         memset(p, 0, sizeof(*p));
@@ -353,92 +376,147 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
         p->fresh = seed == 0;
         p->first_ns = now;
     }
-    /* Launches since the last record were charged the cost set then (before any: the default). */
-    p->charged[p->head] =
-        (p->n > 0 ? p->charged[last] : 0) +
-        (double)(o->launches - (p->n > 0 ? p->launches[last] : 0)) *
-            (p->cost_ns > 0 ? p->cost_ns : (double)VGPU_CTL_DEFAULT_COST_NS);
+    return p;
+}
+
+/*
+ * Appends this period's record to p's history: its launches, what they
+ * were charged (the cost set at the last record, before any: the default),
+ * and whether the period was a burst. While its cost is bounded (its
+ * start-up) and the bucket throttled, a process charged more in a period
+ * than the claim's whole refill pays for (with two launches of slack) spent
+ * credits: the refunds and re-priced waits that bring the start-up cost
+ * down. Its launches went in a burst. (Once measured, what it spends beyond
+ * the refill is what the bucket saved for it, and its estimate already
+ * holds such periods.)
+ */
+static void record(const struct vgpu_ctl *c, struct vgpu_ctl_proc *p, uint64_t launches,
+                   uint64_t now)
+{
+    unsigned last = newest_record(p);
+
+    p->charged[p->head] = (p->n > 0 ? p->charged[last] : 0) +
+                          (double)(launches - (p->n > 0 ? p->launches[last] : 0)) * charge_of(p);
     p->t[p->head] = now;
-    p->launches[p->head] = o->launches;
-    /*
-     * While its cost is bounded (its start-up) and the bucket throttled, a
-     * process charged more in a period than the claim's whole refill pays
-     * for (with two launches of slack) spent credits: the refunds and
-     * re-priced waits that bring the start-up cost down. Its launches went
-     * in a burst. (Once measured, what it spends beyond the refill is what
-     * the bucket saved for it, and its estimate already holds such periods.)
-     */
+    p->launches[p->head] = launches;
     p->burst[p->head] =
         p->n > 0 && c->limited && !p->measured && now > p->t[last] &&
         p->charged[p->head] - p->charged[last] >
-            CTL_BURST_FACTOR * c->target * (double)(now - p->t[last]) +
-                2 * (p->cost_ns > 0 ? p->cost_ns : (double)VGPU_CTL_DEFAULT_COST_NS);
+            CTL_BURST_FACTOR * c->target * (double)(now - p->t[last]) + 2 * charge_of(p);
     p->head = (p->head + 1) % VGPU_CTL_HISTORY;
     if (p->n < VGPU_CTL_HISTORY)
         p->n++;
-    /* Each NVML window is used once, and only with the launch counts of that very window. */
-    if (!util_known || we <= p->window_end || !history_at(p, we, &to, NULL))
-        return p->cost_ns;
-    /*
-     * A process that was running before this controller took over has no
-     * history before its first record: only the launches since then are
-     * known to fall within the window, fewer than it made there, which is
-     * enough to bound its cost from above (not to measure it).
-     */
-    partial = !history_at(p, ws, &from, NULL);
-    if (partial) {
+}
+
+/* The launches of one NVML window, as p's history knows them. */
+struct window {
+    uint64_t ws, we;     /* the window */
+    uint64_t first_known; /* the first time of it whose launches are known */
+    double n;            /* launches within it (those known) */
+    double n_old;        /* of them, those VGPU_CTL_SENSOR_LAG_NS older than its end */
+    bool partial;        /* launches before first_known are unknown (a takeover) */
+};
+
+/*
+ * The launches of [ws, we) (false: the window was used already or its end
+ * is not in the history). A process that was running before this
+ * controller took over has no history before its first record: only the
+ * launches since then are known to fall within the window, fewer than it
+ * made there, which is enough to bound its cost from above (not to measure
+ * it). Each NVML window is used once, and only with the launch counts of
+ * that very window.
+ */
+static bool window_launches(struct vgpu_ctl_proc *p, uint64_t ws, uint64_t we, struct window *w)
+{
+    double from, to, old;
+
+    if (we <= p->window_end || !history_at(p, we, &to, NULL))
+        return false;
+    w->ws = ws;
+    w->we = we;
+    w->partial = !history_at(p, ws, &from, NULL);
+    if (w->partial) {
         from = (double)p->launches[oldest_record(p)];
-        first_known = p->t[oldest_record(p)];
+        w->first_known = p->t[oldest_record(p)];
     } else {
-        first_known = ws;
+        w->first_known = ws;
     }
     p->window_end = we;
-    n = to - from;
+    w->n = to - from;
     /* Launches old enough for NVML to have reported their kernels. */
-    n_old = we > ws + VGPU_CTL_SENSOR_LAG_NS &&
-                    history_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old, NULL) ? old - from : 0;
-    if (!p->measured && (o->util < CTL_MEASURABLE || ws < p->first_ns || partial)) {
-        /*
-         * At the sensor's resolution, or over a window in which the process
-         * started (its first launches may still be queued at the window's
-         * end), a reading only bounds the cost from above: (reading + a
-         * whole step, since a reading may be dithered down by one) over the
-         * launches it must have seen.
-         */
-        busy = (o->util + CTL_IDLE_BOUND) * (double)VGPU_CTL_WINDOW_NS;
-        /*
-         * Whole windows after its start are summed as a measured process's
-         * are, zeros included, so that the reading of 1 % that ends bounding
-         * (more likely a step of the dither than not, when it first comes)
-         * joins the readings before it instead of standing alone.
-         */
-        if (ws >= p->first_ns && !partial && n >= 0.5 && !burst_within(p, ws, we))
-            accumulate(p, o->util, n);
-        if (n_old >= 0.5) {
-            refund(p, ws, first_known, we - VGPU_CTL_SENSOR_LAG_NS, busy);
-            /* A bound only ever lowers the charge (the default's before the first). */
-            if (busy / n_old < (p->cost_ns > 0 ? p->cost_ns : (double)VGPU_CTL_DEFAULT_COST_NS))
-                p->cost_ns = clamp(busy / n_old, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
-        }
+    w->n_old = we > ws + VGPU_CTL_SENSOR_LAG_NS &&
+                       history_at(p, we - VGPU_CTL_SENSOR_LAG_NS, &old, NULL) ? old - from : 0;
+    return true;
+}
+
+/*
+ * At the sensor's resolution, or over a window in which the process started
+ * (its first launches may still be queued at the window's end), a reading
+ * only bounds the cost from above: (reading + a whole step, since a reading
+ * may be dithered down by one) over the launches it must have seen. What
+ * they were charged beyond it is refunded; the cost only ever moves down
+ * (from the default's, before the first bound).
+ */
+static void bound(struct vgpu_ctl_proc *p, double util, const struct window *w)
+{
+    double busy = (util + CTL_IDLE_BOUND) * (double)VGPU_CTL_WINDOW_NS;
+
+    /*
+     * Whole windows after its start are summed as a measured process's are,
+     * zeros included, so that the reading of 1 % that ends bounding (more
+     * likely a step of the dither than not, when it first comes) joins the
+     * readings before it instead of standing alone.
+     */
+    if (w->ws >= p->first_ns && !w->partial && w->n >= 0.5 && !burst_within(p, w->ws, w->we))
+        accumulate(p, util, w->n);
+    if (w->n_old >= 0.5) {
+        refund(p, w->ws, w->first_known, w->we - VGPU_CTL_SENSOR_LAG_NS, busy);
+        if (busy / w->n_old < charge_of(p))
+            p->cost_ns = clamp(busy / w->n_old, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
+    }
+}
+
+/*
+ * NVML saw nothing of launches that the estimate says it must have seen
+ * (more than CTL_IDLE_MAX busy): the kernels became shorter. Back to
+ * bounding from above, from what a zero allows; the launches before were
+ * charged the measured cost, nothing of them is refunded.
+ */
+static bool became_shorter(struct vgpu_ctl_proc *p, double util, const struct window *w)
+{
+    if (util > 0 || w->n_old < 0.5 || p->cost_ns * w->n_old <= CTL_IDLE_MAX * VGPU_CTL_WINDOW_NS)
+        return false;
+    p->measured = false;
+    p->busy_acc = p->launch_acc = 0;
+    p->refunded_to = p->block_from = w->we;
+    p->block_ns = 0;
+    p->cost_ns = clamp(CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS / w->n_old, CTL_COST_MIN_NS,
+                       CTL_COST_MAX_NS);
+    return true;
+}
+
+double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util_known,
+                     uint64_t now)
+{
+    struct vgpu_ctl_proc *p;
+    struct window w;
+    uint64_t ws, we;
+
+    if (o->slot < 0 || o->slot >= VGPU_REGION_MAX_SLOTS)
+        return 0;
+    p = proc_of(c, o, now);
+    record(c, p, o->launches, now);
+    window_of(o, now, &ws, &we);
+    if (!util_known || !window_launches(p, ws, we, &w))
+        return p->cost_ns;
+    if (!p->measured && (o->util < CTL_MEASURABLE || ws < p->first_ns || w.partial)) {
+        bound(p, o->util, &w);
         return p->cost_ns;
     }
     p->measured = true;
-    if (n < 0.5)
-        return p->cost_ns; /* no launches say nothing about their cost */
-    if (o->util <= 0 && n_old >= 0.5 && p->cost_ns * n_old > CTL_IDLE_MAX * VGPU_CTL_WINDOW_NS) {
-        /*
-         * NVML saw nothing of launches that the estimate says it must have
-         * seen: the kernels became shorter. Back to bounding from above.
-         */
-        p->measured = false;
-        p->busy_acc = p->launch_acc = 0;
-        /* Launches before were charged the measured cost. */
-        p->refunded_to = p->block_from = we;
-        p->block_ns = 0;
-        p->cost_ns = clamp(CTL_IDLE_BOUND * (double)VGPU_CTL_WINDOW_NS / n_old, CTL_COST_MIN_NS,
-                           CTL_COST_MAX_NS);
+    /* No launches say nothing about their cost. */
+    if (w.n < 0.5 || became_shorter(p, o->util, &w))
         return p->cost_ns;
-    }
     /*
      * A burst's kernels on several streams ran side by side: NVML saw a
      * fraction of what the same launches take once throttling paces them.
@@ -446,7 +524,7 @@ double vgpu_ctl_cost(struct vgpu_ctl *c, const struct vgpu_ctl_obs *o, bool util
      */
     if (burst_within(p, ws, we))
         return p->cost_ns;
-    accumulate(p, o->util, n);
+    accumulate(p, o->util, w.n);
     p->cost_ns = clamp(p->busy_acc / p->launch_acc, CTL_COST_MIN_NS, CTL_COST_MAX_NS);
     return p->cost_ns;
 }

@@ -136,10 +136,24 @@ void vgpu_bucket_credit(struct vgpu_region_device *d, uint64_t tokens);
 uint64_t vgpu_bucket_take(struct vgpu_region_device *d, uint64_t cost);
 
 /*
+ * The wait vgpu_bucket_take gave a launch, taken at now, less the refill the
+ * bucket has accrued since its last refill (its refiller credits it in
+ * steps of VGPU_WAIT_MAX_NS; no more than one step is counted, so a bucket
+ * nobody refills is not paid by refills that never come): the time until a
+ * continuous refill would have paid the debt up to the launch (0: it may go
+ * now). A launch waiting while another of its process waits uses it: the
+ * refill's steps would otherwise release them together, and a process's
+ * launches waiting at once are its streams', whose small grids then run
+ * side by side (see docs/limiter.md, pacing).
+ */
+uint64_t vgpu_bucket_paced_wait(const struct vgpu_region_device *d, uint64_t wait, uint64_t now);
+
+/*
  * A launch that waits in the debt, charged `charged` tokens with wait_ns of
  * its wait left, is charged its process's launch cost as it is now (a new
  * estimate, or a bound NVML proved), as any launch taken now would be: the
- * difference is given back or charged on top, and its wait shortens or grows
+ * difference is given back (as far as the bucket is in debt: never banked
+ * above a balance of zero) or charged on top, and its wait shortens or grows
  * by it over the rate. Returns the wait left (0: it may go; at most
  * VGPU_WAIT_LIMIT_NS; unchanged at a rate of 0, where waits are polled).
  * Without it, the launches that wait when a process's estimate falls (at its
@@ -290,6 +304,7 @@ struct vgpu_limiter_state {
     uint64_t private_cost_ns;      /* launch cost when there is no region slot */
     uint64_t launches;             /* this process's launches (single relaxed store) */
     uint64_t throttled_ns;         /* this process's time waiting for tokens */
+    uint32_t waiting;              /* this process's launches waiting in the bucket now */
     /* refiller state (helper thread only) */
     bool owner;
     uint64_t lease_ns;             /* the lease value we wrote */

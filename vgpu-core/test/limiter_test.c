@@ -36,6 +36,10 @@ limitations under the License.
  * what the start-up cost implies, never above the limit + 5, settled after),
  * a hostile container killing its own processes, and the bucket's admission
  * and refund rules.
+ *
+ * limiter_test trace LIMIT STREAMS small|full KERNEL_US [SEED [SECONDS]]
+ * prints one run of the streams grid's process period by period instead
+ * (see trace_streams), checking nothing.
  */
 #include <math.h>
 #include <stdio.h>
@@ -149,13 +153,32 @@ static void test_bucket(void)
     CHECK(d.bucket_tokens == -23 * (int64_t)MS);
     CHECK_EQ_U64(vgpu_bucket_reprice(&d, 8 * MS, 1 * MS, 10 * MS), 0);
     CHECK(d.bucket_tokens == -16 * (int64_t)MS);
-    /* Like any credit, never beyond the capacity; at a rate of 0 the wait is polled, not moved. */
+    /*
+     * What a fall gives back pays the debt and is never banked (a bucket
+     * lifted above zero by it lets the launches of several streams through
+     * at once); at a rate of 0 the wait is polled, not moved.
+     */
     CHECK_EQ_U64(vgpu_bucket_reprice(&d, 1000 * MS, 0, 10 * MS), 0);
-    CHECK_EQ_U64(d.bucket_tokens, 25 * MS);
+    CHECK_EQ_U64(d.bucket_tokens, 0);
     vgpu_bucket_set_rate(&d, 0, VGPU_BUCKET_DEPTH_NS, 2 * S);
     CHECK(vgpu_bucket_take(&d, 10 * MS) != 0);
     CHECK_EQ_U64(vgpu_bucket_reprice(&d, 10 * MS, 1 * MS, 3 * MS), 3 * MS);
-    CHECK(d.bucket_tokens == VGPU_BUCKET_MIN_CAPACITY - (int64_t)MS);
+    CHECK(d.bucket_tokens == -(int64_t)MS);
+    /* A balance above zero (a refill came meanwhile) keeps what it has, and no more. */
+    d.bucket_tokens = 50000;
+    CHECK_EQ_U64(vgpu_bucket_reprice(&d, 10 * MS, 1 * MS, 3 * MS), 3 * MS);
+    CHECK(d.bucket_tokens == 50000);
+    /*
+     * A paced wait counts the refill accrued since the last refill, one
+     * refill step at most: 1 ms accrued shortens a 3 ms wait to 2; 7 ms
+     * accrued (a refiller late or gone) only by 5; a wait the accrual pays
+     * is none; a refill time ahead of now changes nothing.
+     */
+    d.bucket_last_refill_ns = 10 * MS;
+    CHECK_EQ_U64(vgpu_bucket_paced_wait(&d, 3 * MS, 11 * MS), 2 * MS);
+    CHECK_EQ_U64(vgpu_bucket_paced_wait(&d, 20 * MS, 17 * MS), 15 * MS);
+    CHECK_EQ_U64(vgpu_bucket_paced_wait(&d, 3 * MS, 14 * MS), 0);
+    CHECK_EQ_U64(vgpu_bucket_paced_wait(&d, 3 * MS, 9 * MS), 3 * MS);
     /* No launch is told to wait longer than VGPU_WAIT_LIMIT_NS. */
     vgpu_bucket_set_rate(&d, 0.0001, VGPU_BUCKET_DEPTH_NS, 3 * S);
     CHECK_EQ_U64(vgpu_bucket_reprice(&d, 1 * MS, 100 * MS, 1 * S), VGPU_WAIT_LIMIT_NS);
@@ -680,39 +703,25 @@ static void test_streams(void)
                     struct plant_cell cell;
                     double target = limits[a], e, quantum;
                     bool settled, peak_ok;
-                    /*
-                     * Open: at 70 % a small grid of 0.1 ms still overlaps its
-                     * process's other streams once throttled (each 5 ms refill
-                     * lets 35-60 launches through), so its busy time per
-                     * launch shrinks as launches grow and the estimate reaches
-                     * it in 4-5 s, not 3 (1.2-3.2 s when it learned from the
-                     * start-up's bursts too; see docs/limiter.md).
-                     */
-                    double settle_goal = small && k == PLANT_K_100US && limits[a] == 70 &&
-                                                 streams[b] > 1
-                                             ? 5.0
-                                             : SETTLE_GOAL_S;
 
                     CHECK(plant_streams_cell(limits[a], streams[b], small, k, 0, GRID_RUN, 1,
                                              &cell) == 0);
                     e = absd(cell.share[0] - target);
-                    settled = cell.settling_s[0] <= settle_goal;
+                    settled = cell.settling_s[0] <= SETTLE_GOAL_S;
                     sum += e;
                     n++;
                     /* Kernels all alike: a second holds whole ones (20 ms: 2 points). */
                     quantum = 100.0 * (double)means[k] / S;
                     peak_ok = cell.peak[0] <= target + 5 + quantum;
                     printf("%4.0f%% %7d %5s %7s | %6.2f%% %+5.2f %6.1f%%  %6.1f%%    %5.2f s "
-                           "(%4.1f) %6.1f%%%s%s\n",
+                           "(%4.1f) %6.1f%%%s\n",
                            target, streams[b], small ? "small" : "full", plant_kernels_name(k),
                            cell.share[0], cell.share[0] - target, cell.first_s[0], cell.peak[0],
                            cell.settling_s[0], cell.band[0], cell.low[0],
-                           settled && e <= 3 && peak_ok ? "" : "  MISSED",
-                           settle_goal > SETTLE_GOAL_S ? "  (open: <= 5 s)" : "");
+                           settled && e <= 3 && peak_ok ? "" : "  MISSED");
                     worst = e > worst ? e : worst;
                     worst_first = fmax(worst_first, cell.first_s[0] - target);
-                    if (settle_goal <= SETTLE_GOAL_S)
-                        worst_settle = fmax(worst_settle, cell.settling_s[0]);
+                    worst_settle = fmax(worst_settle, cell.settling_s[0]);
                     CHECK(e <= 3);
                     CHECK(cell.first_s[0] <= target + 5 + quantum);
                     /* Nor any later second. */
@@ -743,13 +752,35 @@ static void test_streams(void)
         printf("30 %%, 8 streams of 2 ms small grids, seeds 1-12: busiest second %.2f%% on "
                "average, %.2f%% at worst; settled within %.2f s\n",
                peak_sum / 12, peak_max, settle_max);
-        CHECK(peak_max <= 35.5);
+        CHECK(peak_max <= 35);
         CHECK(peak_sum / 12 <= 33);
         CHECK(settle_max <= SETTLE_GOAL_S);
     }
+    /*
+     * 70 %, 4 and 8 streams of 0.1 ms small grids over twelve seeds. While
+     * the refill's 5 ms steps released a process's waiting launches together
+     * (each step 35-60 launches, side by side), busy time per launch fell as
+     * launches rose and the estimate took 4.2-5.3 s to settle.
+     */
+    for (int b = 4; b <= 8; b += 4) {
+        double settle_max = 0, peak_max = 0;
+
+        for (uint64_t seed = 1; seed <= 12; seed++) {
+            struct plant_cell cell;
+
+            CHECK(plant_streams_cell(70, b, true, PLANT_K_100US, 0, GRID_RUN, seed, &cell) == 0);
+            settle_max = fmax(settle_max, cell.settling_s[0]);
+            peak_max = fmax(peak_max, cell.peak[0]);
+            CHECK(absd(cell.share[0] - 70) <= 1);
+        }
+        printf("70 %%, %d streams of 0.1 ms small grids, seeds 1-12: settled within %.2f s, "
+               "busiest second %.2f%%\n", b, settle_max, peak_max);
+        CHECK(settle_max <= SETTLE_GOAL_S);
+        CHECK(peak_max <= 75);
+    }
     printf("streams: %d runs, mean absolute error %.2f points (goal <= 1), worst %.2f (<= 3), "
            "worst first second %+.2f points (<= +5, a kernel more for 20 ms ones), settling <= "
-           "%.2f s (<= 3) but in the open cells\n",
+           "%.2f s (<= 3)\n",
            n, sum / n, worst, worst_first, worst_settle);
     CHECK(sum / n <= 1.0);
 }
@@ -1381,8 +1412,40 @@ static void test_hostile_counters(void)
            "or 200 ms (200 in %d)\n", deep);
 }
 
-int main(void)
+/*
+ * limiter_test trace LIMIT STREAMS small|full KERNEL_US [SEED [SECONDS]]: one
+ * run of the streams grid's process (kernels all alike), every control
+ * period traced (see plant_spec.trace), then its true share second by second.
+ */
+static int trace_streams(int argc, char **argv)
 {
+    struct plant_spec s = {.nclaims = 1, .nprocs = 1, .trace = stdout};
+    double secs = argc > 7 ? atof(argv[7]) : 15;
+
+    s.seed = argc > 6 ? strtoull(argv[6], NULL, 10) : 1;
+    s.duration_ns = (uint64_t)(secs * S);
+    s.claims[0].limit_percent = (unsigned)atoi(argv[2]);
+    s.procs[0] = (struct plant_proc_spec){.kernel_ns = strtoull(argv[5], NULL, 10) * US,
+                                          .streams = atoi(argv[3]), .depth = 2,
+                                          .small_grid = strcmp(argv[4], "small") == 0,
+                                          .threaded = true};
+    if (plant_run(&s, &res) != 0) {
+        fprintf(stderr, "limiter_test trace: spec out of range\n");
+        return 2;
+    }
+    for (uint64_t k = 0; k + 1 <= (uint64_t)secs; k++)
+        printf("second %2llu: %6.2f%%\n", (unsigned long long)k,
+               plant_mean_share(&res, 0, k * S, (k + 1) * S));
+    printf("busiest second %.2f%%, settling %.2f s (2 points)\n",
+           plant_max_share(&res, 0, 0, s.duration_ns),
+           plant_settling_ns(&res, 0, s.claims[0].limit_percent, 2, 0, s.duration_ns) / 1e9);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 6 && strcmp(argv[1], "trace") == 0)
+        return trace_streams(argc, argv);
     test_bucket();
     test_contended_depth();
     test_hostile_bucket();

@@ -52,6 +52,7 @@ struct proc {
     uint64_t rng;
     gpu_busy busy;  /* what NVML's per-process sensor sees */
     bool gone;      /* stopped, its kernels dropped */
+    uint64_t traced_busy, traced_launches; /* at the last trace line */
 };
 
 struct model {
@@ -127,6 +128,16 @@ static bool limited(const struct model *m, int claim)
     return m->spec->claims[claim].limit_percent != 0;
 }
 
+/* Whether a thread of p has a launch waiting in the bucket. */
+static bool waiting(const struct proc *p)
+{
+    for (int h = 0; h < p->nthreads; h++) {
+        if (p->threads[h].pending)
+            return true;
+    }
+    return false;
+}
+
 /* Launches what thread h of process i may launch at t; sets its next attempt. */
 static void thread_launch(struct model *m, int i, int h, uint64_t t)
 {
@@ -174,7 +185,13 @@ static void thread_launch(struct model *m, int i, int h, uint64_t t)
         }
         cost = p->cost_ns > 0 ? (uint64_t)p->cost_ns : VGPU_CTL_DEFAULT_COST_NS;
         if (limited(m, c) && !th->pending && (wait = vgpu_bucket_take(&m->dev[c], cost)) != 0) {
-            /* Charged: it goes once the refill paid the debt up to it (or all debt was paid). */
+            /*
+             * Charged: it goes once the refill paid the debt up to it (or all
+             * debt was paid). As limiter.c: behind another waiting launch of
+             * its process, paced as a continuous refill would pay.
+             */
+            if (waiting(p))
+                wait = vgpu_bucket_paced_wait(&m->dev[c], wait, t);
             th->pending = true;
             th->pending_cost = cost;
             th->wait_until = t + wait;
@@ -256,6 +273,34 @@ static void elect_refiller(struct model *m, struct plant_result *res, int c, uin
     res->refiller_changes[c]++;
 }
 
+/*
+ * One line per observed process of claim c after its control period at t
+ * (see plant_spec.trace). Busy time is what the engine placed in the period
+ * (kernels counted when they start, their union), in percent of the period.
+ */
+static void trace(struct model *m, int c, uint64_t t, const struct vgpu_ctl_obs *obs, int n)
+{
+    const struct vgpu_ctl *ctl = m->ctl[c];
+
+    for (int k = 0; k < n; k++) {
+        struct proc *p = &m->procs[obs[k].slot];
+        const struct vgpu_ctl_proc *cp = &ctl->procs[obs[k].slot];
+        uint64_t busy = p->busy.total;
+        unsigned newest = (cp->head + VGPU_CTL_HISTORY - 1) % VGPU_CTL_HISTORY;
+
+        fprintf(m->spec->trace,
+                "%7.3f s claim %d proc %2d: busy %5.1f%% nvml %3.0f%% launches %6llu "
+                "cost %9.1f us %s tokens %+9.1f us%s\n",
+                t / 1e9, c, obs[k].slot,
+                100.0 * (double)(busy - p->traced_busy) / (double)VGPU_CTL_PERIOD_NS,
+                obs[k].util * 100, (unsigned long long)(p->launches - p->traced_launches),
+                cp->cost_ns / 1e3, cp->measured ? "measured" : "bounded ",
+                (double)m->dev[c].bucket_tokens / 1e3, cp->burst[newest] ? " burst" : "");
+        p->traced_busy = busy;
+        p->traced_launches = p->launches;
+    }
+}
+
 static void control(struct model *m, int c, uint64_t t)
 {
     const struct plant_spec *s = m->spec;
@@ -308,6 +353,8 @@ static void control(struct model *m, int c, uint64_t t)
     vgpu_ctl_tick(m->ctl[c], &m->dev[c], &tick);
     for (int k = 0; k < n; k++)
         m->procs[idx[k]].cost_ns = cost[k];
+    if (s->trace != NULL)
+        trace(m, c, t, obs, n);
 }
 
 static int check_spec(const struct plant_spec *spec)

@@ -34,7 +34,8 @@ limitations under the License.
  * log-normal durations around a
  * mean (50 us .. 20 ms), through its claim's token bucket exactly as
  * libvgpu.so does
- * (charge; if in debt, wait what vgpu_bucket_take says, looking at the
+ * (charge; if in debt, wait what vgpu_bucket_take says, paced by
+ * vgpu_bucket_paced_wait behind another waiting launch of the process, looking at the
  * bucket every VGPU_WAIT_MAX_NS and going early once the whole debt is paid
  * (vgpu_bucket_paid); count the launch when it goes; the bucket
  * set up at the start, as every process's library does); it starts, may alternate
@@ -56,6 +57,7 @@ limitations under the License.
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "fake_gpu.h"
 #include "limiter.h"
@@ -98,6 +100,14 @@ struct plant_spec {
     int nclaims, nprocs;
     struct plant_claim_spec claims[PLANT_MAX_CLAIMS];
     struct plant_proc_spec procs[PLANT_MAX_PROCS];
+    /*
+     * NULL, or where each control period of every limited claim is written,
+     * one line per process: the time, its true share of the period, NVML's
+     * reading, its launches in the period, the cost the refiller set, whether
+     * it is measured, the bucket's balance and whether the period was marked
+     * a burst (to see what the estimate, bucket and controller do).
+     */
+    FILE *trace;
 };
 
 struct plant_result {

@@ -14,43 +14,111 @@
 # limitations under the License.
 
 # run.sh - vgpu-core on a real GPU (needs nvcc or cuda.h + nvml.h, PyTorch with CUDA, nvidia-smi).
-# Run from anywhere: bash vgpu-core/test/gpu/run.sh. Takes about 5-7 minutes.
-#   1. builds libvgpu.so,
+# Run from anywhere: bash vgpu-core/test/gpu/run.sh [--fake]. Takes about 6 minutes, never more
+# than 8 (the whole run is bounded, and every case has its own timeout). Installs nothing.
+#   1. builds libvgpu.so and the probe (probe.c, with gcc against the real cuda.h; its kernels,
+#      spin.cu, with nvcc -ptx),
 #   2. checks our CUDA/NVML declarations against the real headers (static asserts),
-#   3. runs PyTorch under libvgpu.so with an 8 GiB claim limit: mem_get_info, then 1 GiB
+#   3. one PASS/FAIL line each, with its figure:
+#      - 8 host threads on 8 streams launching small grids (one block) of a ~2 ms spin kernel for
+#        10 s under a 30 % SM limit: the busy share from 2 s on and the busiest second as the GPU
+#        measured them (the kernels' own %globaltimer stamps, their union), against the limit
+#        (30 +- 3, busiest <= 35); NVML's device utilisation sampled by nvidia-smi alongside;
+#      - nvidia-smi inside the claim (preloaded, claim config mounted) shows the claim's 8 GiB
+#        memory limit as memory.total;
+#      - a VMM round under a 1 GiB limit: cuMemCreate / cuMemMap / cuMemSetAccess of 512 MiB
+#        blocks, the third refused, then cuMemUnmap / cuMemRelease and a block created again;
+#      - ns per cuLaunchKernel of an empty kernel, without the library and preloaded in a claim
+#        without an SM limit (added <= 200 ns or 10 %),
+#   4. runs PyTorch under libvgpu.so with an 8 GiB claim limit: mem_get_info, then 1 GiB
 #      blocks until torch.OutOfMemoryError, with the default allocator, expandable
 #      segments and the cudaMallocAsync backend,
-#   4. shows nvidia-smi outside and inside (preloaded) while PyTorch holds memory,
-#   5. compute limiter: 8192^3 bf16 matmul throughput at a 30 % SM limit vs no limit (expect
+#   5. shows nvidia-smi outside and inside (preloaded) while PyTorch holds memory,
+#   6. compute limiter: 8192^3 bf16 matmul throughput at a 30 % SM limit vs no limit (expect
 #      0.27-0.33 of it), then claims at 30 % and 70 % side by side with 1 and with 2
 #      processes each, their achieved ratios printed next to what the simulated plant
 #      (build/bench/limiter pair, the fake driver's GPU model) predicts for the same setup.
+# --fake runs step 1 (the probe against vgpu-core's headers) and the cases of step 3 that need
+# no kernel code against vgpu-core's fake driver, to check the script and the probe without a GPU
+# (make -C vgpu-core gpu-script-test); the GPU-measured share and nvidia-smi are skipped there.
 set -euo pipefail
+
+fake=0
+case "${1:-}" in
+--fake) fake=1 ;;
+"") ;;
+*) echo "usage: run.sh [--fake]" >&2; exit 2 ;;
+esac
+# The whole run is bounded: 8 minutes, then everything still running is stopped.
+if [ -z "${VGPU_GPU_RUN_BOUNDED:-}" ]; then
+    VGPU_GPU_RUN_BOUNDED=1 exec timeout -k 10 "${VGPU_GPU_RUN_LIMIT_S:-480}" bash "$0" "$@"
+fi
 
 core="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 work="$(mktemp -d /tmp/vgpu-gpu-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
 limit=$((8 << 30))
+status=0
 step() { printf '\n=== %s\n' "$*"; }
+die() { echo "FAIL $*"; echo "vgpu-core GPU check: FAILED"; exit 1; }
+# verdict NAME OK FIGURE: one PASS/FAIL line (OK is 0 for a pass).
+verdict() {
+    if [ "$2" = 0 ]; then echo "PASS $1: $3"; else echo "FAIL $1: $3"; status=1; fi
+}
+# key FILE KEY: the value of a "key value" line of the probe's output ("" if none).
+key() { awk -v k="$2" '$1 == k {print $2; exit}' "$1"; }
+# holds PYTHON-EXPR: 0 if the expression is true (figures compared in floating point).
+holds() { python3 -c "import sys; sys.exit(0 if ($1) else 1)"; }
+cuda_home="${CUDA_HOME:-/usr/local/cuda}"
 
-step "build libvgpu.so"
-make -C "$core" lib build/claims-ns >/dev/null
+if [ "$fake" = 1 ]; then
+    step "build libvgpu.so, the fake driver and the probe (vgpu-core's headers)"
+    make -C "$core" lib fakes build/claims-ns >/dev/null || die "build"
+    export VGPU_FAKE_STATE_DIR="$work/fake-state" VGPU_FAKE_GPU_COUNT=1 VGPU_FAKE_GPU_MEMORY=16Gi \
+        VGPU_FAKE_DEV_DIR="$work/fake-dev" LD_LIBRARY_PATH="$core/build/fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    mkdir -p "$VGPU_FAKE_DEV_DIR"
+    gcc -std=gnu11 -D_GNU_SOURCE -Wall -Wextra -Werror -I"$core/include" -o "$work/probe" \
+        "$core/test/gpu/probe.c" -L"$core/build/fake" -Wl,-rpath,"$core/build/fake" -lcuda \
+        -lpthread || die "build the probe"
+    # The fake runs no kernel code: a kernel's name gives its duration.
+    echo "fake module" >"$work/spin.ptx"
+    spin=spin_2000us empty=empty_1us
+else
+    step "build libvgpu.so and the probe"
+    make -C "$core" lib build/claims-ns >/dev/null || die "build libvgpu.so"
+    nvcc="$(command -v nvcc || echo "$cuda_home/bin/nvcc")"
+    "$nvcc" -ptx -o "$work/spin.ptx" "$core/test/gpu/spin.cu" || die "nvcc -ptx spin.cu"
+    probe_cc=(gcc -std=gnu11 -D_GNU_SOURCE -DVGPU_PROBE_REAL -Wall -Wextra -I"$cuda_home/include"
+        -o "$work/probe" "$core/test/gpu/probe.c")
+    "${probe_cc[@]}" -lcuda -lpthread 2>/dev/null ||
+        "${probe_cc[@]}" -L"$cuda_home/lib64/stubs" -lcuda -lpthread || die "build the probe"
+    spin=spin empty=empty
+fi
 lib="$core/build/libvgpu.so"
 # libvgpu.so takes limits only from read-only config mounts: claims-ns mounts
 # a claims root's configs so in a private mount namespace (needs root).
 ns="$core/build/claims-ns"
 
-step "declarations vs the real cuda.h / nvml.h"
-cuda_home="${CUDA_HOME:-/usr/local/cuda}"
-incs=(-I"$cuda_home/include")
-gcc -std=gnu11 -I"$core/include" -I"$core/test/gpu" -o "$work/gen_ours" "$core/test/gpu/gen_ours.c"
-"$work/gen_ours" >"$work/ours.h"
-gcc -std=gnu11 "${incs[@]}" -I"$work" -I"$core/test/gpu" -o "$work/check_real" \
-    "$core/test/gpu/check_real.c"
-echo "all $(grep -cE '^(SIZE|OFF|VAL)' "$core/test/gpu/decls.def") declarations match"
+if [ "$fake" = 0 ]; then
+    step "declarations vs the real cuda.h / nvml.h"
+    incs=(-I"$cuda_home/include")
+    gcc -std=gnu11 -I"$core/include" -I"$core/test/gpu" -o "$work/gen_ours" "$core/test/gpu/gen_ours.c"
+    "$work/gen_ours" >"$work/ours.h"
+    if gcc -std=gnu11 "${incs[@]}" -I"$work" -I"$core/test/gpu" -o "$work/check_real" \
+        "$core/test/gpu/check_real.c"; then
+        echo "all $(grep -cE '^(SIZE|OFF|VAL)' "$core/test/gpu/decls.def") declarations match"
+    else
+        echo "FAIL declarations"
+        status=1
+    fi
+fi
 
 step "claim: GPU 0 limited to 8 GiB"
-uuid="$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')"
+if [ "$fake" = 1 ]; then
+    uuid="$(timeout 30 "$work/probe" uuid)" || die "probe uuid"
+else
+    uuid="$(nvidia-smi --query-gpu=uuid --format=csv,noheader -i 0 | tr -d ' ')"
+fi
 claims="$work/claims"
 mkdir -p "$claims/gpu-test/shm"
 cat >"$claims/gpu-test/config" <<CFG
@@ -70,8 +138,99 @@ truncate -s "$(make -s -C "$core" region-writer >/dev/null && "$core/build/regio
 chmod 0666 "$claims/gpu-test/shm/region"
 echo "$uuid limit $limit"
 
-export VGPU_CLAIMS_ROOT="$claims" VGPU_EXPECT_TOTAL="$limit" CUDA_VISIBLE_DEVICES=0
-status=0
+export CUDA_VISIBLE_DEVICES=0
+
+# A claim of its own per case (a claims root each, so each process sees only its claim).
+compute_claim() { # NAME SM_PERCENT [MEMORY_BYTES]
+    mkdir -p "$work/$1/$1/shm"
+    sed -e "s/^claim=.*/claim=$1/" -e "s/^device.0.sm_limit_percent=.*/device.0.sm_limit_percent=$2/" \
+        -e "s/^device.0.memory_limit_bytes=.*/device.0.memory_limit_bytes=${3:-0}/" \
+        "$claims/gpu-test/config" >"$work/$1/$1/config"
+    # A fresh zero-filled region of the contract size, as the kubelet plugin creates it.
+    truncate -s "$(stat -c %s "$claims/gpu-test/shm/region")" "$work/$1/$1/shm/region"
+    chmod 0666 "$work/$1/$1/shm/region"
+}
+in_claim() { # ROOT TIMEOUT_S COMMAND...: the command preloaded, in the claim of ROOT
+    local root=$1 t=$2
+    shift 2
+    VGPU_CLAIMS_ROOT="$root" LD_PRELOAD="$lib" timeout -k 5 "$t" "$ns" "$root" "$@"
+}
+
+step "8 threads on 8 streams, small grids of a 2 ms spin kernel, 30 % SM limit, 10 s"
+compute_claim streams30 30
+if [ "$fake" = 0 ]; then
+    nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits -i 0 -lms 250 \
+        >"$work/nvml-util.txt" 2>/dev/null &
+    sampler=$!
+fi
+if in_claim "$work/streams30" 60 "$work/probe" streams "$work/spin.ptx" "$spin" 8 10 2000 2 \
+    >"$work/streams.txt"; then
+    cat "$work/streams.txt"
+    share="$(key "$work/streams.txt" share)" peak="$(key "$work/streams.txt" peak)"
+    if [ "$fake" = 1 ]; then
+        n="$(key "$work/streams.txt" launches)"
+        verdict "streams (fake: launches only, no kernel stamps)" "$(holds "${n:-0} > 0"; echo $?)" \
+            "${n:-0} launches"
+    else
+        kill "$sampler" 2>/dev/null || true
+        wait "$sampler" 2>/dev/null || true
+        # Samples from 2 s on (four a second), as the share.
+        util="$(tail -n +9 "$work/nvml-util.txt" | awk '$1 ~ /^[0-9]+$/ {s += $1; n++}
+            END {if (n) printf "%.1f", s / n; else print "n/a"}')"
+        verdict "streams share (GPU-measured, from 2 s)" \
+            "$(holds "27 <= ${share:--1} <= 33"; echo $?)" "${share:-?} % at a 30 % limit (27-33)"
+        verdict "streams busiest second (GPU-measured)" "$(holds "0 <= ${peak:--1} <= 35"; echo $?)" \
+            "${peak:-?} % (<= 35); NVML device utilisation sampled alongside: $util %"
+    fi
+else
+    verdict "streams" 1 "the probe failed or timed out"
+fi
+[ "$fake" = 0 ] && { kill "$sampler" 2>/dev/null || true; }
+
+step "nvidia-smi inside the claim: the 8 GiB limit as memory.total"
+if [ "$fake" = 1 ]; then
+    echo "SKIP nvidia-smi in the claim (--fake: no nvidia-smi)"
+elif total="$(in_claim "$claims" 30 nvidia-smi --query-gpu=memory.total \
+    --format=csv,noheader,nounits -i 0 | tr -d ' ')"; then
+    verdict "nvidia-smi in the claim" "$(holds "'$total' == '$((limit >> 20))'"; echo $?)" \
+        "memory.total $total MiB (claim limit $((limit >> 20)) MiB)"
+else
+    verdict "nvidia-smi in the claim" 1 "nvidia-smi failed or timed out"
+fi
+
+step "VMM under a 1 GiB limit: 512 MiB blocks created, mapped, given access, released"
+compute_claim vmm1g 0 $((1 << 30))
+if in_claim "$work/vmm1g" 60 "$work/probe" vmm 512 3 >"$work/vmm.txt"; then
+    cat "$work/vmm.txt"
+    c1="$(key "$work/vmm.txt" created)" m1="$(key "$work/vmm.txt" mapped)"
+    again="$(key "$work/vmm.txt" again)" third="$(awk '$1 == "create" && $2 == 3 {print $3}' "$work/vmm.txt")"
+    verdict "VMM round under 1 GiB" \
+        "$(holds "'$c1' == '2' and '$m1' == '2' and '$third' == '2' and '$again' == '0'"; echo $?)" \
+        "created and mapped $c1 of 3 blocks of 512 MiB, the third refused with error ${third:-?} (2: out of memory), after release created again: error ${again:-?}"
+else
+    verdict "VMM round under 1 GiB" 1 "the probe failed or timed out"
+fi
+
+step "per-launch overhead: empty kernels, without and with the library"
+compute_claim nolimit 0
+if timeout -k 5 60 "$work/probe" overhead "$work/spin.ptx" "$empty" 100000 >"$work/ovh-free.txt" &&
+    in_claim "$work/nolimit" 60 "$work/probe" overhead "$work/spin.ptx" "$empty" 100000 \
+        >"$work/ovh-lib.txt"; then
+    free_ns="$(key "$work/ovh-free.txt" ns_per_launch)" lib_ns="$(key "$work/ovh-lib.txt" ns_per_launch)"
+    verdict "per-launch overhead" \
+        "$(holds "$lib_ns - $free_ns <= max(200, 0.1 * $free_ns)"; echo $?)" \
+        "$free_ns ns without, $lib_ns ns with libvgpu.so (no SM limit): $(python3 -c "print(round($lib_ns - $free_ns, 1))") ns added (<= 200 or 10 %)"
+else
+    verdict "per-launch overhead" 1 "the probe failed or timed out"
+fi
+
+if [ "$fake" = 1 ]; then
+    echo
+    [ "$status" = 0 ] && echo "vgpu-core GPU check (--fake): PASSED" || echo "vgpu-core GPU check (--fake): FAILED"
+    exit "$status"
+fi
+
+export VGPU_CLAIMS_ROOT="$claims" VGPU_EXPECT_TOTAL="$limit"
 for conf in "" "expandable_segments:True" "backend:cudaMallocAsync"; do
     step "PyTorch, PYTORCH_CUDA_ALLOC_CONF='$conf'"
     if ! PYTORCH_CUDA_ALLOC_CONF="$conf" LD_PRELOAD="$lib" timeout 120 \
@@ -98,15 +257,6 @@ exec 3>&-
 wait "$holder" || status=1
 
 # Compute limiter. One claim root per limit, so each process sees only its own claim.
-compute_claim() { # NAME PERCENT
-    mkdir -p "$work/$1/$1/shm"
-    sed -e "s/^claim=.*/claim=$1/" -e "s/^device.0.sm_limit_percent=.*/device.0.sm_limit_percent=$2/" \
-        -e "s/^device.0.memory_limit_bytes=.*/device.0.memory_limit_bytes=0/" \
-        "$claims/gpu-test/config" >"$work/$1/$1/config"
-    # A fresh zero-filled region of the contract size, as the kubelet plugin creates it.
-    truncate -s "$(stat -c %s "$claims/gpu-test/shm/region")" "$work/$1/$1/shm/region"
-    chmod 0666 "$work/$1/$1/shm/region"
-}
 rate_of() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["iters_per_s"])' "$1"; }
 within() { python3 -c 'import sys; v,lo,hi=map(float,sys.argv[1:]); sys.exit(0 if lo<=v<=hi else 1)' "$@"; }
 compute_claim sm30 30
