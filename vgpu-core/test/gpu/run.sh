@@ -217,9 +217,14 @@ if timeout -k 5 60 "$work/probe" overhead "$work/spin.ptx" "$empty" 100000 >"$wo
     in_claim "$work/nolimit" 60 "$work/probe" overhead "$work/spin.ptx" "$empty" 100000 \
         >"$work/ovh-lib.txt"; then
     free_ns="$(key "$work/ovh-free.txt" ns_per_launch)" lib_ns="$(key "$work/ovh-lib.txt" ns_per_launch)"
-    verdict "per-launch overhead" \
-        "$(holds "$lib_ns - $free_ns <= max(200, 0.1 * $free_ns)"; echo $?)" \
-        "$free_ns ns without, $lib_ns ns with libvgpu.so (no SM limit): $(python3 -c "print(round($lib_ns - $free_ns, 1))") ns added (<= 200 or 10 %)"
+    figure="$free_ns ns without, $lib_ns ns with libvgpu.so (no SM limit): $(python3 -c "print(round($lib_ns - $free_ns, 1))") ns added"
+    if [ "$fake" = 1 ]; then
+        # Against the fake on a shared machine the figure is load, not the library: shown, not judged.
+        echo "MEASURED per-launch overhead (--fake, not judged): $figure"
+    else
+        verdict "per-launch overhead" "$(holds "$lib_ns - $free_ns <= max(200, 0.1 * $free_ns)"; echo $?)" \
+            "$figure (<= 200 or 10 %)"
+    fi
 else
     verdict "per-launch overhead" 1 "the probe failed or timed out"
 fi
