@@ -46,15 +46,8 @@ static void unreserve(struct vgpu_gpu *g, int part, uint64_t size)
 /* The limit a reservation on part is checked against: guarantee + the grant last read. */
 static uint64_t part_limit(const struct vgpu_gpu *g, int part)
 {
-    const struct vgpu_part *pt = &g->parts[part];
-    uint64_t grant;
-
-    if (g->nparts == 0)
-        return g->limit;
-    grant = atomic_load_explicit(&pt->grant, memory_order_relaxed);
-    if (pt->limit == 0 || grant == 0)
-        return pt->limit;
-    return grant > UINT64_MAX - pt->limit ? UINT64_MAX : pt->limit + grant;
+    return g->nparts == 0 ? g->limit
+                          : atomic_load_explicit(&g->parts[part].cap, memory_order_relaxed);
 }
 
 uint64_t vgpu_part_limit(const struct vgpu_gpu *g, int part)
@@ -67,8 +60,11 @@ static uint64_t burst_reread(struct vgpu_gpu *g, int part)
 {
     struct vgpu_part *pt = &g->parts[part];
 
-    atomic_store_explicit(&pt->grant, vgpu_burst_grant(pt->burst, g->uuid), memory_order_relaxed);
-    return part_limit(g, part);
+    uint64_t grant = vgpu_burst_grant(pt->burst, g->uuid);
+    uint64_t cap = grant > UINT64_MAX - pt->limit ? UINT64_MAX : pt->limit + grant;
+
+    atomic_store_explicit(&pt->cap, cap, memory_order_relaxed);
+    return cap;
 }
 
 /*
@@ -81,12 +77,12 @@ static uint64_t burst_reread(struct vgpu_gpu *g, int part)
 static int reserve_checked(struct vgpu_gpu *g, int part, uint64_t size)
 {
     struct vgpu_part *pt = &g->parts[part];
+    uint64_t cap = part_limit(g, part);
 
-    if (reserve(g, part, size, part_limit(g, part)) != 0)
+    if (reserve(g, part, size, cap) != 0)
         return -1;
-    if (g->nparts == 0 || pt->burst == NULL ||
-        atomic_load_explicit(&pt->grant, memory_order_relaxed) == 0 ||
-        vgpu_region_used(pt->shm, pt->rec) <= pt->limit)
+    /* No grant in the limit (cap is the guarantee): today's path, nothing more. */
+    if (g->nparts == 0 || cap == pt->limit || vgpu_region_used(pt->shm, pt->rec) <= pt->limit)
         return 0;
     if (vgpu_region_used(pt->shm, pt->rec) <= burst_reread(g, part))
         return 0;

@@ -524,6 +524,7 @@ static int add_part(struct vgpu_gpu *g, struct claim *c, uint64_t limit, uint32_
         return -1;
     }
     pt->limit = limit;
+    atomic_store_explicit(&pt->cap, limit, memory_order_relaxed);
     pt->burst = limit != 0 ? &c->burst : NULL; /* an unlimited claim has nothing to grow */
     g->nparts++;
     return 0;
@@ -653,7 +654,7 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
         for (int p = 0; p < g->nparts; p++)
             g->parts[p].burst = NULL;
         if (g->nparts == 1 && (g->parts[0].limit == 0 || env_limit < g->parts[0].limit))
-            g->parts[0].limit = env_limit;
+            g->parts[0].limit = g->parts[0].cap = env_limit;
         g->capped = g->nparts > 1;
     }
     if (sm_rc == 0 && sm_env != 0 && (sm.limit == 0 || sm_env < sm.limit))

@@ -47,8 +47,8 @@ struct vgpu_part {
     int rec;              /* device record index in shm */
     uint64_t limit;       /* bytes, 0 = unlimited: the claim's guarantee on this GPU */
     struct vgpu_burst *burst; /* the claim's burst grants; NULL: no burst (unlimited, env-capped) */
-    _Atomic uint64_t grant;   /* the grant last read from burst; the counter never exceeds
-                                 limit + grant */
+    _Atomic uint64_t cap;     /* limit + the grant last read from burst (= limit without a
+                                 grant): the claim's counter never exceeds it */
 };
 
 /* Enforcement state of one physical GPU (by UUID), fixed once set up. */
