@@ -28,7 +28,7 @@ limitations under the License.
 static struct vgpu_ptrmap maps[VGPU_KIND_COUNT];
 
 /* Reserves size on claim part of g (limit 0: whatever the limit). 0 or -1. */
-static int reserve(struct vgpu_gpu *g, int part, uint64_t size, uint64_t limit)
+static inline int reserve(struct vgpu_gpu *g, int part, uint64_t size, uint64_t limit)
 {
     if (g->nparts == 0)
         return vgpu_reserve(&g->private_used, size, limit);
@@ -68,26 +68,34 @@ static uint64_t burst_reread(struct vgpu_gpu *g, int part)
 }
 
 /*
- * Reserves size on part like reserve(); a reservation that takes the claim
- * above its guarantee (it relies on the grant) then re-reads the grant, and
- * rolls back when the claim's counter is now over it: the plugin may have
- * lowered the grant since it was read (write-then-read handshake,
- * docs/architecture.md "Burstable memory"). 0 or -1.
+ * A reservation that took the claim above its guarantee relied on the grant:
+ * re-reads it and rolls the reservation back when the claim's counter is now
+ * over it (the plugin may have lowered the grant since it was read:
+ * write-then-read handshake, docs/architecture.md "Burstable memory"). 0 or -1.
  */
-static int reserve_checked(struct vgpu_gpu *g, int part, uint64_t size)
+static __attribute__((noinline)) int burst_recheck(struct vgpu_gpu *g, int part, uint64_t size)
 {
     struct vgpu_part *pt = &g->parts[part];
+
+    if (vgpu_region_used(pt->shm, pt->rec) <= pt->limit ||
+        vgpu_region_used(pt->shm, pt->rec) <= burst_reread(g, part))
+        return 0;
+    unreserve(g, part, size);
+    return -1;
+}
+
+/* Reserves size on part like reserve(), then burst_recheck where the grant was relied on. */
+static inline __attribute__((always_inline)) int reserve_checked(struct vgpu_gpu *g, int part,
+                                                                 uint64_t size)
+{
     uint64_t cap = part_limit(g, part);
 
     if (reserve(g, part, size, cap) != 0)
         return -1;
     /* No grant in the limit (cap is the guarantee): today's path, nothing more. */
-    if (g->nparts == 0 || cap == pt->limit || vgpu_region_used(pt->shm, pt->rec) <= pt->limit)
+    if (g->nparts == 0 || cap == g->parts[part].limit)
         return 0;
-    if (vgpu_region_used(pt->shm, pt->rec) <= burst_reread(g, part))
-        return 0;
-    unreserve(g, part, size);
-    return -1;
+    return burst_recheck(g, part, size);
 }
 
 /*
