@@ -28,7 +28,8 @@ limitations under the License.
  *             "refused <reason> <grant bytes>\n"
  *
  * <GPU> is the device's name in the claim's config and burst file: its
- * GPU- UUID, or MIG-<uuid> for a MIG instance. <bytes> is the whole grant
+ * GPU- UUID, or MIG-<uuid> for a MIG instance (hex digits in either case:
+ * the library sends the config's name lower-cased). <bytes> is the whole grant
  * the client needs on that GPU: claim-wide use + the allocation - the
  * guarantee. Numbers are decimal, no sign, no leading zeros. Every message is
  * at most VGPU_BURST_MSG_MAX bytes. The server replies only after the
