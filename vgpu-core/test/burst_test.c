@@ -150,6 +150,23 @@ static int probe(int argc, char **argv)
             if (check_failures != 0)
                 return 1;
             return rc == CUDA_SUCCESS ? 10 : rc == CUDA_ERROR_OUT_OF_MEMORY ? 11 : 1;
+        } else if (sscanf(op, "u:%7[a-z]:%llu", want, &a) == 2) {
+            char path[700];
+            const struct vgpu_region *r;
+            int fd;
+
+            snprintf(path, sizeof(path), "%s/%s/shm/region", getenv("VGPU_CLAIMS_ROOT"), want);
+            fd = open(path, O_RDONLY);
+            CHECK(fd >= 0);
+            r = fd < 0 ? MAP_FAILED : mmap(NULL, VGPU_REGION_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+            if (fd >= 0)
+                close(fd);
+            CHECK(r != MAP_FAILED);
+            if (r != MAP_FAILED) {
+                CHECK_EQ_U64(__atomic_load_n(&r->devices[0].used_bytes, __ATOMIC_ACQUIRE),
+                             a * MiB);
+                munmap((void *)r, VGPU_REGION_SIZE);
+            }
         } else if (sscanf(op, "ms:%llu:%llu", &a, &b) == 2) {
             CHECK(last_ms >= a && last_ms <= b);
             if (last_ms < a || last_ms > b)
@@ -420,6 +437,44 @@ static void killed_asking(void)
     CHECK_EQ_U64(used, 0);
 }
 
+/*
+ * Two claims of the container on the GPU, b with a grant: the grant raises
+ * b's limit, never a's (each claim's counter stays within its own
+ * guarantee + grant).
+ */
+static void two_claims(void)
+{
+    char path[800], cfg[512];
+    FILE *f;
+    int fd;
+
+    snprintf(path, sizeof(path), "mkdir -p %s/b/shm %s/b/host", root, root);
+    CHECK(system(path) == 0);
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=b\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=%llu\ndevice.0.sm_limit_percent=0\n",
+             uuid, (unsigned long long)GUARANTEE);
+    snprintf(path, sizeof(path), "%s/b/config", root);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f == NULL)
+        return;
+    fputs(cfg, f);
+    fclose(f);
+    snprintf(path, sizeof(path), "%s/b/shm/region", root);
+    fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0666);
+    CHECK(fd >= 0 && ftruncate(fd, VGPU_REGION_SIZE) == 0);
+    if (fd >= 0)
+        close(fd);
+    snprintf(path, sizeof(path), "%s/b", root);
+    CHECK_EQ(write_burst(path, uuid, 512 * MiB), 0);
+    script(REFUSE, 0, -1); /* a: no grant */
+    RUN("a:1024:ok", "a:1024:ok", "a:512:ok", "u:a:1024", "u:b:1536", "a:1:oom", "t:2560",
+        "u:a:1024", "f");
+    snprintf(path, sizeof(path), "rm -rf %s/b", root);
+    CHECK(system(path) == 0);
+}
+
 static int driver(void)
 {
     char state[] = "/tmp/vgpu-burst-test-XXXXXX", cmd[800], path[800];
@@ -525,6 +580,7 @@ static int driver(void)
 
     race();
     killed_asking();
+    two_claims();
 
     pthread_mutex_lock(&S.mu);
     S.stop = true;
