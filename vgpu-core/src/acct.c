@@ -19,6 +19,7 @@ limitations under the License.
 
 #include <stdlib.h>
 
+#include "burst.h"
 #include "log.h"
 #include "region.h"
 #include "vgpu_reserve.h"
@@ -27,7 +28,7 @@ limitations under the License.
 static struct vgpu_ptrmap maps[VGPU_KIND_COUNT];
 
 /* Reserves size on claim part of g (limit 0: whatever the limit). 0 or -1. */
-static int reserve(struct vgpu_gpu *g, int part, uint64_t size, uint64_t limit)
+static inline int reserve(struct vgpu_gpu *g, int part, uint64_t size, uint64_t limit)
 {
     if (g->nparts == 0)
         return vgpu_reserve(&g->private_used, size, limit);
@@ -42,10 +43,98 @@ static void unreserve(struct vgpu_gpu *g, int part, uint64_t size)
         vgpu_region_unreserve(g->parts[part].shm, g->parts[part].rec, size);
 }
 
-/* The limit a reservation on part is checked against. */
+/* The limit a reservation on part is checked against: guarantee + the grant last read. */
 static uint64_t part_limit(const struct vgpu_gpu *g, int part)
 {
-    return g->nparts == 0 ? g->limit : g->parts[part].limit;
+    return g->nparts == 0 ? g->limit
+                          : atomic_load_explicit(&g->parts[part].cap, memory_order_relaxed);
+}
+
+uint64_t vgpu_part_limit(const struct vgpu_gpu *g, int part)
+{
+    return part_limit(g, part);
+}
+
+/* Reads part's grant from the claim's burst file and caches it. Returns the new limit. */
+static uint64_t burst_reread(struct vgpu_gpu *g, int part)
+{
+    struct vgpu_part *pt = &g->parts[part];
+
+    uint64_t grant = vgpu_burst_grant(pt->burst, g->uuid);
+    uint64_t cap = grant > UINT64_MAX - pt->limit ? UINT64_MAX : pt->limit + grant;
+
+    atomic_store_explicit(&pt->cap, cap, memory_order_relaxed);
+    return cap;
+}
+
+/*
+ * A reservation that took the claim above its guarantee relied on the grant:
+ * re-reads it and rolls the reservation back when the claim's counter is now
+ * over it (the plugin may have lowered the grant since it was read:
+ * write-then-read handshake, docs/architecture.md "Burstable memory"). 0 or -1.
+ */
+static __attribute__((noinline)) int burst_recheck(struct vgpu_gpu *g, int part, uint64_t size)
+{
+    struct vgpu_part *pt = &g->parts[part];
+
+    if (vgpu_region_used(pt->shm, pt->rec) <= pt->limit ||
+        vgpu_region_used(pt->shm, pt->rec) <= burst_reread(g, part))
+        return 0;
+    unreserve(g, part, size);
+    return -1;
+}
+
+/* Reserves size on part like reserve(), then burst_recheck where the grant was relied on. */
+static inline __attribute__((always_inline)) int reserve_checked(struct vgpu_gpu *g, int part,
+                                                                 uint64_t size)
+{
+    uint64_t cap = part_limit(g, part);
+
+    if (reserve(g, part, size, cap) != 0)
+        return -1;
+    /* No grant in the limit (cap is the guarantee): today's path, nothing more. */
+    if (g->nparts == 0 || cap == g->parts[part].limit)
+        return 0;
+    return burst_recheck(g, part, size);
+}
+
+/*
+ * An allocation of size crossed guarantee + grant on part (or every part,
+ * -1): re-reads the grants (another process of the claim may have been
+ * granted more); if still over, asks the plugin for the whole need above the
+ * guarantee, re-reads the file and tries once more. Returns the part
+ * reserved on or -1.
+ */
+static int burst_cross(struct vgpu_gpu *g, int part, uint64_t size)
+{
+    int first = -1;
+    char why[64];
+
+    if (g->nparts == 0 || g->capped)
+        return -1;
+    for (int p = part < 0 ? 0 : part; p < (part < 0 ? g->nparts : part + 1); p++) {
+        if (g->parts[p].burst == NULL)
+            continue;
+        if (first < 0)
+            first = p;
+        burst_reread(g, p);
+        if (reserve_checked(g, p, size) == 0)
+            return p;
+    }
+    if (first < 0)
+        return -1;
+    struct vgpu_part *pt = &g->parts[first];
+    uint64_t used = vgpu_region_used(pt->shm, pt->rec);
+
+    if (size > VGPU_BURST_MAX_GRANT || used > VGPU_BURST_MAX_GRANT ||
+        used + size <= pt->limit || used + size - pt->limit > VGPU_BURST_MAX_GRANT)
+        return -1;
+    if (vgpu_burst_ask(pt->burst, g->uuid, used + size - pt->limit, why) != 0)
+        VGPU_INFO("GPU %s: burst of %llu bytes above the guarantee not granted (%s)", g->uuid,
+                  (unsigned long long)(used + size - pt->limit), why);
+    /* Whatever the reply said, only the file grants. */
+    burst_reread(g, first);
+    return reserve_checked(g, first, size) == 0 ? first : -1;
 }
 
 /* Publishes tracked bytes of part in our slot (informational; the charge is already there). */
@@ -56,6 +145,20 @@ static void slot_add(struct vgpu_gpu *g, int part, int64_t delta)
     vgpu_lock();
     vgpu_region_slot_add(g->parts[part].shm, g->parts[part].rec, delta);
     vgpu_unlock();
+}
+
+uint64_t vgpu_gpu_limit_now(struct vgpu_gpu *g)
+{
+    uint64_t sum = 0;
+
+    if (g->nparts == 0 || g->limit == 0 || g->capped)
+        return g->limit;
+    for (int p = 0; p < g->nparts; p++) {
+        uint64_t l = g->parts[p].burst != NULL ? burst_reread(g, p) : g->parts[p].limit;
+
+        sum = l > UINT64_MAX - sum ? UINT64_MAX : sum + l;
+    }
+    return sum;
 }
 
 uint64_t vgpu_gpu_used(const struct vgpu_gpu *g)
@@ -163,9 +266,9 @@ static int reserve_any(struct vgpu_gpu *g, int part, uint64_t size)
     if (g->capped && (vgpu_gpu_used(g) > g->limit || size > g->limit - vgpu_gpu_used(g)))
         return -1;
     if (part >= 0)
-        return reserve(g, part, size, part_limit(g, part)) == 0 ? part : -1;
+        return reserve_checked(g, part, size) == 0 ? part : -1;
     for (int p = 0; p < (g->nparts > 0 ? g->nparts : 1); p++) {
-        if (reserve(g, p, size, part_limit(g, p)) == 0)
+        if (reserve_checked(g, p, size) == 0)
             return p;
     }
     return -1;
@@ -192,6 +295,8 @@ CUresult vgpu_charge_begin(CUdevice dev, int part, uint64_t size, struct vgpu_ch
         /* Bytes of killed processes may still be charged: reclaim them and try once more. */
         if (got < 0 && g->nparts > 0 && recover(g))
             got = reserve_any(g, part, size);
+        if (got < 0 && !g->fail_closed)
+            got = burst_cross(g, part, size);
         if (got < 0) {
             note_refusal(g, part, size);
             VGPU_INFO("GPU %s: refusing %llu bytes: %llu of %llu in use%s", g->uuid,
@@ -210,7 +315,7 @@ CUresult vgpu_charge_resize(struct vgpu_charge *c, uint64_t size)
     if (c->gpu == NULL || size == c->size)
         return CUDA_SUCCESS;
     if (size > c->size) {
-        if (reserve(c->gpu, c->part, size - c->size, part_limit(c->gpu, c->part)) != 0) {
+        if (reserve_checked(c->gpu, c->part, size - c->size) != 0) {
             note_refusal(c->gpu, c->part, size);
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -233,7 +338,7 @@ int vgpu_pick_part(CUdevice dev)
 
     for (int p = 0; g != NULL && p < g->nparts; p++) {
         if (g->parts[p].limit == 0 ||
-            vgpu_region_used(g->parts[p].shm, g->parts[p].rec) < g->parts[p].limit)
+            vgpu_region_used(g->parts[p].shm, g->parts[p].rec) < part_limit(g, p))
             return p;
     }
     return 0;

@@ -179,6 +179,22 @@ void vgpu_vmm_unmap_begin(uint64_t base, uint64_t size, struct vgpu_vmm_unmap *u
  */
 void vgpu_vmm_unmap_end(struct vgpu_vmm_unmap *u, CUresult rc);
 
+/*
+ * The limit a reservation on claim part of g is held to now: the claim's
+ * guarantee + the burst grant last read (docs/architecture.md "Burstable
+ * memory"); no system call.
+ */
+uint64_t vgpu_part_limit(const struct vgpu_gpu *g, int part);
+
+/*
+ * The limit the memory queries report for g (cuMemGetInfo, cuDeviceTotalMem,
+ * NVML): the sum over its claims of guarantee + current grant, the burst
+ * files re-read where they changed (a stat per claim). Not the claims'
+ * memoryLimit ceiling: memory above the grant may never come, and a program
+ * sizing a cache from the total must not be told of it. 0 = unlimited.
+ */
+uint64_t vgpu_gpu_limit_now(struct vgpu_gpu *g);
+
 /* Bytes currently charged for gpu: the sum over its claims (regions), or the process's (private). */
 uint64_t vgpu_gpu_used(const struct vgpu_gpu *g);
 

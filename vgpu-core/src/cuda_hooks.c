@@ -76,9 +76,9 @@ static bool took_past_limit(struct vgpu_gpu *g, uint64_t before)
 {
     if (context_overhead(g) <= before)
         return false;
-    return (g->limit != 0 && vgpu_gpu_used(g) > g->limit) ||
+    return (g->limit != 0 && vgpu_gpu_used(g) > vgpu_gpu_limit_now(g)) ||
            (g->nparts > 0 && g->parts[0].limit != 0 &&
-            vgpu_region_used(g->parts[0].shm, g->parts[0].rec) > g->parts[0].limit);
+            vgpu_region_used(g->parts[0].shm, g->parts[0].rec) > vgpu_part_limit(g, 0));
 }
 
 /* After undoing such a call: returns what it took and says why the call fails. */
@@ -751,13 +751,14 @@ CUresult cuMipmappedArrayDestroy(CUmipmappedArray hMipmappedArray)
  * exceeds the limit (cudaMemGetInfo must keep working). A GPU that fails
  * closed reports the same total with nothing free, as NVML does.
  */
-static void clamp_info(const struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
+static void clamp_info(struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
 {
-    uint64_t used, total;
+    uint64_t used, total, limit;
 
     if (g == NULL || !g->enforce || (g->limit == 0 && !g->fail_closed))
         return;
-    total = g->limit != 0 && g->limit < *total_b ? g->limit : *total_b;
+    limit = vgpu_gpu_limit_now(g); /* guarantee + current burst grant */
+    total = limit != 0 && limit < *total_b ? limit : *total_b;
     used = vgpu_gpu_used(g);
     *free_b = used < total ? (total - used < *free_b ? total - used : *free_b) : 0;
     if (g->fail_closed)

@@ -43,6 +43,7 @@ struct claim {
     int shm_state; /* 0 not tried, 1 attached, -1 failed */
     struct vgpu_region_map shm;
     struct vgpu_hostpids hostpids;
+    struct vgpu_burst burst;
 };
 
 /*
@@ -211,6 +212,7 @@ static void load_claim(const char *root, const struct vgpu_injected_config *ic)
     G.enforced = true;
     G.nclaims++;
     vgpu_hostpids_init(&c->hostpids, c->dir);
+    vgpu_burst_init(&c->burst, c->dir);
     fd = vgpu_injected_open(root, ic, c->err);
     if (fd >= 0 && (text = read_config(fd, &len)) == NULL)
         snprintf(c->err, sizeof(c->err), "cannot read: %s", strerror(errno));
@@ -322,6 +324,7 @@ void vgpu_gpus_forked(void)
     for (int i = 0; i < G.nclaims; i++) {
         G.claims[i].shm.slot = -1;
         vgpu_hostpids_forked(&G.claims[i].hostpids);
+        vgpu_burst_forked(&G.claims[i].burst);
     }
     G.standalone.slot = -1;
     for (int i = 0; i < G.ngpus; i++)
@@ -521,6 +524,8 @@ static int add_part(struct vgpu_gpu *g, struct claim *c, uint64_t limit, uint32_
         return -1;
     }
     pt->limit = limit;
+    atomic_store_explicit(&pt->cap, limit, memory_order_relaxed);
+    pt->burst = limit != 0 ? &c->burst : NULL; /* an unlimited claim has nothing to grow */
     g->nparts++;
     return 0;
 }
@@ -645,8 +650,11 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
     }
     if (env_rc == 0 && env_limit != 0 && (g->limit == 0 || env_limit < g->limit)) {
         g->limit = env_limit;
+        /* Env may only lower a limit: a burst grant cannot raise it again. */
+        for (int p = 0; p < g->nparts; p++)
+            g->parts[p].burst = NULL;
         if (g->nparts == 1 && (g->parts[0].limit == 0 || env_limit < g->parts[0].limit))
-            g->parts[0].limit = env_limit;
+            g->parts[0].limit = g->parts[0].cap = env_limit;
         g->capped = g->nparts > 1;
     }
     if (sm_rc == 0 && sm_env != 0 && (sm.limit == 0 || sm_env < sm.limit))

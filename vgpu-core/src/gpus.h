@@ -29,6 +29,7 @@ limitations under the License.
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "burst.h"
 #include "config.h"
 #include "hostpids.h"
 #include "limiter_math.h"
@@ -44,7 +45,10 @@ limitations under the License.
 struct vgpu_part {
     struct vgpu_region_map *shm; /* the claim's region */
     int rec;              /* device record index in shm */
-    uint64_t limit;       /* bytes, 0 = unlimited; this claim's counter never exceeds it */
+    uint64_t limit;       /* bytes, 0 = unlimited: the claim's guarantee on this GPU */
+    struct vgpu_burst *burst; /* the claim's burst grants; NULL: no burst (unlimited, env-capped) */
+    _Atomic uint64_t cap;     /* limit + the grant last read from burst (= limit without a
+                                 grant): the claim's counter never exceeds it */
 };
 
 /* Enforcement state of one physical GPU (by UUID), fixed once set up. */

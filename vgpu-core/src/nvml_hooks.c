@@ -53,14 +53,15 @@ static struct vgpu_gpu *gpu_of(nvmlDevice_t device)
  * what the claim uses (clamped to total), reserved kept within what is left,
  * free = the rest, never more than the driver's free.
  */
-static void clamp(const struct vgpu_gpu *g, unsigned long long *total, unsigned long long *free_b,
+static void clamp(struct vgpu_gpu *g, unsigned long long *total, unsigned long long *free_b,
                   unsigned long long *used, unsigned long long *reserved)
 {
-    unsigned long long t, u, r, f;
+    unsigned long long t, u, r, f, l;
 
     if (g == NULL || !g->enforce || (g->limit == 0 && !g->fail_closed))
         return;
-    t = g->limit != 0 && g->limit < *total ? g->limit : *total;
+    l = vgpu_gpu_limit_now(g); /* guarantee + current burst grant */
+    t = l != 0 && l < *total ? l : *total;
     u = vgpu_gpu_used(g);
     u = u < t ? u : t;
     r = reserved != NULL && *reserved < t - u ? *reserved : 0;
