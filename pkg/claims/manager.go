@@ -195,6 +195,8 @@ func (m *Manager) PreparedClaims() []PreparedClaim {
 			c := rec.deepCopy()
 			c.RegionPath = m.layout.regionPath(c.UID)
 			c.HostPIDsPath = m.layout.hostPIDsPath(c.UID)
+			c.BurstPath = m.layout.burstPath(c.UID)
+			c.BurstSocketPath = m.layout.burstSocketPath(c.UID)
 			out = append(out, c)
 		}
 	}
