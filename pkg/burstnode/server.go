@@ -41,7 +41,7 @@ const (
 	// DefaultReadTimeout is how long the server waits for the request.
 	DefaultReadTimeout = time.Second
 	// DefaultMaxConnections bounds the connections served at once per claim;
-	// more are closed unanswered.
+	// more wait in the listen backlog.
 	DefaultMaxConnections = 4
 	// socketMode lets any user of the claim's containers connect.
 	socketMode = 0o666
@@ -81,6 +81,7 @@ type server struct {
 	mu       sync.Mutex
 	conns    map[*net.UnixConn]bool
 	closed   bool
+	done     chan struct{}
 	acceptWG sync.WaitGroup
 }
 
@@ -115,7 +116,7 @@ func newServer(uid types.UID, path string, g granter, logger klog.Logger, timeou
 		return nil, err
 	}
 	s := &server{uid: uid, path: path, ln: ln, g: g, logger: logger, timeout: timeout,
-		slots: make(chan struct{}, maxConns), conns: map[*net.UnixConn]bool{}}
+		slots: make(chan struct{}, maxConns), done: make(chan struct{}), conns: map[*net.UnixConn]bool{}}
 	s.acceptWG.Add(1)
 	go s.accept()
 	return s, nil
@@ -124,26 +125,26 @@ func newServer(uid types.UID, path string, g granter, logger klog.Logger, timeou
 func (s *server) accept() {
 	defer s.acceptWG.Done()
 	for {
+		// At most maxConns at once: further clients wait in the listen
+		// backlog until a connection ends (each within the read timeout).
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.done:
+			return
+		}
 		conn, err := s.ln.AcceptUnix()
 		if err != nil {
+			<-s.slots
 			if errors.Is(err, net.ErrClosed) {
 				return
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
 			// EMFILE and the like: back off rather than spin.
 			s.logger.V(2).Info("Accepting on the burst socket failed", "claimUID", s.uid, "err", err)
-			time.Sleep(10 * time.Millisecond)
-			continue
-		}
-		select {
-		case s.slots <- struct{}{}:
-		default:
-			// Too many at once: a hostile or stuck client; close unanswered.
-			_ = conn.Close()
-			s.g.refused(ReasonRequest)
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-s.done:
+				return
+			}
 			continue
 		}
 		if !s.track(conn) {
@@ -290,6 +291,7 @@ func validName(s string) bool {
 func (s *server) close() {
 	s.mu.Lock()
 	s.closed = true
+	close(s.done)
 	for c := range s.conns {
 		_ = c.Close()
 	}
