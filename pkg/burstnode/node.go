@@ -252,21 +252,21 @@ func (n *Node) AdmitClaim(ctx context.Context, c *claims.PreparedClaim) error {
 			}
 		}
 	}) {
+		// Booked counts the claim's own guarantee: Admit made it pending.
 		booked, usable := n.ledger.Booked(uuid)
-		need := booked + lc.Shares[uuid].Guarantee
-		if need <= usable {
+		if booked <= usable {
 			continue
 		}
 		from := n.victims(d.Reclaim, uuid)
 		if len(from) == 0 {
 			continue
 		}
-		n.reclaim(ctx, needing, from, uuid, need-usable)
+		n.reclaim(ctx, needing, from, uuid, booked-usable)
 		names := make([]string, len(from))
 		for i, r := range from {
 			names[i] = r.String()
 		}
-		waits = append(waits, fmt.Sprintf("%d bytes on GPU %s from %s", need-usable, uuid, strings.Join(names, ", ")))
+		waits = append(waits, fmt.Sprintf("%d bytes on GPU %s from %s", booked-usable, uuid, strings.Join(names, ", ")))
 	}
 	return fmt.Errorf("%w (retried by the kubelet; grace period %s): %s", ErrWaitingForMemory, n.opts.Grace, strings.Join(waits, "; "))
 }
