@@ -215,18 +215,18 @@ func (s *server) answer(msg []byte) string {
 		return "granted " + strconv.FormatUint(grant, 10) + "\n"
 	}
 	reason := reasonOf(err)
+	if reason == ReasonError {
+		// A failed write of host/burst: answered as full, the library
+		// may try again later.
+		reason = ReasonFull
+	}
 	s.g.refused(reason)
 	s.logger.V(4).Info("Burst refused", "claimUID", s.uid, "gpu", uuid, "need", need, "grant", grant, "reason", reason, "err", err)
 	return refusal(reason, grant)
 }
 
 func refusal(reason string, grant uint64) string {
-	r := reason
-	if r == ReasonError {
-		// A failed write of host/burst: the library may try again later.
-		r = ReasonFull
-	}
-	return "refused " + r + " " + strconv.FormatUint(grant, 10) + "\n"
+	return "refused " + reason + " " + strconv.FormatUint(grant, 10) + "\n"
 }
 
 // reasonOf maps a Ledger.Grant error to the protocol's reason.
