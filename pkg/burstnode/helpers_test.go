@@ -138,7 +138,7 @@ func ask(t *testing.T, c claims.PreparedClaim, msg string) string {
 	t.Helper()
 	conn, err := net.Dial("unixpacket", c.BurstSocketPath)
 	require.NoError(t, err)
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	require.NoError(t, conn.SetDeadline(time.Now().Add(5*time.Second)))
 	_, err = conn.Write([]byte(msg))
 	require.NoError(t, err)

@@ -117,7 +117,7 @@ func TestHostileClients(t *testing.T) {
 	t.Run("a silent client is cut off after the read timeout", func(t *testing.T) {
 		conn, err := net.Dial("unixpacket", a.BurstSocketPath)
 		require.NoError(t, err)
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		start := time.Now()
 		require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
 		_, err = conn.Read(make([]byte, 64))
@@ -133,7 +133,7 @@ func TestHostileClients(t *testing.T) {
 		}
 		defer func() {
 			for _, c := range held {
-				c.Close()
+				_ = c.Close()
 			}
 		}()
 		time.Sleep(50 * time.Millisecond) // let the server take both
@@ -147,7 +147,7 @@ func TestHostileClients(t *testing.T) {
 			conn, err := net.Dial("unixpacket", a.BurstSocketPath)
 			require.NoError(t, err)
 			_, _ = conn.Write([]byte(strings.Repeat("\xff", i*7)))
-			conn.Close()
+			_ = conn.Close()
 		}
 	})
 
