@@ -22,6 +22,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -194,4 +195,52 @@ func TestRestartRebuildsGrantsWithoutGrantingTwice(t *testing.T) {
 	assert.Equal(t, fmt.Sprintf("granted %d\n", 6*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 6*gib)), "the same ask after the restart grants nothing more")
 	assert.Equal(t, "refused full 0\n", ask(t, b, fmt.Sprintf("grow %s %d\n", gpuA, 2*gib+1)), "b cannot take what a holds")
 	assert.Equal(t, fmt.Sprintf("granted %d\n", 2*gib), ask(t, b, fmt.Sprintf("grow %s %d\n", gpuA, 2*gib)))
+}
+
+// Concurrent asks of two claims on one GPU never grant more than fits.
+func TestConcurrentAsks(t *testing.T) {
+	e := newEnv(t)
+	a := preparedClaim(t, e.root, uidA, "a", map[string][2]uint64{gpuA: {4 * gib, 16 * gib}})
+	b := preparedClaim(t, e.root, uidB, "b", map[string][2]uint64{gpuA: {4 * gib, 16 * gib}})
+	require.NoError(t, e.node.Start(e.ctx, []claims.PreparedClaim{a, b}))
+	var wg sync.WaitGroup
+	answers := make(chan string, 64)
+	for i := range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := a
+			if i%2 == 1 {
+				c = b
+			}
+			conn, err := net.Dial("unixpacket", c.BurstSocketPath)
+			if err != nil {
+				answers <- "dial: " + err.Error()
+				return
+			}
+			defer func() { _ = conn.Close() }()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := fmt.Fprintf(conn, "grow %s %d\n", gpuA, uint64(i/2+1)*chunk); err != nil {
+				answers <- "write: " + err.Error()
+				return
+			}
+			buf := make([]byte, 64)
+			n, err := conn.Read(buf)
+			if err != nil {
+				answers <- "read: " + err.Error()
+				return
+			}
+			answers <- string(buf[:n])
+		}()
+	}
+	wg.Wait()
+	close(answers)
+	for ans := range answers {
+		assert.True(t, strings.HasPrefix(ans, "granted ") || strings.HasPrefix(ans, "refused full "), "%q", ans)
+	}
+	booked, usable := e.ledger.Booked(gpuA)
+	assert.LessOrEqual(t, booked, usable)
+	grants := e.ledger.Grants(uidA)[gpuA] + e.ledger.Grants(uidB)[gpuA]
+	assert.Equal(t, grantsInFile(t, a)[gpuA]+grantsInFile(t, b)[gpuA], grants, "the files show what the ledger counts")
+	assert.LessOrEqual(t, grants, 8*gib)
 }
