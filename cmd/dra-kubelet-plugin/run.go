@@ -31,6 +31,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/burstnode"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
@@ -93,9 +94,25 @@ func run(ctx context.Context, o *options) error {
 		claimOpts.MIGGPUs = mig.enabled
 		claimOpts.MIG = gpu.NewMIGController(gpu.WithNVML(nvmlLib))
 	}
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Burstable memory: one ledger per node, fed by the monitor; its hooks
+	// see every prepare and unprepare. No evicting reclaimer yet: reclaim
+	// decisions are logged and prepare waits for the burst to be given back.
+	burstNode, err := burstnode.New(burstnode.Options{Registry: registry})
+	if err != nil {
+		return err
+	}
+	defer burstNode.Close()
+	claimOpts.Burst = burstNode
 	manager, err := claims.NewManager(ctx, claimOpts)
 	if err != nil {
 		return fmt.Errorf("claim manager: %w", err)
+	}
+	// After recovery, before the kubelet can call: grants from host/burst,
+	// sockets of the recovered claims.
+	if err := burstNode.Start(ctx, manager.PreparedClaims()); err != nil {
+		return fmt.Errorf("burst: %w", err)
 	}
 
 	client, err := daemon.NewKubeClient(o.kube)
@@ -105,8 +122,6 @@ func run(ctx context.Context, o *options) error {
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	registry := prometheus.NewRegistry()
-	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d := newDriver(manager, cancel, o.nodeName, byName, registry)
 
 	// The monitor reads the prepared claims' regions.
@@ -120,6 +135,7 @@ func run(ctx context.Context, o *options) error {
 		KubeClient:     client,
 		Interval:       o.monitorInterval,
 		StatusInterval: o.claimStatusInterval,
+		OnCollect:      func(c monitor.Collection) { burstNode.Observe(ctx, c) },
 	})
 	if err != nil {
 		return err

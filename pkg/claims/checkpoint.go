@@ -225,6 +225,9 @@ func (r *claimRecord) validate(path *field.Path, key types.UID) error {
 		if g.MIG != nil && g.MIG.UUID != "" && (!strings.HasPrefix(g.MIG.UUID, "MIG-") || strings.ContainsAny(g.MIG.UUID, "\n=")) {
 			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("mig", "uuid"), g.MIG.UUID, "must be a MIG UUID"))
 		}
+		if g.BurstLimitBytes != 0 && (g.BurstLimitBytes <= g.MemoryLimitBytes || g.MIG != nil) {
+			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("burstLimitBytes"), g.BurstLimitBytes, "must be 0 or above memoryLimitBytes, and 0 in a MIG instance"))
+		}
 		if g.SMLimitPercent < 0 || g.SMLimitPercent > maxCores {
 			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("smLimitPercent"), g.SMLimitPercent, "must be 0..100"))
 		}

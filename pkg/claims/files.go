@@ -50,6 +50,8 @@ const (
 	regionFileName     = "region"
 	hostDirName        = "host"
 	hostPIDsFileName   = "pids"
+	burstFileName      = "burst"
+	burstSocketName    = "burst.sock"
 	preloadFileName    = "ld.so.preload"
 	checkpointFileName = "checkpoint.json"
 
@@ -89,6 +91,12 @@ func (l layout) regionPath(uid types.UID) string { return filepath.Join(l.shmDir
 func (l layout) hostDir(uid types.UID) string    { return filepath.Join(l.claimDir(uid), hostDirName) }
 func (l layout) hostPIDsPath(uid types.UID) string {
 	return filepath.Join(l.hostDir(uid), hostPIDsFileName)
+}
+func (l layout) burstPath(uid types.UID) string {
+	return filepath.Join(l.hostDir(uid), burstFileName)
+}
+func (l layout) burstSocketPath(uid types.UID) string {
+	return filepath.Join(l.hostDir(uid), burstSocketName)
 }
 func (l layout) preloadPath() string         { return filepath.Join(l.stateRoot, preloadFileName) }
 func (l layout) checkpointPath() string      { return filepath.Join(l.stateRoot, checkpointFileName) }

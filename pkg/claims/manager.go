@@ -66,6 +66,23 @@ type Options struct {
 	// ProcRoot is where the NVIDIA driver's capability files are read for
 	// the CDI specs of MIG instances; empty means /proc.
 	ProcRoot string
+	// Burst, when set, is told of claims as they are prepared and
+	// unprepared (burstable memory, docs/architecture.md).
+	Burst BurstHooks
+}
+
+// BurstHooks is what the burst side of the plugin (pkg/burstnode) needs
+// from prepare and unprepare. The claim passed has its host paths set.
+type BurstHooks interface {
+	// AdmitClaim runs before any file of a claim that is not prepared yet;
+	// an error fails the claim's prepare, leaving nothing behind.
+	AdmitClaim(ctx context.Context, c *PreparedClaim) error
+	// EnsureClaim runs in every prepare (and restore) of a claim after its
+	// files, before its CDI spec is written; an error fails the prepare.
+	EnsureClaim(ctx context.Context, c *PreparedClaim) error
+	// ReleaseClaim runs when the claim's files are gone: after unprepare
+	// removed them or a failed prepare rolled them back.
+	ReleaseClaim(ctx context.Context, uid types.UID)
 }
 
 func (o *Options) validate() error {
@@ -180,6 +197,16 @@ func (m *Manager) step(s step, uid types.UID) error {
 	return m.afterStep(s, uid)
 }
 
+// withPaths is a copy of c with its host paths set.
+func (m *Manager) withPaths(c *PreparedClaim) PreparedClaim {
+	out := c.deepCopy()
+	out.RegionPath = m.layout.regionPath(c.UID)
+	out.HostPIDsPath = m.layout.hostPIDsPath(c.UID)
+	out.BurstPath = m.layout.burstPath(c.UID)
+	out.BurstSocketPath = m.layout.burstSocketPath(c.UID)
+	return out
+}
+
 // PreparedClaims returns the completed claims, sorted by namespace and name.
 // If the checkpoint cannot be read, the state of the last call is returned.
 func (m *Manager) PreparedClaims() []PreparedClaim {
@@ -192,10 +219,7 @@ func (m *Manager) PreparedClaims() []PreparedClaim {
 	out := make([]PreparedClaim, 0, len(m.cp.Claims))
 	for _, rec := range m.cp.Claims {
 		if rec.State == statePrepareCompleted {
-			c := rec.deepCopy()
-			c.RegionPath = m.layout.regionPath(c.UID)
-			c.HostPIDsPath = m.layout.hostPIDsPath(c.UID)
-			out = append(out, c)
+			out = append(out, m.withPaths(&rec.PreparedClaim))
 		}
 	}
 	slices.SortFunc(out, func(a, b PreparedClaim) int {

@@ -119,6 +119,11 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 			out.GPUs[idx].SMLimitPercent = mergeCores(out.GPUs[idx].SMLimitPercent, dev.Cores)
 		}
 		out.GPUs[idx].MemoryLimitBytes += dev.MemoryBytes
+		if ref == nil {
+			// A MIG instance's memory is its own: it has no unbooked
+			// memory of the GPU to burst into.
+			out.GPUs[idx].BurstLimitBytes = addSaturating(out.GPUs[idx].BurstLimitBytes, ceilingOf(limit, dev.MemoryBytes))
+		}
 		if lerr := m.checkMemoryLimit(alloc.Devices.Config, r, limit, info, dev.MemoryBytes, burstLimits); lerr != nil {
 			errs = append(errs, lerr)
 			continue
@@ -142,6 +147,11 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 	}
 	if len(out.Devices) == 0 {
 		return out, nil
+	}
+	for i := range out.GPUs {
+		if out.GPUs[i].BurstLimitBytes <= out.GPUs[i].MemoryLimitBytes {
+			out.GPUs[i].BurstLimitBytes = 0
+		}
 	}
 	out.Settings = *settings
 	orderGPUs(out, infos)
@@ -291,6 +301,16 @@ func (m *Manager) checkMemoryLimit(configs []resourceapi.DeviceAllocationConfigu
 			r.Request, r.Device, info.UUID, sum.bytes, info.MemoryBytes))
 	}
 	return nil
+}
+
+// ceilingOf is one result's ceiling: its memoryLimit, at least what it
+// consumed (the guarantee is the floor of the limit).
+func ceilingOf(limit *resource.Quantity, consumed uint64) uint64 {
+	if limit == nil {
+		return consumed
+	}
+	v, _ := api.WholeBytes(*limit) // Resolve validated it: positive, whole
+	return max(uint64(v), consumed)
 }
 
 // addSaturating adds without wrapping: limits may be as large as int64 allows.

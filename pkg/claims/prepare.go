@@ -63,11 +63,20 @@ func (m *Manager) PrepareResourceClaims(ctx context.Context, claims []*resourcea
 				claimLogger.Error(err, "Refused claim that overbooks a GPU")
 				continue
 			}
+			if err := m.admitBurst(klog.NewContext(ctx, claimLogger), c); err != nil {
+				results[c.UID] = failed(c.UID, err)
+				claimLogger.V(2).Info("Claim waits for burst memory", "err", err)
+				continue
+			}
 			fresh = append(fresh, c)
 		case rec.State == statePrepareStarted:
 			// Left by a failed rollback: finish it, then prepare anew.
 			if err := m.undo(ctx, c.UID, nil); err != nil {
 				results[c.UID] = failed(c.UID, fmt.Errorf("roll back earlier attempt: %w", err))
+				continue
+			}
+			if err := m.admitBurst(klog.NewContext(ctx, claimLogger), c); err != nil {
+				results[c.UID] = failed(c.UID, err)
 				continue
 			}
 			fresh = append(fresh, c)
@@ -162,6 +171,9 @@ func (m *Manager) undo(ctx context.Context, uid types.UID, cause error) error {
 		}
 		return fmt.Errorf("%w (rolling back also failed: %w)", cause, err)
 	}
+	if m.opts.Burst != nil {
+		m.opts.Burst.ReleaseClaim(ctx, uid)
+	}
 	if m.forget(uid) {
 		// Instances left Destroying are retried by the next unprepare or
 		// start; the claim itself is rolled back.
@@ -253,12 +265,27 @@ func (m *Manager) ensure(ctx context.Context, c *PreparedClaim, writeSpec bool) 
 			return err
 		}
 	}
+	if m.opts.Burst != nil {
+		withPaths := m.withPaths(c)
+		if err := m.opts.Burst.EnsureClaim(ctx, &withPaths); err != nil {
+			return err
+		}
+	}
 	if !exists {
 		if err := m.writeCDISpec(ctx, c); err != nil {
 			return err
 		}
 	}
 	return m.step(stepCDISpec, c.UID)
+}
+
+// admitBurst asks the burst side whether a claim about to be prepared fits.
+func (m *Manager) admitBurst(ctx context.Context, c *PreparedClaim) error {
+	if m.opts.Burst == nil {
+		return nil
+	}
+	withPaths := m.withPaths(c)
+	return m.opts.Burst.AdmitClaim(ctx, &withPaths)
 }
 
 // rollback removes everything prepare may have written for the claim except

@@ -45,6 +45,26 @@ type PreparedClaim struct {
 	// (host/pids, in the directory mounted read-only into its containers),
 	// which package hostpids writes; set by Manager.PreparedClaims.
 	HostPIDsPath string `json:"-"`
+	// BurstPath is the host path of the claim's burst grants (host/burst,
+	// next to host/pids, read-only in its containers), which package burst
+	// writes; set by Manager.PreparedClaims.
+	BurstPath string `json:"-"`
+	// BurstSocketPath is the host path of the claim's burst socket
+	// (host/burst.sock), on which the plugin answers the library's asks
+	// for burst; set by Manager.PreparedClaims. It exists only while the
+	// plugin serves a claim that may burst (HasBurstRoom).
+	BurstSocketPath string `json:"-"`
+}
+
+// HasBurstRoom reports whether the claim may use more than its guarantee
+// on any of its GPUs (a memoryLimit above the memory it consumed).
+func (c *PreparedClaim) HasBurstRoom() bool {
+	for _, g := range c.GPUs {
+		if g.Ceiling() > g.MemoryLimitBytes {
+			return true
+		}
+	}
+	return false
 }
 
 // Settings are the per-claim values of the config file.
@@ -59,8 +79,16 @@ type Settings struct {
 // shares of that GPU.
 type GPULimit struct {
 	UUID string `json:"uuid"`
-	// MemoryLimitBytes is never 0: a claim always consumes memory.
+	// MemoryLimitBytes is never 0: a claim always consumes memory. It is
+	// the claim's guarantee on the GPU: what its results consumed, what
+	// the scheduler booked and what the library enforces without a burst
+	// grant.
 	MemoryLimitBytes uint64 `json:"memoryLimitBytes"`
+	// BurstLimitBytes is the claim's ceiling on the GPU (its memoryLimit,
+	// summed over its results there, each at least what it consumed), set
+	// only when above MemoryLimitBytes; 0 means no burst (checkpoints of
+	// earlier versions have none). Use Ceiling.
+	BurstLimitBytes uint64 `json:"burstLimitBytes,omitempty"`
 	// SMLimitPercent is 1..100, or 0 for best effort (no throttle).
 	SMLimitPercent int64 `json:"smLimitPercent"`
 	// MIG is set when the limit applies inside a MIG instance of the GPU
@@ -87,6 +115,14 @@ type migPlacement struct {
 
 // configUUID is the UUID the claim's config and libvgpu.so know the
 // device by: the MIG instance's when there is one.
+// Ceiling is the most the claim may use on the GPU: BurstLimitBytes, or
+// the guarantee MemoryLimitBytes where that is unset or lower.
+func (g GPULimit) Ceiling() uint64 { return max(g.BurstLimitBytes, g.MemoryLimitBytes) }
+
+// ConfigUUID is the UUID the claim's config and burst file name the GPU
+// by: the MIG instance's "MIG-<uuid>" once it exists, else the GPU's.
+func (g GPULimit) ConfigUUID() string { return g.configUUID() }
+
 func (g GPULimit) configUUID() string {
 	if g.MIG != nil && g.MIG.UUID != "" {
 		return g.MIG.UUID

@@ -61,6 +61,9 @@ func (m *Manager) unprepare(ctx context.Context, claims []kubeletplugin.Namespac
 			continue
 		}
 		results[claim.UID] = nil
+		if m.opts.Burst != nil {
+			m.opts.Burst.ReleaseClaim(ctx, claim.UID)
+		}
 		if rec, ok := m.cp.Claims[claim.UID]; ok {
 			removed[claim.UID] = rec
 			delete(m.cp.Claims, claim.UID)

@@ -84,6 +84,9 @@ type deviceUsage struct {
 type gpuSample struct {
 	usedBytes   uint64
 	utilization uint32 // percent
+	// Read only with Options.OnCollect.
+	totalBytes, reservedBytes uint64
+	processes                 map[uint32]uint64
 }
 
 // procKey identifies a process across collections, also across pid reuse.
@@ -144,7 +147,29 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 	}
 	snap.gpus = m.sampleGPUs(logger)
 	m.collectDuration.Observe(m.now().Sub(start).Seconds())
+	if m.opts.OnCollect != nil {
+		m.opts.OnCollect(burstCollection(snap))
+	}
 	return snap
+}
+
+// burstCollection is the snapshot as the burst ledger needs it.
+func burstCollection(snap *snapshot) Collection {
+	col := Collection{At: snap.at, GPUs: make(map[string]GPUMemory, len(snap.gpus))}
+	for uuid, g := range snap.gpus {
+		col.GPUs[uuid] = GPUMemory{TotalBytes: g.totalBytes, ReservedBytes: g.reservedBytes, Processes: g.processes}
+	}
+	for _, cu := range snap.claims {
+		if cu.err != nil {
+			continue
+		}
+		cr := ClaimReservation{Claim: cu.claim, Reserved: make(map[string]uint64, len(cu.devices))}
+		for i, d := range cu.devices {
+			cr.Reserved[cu.claim.GPUs[i].UUID] = d.usedBytes
+		}
+		col.Claims = append(col.Claims, cr)
+	}
+	return col
 }
 
 // usage matches the claim's GPUs with the region's device records by UUID:

@@ -265,5 +265,17 @@ func (m *Monitor) sampleGPU(uuid string) (gpuSample, error) {
 	if ret != nvml.SUCCESS {
 		return gpuSample{}, fmt.Errorf("utilisation: %w", ret)
 	}
-	return gpuSample{usedBytes: min(mem.Used, mem.Total), utilization: min(util.Gpu, 100)}, nil
+	s := gpuSample{usedBytes: min(mem.Used, mem.Total), utilization: min(util.Gpu, 100), totalBytes: mem.Total}
+	if m.opts.OnCollect != nil {
+		if v2, ret := dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
+			s.reservedBytes = min(v2.Reserved, v2.Total)
+		}
+		if procs, ret := dev.GetComputeRunningProcesses(); ret == nvml.SUCCESS {
+			s.processes = make(map[uint32]uint64, len(procs))
+			for _, p := range procs {
+				s.processes[p.Pid] = saturatingAdd(s.processes[p.Pid], min(p.UsedGpuMemory, mem.Total))
+			}
+		}
+	}
+	return s, nil
 }

@@ -70,9 +70,42 @@ type Options struct {
 	// EventInterval is the shortest time between two GPUMemoryLimitReached
 	// events of one claim. Zero means DefaultEventInterval.
 	EventInterval time.Duration
+	// OnCollect, when set, is called with what each collection measured
+	// (the burst ledger's input, pkg/burstnode), under the monitor's lock:
+	// it must not call back into the Monitor.
+	OnCollect func(Collection)
 	// EventRecorder, when set, receives the events; otherwise they are
 	// sent through KubeClient. Tests set a fake one.
 	EventRecorder record.EventRecorder
+}
+
+// Collection is what one collection measured for the burst ledger.
+type Collection struct {
+	// At is when the collection started: every sample in it is at least
+	// this recent.
+	At time.Time
+	// GPUs holds NVML's memory figures by GPU UUID; a GPU NVML did not
+	// answer for is missing.
+	GPUs map[string]GPUMemory
+	// Claims holds the prepared claims whose regions were read.
+	Claims []ClaimReservation
+}
+
+// GPUMemory is one GPU's memory as NVML reports it.
+type GPUMemory struct {
+	TotalBytes uint64
+	// ReservedBytes is what the driver reserves (nvmlDeviceGetMemoryInfo_v2);
+	// 0 where the driver cannot tell.
+	ReservedBytes uint64
+	// Processes is the memory of each compute process by host pid; nil
+	// when NVML could not list them.
+	Processes map[uint32]uint64
+}
+
+// ClaimReservation is a claim's region reservation (used_bytes) per GPU UUID.
+type ClaimReservation struct {
+	Claim    claims.PreparedClaim
+	Reserved map[string]uint64
 }
 
 func (o *Options) validate() error {
