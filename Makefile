@@ -73,8 +73,8 @@ release-kubectl-vgpu: ## kubectl-vgpu release archives and SHA256SUMS for RELEAS
 	cd $(RELEASE_DIR) && sha256sum *.tar.gz > SHA256SUMS
 
 .PHONY: vgpu-core
-vgpu-core: ## build libvgpu.so, the fake CUDA/NVML drivers and cuda-probe
-	$(MAKE) -C vgpu-core
+vgpu-core: ## build libvgpu.so, the fake CUDA/NVML drivers and cuda-probe (and the burst probe Go tests run)
+	$(MAKE) -C vgpu-core all build/test/burst_test
 
 .PHONY: test
 test: fmt-check generate-check vet lint vgpu-core ## all checks and unit tests (Go with -race, vgpu-core C suite)
