@@ -100,6 +100,7 @@ type Node struct {
 	closed  bool
 	ctx     context.Context
 	refs    map[types.UID]ClaimRef
+	graces  map[types.UID]time.Duration
 	rooms   map[types.UID]map[string]uint64
 	servers map[types.UID]*server
 	// reclaiming holds the claims already handed to the Reclaimer.
@@ -129,7 +130,7 @@ func New(opts Options) (*Node, error) {
 		opts.Clock = clock.RealClock{}
 	}
 	n := &Node{opts: opts, ledger: opts.Ledger, ctx: context.Background(),
-		refs: map[types.UID]ClaimRef{}, rooms: map[types.UID]map[string]uint64{},
+		refs: map[types.UID]ClaimRef{}, graces: map[types.UID]time.Duration{}, rooms: map[types.UID]map[string]uint64{},
 		servers: map[types.UID]*server{}, reclaiming: map[types.UID]bool{}}
 	n.metrics = newMetrics(n)
 	if opts.Registry != nil {
@@ -178,8 +179,7 @@ func (n *Node) Start(ctx context.Context, prepared []claims.PreparedClaim) error
 			continue
 		}
 		list = append(list, lc)
-		n.refs[c.UID] = ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
-		n.rooms[c.UID] = rooms
+		n.rememberLocked(c, rooms)
 	}
 	if err := n.ledger.Rebuild(list); err != nil {
 		logger.Error(err, "Rebuilding the burst grants found problems; the grants in question count as the files show them or as the claims' whole room until the monitor brings them down")
@@ -191,6 +191,30 @@ func (n *Node) Start(ctx context.Context, prepared []claims.PreparedClaim) error
 		}
 	}
 	return nil
+}
+
+// rememberLocked records what the node needs of a claim in the ledger:
+// its name for Events and its pods' grace period when its burst is
+// reclaimed (the claim's own classes' reclaimGracePeriodSeconds; the
+// default where the checkpoint predates it).
+func (n *Node) rememberLocked(c *claims.PreparedClaim, rooms map[string]uint64) {
+	n.refs[c.UID] = ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
+	n.rooms[c.UID] = rooms
+	n.graces[c.UID] = n.opts.Grace
+	if c.ReclaimGracePeriodSeconds > 0 {
+		n.graces[c.UID] = time.Duration(c.ReclaimGracePeriodSeconds) * time.Second
+	}
+}
+
+// graceOf is the grace period of a claim's pods (the default for a claim
+// the node does not know).
+func (n *Node) graceOf(uid types.UID) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if g, ok := n.graces[uid]; ok {
+		return g
+	}
+	return n.opts.Grace
 }
 
 // serveLocked starts the claim's socket server if it has burst room and
@@ -245,6 +269,7 @@ func (n *Node) AdmitClaim(ctx context.Context, c *claims.PreparedClaim) error {
 	}
 	needing := ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
 	var waits []string
+	var grace time.Duration
 	for _, uuid := range slices.Sorted(func(yield func(string) bool) {
 		for u := range lc.Shares {
 			if !yield(u) {
@@ -265,10 +290,11 @@ func (n *Node) AdmitClaim(ctx context.Context, c *claims.PreparedClaim) error {
 		names := make([]string, len(from))
 		for i, r := range from {
 			names[i] = r.String()
+			grace = max(grace, n.graceOf(r.UID))
 		}
 		waits = append(waits, fmt.Sprintf("%d bytes on GPU %s from %s", booked-usable, uuid, strings.Join(names, ", ")))
 	}
-	return fmt.Errorf("%w (retried by the kubelet; grace period %s): %s", ErrWaitingForMemory, n.opts.Grace, strings.Join(waits, "; "))
+	return fmt.Errorf("%w (retried by the kubelet; grace period %s): %s", ErrWaitingForMemory, grace, strings.Join(waits, "; "))
 }
 
 // victims are the claims of chosen with a grant on the GPU.
@@ -304,13 +330,14 @@ func (n *Node) reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef, u
 		return
 	}
 	n.metrics.reclaims.WithLabelValues(uuid).Add(float64(len(fresh)))
-	if err := n.opts.Reclaimer.Reclaim(ctx, needing, fresh, uuid, bytes, n.opts.Grace); err != nil {
-		klog.FromContext(ctx).Error(err, "Reclaiming burst failed", "needing", needing.String(), "gpu", uuid)
-		n.mu.Lock()
-		for _, r := range fresh {
+	// One call per claim: each goes with its own pods' grace period.
+	for _, r := range fresh {
+		if err := n.opts.Reclaimer.Reclaim(ctx, needing, []ClaimRef{r}, uuid, bytes, n.graceOf(r.UID)); err != nil {
+			klog.FromContext(ctx).Error(err, "Reclaiming burst failed", "needing", needing.String(), "from", r.String(), "gpu", uuid)
+			n.mu.Lock()
 			delete(n.reclaiming, r.UID)
+			n.mu.Unlock()
 		}
-		n.mu.Unlock()
 	}
 }
 
@@ -332,8 +359,7 @@ func (n *Node) EnsureClaim(ctx context.Context, c *claims.PreparedClaim) error {
 		if err := n.ledger.AddClaim(lc); err != nil {
 			return fmt.Errorf("burst ledger: %w", err)
 		}
-		n.refs[c.UID] = ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
-		n.rooms[c.UID] = rooms
+		n.rememberLocked(c, rooms)
 	}
 	return n.serveLocked(ctx, c)
 }
@@ -345,6 +371,7 @@ func (n *Node) ReleaseClaim(_ context.Context, uid types.UID) {
 	s := n.servers[uid]
 	delete(n.servers, uid)
 	delete(n.refs, uid)
+	delete(n.graces, uid)
 	delete(n.rooms, uid)
 	delete(n.reclaiming, uid)
 	n.mu.Unlock()

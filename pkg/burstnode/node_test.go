@@ -35,6 +35,7 @@ import (
 func TestAdmitFitsOrWaitsRetryably(t *testing.T) {
 	e := newEnv(t)
 	a := preparedClaim(t, e.root, uidA, "a", map[string][2]uint64{gpuA: {4 * gib, 12 * gib}})
+	a.ReclaimGracePeriodSeconds = 90 // its class's: a's pods get 90 s whoever needs the memory
 	require.NoError(t, e.node.Start(e.ctx, nil))
 	require.NoError(t, e.node.AdmitClaim(e.ctx, &a))
 	require.NoError(t, e.node.EnsureClaim(e.ctx, &a))
@@ -46,13 +47,14 @@ func TestAdmitFitsOrWaitsRetryably(t *testing.T) {
 	require.Error(t, err)
 	assert.True(t, errors.Is(err, ErrWaitingForMemory), "%v", err)
 	assert.Contains(t, err.Error(), "6442450944 bytes on GPU "+gpuA+" from ns/a ("+string(uidA)+")")
+	assert.Contains(t, err.Error(), "grace period 1m30s")
 	require.Len(t, e.reclaim.calls, 1)
 	call := e.reclaim.calls[0]
 	assert.Equal(t, ClaimRef{Namespace: "ns", Name: "b", UID: uidB}, call.needing)
 	assert.Equal(t, []ClaimRef{{Namespace: "ns", Name: "a", UID: uidA}}, call.from)
 	assert.Equal(t, gpuA, call.gpu)
 	assert.Equal(t, 6*gib, call.bytes)
-	assert.Equal(t, DefaultReclaimGracePeriod, call.grace)
+	assert.Equal(t, 90*time.Second, call.grace)
 	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.reclaims.WithLabelValues(gpuA)), 0.5)
 
 	// The kubelet retries before a's burst is gone: the same wait, no second eviction.

@@ -36,6 +36,8 @@ func TestPreparedClaimCarriesBurstLimits(t *testing.T) {
 		result("a", "gpu-0", "4Gi", "0", "").
 		result("b", "gpu-0", "2Gi", "0", shareA).
 		result("c", "gpu-1", "1Gi", "0", "").
+		config(resourceapi.AllocationConfigSourceClass, []string{"a"}, `"reclaimGracePeriodSeconds":90`).
+		config(resourceapi.AllocationConfigSourceClass, []string{"c"}, `"reclaimGracePeriodSeconds":45`).
 		config(resourceapi.AllocationConfigSourceClaim, []string{"a"}, `"memoryLimit":"12Gi"`).obj()
 	prepareOne(t, m, claim)
 
@@ -54,6 +56,7 @@ func TestPreparedClaimCarriesBurstLimits(t *testing.T) {
 		assert.Equal(t, uint64(14*gib), c.GPUs[1].BurstLimitBytes, "12Gi for a, its 2Gi for b")
 		assert.Equal(t, uint64(14*gib), c.GPUs[1].Ceiling())
 		assert.True(t, c.HasBurstRoom())
+		assert.Equal(t, int64(90), c.ReclaimGracePeriodSeconds, "the longest of its classes' grace periods")
 		hostDir := filepath.Join(env.stateRoot, "claims", claimA, "host")
 		assert.Equal(t, filepath.Join(hostDir, "burst"), c.BurstPath)
 		assert.Equal(t, filepath.Join(hostDir, "burst.sock"), c.BurstSocketPath)
@@ -78,6 +81,7 @@ func TestNoBurstLimitWithoutMemoryLimit(t *testing.T) {
 	data, err := os.ReadFile(m.layout.checkpointPath())
 	require.NoError(t, err)
 	assert.NotContains(t, string(data), "burstLimitBytes", "a claim without burst is checkpointed as before")
+	assert.NotContains(t, string(data), "reclaimGracePeriodSeconds")
 
 	t.Run("a limit at the guarantee is no burst", func(t *testing.T) {
 		pc, err := m.plan(newClaim(claimB, "same").result("r", "gpu-0", "4Gi", "0", "").

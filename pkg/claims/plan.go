@@ -86,12 +86,13 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 			errs = append(errs, rerrs...)
 			continue
 		}
-		s, limit, err := m.resolveSettings(alloc.Devices.Config, r.Request)
+		s, limit, grace, err := m.resolveSettings(alloc.Devices.Config, r.Request)
 		if err != nil {
 			errs = append(errs, field.Invalid(field.NewPath("status", "allocation", "devices", "config"), r.Request,
 				fmt.Sprintf("opaque config for request %q: %v", r.Request, err)))
 			continue
 		}
+		out.ReclaimGracePeriodSeconds = max(out.ReclaimGracePeriodSeconds, grace)
 		if settings == nil {
 			settings = &s
 		} else if *settings != s {
@@ -152,6 +153,9 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 		if out.GPUs[i].BurstLimitBytes <= out.GPUs[i].MemoryLimitBytes {
 			out.GPUs[i].BurstLimitBytes = 0
 		}
+	}
+	if !out.HasBurstRoom() {
+		out.ReclaimGracePeriodSeconds = 0
 	}
 	out.Settings = *settings
 	orderGPUs(out, infos)
@@ -220,8 +224,9 @@ func mergeCores(a, b int64) int64 {
 
 // resolveSettings layers the opaque configs of this driver that apply to the
 // request, in allocation order (class configs first, as the API orders them),
-// and returns the settings and the resolved memoryLimit (nil when unset).
-func (m *Manager) resolveSettings(configs []resourceapi.DeviceAllocationConfiguration, request string) (Settings, *resource.Quantity, error) {
+// and returns the settings, the resolved memoryLimit (nil when unset) and
+// reclaimGracePeriodSeconds.
+func (m *Manager) resolveSettings(configs []resourceapi.DeviceAllocationConfiguration, request string) (Settings, *resource.Quantity, int64, error) {
 	var layers []api.Layer
 	for _, i := range m.configsFor(configs, request) {
 		c := configs[i]
@@ -229,14 +234,18 @@ func (m *Manager) resolveSettings(configs []resourceapi.DeviceAllocationConfigur
 	}
 	cfg, err := api.Resolve(layers)
 	if err != nil {
-		return Settings{}, nil, err
+		return Settings{}, nil, 0, err
+	}
+	grace := api.DefaultReclaimGracePeriodSeconds
+	if cfg.ReclaimGracePeriodSeconds != nil {
+		grace = *cfg.ReclaimGracePeriodSeconds
 	}
 	return Settings{
 		ComputePolicy: cfg.ComputePolicy,
 		Priority:      cfg.Priority,
 		LogLevel:      cfg.LogLevel,
 		Enforcement:   cfg.Enforcement,
-	}, cfg.MemoryLimit, nil
+	}, cfg.MemoryLimit, grace, nil
 }
 
 // configsFor returns the indices in configs of the opaque configs of this

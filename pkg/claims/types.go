@@ -38,6 +38,11 @@ type PreparedClaim struct {
 	// Devices holds one entry per allocation result of this driver, in
 	// allocation order.
 	Devices []PreparedDevice `json:"devices"`
+	// ReclaimGracePeriodSeconds is the grace period of the claim's pods
+	// when they are evicted to reclaim its burst: the longest its classes'
+	// configs resolve to. Set only for a claim with burst room
+	// (HasBurstRoom), so that checkpoints without burst are unchanged.
+	ReclaimGracePeriodSeconds int64 `json:"reclaimGracePeriodSeconds,omitempty"`
 	// RegionPath is the host path of the claim's shared region, set by
 	// Manager.PreparedClaims.
 	RegionPath string `json:"-"`
