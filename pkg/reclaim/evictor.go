@@ -48,8 +48,14 @@ type ClaimRef struct {
 	UID             types.UID
 }
 
-// String is namespace/name, as Events and errors spell a claim.
-func (c ClaimRef) String() string { return c.Namespace + "/" + c.Name }
+// String is namespace/name, as Events and errors spell a claim; empty for
+// the zero ClaimRef.
+func (c ClaimRef) String() string {
+	if c.Name == "" {
+		return ""
+	}
+	return c.Namespace + "/" + c.Name
+}
 
 // Reasons of the Events the Evictor raises.
 const (
@@ -168,8 +174,9 @@ func New(opts Options) (*Evictor, error) {
 }
 
 // Reclaim evicts the pods of each claim in from, so that bytes of GPU
-// gpuUUID held as their burst come back for the guarantee of needing,
-// each eviction with grace as its grace period. Pods that are gone,
+// gpuUUID held as their burst come back for the guarantee of needing (the
+// zero ClaimRef when no claim waits: driver overhead or use outside
+// claims grew), each eviction with grace as its grace period. Pods that are gone,
 // finished or terminating are left alone, so calling it again for the
 // same claims evicts nothing twice. The pods of needing get an Event
 // naming each claim they wait for. A claim whose eviction is refused or
@@ -306,8 +313,13 @@ func (e *Evictor) attempt(ctx context.Context, req request, needingPods []*corev
 			e.evictions.WithLabelValues(ResultEvicted).Inc()
 			logger.Info("Evicted pod to reclaim memory burst", "pod", klog.KObj(p), "claim", req.from.String(),
 				"gpu", req.gpu, "for", req.needing.String(), "grace", req.grace)
-			e.opts.Recorder.Eventf(p, corev1.EventTypeNormal, ReasonBurstReclaimed,
-				"memory burst reclaimed for claim %s on GPU %s", req.needing, req.gpu)
+			if req.needing.Name == "" {
+				e.opts.Recorder.Eventf(p, corev1.EventTypeNormal, ReasonBurstReclaimed,
+					"memory burst reclaimed on GPU %s for memory the driver or processes outside claims took", req.gpu)
+			} else {
+				e.opts.Recorder.Eventf(p, corev1.EventTypeNormal, ReasonBurstReclaimed,
+					"memory burst reclaimed for claim %s on GPU %s", req.needing, req.gpu)
+			}
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			// Gone, or replaced by a pod of the same name (the UID
 			// precondition): not this claim's pod any more.
@@ -358,8 +370,12 @@ func (e *Evictor) evict(ctx context.Context, p *corev1.Pod, grace time.Duration)
 
 // podsOf returns the pods a claim is reserved for that still exist and
 // have not finished. A claim that is gone, or replaced by one of the same
-// name, has none.
+// name, has none, and so has the empty ClaimRef (no claim: driver
+// overhead or use outside claims grew).
 func (e *Evictor) podsOf(ctx context.Context, ref ClaimRef) ([]*corev1.Pod, error) {
+	if ref.Name == "" {
+		return nil, nil
+	}
 	claim, err := e.claim(ctx, ref)
 	if apierrors.IsNotFound(err) {
 		return nil, nil

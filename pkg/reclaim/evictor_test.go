@@ -393,6 +393,24 @@ func TestReclaimGivesUpAfterMaxRetryAge(t *testing.T) {
 	assert.Len(t, f.cluster.evicted(), 2, "no attempt after the retry aged out")
 }
 
+// Overhead grew after the bookings: no claim waits, only the evicted pods
+// hear of it.
+func TestReclaimForOverhead(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	require.NoError(t, f.ev.Reclaim(ctx, ClaimRef{}, []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, time.Second))
+	assert.Equal(t, []string{"ns/a1", "ns/a2"}, f.cluster.evicted())
+	assert.Equal(t, []event{
+		{"a1", corev1.EventTypeNormal, ReasonBurstReclaimed, "memory burst reclaimed on GPU " + gpuUUID + " for memory the driver or processes outside claims took"},
+		{"a2", corev1.EventTypeNormal, ReasonBurstReclaimed, "memory burst reclaimed on GPU " + gpuUUID + " for memory the driver or processes outside claims took"},
+	}, f.rec.list())
+	for _, a := range f.cluster.client.Actions() {
+		if g, ok := a.(k8stesting.GetAction); ok {
+			assert.NotEmpty(t, g.GetName(), "no read of a nameless claim")
+		}
+	}
+}
+
 func TestShortWarnsTheWaitingPods(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
