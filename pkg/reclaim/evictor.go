@@ -132,8 +132,9 @@ type Evictor struct {
 	evictions *prometheus.CounterVec
 
 	mu sync.Mutex
-	// retries holds, per claim to reclaim from, the request a failed
-	// attempt left to retry; the queue holds its UID.
+	// retries holds, per claim to reclaim from, the request being
+	// attempted or that a failed attempt left to retry (the queue then
+	// holds its UID).
 	retries map[types.UID]request
 }
 
@@ -199,24 +200,29 @@ func (e *Evictor) Reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef
 				"waiting for %s of GPU %s held as burst by claim %s", formatBytes(bytes), gpuUUID, c)
 		}
 		e.mu.Lock()
-		_, retrying := e.retries[c.UID]
-		if retrying {
-			// The queue retries it with its backoff; the newest request
-			// names the claim now waiting.
-			req.since = e.retries[c.UID].since
-			e.retries[c.UID] = req
+		prev, busy := e.retries[c.UID]
+		if busy {
+			// Being attempted or waiting for its retry, which has its
+			// backoff; the newest request names the claim now waiting.
+			req.since = prev.since
 		}
+		// Entered before the attempt, so that a concurrent call for the
+		// same claim leaves it to this one.
+		e.retries[c.UID] = req
 		e.mu.Unlock()
-		if retrying {
+		if busy {
 			continue
 		}
 		if err := e.attempt(ctx, req, needingPods); err != nil {
 			errs = append(errs, err)
-			e.mu.Lock()
-			e.retries[c.UID] = req
-			e.mu.Unlock()
 			e.queue.AddRateLimited(c.UID)
+			continue
 		}
+		e.mu.Lock()
+		if cur, ok := e.retries[c.UID]; ok && cur.since.Equal(req.since) {
+			delete(e.retries, c.UID)
+		}
+		e.mu.Unlock()
 	}
 	return errors.Join(errs...)
 }
@@ -284,7 +290,7 @@ func (e *Evictor) processNext(ctx context.Context) bool {
 		return true
 	}
 	e.mu.Lock()
-	if cur, ok := e.retries[uid]; ok && cur.since == req.since {
+	if cur, ok := e.retries[uid]; ok && cur.since.Equal(req.since) {
 		delete(e.retries, uid)
 	}
 	e.mu.Unlock()

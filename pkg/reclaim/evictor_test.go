@@ -258,6 +258,35 @@ func TestReclaimIdempotent(t *testing.T) {
 	assert.Equal(t, 2.0, f.count(ResultEvicted))
 }
 
+// Concurrent prepares asking for the same claim: one attempt at a time,
+// each pod evicted once.
+func TestReclaimConcurrentCallsEvictOnce(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	f.cluster.setAnswer(func(e *policyv1.Eviction) error {
+		time.Sleep(5 * time.Millisecond) // the API server takes its time
+		obj, err := f.cluster.client.Tracker().Get(gvr, e.Namespace, e.Name)
+		if err != nil {
+			return err
+		}
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.DeletionTimestamp = &metav1.Time{Time: time.Unix(2000, 0)}
+		return f.cluster.client.Tracker().Update(gvr, p, e.Namespace)
+	})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			assert.NoError(t, f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, time.Second))
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, []string{"ns/a1", "ns/a2"}, f.cluster.evicted())
+	f.ev.mu.Lock()
+	assert.Empty(t, f.ev.retries)
+	f.ev.mu.Unlock()
+}
+
 func TestReclaimSkipsGonePods(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	gone := podOf("ns", "gone")
