@@ -37,7 +37,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2/ktesting"
 )
@@ -438,6 +441,34 @@ func TestReclaimForOverhead(t *testing.T) {
 			assert.NotEmpty(t, g.GetName(), "no read of a nameless claim")
 		}
 	}
+}
+
+// With an informer's listers, objects come from the cache; one the cache
+// does not have yet is read from the API server.
+func TestReclaimReadsListers(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	a1, a2, b := podOf("ns", "a1"), podOf("ns", "a2"), podOf("ns", "b")
+	burst, needs := claimOf("ns", "burst", a1, a2), claimOf("ns", "needs", b)
+	c := newCluster(burst, needs, a1, a2, b)
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	pods := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, claims.Add(burst))
+	require.NoError(t, claims.Add(needs))
+	require.NoError(t, pods.Add(a1))
+	require.NoError(t, pods.Add(b)) // a2 not in the cache yet
+	rec := &recorder{}
+	ev, err := New(Options{Client: c.client, Recorder: rec,
+		Claims: resourcelisters.NewResourceClaimLister(claims), Pods: corelisters.NewPodLister(pods)})
+	require.NoError(t, err)
+	require.NoError(t, ev.Reclaim(ctx, ref(needs), []ClaimRef{ref(burst)}, gpuUUID, 1<<30, time.Second))
+	assert.Equal(t, []string{"ns/a1", "ns/a2"}, c.evicted())
+	var gets []string
+	for _, a := range c.client.Actions() {
+		if g, ok := a.(k8stesting.GetAction); ok {
+			gets = append(gets, g.GetResource().Resource+"/"+g.GetName())
+		}
+	}
+	assert.Equal(t, []string{"pods/a2"}, gets, "only what the cache lacks is read")
 }
 
 func TestShortWarnsTheWaitingPods(t *testing.T) {
