@@ -162,13 +162,11 @@ type fixture struct {
 	failures     []ClaimRef
 	failMu       sync.Mutex
 	registry     *prometheus.Registry
-	now          time.Time
-	extraObjs    []runtime.Object
 }
 
 func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	f := &fixture{a1: podOf("ns", "a1"), a2: podOf("ns", "a2"), b: podOf("ns", "b"), rec: &recorder{},
-		registry: prometheus.NewRegistry(), now: time.Unix(1000, 0)}
+		registry: prometheus.NewRegistry()}
 	f.burst = claimOf("ns", "burst", f.a1, f.a2)
 	f.needs = claimOf("ns", "needs", f.b)
 	f.cluster = newCluster(f.burst, f.needs, f.a1, f.a2, f.b)
