@@ -20,11 +20,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
 	v1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -399,13 +401,16 @@ func TestAllocateClassConfig(t *testing.T) {
 }
 
 // TestExamples decodes every example in docs/examples strictly and
-// allocates each ResourceClaimTemplate on a node with two GPUs.
+// allocates each ResourceClaimTemplate on a node with two GPUs, with the
+// DeviceClasses an example file defines next to the shipped ones.
 func TestExamples(t *testing.T) {
 	files, err := filepath.Glob("../../docs/examples/*.yaml")
 	require.NoError(t, err)
 	require.NotEmpty(t, files)
 	templates := 0
 	for _, f := range files {
+		classes := classLister{}
+		var tmpls []resourceapi.ResourceClaimTemplate
 		for _, doc := range yamlDocs(t, f) {
 			var meta metav1.TypeMeta
 			require.NoError(t, yaml.Unmarshal(doc, &meta), f)
@@ -413,30 +418,59 @@ func TestExamples(t *testing.T) {
 			case "ResourceClaimTemplate":
 				var tmpl resourceapi.ResourceClaimTemplate
 				require.NoError(t, yaml.UnmarshalStrict(doc, &tmpl), f)
-				t.Run(tmpl.Name, func(t *testing.T) {
-					checkExample(t, tmpl.Spec.Spec)
-				})
-				templates++
+				tmpls = append(tmpls, tmpl)
+			case "DeviceClass":
+				var class resourceapi.DeviceClass
+				require.NoError(t, yaml.UnmarshalStrict(doc, &class), f)
+				classes[class.Name] = &class
 			case "Pod":
 				var pod v1.Pod
 				require.NoError(t, yaml.UnmarshalStrict(doc, &pod), f)
 				assert.NotEmpty(t, pod.Spec.Containers, f)
+			case "Deployment":
+				var d appsv1.Deployment
+				require.NoError(t, yaml.UnmarshalStrict(doc, &d), f)
+				assert.NotEmpty(t, d.Spec.Template.Spec.Containers, f)
 			default:
 				t.Errorf("%s: unexpected kind %q", f, meta.Kind)
 			}
+		}
+		for _, tmpl := range tmpls {
+			t.Run(tmpl.Name, func(t *testing.T) {
+				checkExample(t, tmpl.Spec.Spec, classes)
+			})
+			templates++
 		}
 	}
 	assert.GreaterOrEqual(t, templates, 4)
 }
 
-func checkExample(t *testing.T, spec resourceapi.ResourceClaimSpec) {
-	for i, cfg := range spec.Devices.Config {
-		if cfg.Opaque != nil && cfg.Opaque.Driver == names.DriverName {
-			_, err := api.Resolve([]api.Layer{{Raw: cfg.Opaque.Parameters.Raw}})
-			require.NoError(t, err, "config %d", i)
-		}
-	}
+// checkExample resolves each request's configs (its class's, then the
+// claim's) and allocates the claim.
+func checkExample(t *testing.T, spec resourceapi.ResourceClaimSpec, extra classLister) {
 	c := newCluster(t, []gpu.Info{withMemory(h100(0), 80*gi), withMemory(h100(1), 80*gi)}, Options{})
+	for name, class := range extra {
+		c.classes[name] = class
+	}
+	for _, req := range spec.Devices.Requests {
+		var layers []api.Layer
+		if req.Exactly != nil {
+			class, ok := c.classes[req.Exactly.DeviceClassName]
+			require.True(t, ok, "request %s: class %s exists", req.Name, req.Exactly.DeviceClassName)
+			for _, cfg := range class.Spec.Config {
+				if cfg.Opaque != nil && cfg.Opaque.Driver == names.DriverName {
+					layers = append(layers, api.Layer{FromClass: true, Raw: cfg.Opaque.Parameters.Raw})
+				}
+			}
+		}
+		for _, cfg := range spec.Devices.Config {
+			if cfg.Opaque != nil && cfg.Opaque.Driver == names.DriverName && (len(cfg.Requests) == 0 || slices.Contains(cfg.Requests, req.Name)) {
+				layers = append(layers, api.Layer{Raw: cfg.Opaque.Parameters.Raw})
+			}
+		}
+		_, err := api.Resolve(layers)
+		require.NoError(t, err, "configs of request %s", req.Name)
+	}
 	r := c.allocate(spec)
 	require.NotNil(t, r, "example must be allocatable")
 	devices := map[string]bool{}

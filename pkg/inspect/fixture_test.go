@@ -139,6 +139,25 @@ func allocated(c resourceapi.ResourceClaim, pod, nodeName, device, memory, cores
 	return c
 }
 
+// bursting gives an allocated claim a memoryLimit (its VGPUConfig, as the
+// allocation carries it) and, when burst is not empty, the burst grant its
+// node reports in the status data.
+func bursting(c resourceapi.ResourceClaim, limit, burst string) resourceapi.ResourceClaim {
+	params, _ := json.Marshal(map[string]any{"apiVersion": "vgpu.dra.dev/v1alpha1", "kind": "VGPUConfig", "memoryLimit": limit})
+	c.Status.Allocation.Devices.Config = append(c.Status.Allocation.Devices.Config, resourceapi.DeviceAllocationConfiguration{
+		Source: resourceapi.AllocationConfigSourceClaim, Requests: []string{"gpu"},
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver: names.DriverName, Parameters: runtime.RawExtension{Raw: params}}},
+	})
+	if burst != "" {
+		var data map[string]any
+		_ = json.Unmarshal(c.Status.Devices[0].Data.Raw, &data)
+		data["memoryBurst"] = burst
+		c.Status.Devices[0].Data.Raw, _ = json.Marshal(data)
+	}
+	return c
+}
+
 func pendingPod(ns, name string, claims ...string) corev1.Pod {
 	p := corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("pod-" + name)},
@@ -175,8 +194,8 @@ func cluster() *Snapshot {
 		}},
 		Claims: []resourceapi.ResourceClaim{
 			allocated(claim("team-a", "train-0", "8Gi", "50"), "train-0", "node-a", "gpu-0", "8Gi", "50", "6656Mi", 47),
-			allocated(claim("team-a", "notebook", "4Gi", "20"), "notebook", "node-a", "gpu-0", "4Gi", "20", "1Gi", 3),
-			allocated(claim("team-b", "infer", "4Gi", "30"), "infer", "node-a", "gpu-1", "4Gi", "30", "", 0),
+			bursting(allocated(claim("team-a", "notebook", "4Gi", "20"), "notebook", "node-a", "gpu-0", "4Gi", "20", "1Gi", 3), "12Gi", "2Gi"),
+			bursting(allocated(claim("team-b", "infer", "4Gi", "30"), "infer", "node-a", "gpu-1", "4Gi", "30", "", 0), "6Gi", ""),
 			claim("team-b", "big", "14Gi", "30"),
 		},
 		Pods: []corev1.Pod{pendingPod("team-b", "big", "big")},

@@ -178,6 +178,7 @@ type deviceData struct {
 	UUID          string             `json:"uuid"`
 	MemoryUsed    *resource.Quantity `json:"memoryUsed,omitempty"`
 	MemoryPeak    *resource.Quantity `json:"memoryPeak,omitempty"`
+	MemoryBurst   *resource.Quantity `json:"memoryBurst,omitempty"`
 	Refusals      *int64             `json:"memoryRefusals,omitempty"`
 	SMUtilization *int64             `json:"smUtilization,omitempty"`
 }

@@ -57,7 +57,7 @@ func PrintNodes(out io.Writer, rows []GPURow, wide bool) error {
 // namespace column appears for all namespaces, wide adds the GPU UUID.
 func PrintClaims(out io.Writer, rows []ClaimRow, allNamespaces, wide bool) error {
 	w := newTable(out)
-	head := "CLAIM\tPODS\tSTATE\tNODE\tGPU\tMEMORY\tCORES\tUSED\tPEAK\tREFUSALS\tSM-UTIL"
+	head := "CLAIM\tPODS\tSTATE\tNODE\tGPU\tGUARANTEE\tLIMIT\tBURST\tCORES\tUSED\tPEAK\tREFUSALS\tSM-UTIL"
 	if allNamespaces {
 		head = "NAMESPACE\t" + head
 	}
@@ -72,9 +72,10 @@ func PrintClaims(out io.Writer, rows []ClaimRow, allNamespaces, wide bool) error
 		}
 		cells := []string{r.Claim, pods, r.State, orDash(r.Node), orDash(r.GPU)}
 		if r.State == StateAllocated {
-			cells = append(cells, FormatBytes(r.MemoryGranted), strconv.FormatInt(r.CoresGranted, 10))
+			cells = append(cells, FormatBytes(r.MemoryGranted), FormatBytes(r.MemoryLimit), optBytes(r.MemoryBurst),
+				strconv.FormatInt(r.CoresGranted, 10))
 		} else {
-			cells = append(cells, "-", "-")
+			cells = append(cells, "-", "-", "-", "-")
 		}
 		cells = append(cells, optBytes(r.MemoryUsed), optBytes(r.MemoryPeak), optInt(r.Refusals, ""), optInt(r.SMUtilization, "%"))
 		if allNamespaces {

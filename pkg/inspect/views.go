@@ -25,6 +25,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 
+	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
 )
 
@@ -104,18 +105,28 @@ func taintString(t resourceapi.DeviceTaint) string {
 // two GPUs has two rows, a claim not allocated yet one row without node
 // and GPU. Usage fields are nil when the plugin has not reported them.
 type ClaimRow struct {
-	Namespace     string   `json:"namespace"`
-	Claim         string   `json:"claim"`
-	Pods          []string `json:"pods,omitempty"`
-	State         string   `json:"state"`
-	Node          string   `json:"node,omitempty"`
-	GPU           string   `json:"gpu,omitempty"`
-	UUID          string   `json:"uuid,omitempty"`
-	MemoryGranted int64    `json:"memoryGranted"`
-	CoresGranted  int64    `json:"coresGranted"`
-	MemoryUsed    *int64   `json:"memoryUsed,omitempty"`
-	MemoryPeak    *int64   `json:"memoryPeak,omitempty"`
-	Refusals      *int64   `json:"refusals,omitempty"`
+	Namespace string   `json:"namespace"`
+	Claim     string   `json:"claim"`
+	Pods      []string `json:"pods,omitempty"`
+	State     string   `json:"state"`
+	Node      string   `json:"node,omitempty"`
+	GPU       string   `json:"gpu,omitempty"`
+	UUID      string   `json:"uuid,omitempty"`
+	// MemoryGranted is the claim's guarantee on the GPU: the memory the
+	// scheduler booked for it (its consumed capacity).
+	MemoryGranted int64 `json:"memoryGranted"`
+	// MemoryLimit is the most the claim may use on the GPU: its
+	// memoryLimit (VGPUConfig) where that is above the guarantee, else the
+	// guarantee.
+	MemoryLimit  int64 `json:"memoryLimit"`
+	CoresGranted int64 `json:"coresGranted"`
+	// MemoryBurst is the burst the node granted the claim on the GPU above
+	// its guarantee (its host/burst grant, status.devices data
+	// memoryBurst); nil when the node does not report it.
+	MemoryBurst *int64 `json:"memoryBurst,omitempty"`
+	MemoryUsed  *int64 `json:"memoryUsed,omitempty"`
+	MemoryPeak  *int64 `json:"memoryPeak,omitempty"`
+	Refusals    *int64 `json:"refusals,omitempty"`
 	// SMUtilization is in percent of the GPU's SM time.
 	SMUtilization *int64 `json:"smUtilization,omitempty"`
 }
@@ -161,12 +172,19 @@ func Claims(snap *Snapshot, namespace string) []ClaimRow {
 			} else if res.ConsumedCapacity != nil {
 				r.MemoryGranted, r.CoresGranted = consumed(res, &gpu{})
 			}
+			r.MemoryLimit = r.MemoryGranted
+			if limit := memoryLimit(c.Status.Allocation.Devices.Config, res.Request); limit > r.MemoryLimit {
+				r.MemoryLimit = limit
+			}
 			if u, ok := usage[key]; ok {
 				if u.MemoryUsed != nil {
 					r.MemoryUsed = ptrTo(u.MemoryUsed.Value())
 				}
 				if u.MemoryPeak != nil {
 					r.MemoryPeak = ptrTo(u.MemoryPeak.Value())
+				}
+				if u.MemoryBurst != nil {
+					r.MemoryBurst = ptrTo(u.MemoryBurst.Value())
 				}
 				r.Refusals, r.SMUtilization = u.Refusals, u.SMUtilization
 			}
@@ -204,3 +222,29 @@ func ptrTo[T any](v T) *T { return &v }
 
 // String is a short description for logs and errors.
 func (r GPURow) String() string { return fmt.Sprintf("%s/%s", r.Node, r.GPU) }
+
+// memoryLimit is the memoryLimit of the opaque configs of this driver that
+// apply to an allocation result's request, resolved as prepare resolves
+// them (later configs win); 0 when none sets one or they do not resolve
+// (prepare then fails the claim, and the guarantee is all it has).
+func memoryLimit(configs []resourceapi.DeviceAllocationConfiguration, request string) int64 {
+	parent, _, _ := strings.Cut(request, "/")
+	var layers []api.Layer
+	for _, c := range configs {
+		if c.Opaque == nil || c.Opaque.Driver != names.DriverName {
+			continue
+		}
+		if len(c.Requests) > 0 && !slices.Contains(c.Requests, request) && !slices.Contains(c.Requests, parent) {
+			continue
+		}
+		layers = append(layers, api.Layer{FromClass: c.Source == resourceapi.AllocationConfigSourceClass, Raw: c.Opaque.Parameters.Raw})
+	}
+	if len(layers) == 0 {
+		return 0
+	}
+	cfg, err := api.Resolve(layers)
+	if err != nil || cfg.MemoryLimit == nil {
+		return 0
+	}
+	return cfg.MemoryLimit.Value()
+}

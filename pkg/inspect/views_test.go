@@ -22,6 +22,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	resourceapi "k8s.io/api/resource/v1"
 )
 
 func TestNodesGolden(t *testing.T) {
@@ -56,6 +57,51 @@ func TestClaimsGolden(t *testing.T) {
 	require.NoError(t, PrintClaims(&out, rows, false, true))
 	golden(t, "claims-team-a-wide.txt", out.String())
 	require.Len(t, rows, 2, "only team-a's claims")
+
+	// Guarantee, limit and burst, checked once by hand.
+	notebook, train := rows[0], rows[1]
+	assert.Equal(t, 4*gi, notebook.MemoryGranted, "the guarantee is the consumed memory")
+	assert.Equal(t, 12*gi, notebook.MemoryLimit, "the claim's memoryLimit")
+	require.NotNil(t, notebook.MemoryBurst)
+	assert.Equal(t, 2*gi, *notebook.MemoryBurst, "the burst its node reports")
+	assert.Equal(t, 8*gi, train.MemoryLimit, "no memoryLimit: the limit is the guarantee")
+	assert.Nil(t, train.MemoryBurst, "no burst reported")
+	infer := Claims(snap, "team-b")[1]
+	assert.Equal(t, 6*gi, infer.MemoryLimit, "a limit without usage data")
+	assert.Nil(t, infer.MemoryBurst)
+}
+
+// A memoryLimit below the guarantee (the allocator rounded the request
+// up), for another request, or in configs that do not resolve leaves the
+// limit at the guarantee.
+func TestClaimLimitFallsBackToGuarantee(t *testing.T) {
+	for name, mutate := range map[string]func(c *resourceapi.ResourceClaim){
+		"below": func(c *resourceapi.ResourceClaim) {
+			*c = bursting(*c, "2Gi", "")
+		},
+		"other request": func(c *resourceapi.ResourceClaim) {
+			*c = bursting(*c, "12Gi", "")
+			c.Status.Allocation.Devices.Config[0].Requests = []string{"other"}
+		},
+		"class sets a claim-only field": func(c *resourceapi.ResourceClaim) {
+			*c = bursting(*c, "12Gi", "")
+			c.Status.Allocation.Devices.Config[0].Source = resourceapi.AllocationConfigSourceClass
+		},
+		"garbage": func(c *resourceapi.ResourceClaim) {
+			*c = bursting(*c, "12Gi", "")
+			c.Status.Allocation.Devices.Config[0].Opaque.Parameters.Raw = []byte("{")
+		},
+	} {
+		snap := cluster()
+		mutate(&snap.Claims[0]) // team-a train-0, 8Gi
+		rows := Claims(snap, "team-a")
+		assert.Equal(t, 8*gi, rows[1].MemoryLimit, name)
+	}
+	// A subrequest of firstAvailable matches a config naming its parent.
+	snap := cluster()
+	snap.Claims[0] = bursting(snap.Claims[0], "12Gi", "")
+	snap.Claims[0].Status.Allocation.Devices.Results[0].Request = "gpu/small"
+	assert.Equal(t, 12*gi, Claims(snap, "team-a")[1].MemoryLimit)
 }
 
 func TestFormatBytes(t *testing.T) {

@@ -122,10 +122,11 @@ func TestKubectlVGPUNodesClaimsAndWhy(t *testing.T) {
 		assert.Equal(t, cluster.node, row.Node)
 		assert.Equal(t, res.Device, row.GPU)
 		assert.Equal(t, gib, row.MemoryGranted)
+		assert.Equal(t, gib, row.MemoryLimit, "no memoryLimit: the limit is the guarantee")
 		assert.Equal(t, int64(10), row.CoresGranted)
 	}
 	table := f.kubectlVGPU("claims", "-n", f.ns)
-	assert.Regexp(t, `(?m)^CLAIM\s+PODS\s+STATE\s+NODE\s+GPU\s+MEMORY\s+CORES\s+USED`, table)
+	assert.Regexp(t, `(?m)^CLAIM\s+PODS\s+STATE\s+NODE\s+GPU\s+GUARANTEE\s+LIMIT\s+BURST\s+CORES\s+USED`, table)
 
 	// nodes: the allocated memory per GPU is what the cluster's claims hold.
 	var nodeList struct {
