@@ -40,6 +40,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/reclaim"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
 )
 
@@ -96,10 +97,23 @@ func run(ctx context.Context, o *options) error {
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	client, err := daemon.NewKubeClient(o.kube)
+	if err != nil {
+		return err
+	}
 	// Burstable memory: one ledger per node, fed by the monitor; its hooks
-	// see every prepare and unprepare. No evicting reclaimer yet: reclaim
-	// decisions are logged and prepare waits for the burst to be given back.
-	burstNode, err := burstnode.New(burstnode.Options{Registry: registry})
+	// see every prepare and unprepare. Its reclaim decisions evict pods
+	// through the Eviction API (pkg/reclaim), off the deciding goroutine.
+	var burstNode *burstnode.Node
+	recorder, stopEvents := newReclaimEventRecorder(ctx, client, o.nodeName)
+	defer stopEvents()
+	evictor, err := reclaim.New(reclaim.Options{Client: client, Recorder: recorder, Registerer: registry,
+		OnFailure: func(_ context.Context, c reclaim.ClaimRef, _ error) { burstNode.ReclaimFailed(c.UID) }})
+	if err != nil {
+		return err
+	}
+	reclaimer := newAsyncEvictor(evictor)
+	burstNode, err = burstnode.New(burstnode.Options{Registry: registry, Reclaimer: reclaimer})
 	if err != nil {
 		return err
 	}
@@ -115,13 +129,9 @@ func run(ctx context.Context, o *options) error {
 		return fmt.Errorf("burst: %w", err)
 	}
 
-	client, err := daemon.NewKubeClient(o.kube)
-	if err != nil {
-		return err
-	}
-
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	go reclaimer.run(ctx)
 	d := newDriver(manager, cancel, o.nodeName, byName, registry)
 
 	// The monitor reads the prepared claims' regions.

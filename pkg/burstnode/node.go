@@ -58,6 +58,19 @@ type Reclaimer interface {
 	Reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef, gpuUUID string, bytes uint64, grace time.Duration) error
 }
 
+// Shorter is what a Reclaimer may also offer: telling the claim that waits
+// that memory is missing for its guarantee which reclaiming burst cannot
+// free (booked twice, or used outside claims: burst.Decision.Short).
+type Shorter interface {
+	Short(ctx context.Context, needing ClaimRef, gpuUUID string, bytes uint64)
+}
+
+// Canceler is what a Reclaimer may also offer: forgetting a claim that
+// is gone (unprepared), so that nothing retries evicting its pods.
+type Canceler interface {
+	Cancel(uid types.UID)
+}
+
 // LogReclaimer only logs what it would reclaim: the default until an
 // evicting Reclaimer is wired in.
 type LogReclaimer struct{}
@@ -261,13 +274,16 @@ func (n *Node) AdmitClaim(ctx context.Context, c *claims.PreparedClaim) error {
 	if d.Fits {
 		return nil
 	}
+	needing := ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
 	for uuid, short := range d.Short {
 		logger.Info("Memory that reclaiming burst cannot free is missing for the claim's guarantee (booked twice or used outside claims)", "gpu", uuid, "bytes", short)
+		if s, ok := n.opts.Reclaimer.(Shorter); ok {
+			s.Short(ctx, needing, uuid, short)
+		}
 	}
 	if len(d.Reclaim) == 0 {
 		return nil
 	}
-	needing := ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
 	var waits []string
 	var grace time.Duration
 	for _, uuid := range slices.Sorted(func(yield func(string) bool) {
@@ -364,6 +380,17 @@ func (n *Node) EnsureClaim(ctx context.Context, c *claims.PreparedClaim) error {
 	return n.serveLocked(ctx, c)
 }
 
+// ReclaimFailed is told by the Reclaimer that evicting a claim's pods was
+// refused (a PodDisruptionBudget) or failed: the claim may grow again
+// (Ledger.CancelReclaim), and the next decision that chooses it hands it to
+// the Reclaimer again.
+func (n *Node) ReclaimFailed(uid types.UID) {
+	n.mu.Lock()
+	delete(n.reclaiming, uid)
+	n.mu.Unlock()
+	n.ledger.CancelReclaim(uid)
+}
+
 // ReleaseClaim forgets an unprepared (or rolled back) claim: its socket is
 // closed and removed, its guarantees and grants are free.
 func (n *Node) ReleaseClaim(_ context.Context, uid types.UID) {
@@ -377,6 +404,9 @@ func (n *Node) ReleaseClaim(_ context.Context, uid types.UID) {
 	n.mu.Unlock()
 	if s != nil {
 		s.close()
+	}
+	if c, ok := n.opts.Reclaimer.(Canceler); ok {
+		c.Cancel(uid)
 	}
 	n.ledger.RemoveClaim(uid)
 }
