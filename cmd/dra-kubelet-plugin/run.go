@@ -167,6 +167,9 @@ func run(ctx context.Context, o *options) error {
 	}
 	logger.Info("Published ResourceSlice", "pool", o.nodeName, "gpus", len(infos), "gpusInMIGMode", len(mig.enabled))
 	go pub.checkCounters(ctx, client)
+	if len(mig.enabled) > 0 {
+		go pub.watchBlocked(ctx, manager)
+	}
 	if d.health != nil {
 		publish := pub.publish
 		if !o.deviceTaints {
