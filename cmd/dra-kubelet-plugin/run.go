@@ -93,6 +93,14 @@ func run(ctx context.Context, o *options) error {
 		claimOpts.MIGGPUs = mig.enabled
 		claimOpts.MIG = gpu.NewMIGController(gpu.WithNVML(nvmlLib))
 	}
+	var migHealth *migResolver
+	if len(mig.enabled) > 0 {
+		migHealth = &migResolver{lister: gpu.NewMIGController(gpu.WithNVML(nvmlLib)), gpus: map[string]migGPU{}}
+		for name, m := range mig.enabled {
+			info := byName[name]
+			migHealth.gpus[info.UUID] = migGPU{index: info.Index, mig: m}
+		}
+	}
 	manager, err := claims.NewManager(ctx, claimOpts)
 	if err != nil {
 		return fmt.Errorf("claim manager: %w", err)
@@ -108,6 +116,7 @@ func run(ctx context.Context, o *options) error {
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	d := newDriver(manager, cancel, o.nodeName, byName, registry)
+	d.mig = migHealth
 
 	// The monitor reads the prepared claims' regions.
 	mon, err := monitor.New(ctx, monitor.Options{
