@@ -188,7 +188,9 @@ func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 // fakeInstances is a GPU's MIG instances as NVML lists them.
 type fakeInstances []gpu.MIGInstanceState
 
-func (f fakeInstances) Instances(context.Context, string) ([]gpu.MIGInstanceState, error) { return f, nil }
+func (f fakeInstances) Instances(context.Context, string) ([]gpu.MIGInstanceState, error) {
+	return f, nil
+}
 
 // An XID NVML attributes to a MIG instance taints only the devices of
 // that instance; one NVML attributes to the whole GPU, or an instance that
