@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -57,6 +58,8 @@ type driver struct {
 	deviceByUUID map[string]string
 	// health reports XIDs; nil when device health is off.
 	health xidSource
+	// mig resolves XIDs inside MIG instances; nil without a GPU in MIG mode.
+	mig *migResolver
 	// taintPolicy chooses each XID's taint effect; gpus holds the result.
 	taintPolicy devices.TaintPolicy
 	gpus        *gpuHealth
@@ -167,6 +170,12 @@ func (d *driver) healthReport(unhealthy map[string]unhealthyGPU) kubeletplugin.D
 	names := make([]string, 0, len(d.deviceByUUID))
 	for _, name := range d.deviceByUUID {
 		names = append(names, name)
+	}
+	for name := range unhealthy {
+		// A MIG device tainted on its own (an XID inside its instance).
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
 	}
 	sort.Strings(names)
 	now := time.Now()

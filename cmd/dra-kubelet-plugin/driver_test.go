@@ -19,7 +19,10 @@ package main
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -31,6 +34,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/klog/v2/ktesting"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
 )
@@ -179,4 +183,71 @@ func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 			t.Fatal("gpu-1 was never reported unhealthy")
 		}
 	}
+}
+
+// fakeInstances is a GPU's MIG instances as NVML lists them.
+type fakeInstances []gpu.MIGInstanceState
+
+func (f fakeInstances) Instances(context.Context, string) ([]gpu.MIGInstanceState, error) {
+	return f, nil
+}
+
+// An XID NVML attributes to a MIG instance taints only the devices of
+// that instance; one NVML attributes to the whole GPU, or an instance that
+// cannot be found, taints the whole GPU (and so all its MIG devices).
+func TestXIDInMIGInstanceTaintsOnlyThatInstance(t *testing.T) {
+	uuid := testGPUs["gpu-0"].UUID
+	run := func(t *testing.T, events ...gpu.XIDEvent) map[string][]resourceapi.DeviceTaint {
+		d := newDriver(fakeClaims{}, func(error) {}, "node-a", testGPUs, prometheus.NewRegistry())
+		d.mig = &migResolver{
+			lister: fakeInstances{
+				{MIGInstance: gpu.MIGInstance{ID: 3, ProfileID: 2, Placement: gpu.MIGPlacement{Start: 4, Size: 4}}},
+				{MIGInstance: gpu.MIGInstance{ID: 5, ProfileID: 0, Placement: gpu.MIGPlacement{Start: 0, Size: 8}}},
+			},
+			gpus: map[string]migGPU{uuid: {index: 0, mig: migInfo()}},
+		}
+		d.health = fakeXIDs{events: events}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		var mu sync.Mutex
+		var last map[string][]resourceapi.DeviceTaint
+		go func() {
+			done <- d.watchHealth(ctx, func(_ context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+				mu.Lock()
+				defer mu.Unlock()
+				last = taints
+				return nil
+			})
+		}()
+		require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return last != nil }, 5*time.Second, time.Millisecond)
+		cancel()
+		require.NoError(t, <-done)
+		// Reported to the kubelet too.
+		report := d.healthReport(func() map[string]unhealthyGPU { s, _ := d.gpus.state(); return s }())
+		for _, dev := range report.Devices {
+			_, tainted := last[dev.DeviceName]
+			assert.Equal(t, tainted, dev.Health == kubeletplugin.HealthStatusUnhealthy, dev.DeviceName)
+		}
+		return last
+	}
+	keys := func(m map[string][]resourceapi.DeviceTaint) []string { return slices.Sorted(maps.Keys(m)) }
+
+	inInstance := run(t, gpu.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 3, ComputeInstanceID: 0})
+	assert.Equal(t, []string{"gpu-0-mig-3g-40gb-4"}, keys(inInstance))
+	p, h := testPublisher(nil, true)
+	_, ctx := ktesting.NewTestContext(t)
+	require.NoError(t, p.publish(ctx, inInstance))
+	for _, s := range h.last(t).Slices {
+		for _, d := range s.Devices {
+			assert.Equal(t, d.Name == "gpu-0-mig-3g-40gb-4", len(d.Taints) == 1, "%s: only the instance's device is tainted", d.Name)
+		}
+	}
+
+	full := run(t, gpu.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 5, ComputeInstanceID: 0})
+	assert.Equal(t, []string{"gpu-0", "gpu-0-mig-7g-80gb-0"}, keys(full), "the full-size instance realises the whole GPU too")
+
+	whole := run(t, gpu.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: gpu.NoInstance, ComputeInstanceID: gpu.NoInstance})
+	assert.Equal(t, []string{"gpu-0"}, keys(whole))
+	unknown := run(t, gpu.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 9, ComputeInstanceID: 0})
+	assert.Equal(t, []string{"gpu-0"}, keys(unknown), "an instance that cannot be found: the whole GPU")
 }

@@ -85,30 +85,105 @@ func (h *gpuHealth) taints() map[string][]resourceapi.DeviceTaint {
 	return out
 }
 
+// migLister lists a GPU's MIG instances (gpu.MIGController.Instances).
+type migLister interface {
+	Instances(ctx context.Context, gpuUUID string) ([]gpu.MIGInstanceState, error)
+}
+
+// migResolver finds the devices an XID inside a MIG instance concerns.
+type migResolver struct {
+	lister migLister
+	// gpus are the GPUs in MIG mode, by UUID.
+	gpus map[string]migGPU
+}
+
+type migGPU struct {
+	index int
+	mig   gpu.MIGInfo
+}
+
+// devices names the published devices realised by GPU instance giID of
+// GPU uuid: the MIG device at its placement and, for the full-size
+// instance, the whole-GPU device it realises for software slices too.
+func (r *migResolver) devices(ctx context.Context, uuid string, giID int) ([]string, error) {
+	g, ok := r.gpus[uuid]
+	if !ok {
+		return nil, fmt.Errorf("GPU %s is not in MIG mode", uuid)
+	}
+	list, err := r.lister.Instances(ctx, uuid)
+	if err != nil {
+		return nil, err
+	}
+	for _, inst := range list {
+		if inst.ID != giID {
+			continue
+		}
+		p, ok := g.mig.Profile(inst.ProfileID)
+		if !ok {
+			return nil, fmt.Errorf("GPU instance %d has unknown profile %d", giID, inst.ProfileID)
+		}
+		out := []string{devices.MIGDeviceName(g.index, p, inst.Placement.Start)}
+		if full, ok := g.mig.FullProfile(); ok && full.ID == p.ID {
+			out = append(out, devices.Name(g.index))
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("no GPU instance %d", giID)
+}
+
+// targets are the devices an XID event taints: those of its MIG instance
+// when NVML names one and it resolves, else the whole GPU (whose taint
+// reaches all its MIG devices).
+func (d *driver) targets(ctx context.Context, ev gpu.XIDEvent, name string) []string {
+	if ev.GPUInstanceID == gpu.NoInstance || d.mig == nil {
+		return []string{name}
+	}
+	if _, ok := d.mig.gpus[ev.UUID]; !ok {
+		// Not in MIG mode: the ids name nothing.
+		return []string{name}
+	}
+	list, err := d.mig.devices(ctx, ev.UUID, ev.GPUInstanceID)
+	if err != nil {
+		klog.FromContext(ctx).Info("XID in a MIG instance that cannot be resolved; tainting the whole GPU", "uuid", ev.UUID,
+			"gpuInstance", ev.GPUInstanceID, "xid", ev.XID, "err", err)
+		return []string{name}
+	}
+	return list
+}
+
 // watchHealth turns XID events into GPU health until ctx ends, calling
 // publish with the new taints after every change. A failed publish is
 // logged and retried at the next change; the slice controller itself
-// retries API errors.
+// retries API errors. An XID inside a MIG instance taints only that
+// instance's devices.
 func (d *driver) watchHealth(ctx context.Context, publish func(context.Context, map[string][]resourceapi.DeviceTaint) error) error {
 	logger := klog.FromContext(ctx)
 	err := d.health.Watch(ctx, func(ev gpu.XIDEvent) {
-		name, ok := d.deviceByUUID[ev.UUID]
+		gpuName, ok := d.deviceByUUID[ev.UUID]
 		if !ok {
 			logger.V(2).Info("XID on a GPU this plugin does not publish", "uuid", ev.UUID, "xid", ev.XID)
 			return
 		}
 		taint := d.taintPolicy.XIDTaint(ev.XID, time.Now())
-		u := unhealthyGPU{reason: fmt.Sprintf("critical XID %d reported by NVML", ev.XID), taint: taint}
-		if !d.gpus.mark(name, u) {
-			logger.V(2).Info("GPU already tainted at least as severely", "device", name, "xid", ev.XID)
-			return
+		reason := fmt.Sprintf("critical XID %d reported by NVML", ev.XID)
+		if ev.GPUInstanceID != gpu.NoInstance {
+			reason = fmt.Sprintf("critical XID %d reported by NVML in MIG GPU instance %d", ev.XID, ev.GPUInstanceID)
 		}
-		logger.Info("Marking GPU unhealthy and tainting it", "device", name, "uuid", ev.UUID, "xid", ev.XID, "effect", taint.Effect)
-		if publish == nil {
+		changed := false
+		for _, name := range d.targets(ctx, ev, gpuName) {
+			if !d.gpus.mark(name, unhealthyGPU{reason: reason, taint: taint}) {
+				logger.V(2).Info("Device already tainted at least as severely", "device", name, "xid", ev.XID)
+				continue
+			}
+			changed = true
+			logger.Info("Marking device unhealthy and tainting it", "device", name, "uuid", ev.UUID, "xid", ev.XID,
+				"gpuInstance", ev.GPUInstanceID, "effect", taint.Effect)
+		}
+		if !changed || publish == nil {
 			return
 		}
 		if err := publish(ctx, d.gpus.taints()); err != nil {
-			logger.Error(err, "Publishing the GPU taint failed", "device", name)
+			logger.Error(err, "Publishing the GPU taint failed", "device", gpuName)
 		}
 	})
 	if err != nil && ctx.Err() == nil {

@@ -17,8 +17,10 @@ limitations under the License.
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,6 +125,11 @@ func (p *publisher) publish(ctx context.Context, taints map[string][]resourceapi
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.taints = taints
+	return p.publishLocked(ctx)
+}
+
+// publishLocked publishes the current pool; p.mu held.
+func (p *publisher) publishLocked(ctx context.Context) error {
 	pool := p.pool(ctx)
 	if err := p.helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{p.node: pool}}); err != nil {
 		return fmt.Errorf("publish ResourceSlice: %w", err)
@@ -190,5 +197,58 @@ func (p *publisher) checkCounters(ctx context.Context, client kubernetes.Interfa
 	p.mu.Unlock()
 	if err := p.publish(ctx, taints); err != nil {
 		logger.Error(err, "Republishing without counters failed")
+	}
+}
+
+// blockedSource is what the publisher needs of the claims manager to keep
+// instances being destroyed from being offered.
+type blockedSource interface {
+	MIGChanges() <-chan struct{}
+	BlockedMIGInstances() map[string][]gpu.MIGInstance
+}
+
+// setBlocked records the owned MIG instances being destroyed, by GPU UUID,
+// and republishes when they changed: while one exists its placement, what
+// overlaps it and its GPU's whole-GPU device are not offered, so that the
+// scheduler allocates nothing prepare would refuse.
+func (p *publisher) setBlocked(ctx context.Context, blocked map[string][]gpu.MIGInstance) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	changed := false
+	for i := range p.gpus {
+		g := &p.gpus[i]
+		list := slices.Clone(blocked[g.Info.UUID])
+		slices.SortFunc(list, func(a, b gpu.MIGInstance) int {
+			return cmp.Or(cmp.Compare(a.Placement.Start, b.Placement.Start), cmp.Compare(a.ProfileID, b.ProfileID))
+		})
+		for j := range list {
+			// The id is not known for every record; placement and profile
+			// are what block.
+			list[j].ID, list[j].ComputeInstances = 0, 0
+		}
+		if !slices.Equal(g.Blocked, list) {
+			g.Blocked = list
+			changed = true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	klog.FromContext(ctx).Info("MIG instances being destroyed changed; republishing", "blocked", blocked)
+	return p.publishLocked(ctx)
+}
+
+// watchBlocked keeps the published pool in step with src's instances being
+// destroyed until ctx ends.
+func (p *publisher) watchBlocked(ctx context.Context, src blockedSource) {
+	for {
+		if err := p.setBlocked(ctx, src.BlockedMIGInstances()); err != nil {
+			klog.FromContext(ctx).Error(err, "Republishing after a change of MIG instances failed; will retry at the next change")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-src.MIGChanges():
+		}
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -165,4 +166,61 @@ func TestCheckCountersRepublishesWithoutCounters(t *testing.T) {
 			assert.ElementsMatch(t, []string{"gpu-0", "gpu-1"}, got, "the whole GPU only")
 		})
 	}
+}
+
+// fakeBlocked is the claims manager's view of instances being destroyed.
+type fakeBlocked struct {
+	mu      sync.Mutex
+	blocked map[string][]gpu.MIGInstance
+	changes chan struct{}
+}
+
+func (f *fakeBlocked) MIGChanges() <-chan struct{} { return f.changes }
+
+func (f *fakeBlocked) BlockedMIGInstances() map[string][]gpu.MIGInstance {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.blocked
+}
+
+func (f *fakeBlocked) set(b map[string][]gpu.MIGInstance) {
+	f.mu.Lock()
+	f.blocked = b
+	f.mu.Unlock()
+	f.changes <- struct{}{}
+}
+
+// An owned instance NVML would not destroy (in use) is published like an
+// admin's, without being offered itself: its placement, what overlaps it
+// and the whole GPU go until it is gone, then come back.
+func TestPublisherBlocksInstanceBeingDestroyed(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	uuid := "GPU-00000000-0000-0000-0000-000000000000"
+	instance := gpu.MIGInstance{ID: 1, ProfileID: 2, Placement: gpu.MIGPlacement{Start: 4, Size: 4}, ComputeInstances: 1}
+	p, h := testPublisher(map[string][]gpu.MIGInstance{uuid: {instance}}, true)
+	require.NoError(t, p.publish(ctx, nil))
+	all := []string{"gpu-0", "gpu-0-mig-3g-40gb-0", "gpu-0-mig-3g-40gb-4", "gpu-0-mig-7g-80gb-0", "gpu-1"}
+	got, _ := deviceNames(h.last(t))
+	assert.ElementsMatch(t, all, got)
+
+	src := &fakeBlocked{changes: make(chan struct{})}
+	go p.watchBlocked(ctx, src)
+	src.set(map[string][]gpu.MIGInstance{uuid: {instance}})
+	assert.Eventually(t, func() bool {
+		got, _ := deviceNames(h.last(t))
+		return assert.ObjectsAreEqual([]string{"gpu-0-mig-3g-40gb-0", "gpu-1"}, got)
+	}, 5*time.Second, 10*time.Millisecond, "only the placement clear of it is offered")
+	n := func() int { h.mu.Lock(); defer h.mu.Unlock(); return len(h.pools) }
+	before := n()
+	src.set(map[string][]gpu.MIGInstance{uuid: {instance}})
+	src.set(map[string][]gpu.MIGInstance{uuid: {instance}})
+	assert.Equal(t, before, n(), "the same state is not republished")
+
+	src.set(nil)
+	assert.Eventually(t, func() bool {
+		got, _ := deviceNames(h.last(t))
+		return assert.ObjectsAreEqual(all, got)
+	}, 5*time.Second, 10*time.Millisecond, "offered again once it is gone")
 }

@@ -91,9 +91,15 @@ func run(ctx context.Context, o *options) error {
 	}
 	// A GPU in MIG mode runs CUDA only inside instances: its devices, the
 	// whole-GPU one included, are realised as instances (docs/mig.md).
+	var migHealth *migResolver
 	if len(mig.enabled) > 0 {
 		claimOpts.MIGGPUs = mig.enabled
 		claimOpts.MIG = gpu.NewMIGController(gpu.WithNVML(nvmlLib))
+		migHealth = &migResolver{lister: gpu.NewMIGController(gpu.WithNVML(nvmlLib)), gpus: map[string]migGPU{}}
+		for name, m := range mig.enabled {
+			info := byName[name]
+			migHealth.gpus[info.UUID] = migGPU{index: info.Index, mig: m}
+		}
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -133,6 +139,7 @@ func run(ctx context.Context, o *options) error {
 	defer cancel(nil)
 	go reclaimer.run(ctx)
 	d := newDriver(manager, cancel, o.nodeName, byName, registry)
+	d.mig = migHealth
 
 	// The monitor reads the prepared claims' regions.
 	mon, err := monitor.New(ctx, monitor.Options{
@@ -193,6 +200,9 @@ func run(ctx context.Context, o *options) error {
 	}
 	logger.Info("Published ResourceSlice", "pool", o.nodeName, "gpus", len(infos), "gpusInMIGMode", len(mig.enabled))
 	go pub.checkCounters(ctx, client)
+	if len(mig.enabled) > 0 {
+		go pub.watchBlocked(ctx, manager)
+	}
 	if d.health != nil {
 		publish := pub.publish
 		if !o.deviceTaints {

@@ -159,6 +159,15 @@ type Manager struct {
 	// staleDirAge is how long the directory of a claim that is not prepared
 	// must be untouched before the sweep removes it.
 	staleDirAge time.Duration
+
+	// bgCtx is NewManager's context: background retries end with it.
+	bgCtx context.Context
+	// migChanged receives (without blocking) after MIG instances being
+	// destroyed may have changed; see MIGChanges.
+	migChanged chan struct{}
+	// retryingDestroy says a background retry of instances left
+	// Destroying runs; m.mu held.
+	retryingDestroy bool
 }
 
 // NewManager loads the checkpoint, writes StateRoot/ld.so.preload and
@@ -182,7 +191,8 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{opts: opts, layout: layout{stateRoot: opts.StateRoot}, specs: specs, staleDirAge: DefaultStaleDirAge}
+	m := &Manager{opts: opts, layout: layout{stateRoot: opts.StateRoot}, specs: specs, staleDirAge: DefaultStaleDirAge,
+		bgCtx: ctx, migChanged: make(chan struct{}, 1)}
 	if err := m.start(ctx); err != nil {
 		return nil, err
 	}

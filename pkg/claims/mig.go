@@ -320,10 +320,25 @@ func (m *Manager) destroyUnused(ctx context.Context, uid types.UID, live map[str
 			}
 		}
 	}
-	return errors.Join(errs...)
+	err := errors.Join(errs...)
+	if errors.Is(err, gpu.ErrMIGInUse) {
+		// Besides the kubelet's retry of the call: an instance the kubelet
+		// no longer asks about must go too, so that its placement is
+		// offered again.
+		m.startRetryDestroy()
+	}
+	return err
 }
 
+// destroyInstance destroys record r (destroySteps) and then tells the
+// publisher, whether the instance went or is left blocking its placement.
 func (m *Manager) destroyInstance(ctx context.Context, gpuUUID string, r *instanceRecord, uid types.UID, live []gpu.MIGInstanceState) error {
+	err := m.destroySteps(ctx, gpuUUID, r, uid, live)
+	m.notifyMIG()
+	return err
+}
+
+func (m *Manager) destroySteps(ctx context.Context, gpuUUID string, r *instanceRecord, uid types.UID, live []gpu.MIGInstanceState) error {
 	logger := klog.FromContext(ctx)
 	if m.opts.MIG == nil {
 		return errors.New("no MIG lifecycle configured")
@@ -457,6 +472,50 @@ func (m *Manager) OwnedMIGInstances() map[string][]gpu.MIGInstance {
 	out := map[string][]gpu.MIGInstance{}
 	for gpuUUID, records := range m.cp.Instances {
 		for _, r := range records {
+			inst := gpu.MIGInstance{ProfileID: r.ProfileID, Placement: r.placement()}
+			if r.GPUInstanceID != nil {
+				inst.ID = *r.GPUInstanceID
+			}
+			out[gpuUUID] = append(out[gpuUUID], inst)
+		}
+	}
+	return out
+}
+
+// notifyMIG tells MIGChanges' reader that the instances being destroyed
+// may have changed, without waiting for it.
+func (m *Manager) notifyMIG() {
+	select {
+	case m.migChanged <- struct{}{}:
+	default:
+	}
+}
+
+// MIGChanges receives after the instances BlockedMIGInstances returns may
+// have changed: an instance NVML refused to destroy (in use), or one that
+// is gone at last. One value stands for any number of changes.
+func (m *Manager) MIGChanges() <-chan struct{} {
+	return m.migChanged
+}
+
+// BlockedMIGInstances returns, by GPU UUID, the owned MIG instances being
+// destroyed (NVML said in use, or the destroy is still under way): they
+// still take their memory and compute slices, so the publisher offers
+// neither their placement, nor one overlapping it, nor the whole GPU
+// until they are gone, as for an admin's instance.
+func (m *Manager) BlockedMIGInstances() map[string][]gpu.MIGInstance {
+	if end, err := m.begin(); err == nil {
+		defer end()
+	} else {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+	}
+	out := map[string][]gpu.MIGInstance{}
+	for gpuUUID, records := range m.cp.Instances {
+		for _, r := range records {
+			if r.State != instanceDestroying {
+				continue
+			}
 			inst := gpu.MIGInstance{ProfileID: r.ProfileID, Placement: r.placement()}
 			if r.GPUInstanceID != nil {
 				inst.ID = *r.GPUInstanceID

@@ -100,7 +100,10 @@ func (e *migEnv) options() Options {
 }
 
 func (e *migEnv) newManager(t *testing.T) *Manager {
-	m, err := NewManager(testContext(t), e.options())
+	// Background retries end with the test.
+	ctx, cancel := context.WithCancel(testContext(t))
+	t.Cleanup(cancel)
+	m, err := NewManager(ctx, e.options())
 	require.NoError(t, err)
 	return m
 }
@@ -707,4 +710,64 @@ func TestMIGDeviceNamesWithoutMIGMode(t *testing.T) {
 	require.NoError(t, err)
 	assert.ErrorContains(t, results[claimA].Err, "gpu-0-mig-3g-71gb-4")
 	assert.Equal(t, absent, env.diskState(t, claimA))
+}
+
+// An instance NVML will not destroy (in use) is reported to the publisher,
+// which must not offer its placement, and is destroyed in the background
+// even if the kubelet never retries the unprepare; the publisher hears
+// of that too.
+func TestInstanceInUseBlocksUntilBackgroundRetryDestroysIt(t *testing.T) {
+	saved := restoreRetryInterval
+	restoreRetryInterval = 10 * time.Millisecond
+	t.Cleanup(func() { restoreRetryInterval = saved })
+	env := newMIGEnv(t)
+	busy := &inUse{MIGLifecycle: env.lifecycle}
+	env.lifecycle = busy
+	ctx, cancel := context.WithCancel(testContext(t))
+	defer cancel()
+	m, err := NewManager(ctx, env.options())
+	require.NoError(t, err)
+	prepareOne(t, m, migClaim(claimA, migDevice3g, shareA))
+	assert.Empty(t, m.BlockedMIGInstances(), "a Ready instance blocks nothing")
+	drain := func() {
+		for {
+			select {
+			case <-m.MIGChanges():
+			default:
+				return
+			}
+		}
+	}
+	drain()
+
+	busy.set(true)
+	require.ErrorIs(t, unprepare(t, m, claimA)[claimA], gpu.ErrMIGInUse)
+	select {
+	case <-m.MIGChanges():
+	default:
+		t.Fatal("the publisher is not told of the instance left in use")
+	}
+	blocked := m.BlockedMIGInstances()[env.dev.UUID]
+	require.Len(t, blocked, 1)
+	assert.Equal(t, gpu.MIGPlacement{Start: 4, Size: 3}, blocked[0].Placement)
+	assert.Equal(t, int(nvml.GPU_INSTANCE_PROFILE_3_SLICE), blocked[0].ProfileID)
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, []string{threeGAt4}, env.instances(t), "still in use")
+
+	busy.set(false)
+	require.Eventually(t, func() bool { return len(env.instances(t)) == 0 }, 5*time.Second, 10*time.Millisecond,
+		"destroyed without another unprepare")
+	require.Eventually(t, func() bool { return len(m.BlockedMIGInstances()) == 0 }, 5*time.Second, 10*time.Millisecond)
+	select {
+	case <-m.MIGChanges():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the publisher is not told that the instance is gone")
+	}
+
+	// A second instance left in use starts a new retry.
+	prepareOne(t, m, migClaim(claimB, migDevice3g, shareB))
+	busy.set(true)
+	require.ErrorIs(t, unprepare(t, m, claimB)[claimB], gpu.ErrMIGInUse)
+	busy.set(false)
+	require.Eventually(t, func() bool { return len(env.instances(t)) == 0 }, 5*time.Second, 10*time.Millisecond)
 }

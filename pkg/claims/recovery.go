@@ -118,7 +118,7 @@ func (m *Manager) start(ctx context.Context) error {
 		}
 	}
 	if destroying := m.recoverInstances(ctx); destroying {
-		go m.retryDestroy(ctx, restoreRetryInterval)
+		m.startRetryDestroy()
 	}
 	// A claim that cannot be restored yet (NVML not ready after a reboot, a
 	// full disk) does not stop the plugin: the kubelet may never prepare it
@@ -301,13 +301,25 @@ func liveMatch(list []gpu.MIGInstanceState, r *instanceRecord) bool {
 	return false
 }
 
+// startRetryDestroy starts retryDestroy unless it runs already; m.mu held.
+func (m *Manager) startRetryDestroy() {
+	if m.retryingDestroy || m.bgCtx == nil {
+		return
+	}
+	m.retryingDestroy = true
+	go m.retryDestroy(m.bgCtx, restoreRetryInterval)
+}
+
 // retryDestroy runs recovery of the MIG instances again with exponential
 // backoff until none is left Destroying or ctx ends. Until then such an
-// instance still blocks its placement on the GPU.
+// instance still blocks its placement on the GPU (BlockedMIGInstances).
 func (m *Manager) retryDestroy(ctx context.Context, delay time.Duration) {
 	for {
 		select {
 		case <-ctx.Done():
+			m.mu.Lock()
+			m.retryingDestroy = false
+			m.mu.Unlock()
 			return
 		case <-time.After(delay):
 		}
@@ -316,11 +328,15 @@ func (m *Manager) retryDestroy(ctx context.Context, delay time.Duration) {
 			klog.FromContext(ctx).Error(err, "Retrying MIG instance recovery failed; will retry")
 		} else {
 			left := m.destroyLeftovers(ctx)
-			end()
 			if !left {
+				// Cleared under the lock: an unprepare that finds an
+				// instance in use after this starts a new retry.
+				m.retryingDestroy = false
+				end()
 				klog.FromContext(ctx).Info("Destroyed the MIG instances left from earlier")
 				return
 			}
+			end()
 		}
 		delay = min(2*delay, maxRestoreRetryInterval)
 	}

@@ -51,6 +51,11 @@ type GPU struct {
 	// checkpoint), matched by profile and placement. Every other existing
 	// instance is an admin's: published as a fixed device, never touched.
 	Owned []gpu.MIGInstance
+	// Blocked are owned instances being destroyed (NVML said in use):
+	// not offered themselves, they block their placement, every placement
+	// overlapping it and the whole-GPU device, as an admin's instance
+	// does, until they are gone.
+	Blocked []gpu.MIGInstance
 }
 
 // MIGOptions says which cluster features the published devices may use.
@@ -240,7 +245,8 @@ type MIGResult struct {
 // prepare as a full-size instance) and one device per placement of every
 // profile. An admin's instances are published as fixed devices (static:
 // true), and neither the whole-GPU device nor any placement overlapping
-// them is published, since neither could be created.
+// them is published, since neither could be created; the same holds for
+// g.Blocked, which are not published themselves.
 func GPUDevices(g GPU, opts Options, migOpts MIGOptions) MIGResult {
 	info := g.Info
 	if g.MIG == nil || !g.MIG.Enabled {
@@ -259,6 +265,7 @@ func GPUDevices(g GPU, opts Options, migOpts MIGOptions) MIGResult {
 			static = append(static, inst)
 		}
 	}
+	blocking := append(append([]gpu.MIGInstance(nil), static...), g.Blocked...)
 	// The whole-GPU device needs the full-size instance to be creatable.
 	full, hasFull := mig.FullProfile()
 	switch {
@@ -266,6 +273,8 @@ func GPUDevices(g GPU, opts Options, migOpts MIGOptions) MIGResult {
 		res.Notes = append(res.Notes, fmt.Sprintf("GPU %s: no full-size MIG profile; no whole-GPU device", info.UUID))
 	case len(static) > 0:
 		res.Notes = append(res.Notes, fmt.Sprintf("GPU %s: %d GPU instances made outside the plugin; no whole-GPU device", info.UUID, len(static)))
+	case len(g.Blocked) > 0:
+		// Not a note: it lasts only until the retry destroys them.
 	default:
 		res.Devices = append(res.Devices, wholeMIGDevice(info, full, mig, opts, migOpts))
 	}
@@ -284,7 +293,7 @@ func GPUDevices(g GPU, opts Options, migOpts MIGOptions) MIGResult {
 	if migOpts.PartitionableDevices {
 		for _, p := range mig.Profiles {
 			for _, pl := range p.Placements {
-				if overlapsAny(pl, static) {
+				if overlapsAny(pl, blocking) {
 					continue
 				}
 				res.Devices = append(res.Devices, migDevice(info, p, pl, opts, migOpts))

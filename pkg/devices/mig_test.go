@@ -666,3 +666,31 @@ func TestParseMIGDeviceName(t *testing.T) {
 	_, ok := MIGProfileByLabel(*mig, "9g-1gb")
 	assert.False(t, ok)
 }
+
+func TestAllocateMIGBlockedInstance(t *testing.T) {
+	// The plugin's 3g at 4 is stuck being destroyed (NVML said in use):
+	// nothing that prepare would refuse is offered, neither the 3g at 4
+	// itself, nor what overlaps it, nor the whole GPU; the rest is.
+	g := migGPU(t, 0, gpus.H200_SXM5_141GB, [2]int{nvml.GPU_INSTANCE_PROFILE_3_SLICE, 4})
+	g.Owned = g.MIG.Instances
+	g.Blocked = g.MIG.Instances
+	res := GPUDevices(g, Options{}, partitionable)
+	assert.Empty(t, res.Notes, "a passing state, not logged")
+	assert.NotContains(t, deviceNames(res.Devices), "gpu-0", "no whole-GPU device")
+	assert.NotContains(t, deviceNames(res.Devices), "gpu-0-mig-3g-71gb-4", "not offered while it is destroyed")
+	for _, d := range res.Devices {
+		assert.Nil(t, d.Attributes[names.AttrStatic].BoolValue, "%s: not a fixed device", d.Name)
+	}
+
+	c := newMIGCluster(t, []GPU{g})
+	assert.Nil(t, c.allocate(gpuRequest(names.DeviceClass, map[string]string{"memory": "1Gi"})), "no software slice")
+	assert.Equal(t, "gpu-0-mig-3g-71gb-0", allocated(c.allocate(migRequest(`a.profile == "3g.71gb"`, nil))))
+	assert.Nil(t, c.allocate(migRequest(`a.profile == "3g.71gb"`, nil)), "the 3g at 4 is not offered")
+	assert.Nil(t, c.allocate(migRequest(`a.profile == "1g.18gb" && a.placementStart >= 4`, nil)), "what overlaps it neither")
+
+	// Once it is gone, everything is offered again.
+	g.Blocked = nil
+	g.MIG.Instances = nil
+	c = newMIGCluster(t, []GPU{g})
+	assert.Equal(t, "gpu-0", allocated(c.allocate(gpuRequest(names.DeviceClass, map[string]string{"memory": "1Gi"}))))
+}

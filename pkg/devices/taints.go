@@ -88,7 +88,9 @@ func Severity(e resourceapi.DeviceTaintEffect) int {
 // devices without an entry are published untainted. A GPU's taints (keyed by
 // its device name, gpu-<index>) also go to every MIG device of that GPU
 // (named by its parentIndex attribute): NVML reports XIDs per physical GPU,
-// and an instance of a failing GPU is as unusable as the whole. Neither pool
+// and an instance of a failing GPU is as unusable as the whole. A MIG
+// device's own entry (an XID NVML attributed to its instance) taints only
+// it. Neither pool
 // nor taints is modified or shared with the result.
 func WithTaints(pool resourceslice.Pool, taints map[string][]resourceapi.DeviceTaint) resourceslice.Pool {
 	out := pool
@@ -101,6 +103,12 @@ func WithTaints(pool resourceslice.Pool, taints map[string][]resourceapi.DeviceT
 			d.Taints = nil
 			for _, t := range taints[taintKey(d)] {
 				d.Taints = append(d.Taints, *t.DeepCopy())
+			}
+			if key := taintKey(d); key != d.Name {
+				// A MIG device's own taints: an XID inside its instance.
+				for _, t := range taints[d.Name] {
+					d.Taints = append(d.Taints, *t.DeepCopy())
+				}
 			}
 			out.Slices[i].Devices[j] = d
 		}

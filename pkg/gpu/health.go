@@ -31,6 +31,24 @@ type XIDEvent struct {
 	UUID string
 	// XID is the NVIDIA XID error code.
 	XID uint64
+	// GPUInstanceID and ComputeInstanceID name the MIG instance the error
+	// happened in, on a GPU in MIG mode; NoInstance when NVML attributes it
+	// to the whole GPU (or the GPU is not in MIG mode).
+	GPUInstanceID, ComputeInstanceID int
+}
+
+// NoInstance is XIDEvent's instance id of an error of the whole GPU.
+const NoInstance = -1
+
+// nvmlNoInstance is NVML's instance id in event data that no MIG instance
+// is named (0xFFFFFFFF).
+const nvmlNoInstance = ^uint32(0)
+
+func instanceID(id uint32) int {
+	if id == nvmlNoInstance {
+		return NoInstance
+	}
+	return int(id)
 }
 
 // DefaultIgnoredXIDs returns the XIDs that an application causes (illegal
@@ -110,9 +128,14 @@ func (w *XIDWatcher) Watch(ctx context.Context, report func(XIDEvent)) error {
 		if uuid, ok := eventUUID(event); ok {
 			affected = []string{uuid}
 		}
+		gi, ci := instanceID(event.GpuInstanceId), instanceID(event.ComputeInstanceId)
+		if len(affected) != 1 {
+			// Instance ids mean nothing without the GPU they belong to.
+			gi, ci = NoInstance, NoInstance
+		}
 		for _, uuid := range affected {
-			logger.Info("GPU reported XID critical error", "uuid", uuid, "xid", event.EventData)
-			report(XIDEvent{UUID: uuid, XID: event.EventData})
+			logger.Info("GPU reported XID critical error", "uuid", uuid, "xid", event.EventData, "gpuInstance", gi, "computeInstance", ci)
+			report(XIDEvent{UUID: uuid, XID: event.EventData, GPUInstanceID: gi, ComputeInstanceID: ci})
 		}
 	}
 }

@@ -59,12 +59,12 @@ func TestXIDWatcher(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- NewXIDWatcher(DefaultIgnoredXIDs(), WithNVML(s)).Watch(ctx, rec.report) }()
 
-	s.Events <- nvml.EventData{Device: device(s, 2), EventType: nvml.EventTypeXidCriticalError, EventData: 79}
-	s.Events <- nvml.EventData{Device: device(s, 3), EventType: nvml.EventTypeXidCriticalError, EventData: 13}
+	s.Events <- nvml.EventData{Device: device(s, 2), EventType: nvml.EventTypeXidCriticalError, EventData: 79, GpuInstanceId: whole, ComputeInstanceId: whole}
+	s.Events <- nvml.EventData{Device: device(s, 3), EventType: nvml.EventTypeXidCriticalError, EventData: 13, GpuInstanceId: whole, ComputeInstanceId: whole}
 	s.Events <- nvml.EventData{Device: device(s, 3), EventType: nvml.EventTypeSingleBitEccError, EventData: 1}
-	s.Events <- nvml.EventData{Device: nil, EventType: nvml.EventTypeXidCriticalError, EventData: 48}
+	s.Events <- nvml.EventData{Device: nil, EventType: nvml.EventTypeXidCriticalError, EventData: 48, GpuInstanceId: whole, ComputeInstanceId: whole}
 	// A last event the watcher must still take proves the ones before were handled.
-	s.Events <- nvml.EventData{Device: device(s, 0), EventType: nvml.EventTypeXidCriticalError, EventData: 94}
+	s.Events <- nvml.EventData{Device: device(s, 0), EventType: nvml.EventTypeXidCriticalError, EventData: 94, GpuInstanceId: whole, ComputeInstanceId: whole}
 	cancel()
 	select {
 	case err := <-done:
@@ -73,11 +73,11 @@ func TestXIDWatcher(t *testing.T) {
 		t.Fatal("Watch did not return after cancel")
 	}
 
-	want := []XIDEvent{{UUID: device(s, 2).UUID, XID: 79}}
+	want := []XIDEvent{{UUID: device(s, 2).UUID, XID: 79, GPUInstanceID: NoInstance, ComputeInstanceID: NoInstance}}
 	for i := 0; i < 7; i++ {
-		want = append(want, XIDEvent{UUID: device(s, i).UUID, XID: 48})
+		want = append(want, XIDEvent{UUID: device(s, i).UUID, XID: 48, GPUInstanceID: NoInstance, ComputeInstanceID: NoInstance})
 	}
-	want = append(want, XIDEvent{UUID: device(s, 0).UUID, XID: 94})
+	want = append(want, XIDEvent{UUID: device(s, 0).UUID, XID: 94, GPUInstanceID: NoInstance, ComputeInstanceID: NoInstance})
 	assert.Equal(t, want, rec.get())
 	assert.Empty(t, device(s, 7).RegisterEventsCalls())
 	require.Len(t, device(s, 0).RegisterEventsCalls(), 1)
@@ -94,11 +94,11 @@ func TestXIDWatcherCustomIgnoreList(t *testing.T) {
 	var rec recorder
 	done := make(chan error, 1)
 	go func() { done <- NewXIDWatcher([]uint64{79}, WithNVML(s)).Watch(ctx, rec.report) }()
-	s.Events <- nvml.EventData{Device: device(s, 1), EventType: nvml.EventTypeXidCriticalError, EventData: 79}
-	s.Events <- nvml.EventData{Device: device(s, 1), EventType: nvml.EventTypeXidCriticalError, EventData: 13}
+	s.Events <- nvml.EventData{Device: device(s, 1), EventType: nvml.EventTypeXidCriticalError, EventData: 79, GpuInstanceId: whole, ComputeInstanceId: whole}
+	s.Events <- nvml.EventData{Device: device(s, 1), EventType: nvml.EventTypeXidCriticalError, EventData: 13, GpuInstanceId: whole, ComputeInstanceId: whole}
 	cancel()
 	require.NoError(t, <-done)
-	assert.Equal(t, []XIDEvent{{UUID: device(s, 1).UUID, XID: 13}}, rec.get())
+	assert.Equal(t, []XIDEvent{{UUID: device(s, 1).UUID, XID: 13, GPUInstanceID: NoInstance, ComputeInstanceID: NoInstance}}, rec.get())
 }
 
 func TestXIDWatcherErrors(t *testing.T) {
@@ -152,4 +152,34 @@ func TestXIDWatcherErrors(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
+}
+
+// whole is NVML's instance id of an event not in a MIG instance.
+const whole = ^uint32(0)
+
+// On a GPU in MIG mode NVML names the instance an XID happened in; the
+// watcher passes the ids on (0 is a valid id).
+func TestXIDWatcherReportsMIGInstance(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := newServer(t)
+	var rec recorder
+	done := make(chan error, 1)
+	go func() { done <- NewXIDWatcher(DefaultIgnoredXIDs(), WithNVML(s)).Watch(ctx, rec.report) }()
+	s.Events <- nvml.EventData{Device: device(s, 1), EventType: nvml.EventTypeXidCriticalError, EventData: 79, GpuInstanceId: 2, ComputeInstanceId: 0}
+	s.Events <- nvml.EventData{Device: device(s, 1), EventType: nvml.EventTypeXidCriticalError, EventData: 94, GpuInstanceId: whole, ComputeInstanceId: whole}
+	s.Events <- nvml.EventData{Device: device(s, 0), EventType: nvml.EventTypeXidCriticalError, EventData: 48, GpuInstanceId: whole, ComputeInstanceId: whole}
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Watch did not return after cancel")
+	}
+	assert.Equal(t, []XIDEvent{
+		{UUID: device(s, 1).UUID, XID: 79, GPUInstanceID: 2, ComputeInstanceID: 0},
+		{UUID: device(s, 1).UUID, XID: 94, GPUInstanceID: NoInstance, ComputeInstanceID: NoInstance},
+		{UUID: device(s, 0).UUID, XID: 48, GPUInstanceID: NoInstance, ComputeInstanceID: NoInstance},
+	}, rec.get())
 }

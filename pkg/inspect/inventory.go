@@ -54,6 +54,12 @@ type gpu struct {
 	granted  grant
 	usedSum  int64
 	usedSeen bool
+	// mig is set on a MIG device; migEnabled on the whole-GPU device of a
+	// GPU in MIG mode (mig.go).
+	mig        *migDev
+	migEnabled bool
+	// claims are the claims allocated this device, as namespace/name.
+	claims []string
 }
 
 // grant sums the allocation results on one GPU.
@@ -74,6 +80,8 @@ type inventory struct {
 	gpus map[gpuKey]*gpu
 	// ordered lists the GPUs by node, then by NVML index.
 	ordered []*gpu
+	// newest is the newest generation of each pool.
+	newest map[string]int64
 }
 
 func newInventory(snap *Snapshot) *inventory {
@@ -98,6 +106,7 @@ func newInventory(snap *Snapshot) *inventory {
 			newest[s.Spec.Pool.Name] = max(newest[s.Spec.Pool.Name], s.Spec.Pool.Generation)
 		}
 	}
+	inv.newest = newest
 	for i := range snap.Slices {
 		s := &snap.Slices[i]
 		if s.Spec.Driver != names.DriverName || s.Spec.Pool.Generation != newest[s.Spec.Pool.Name] {
@@ -117,6 +126,7 @@ func newInventory(snap *Snapshot) *inventory {
 			if c, ok := d.Capacity[names.CapacityCores]; ok {
 				g.cores = c.Value.Value()
 			}
+			readMIG(g)
 			inv.gpus[g.key] = g
 			inv.ordered = append(inv.ordered, g)
 		}
@@ -134,6 +144,9 @@ func newInventory(snap *Snapshot) *inventory {
 					continue
 				}
 				g.granted.shares++
+				if name := c.Namespace + "/" + c.Name; !slices.Contains(g.claims, name) {
+					g.claims = append(g.claims, name)
+				}
 				mem, cores := consumed(r, g)
 				g.granted.memory += mem
 				g.granted.cores += cores

@@ -50,6 +50,45 @@ func PrintNodes(out io.Writer, rows []GPURow, wide bool) error {
 		}
 		w.println(line)
 	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return printMIGLayout(out, rows)
+}
+
+// printMIGLayout writes, when a GPU is in MIG mode, the instances of each
+// such GPU: an admin's (static) and those allocated to claims (dynamic,
+// created at prepare); free placements are not listed.
+func printMIGLayout(out io.Writer, rows []GPURow) error {
+	w := newTable(out)
+	head := false
+	for _, r := range rows {
+		if r.MIG == "" {
+			continue
+		}
+		if !head {
+			w.println("\nNODE\tGPU\tMODE\tINSTANCE\tPROFILE\tSLICES\tKIND\tCLAIMS")
+			head = true
+		}
+		if len(r.Instances) == 0 {
+			w.printf("%s\t%s\t%s\t%s\t-\t-\t-\t-\n", r.Node, r.GPU, r.MIG, none)
+		}
+		for _, in := range r.Instances {
+			kind := "dynamic"
+			if in.Static {
+				kind = "static"
+			}
+			slices := strconv.FormatInt(in.PlacementStart, 10)
+			if in.PlacementSize > 1 {
+				slices += "-" + strconv.FormatInt(in.PlacementStart+in.PlacementSize-1, 10)
+			}
+			claims := none
+			if len(in.Claims) > 0 {
+				claims = strings.Join(in.Claims, ",")
+			}
+			w.printf("%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Node, r.GPU, r.MIG, in.Device, in.Profile, slices, kind, claims)
+		}
+	}
 	return w.Flush()
 }
 

@@ -53,6 +53,10 @@ type GPURow struct {
 	Claims          int      `json:"claims"`
 	Taints          []string `json:"taints,omitempty"`
 	Health          string   `json:"health"`
+	// MIG is MIGModeOn for a GPU in MIG mode, empty otherwise; Instances
+	// are its admin's instances and those allocated to claims.
+	MIG       string           `json:"mig,omitempty"`
+	Instances []MIGInstanceRow `json:"instances,omitempty"`
 }
 
 // Nodes returns one row per published GPU, sorted by node and GPU index.
@@ -68,6 +72,10 @@ func Nodes(snap *Snapshot) []GPURow {
 	}
 	rows := make([]GPURow, 0, len(inv.ordered))
 	for _, g := range inv.ordered {
+		if g.mig != nil {
+			// Folded into its GPU's row below.
+			continue
+		}
 		r := GPURow{
 			Node: g.node, GPU: g.key.device, UUID: g.uuid, Product: g.product,
 			MemoryCapacity: g.memory, MemoryAllocated: g.granted.memory,
@@ -88,9 +96,12 @@ func Nodes(snap *Snapshot) []GPURow {
 		if ok, known := ready[g.node]; known && !ok {
 			r.Health = HealthNodeNotReady
 		}
+		if g.migEnabled {
+			r.MIG = MIGModeOn
+		}
 		rows = append(rows, r)
 	}
-	return rows
+	return migRows(inv, rows)
 }
 
 func taintString(t resourceapi.DeviceTaint) string {

@@ -293,6 +293,11 @@ func (w *why) node(ctx context.Context, node *corev1.Node) (NodeVerdict, []GPUVe
 		for _, r := range claim.Spec.Devices.Requests {
 			for _, alt := range w.alternatives(r) {
 				for _, g := range gpus {
+					if (g.mig != nil || g.migEnabled) && !w.selects(ctx, alt, g) {
+						// One device per MIG placement: only those the
+						// request could get are worth a line.
+						continue
+					}
 					v, err := w.gpu(ctx, node, claim, alt, g)
 					if err != nil {
 						return nv, nil, err
@@ -434,6 +439,7 @@ func (w *why) fixedReasons(ctx context.Context, alt alternative, g *gpu) ([]stri
 	} else if !ptr.Deref(d.AllowMultipleAllocations, false) && g.granted.shares > 0 {
 		reasons = append(reasons, fmt.Sprintf("not shareable and in use by %d claim(s)", g.granted.shares))
 	}
+	reasons = append(reasons, w.inv.counterReasons(g)...)
 	if alt.capacity != nil {
 		// The scheduler matches capacity names exactly: a qualified
 		// vgpu.dra.dev/memory is not the published memory.
@@ -444,6 +450,20 @@ func (w *why) fixedReasons(ctx context.Context, alt alternative, g *gpu) ([]stri
 		}
 	}
 	return reasons, len(reasons) > 0
+}
+
+// selects reports whether alt's class and selectors match g's device.
+func (w *why) selects(ctx context.Context, alt alternative, g *gpu) bool {
+	class, err := w.inv.classes.Get(alt.class)
+	if err != nil {
+		return true
+	}
+	for _, s := range append(slices.Clip(class.Spec.Selectors), alt.selectors...) {
+		if w.mismatch(ctx, s, g.device) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // untoleratedTaints returns the taints of d that alt does not tolerate
@@ -526,8 +546,15 @@ func capacityFit(alt alternative, g *gpu) capacityVerdict {
 // capacity and tolerations, pinned to the GPU's UUID.
 func (w *why) probe(ctx context.Context, node *corev1.Node, claim *resourceapi.ResourceClaim, alt alternative, g *gpu) (bool, error) {
 	w.probes++
-	pin := resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: fmt.Sprintf(
-		"device.attributes[%q].%s == %q", names.DriverName, names.AttrUUID, g.uuid)}}
+	// Guarded: MIG devices publish no uuid, GPUs no parentUUID.
+	a := fmt.Sprintf("device.attributes[%q]", names.DriverName)
+	expr := fmt.Sprintf("%q in %s && %s.%s == %q", names.AttrUUID, a, a, names.AttrUUID, g.uuid)
+	if g.mig != nil {
+		// A MIG device has no uuid of its own: its parent and placement.
+		expr = fmt.Sprintf("%q in %s && %s.%s == %q && %s.%s == %q && %s.%s == %d", names.AttrParentUUID, a, a, names.AttrParentUUID, g.mig.parentUUID,
+			a, names.AttrProfile, g.mig.profile, a, names.AttrPlacementStart, g.mig.start)
+	}
+	pin := resourceapi.DeviceSelector{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}
 	probe := &resourceapi.ResourceClaim{}
 	probe.Namespace, probe.Name = claim.Namespace, claim.Name
 	probe.UID = types.UID(fmt.Sprintf("probe-%d", w.probes))

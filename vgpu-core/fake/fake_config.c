@@ -237,6 +237,10 @@ static int apply(fake_config *cfg, const char *key, const char *val)
     }
     if (strcmp(key, "state_dir") == 0)
         return val[0] == '/' ? copy_string(cfg->state_dir, sizeof(cfg->state_dir), val) : -1;
+    if (strcmp(key, "mig_proc_root") == 0)
+        return val[0] == '/' || val[0] == '\0'
+                   ? copy_string(cfg->mig_proc_root, sizeof(cfg->mig_proc_root), val)
+                   : -1;
     return apply_gpu_key(cfg, key, val);
 }
 
@@ -244,6 +248,7 @@ static const char *const keys[] = {
     "gpu_count", "gpu_memory", "gpu_product", "uuid_seed", "driver_version",
     "cuda_version", "compute_capability", "multiprocessors", "cores_per_sm",
     "numa_node", "kernel_us", "context_memory", "state_dir", "mig_geometry", "mig_mode",
+    "mig_proc_root",
 };
 
 static void set_defaults(fake_config *cfg)

@@ -68,6 +68,7 @@ typedef struct fake_config {
     uint64_t kernel_ns;           /* default busy time per launch */
     uint64_t context_memory;      /* bytes charged per context */
     char state_dir[256];
+    char mig_proc_root[256];      /* "": no MIG capability files (key mig_proc_root) */
     int mig_geometry;             /* default of every GPU (key mig_geometry) */
     int mig_current, mig_pending; /* default MIG mode (key mig_mode) */
     fake_gpu gpus[FAKE_MAX_GPUS];

@@ -29,6 +29,8 @@ limitations under the License.
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "fake_mig.h"
 #include "fake_nvml_int.h"
@@ -443,6 +445,68 @@ nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device,
 /* GPU instances                                                            */
 /* ------------------------------------------------------------------------ */
 
+/*
+ * MIG capability files (key mig_proc_root): the NVIDIA driver publishes, per
+ * GPU instance and compute instance, <procfs>/driver/nvidia/capabilities/
+ * gpu<minor>/mig/gi<id>/access (and .../gi<id>/ci<id>/access) naming the
+ * minor of /dev/nvidia-caps/nvidia-cap<N> that grants access to it. The fake
+ * writes them under mig_proc_root when it creates an instance and removes
+ * them when it destroys it; N is a function of GPU, GI and CI alone.
+ */
+static int cap_path(char *buf, size_t len, int phys, unsigned int gi, int ci)
+{
+    const char *root = fake_nvml_config()->mig_proc_root;
+    int n = ci < 0 ? snprintf(buf, len, "%s/driver/nvidia/capabilities/gpu%d/mig/gi%u", root, phys, gi)
+                   : snprintf(buf, len, "%s/driver/nvidia/capabilities/gpu%d/mig/gi%u/ci%d", root,
+                              phys, gi, ci);
+    return root[0] == '\0' || n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+/* The capability minor of GI gi (ci < 0) or of its CI ci on GPU phys. */
+static unsigned int cap_minor(int phys, unsigned int gi, int ci)
+{
+    return 1 + ((unsigned int)phys * (FAKE_MIG_MAX_GI + 1) + gi) * (FAKE_MIG_MAX_CI + 1) +
+           (unsigned int)(ci + 1);
+}
+
+/* mkdir -p of dir; errors show up when the file is written. */
+static void make_dirs(char *dir)
+{
+    for (char *p = dir + 1; *p != '\0'; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(dir, 0755);
+            *p = '/';
+        }
+    }
+    mkdir(dir, 0755);
+}
+
+static void cap_write(int phys, unsigned int gi, int ci)
+{
+    char dir[512], file[540];
+    if (cap_path(dir, sizeof(dir), phys, gi, ci) != 0)
+        return;
+    make_dirs(dir);
+    snprintf(file, sizeof(file), "%s/access", dir);
+    FILE *f = fopen(file, "we");
+    if (f == NULL)
+        return;
+    fprintf(f, "DeviceFileMinor: %u\nDeviceFileMode: 292\nDeviceFileModify: 1\n",
+            cap_minor(phys, gi, ci));
+    fclose(f);
+}
+
+static void cap_remove(int phys, unsigned int gi, int ci)
+{
+    char dir[512], file[540];
+    if (cap_path(dir, sizeof(dir), phys, gi, ci) != 0)
+        return;
+    snprintf(file, sizeof(file), "%s/access", dir);
+    unlink(file);
+    rmdir(dir);
+}
+
 static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId,
                               const nvmlGpuInstancePlacement_t *placement,
                               nvmlGpuInstance_t *gpuInstance, bool with_placement)
@@ -462,8 +526,10 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId,
         pl = (fake_mig_range){placement->start, placement->size};
     r = (nvmlReturn_t)fake_mig_create_gi(fake_nvml_state(), gpu_of(i), profileId,
                                          with_placement ? &pl : NULL, &id);
-    if (r == NVML_SUCCESS)
+    if (r == NVML_SUCCESS) {
         *gpuInstance = gi_handle(i, id);
+        cap_write(gpu_of(i)->phys, id, -1);
+    }
     return r;
 }
 
@@ -483,7 +549,11 @@ nvmlReturn_t nvmlDeviceCreateGpuInstanceWithPlacement(nvmlDevice_t device, unsig
 nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
 {
     REQUIRE_GI(gpuInstance, i);
-    return (nvmlReturn_t)fake_mig_destroy_gi(fake_nvml_state(), gpu_of(i), gpuInstance->gi);
+    nvmlReturn_t r =
+        (nvmlReturn_t)fake_mig_destroy_gi(fake_nvml_state(), gpu_of(i), gpuInstance->gi);
+    if (r == NVML_SUCCESS)
+        cap_remove(gpu_of(i)->phys, gpuInstance->gi, -1);
+    return r;
 }
 
 nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
@@ -695,8 +765,10 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
         pl = (fake_mig_range){placement->start, placement->size};
     r = (nvmlReturn_t)fake_mig_create_ci(fake_nvml_state(), gpu_of(i), gpuInstance->gi, profileId,
                                          with_placement ? &pl : NULL, &id);
-    if (r == NVML_SUCCESS)
+    if (r == NVML_SUCCESS) {
         *computeInstance = ci_handle(i, gpuInstance->gi, id);
+        cap_write(gpu_of(i)->phys, gpuInstance->gi, (int)id);
+    }
     return r;
 }
 
@@ -717,8 +789,11 @@ nvmlReturn_t nvmlGpuInstanceCreateComputeInstanceWithPlacement(
 nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
 {
     REQUIRE_CI(computeInstance, i);
-    return (nvmlReturn_t)fake_mig_destroy_ci(fake_nvml_state(), gpu_of(i), computeInstance->gi,
-                                             computeInstance->ci);
+    nvmlReturn_t r = (nvmlReturn_t)fake_mig_destroy_ci(fake_nvml_state(), gpu_of(i),
+                                                       computeInstance->gi, computeInstance->ci);
+    if (r == NVML_SUCCESS)
+        cap_remove(gpu_of(i)->phys, computeInstance->gi, (int)computeInstance->ci);
+    return r;
 }
 
 nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t gpuInstance,

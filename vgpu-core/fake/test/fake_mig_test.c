@@ -50,6 +50,7 @@ limitations under the License.
 #define GiB (1ULL << 30)
 
 static char state_dir[] = "/tmp/vgpu-fake-mig-test-XXXXXX";
+static char proc_root[] = "/tmp/vgpu-fake-mig-proc-XXXXXX";
 static nvmlDevice_t gpu[6];
 
 static nvmlGpuInstance_t create_gi(int g, unsigned int profile, unsigned int start,
@@ -925,6 +926,54 @@ static void test_old_state_file(void)
     rmdir(dir);
 }
 
+/* The capability minor an access file names; -1 when it does not exist. */
+static long cap_file_minor(const char *rel)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/driver/nvidia/capabilities/%s/access", proc_root, rel);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    long minor = -1;
+    if (fscanf(f, "DeviceFileMinor: %ld", &minor) != 1)
+        minor = -2;
+    fclose(f);
+    return minor;
+}
+
+/* Creating an instance writes the driver's capability files under
+ * mig_proc_root, destroying it removes them; each names its own minor. */
+static void test_capability_files(void)
+{
+    nvmlGpuInstance_t a = create_gi(0, NVML_GPU_INSTANCE_PROFILE_3_SLICE, 4, 3, NVML_SUCCESS);
+    CHECK(a != NULL);
+    char gi[64], ci[80];
+    snprintf(gi, sizeof(gi), "gpu0/mig/gi%u", gi_id(a));
+    long gim = cap_file_minor(gi);
+    CHECK(gim > 0);
+    nvmlComputeInstanceProfileInfo_t cip;
+    CHECK_EQ(nvmlGpuInstanceGetComputeInstanceProfileInfo(a, NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE,
+                                                           NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED,
+                                                           &cip), NVML_SUCCESS);
+    nvmlComputeInstance_t c;
+    CHECK_EQ(nvmlGpuInstanceCreateComputeInstance(a, cip.id, &c), NVML_SUCCESS);
+    nvmlComputeInstanceInfo_t info;
+    CHECK_EQ(nvmlComputeInstanceGetInfo(c, &info), NVML_SUCCESS);
+    snprintf(ci, sizeof(ci), "%s/ci%u", gi, info.id);
+    long cim = cap_file_minor(ci);
+    CHECK(cim > 0 && cim != gim);
+    CHECK_EQ(nvmlComputeInstanceDestroy(c), NVML_SUCCESS);
+    CHECK_EQ(cap_file_minor(ci), -1);
+    CHECK_EQ(cap_file_minor(gi), gim);
+    CHECK_EQ(nvmlGpuInstanceDestroy(a), NVML_SUCCESS);
+    CHECK_EQ(cap_file_minor(gi), -1);
+    /* Another GPU's instance of the same id has another minor. */
+    nvmlGpuInstance_t b = create_gi(1, NVML_GPU_INSTANCE_PROFILE_1_SLICE, 0, 1, NVML_SUCCESS);
+    snprintf(gi, sizeof(gi), "gpu1/mig/gi%u", gi_id(b));
+    CHECK(cap_file_minor(gi) > 0 && cap_file_minor(gi) != gim);
+    CHECK_EQ(nvmlGpuInstanceDestroy(b), NVML_SUCCESS);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "child-create") == 0)
@@ -938,6 +987,9 @@ int main(int argc, char **argv)
     if (mkdtemp(state_dir) == NULL)
         return 2;
     setenv("VGPU_FAKE_STATE_DIR", state_dir, 1);
+    if (mkdtemp(proc_root) == NULL)
+        return 2;
+    setenv("VGPU_FAKE_MIG_PROC_ROOT", proc_root, 1);
     setenv("VGPU_FAKE_GPU_COUNT", "6", 1);
     setenv("VGPU_FAKE_GPU_MEMORY", "141Gi", 1);
     setenv("VGPU_FAKE_GPU_PRODUCT", "NVIDIA H200 141GB HBM3e", 1);
@@ -959,6 +1011,7 @@ int main(int argc, char **argv)
     test_config();
     test_geometries();
     test_create_destroy();
+    test_capability_files();
     test_mig_handles();
     test_cross_process();
     test_kill_during_changes();
@@ -970,5 +1023,18 @@ int main(int argc, char **argv)
     snprintf(path, sizeof(path), "%s/xid-events", state_dir);
     unlink(path);
     rmdir(state_dir);
+    for (int g = 0; g < 6; g++) {
+        snprintf(path, sizeof(path), "%s/driver/nvidia/capabilities/gpu%d/mig", proc_root, g);
+        rmdir(path);
+        snprintf(path, sizeof(path), "%s/driver/nvidia/capabilities/gpu%d", proc_root, g);
+        rmdir(path);
+    }
+    snprintf(path, sizeof(path), "%s/driver/nvidia/capabilities", proc_root);
+    rmdir(path);
+    snprintf(path, sizeof(path), "%s/driver/nvidia", proc_root);
+    rmdir(path);
+    snprintf(path, sizeof(path), "%s/driver", proc_root);
+    rmdir(path);
+    CHECK_EQ(rmdir(proc_root), 0); /* every capability file was removed */
     return check_report("fake_mig_test");
 }
