@@ -19,9 +19,12 @@ package monitor
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
 	"math"
+	"os"
 	"slices"
 	"time"
 
@@ -36,6 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/burst"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
 )
 
@@ -78,6 +82,10 @@ type DeviceData struct {
 	// MemoryRefusals counts the claim's allocations on the GPU refused for
 	// its memory limit.
 	MemoryRefusals *int64 `json:"memoryRefusals,omitempty"`
+	// MemoryBurst is the memory the node lent the claim on the GPU above
+	// its guarantee (MemoryLimit), from the claim's host/burst grants; only
+	// for a claim whose memoryLimit is above its guarantee.
+	MemoryBurst *resource.Quantity `json:"memoryBurst,omitempty"`
 }
 
 // deviceStatus is one entry's content, comparable between writes.
@@ -91,6 +99,7 @@ type deviceStatus struct {
 	smUtil      int64
 	processes   int64
 	refusals    int64
+	burst       *uint64
 }
 
 // statusRecord is what was last written for a claim.
@@ -123,7 +132,7 @@ func (m *Monitor) writeStatus(ctx context.Context, cu claimUsage, now time.Time)
 		// Not in the cache (yet), or deleted and recreated under the same name.
 		return nil
 	}
-	want := deviceStatuses(cu)
+	want := deviceStatuses(cu, burstGrants(c))
 	if !m.statusDue(m.status[c.UID], want, now) {
 		return nil
 	}
@@ -141,8 +150,30 @@ func (m *Monitor) writeStatus(ctx context.Context, cu claimUsage, now time.Time)
 	return nil
 }
 
-// deviceStatuses has one entry per allocation result of the claim.
-func deviceStatuses(cu claimUsage) []deviceStatus {
+// burstGrants are the claim's burst grants by GPU UUID as its host/burst
+// file shows them (none where the file is missing), or nil where the claim
+// cannot burst or the file does not parse (then no burst is reported).
+func burstGrants(c claims.PreparedClaim) map[string]uint64 {
+	if !c.HasBurstRoom() || c.BurstPath == "" {
+		return nil
+	}
+	data, err := os.ReadFile(c.BurstPath)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string]uint64{}
+	}
+	if err != nil {
+		return nil
+	}
+	grants, err := burst.ParseFile(data)
+	if err != nil {
+		return nil
+	}
+	return grants
+}
+
+// deviceStatuses has one entry per allocation result of the claim; grants
+// are its burst grants (burstGrants).
+func deviceStatuses(cu claimUsage, grants map[string]uint64) []deviceStatus {
 	out := make([]deviceStatus, 0, len(cu.claim.Devices))
 	for _, d := range cu.claim.Devices {
 		if d.GPU < 0 || d.GPU >= len(cu.claim.GPUs) {
@@ -150,6 +181,10 @@ func deviceStatuses(cu claimUsage) []deviceStatus {
 		}
 		g := cu.claim.GPUs[d.GPU]
 		s := deviceStatus{uuid: g.UUID, memoryLimit: g.MemoryLimitBytes, coresLimit: g.SMLimitPercent, ready: cu.err == nil}
+		if grants != nil && g.BurstLimitBytes > g.MemoryLimitBytes {
+			b := grants[g.UUID]
+			s.burst = &b
+		}
 		if s.ready {
 			u := cu.devices[d.GPU]
 			s.memoryUsed, s.memoryPeak, s.smUtil, s.processes = u.usedBytes, u.peakBytes, int64(u.smUtil), int64(u.processes)
@@ -173,8 +208,15 @@ func (m *Monitor) statusDue(last *statusRecord, want []deviceStatus, now time.Ti
 		if a.ready != b.ready || a.uuid != b.uuid || a.memoryLimit != b.memoryLimit || a.coresLimit != b.coresLimit {
 			return true
 		}
-		if a != b {
+		// A new grant is as large a change as a new refusal; the pointers
+		// themselves are not compared.
+		burstChanged := (a.burst == nil) != (b.burst == nil) || a.burst != nil && *a.burst != *b.burst
+		a.burst, b.burst = nil, nil
+		if a != b || burstChanged {
 			changed = true
+		}
+		if burstChanged {
+			large = true
 		}
 		if a.processes != b.processes || a.refusals != b.refusals || absDiff(a.memoryUsed, b.memoryUsed)*memoryChangeDivisor >= b.memoryLimit && b.memoryLimit > 0 ||
 			absDiff(uint64(a.smUtil), uint64(b.smUtil)) >= smChangePercent {
@@ -265,6 +307,10 @@ func deviceData(s deviceStatus) DeviceData {
 	if s.ready {
 		used, peak := bytesQuantity(s.memoryUsed), bytesQuantity(s.memoryPeak)
 		d.MemoryUsed, d.MemoryPeak, d.SMUtilization, d.Processes, d.MemoryRefusals = &used, &peak, &s.smUtil, &s.processes, &s.refusals
+	}
+	if s.burst != nil {
+		b := bytesQuantity(*s.burst)
+		d.MemoryBurst = &b
 	}
 	return d
 }

@@ -19,6 +19,8 @@ package monitor
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -35,6 +37,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/burst"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims/claimstest"
 )
 
@@ -97,6 +100,7 @@ func TestClaimStatus(t *testing.T) {
 	assert.EqualValues(t, 20, *data.SMUtilization)
 	assert.EqualValues(t, 1, *data.Processes)
 	assert.Equal(t, "train-0,train-1", m.podNames(a), "pod label lists the reserving pods")
+	assert.Nil(t, data.MemoryBurst, "a claim that cannot burst reports no burst")
 
 	// A small change waits for the status interval.
 	claimstest.WriteRegion(t, a.RegionPath, gib+mib, 2*gib, 22, proc(0, 7, gib+mib, 20, 0))
@@ -144,4 +148,51 @@ func TestClaimStatus(t *testing.T) {
 
 func writeGarbage(path string) error {
 	return mkdirAllAndWrite(path, []byte("not a region"))
+}
+
+func TestClaimStatusReportsBurst(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	dir := t.TempDir()
+	a := claimstest.Prepared(dir, uidA, "team-a", "train")
+	a.GPUs[0].BurstLimitBytes = 12 * gib
+	a.BurstPath = filepath.Join(dir, "burst")
+	claimstest.WriteRegion(t, a.RegionPath, gib, gib, 20, proc(0, 7, gib, 10, 0))
+	obj := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: uidA}}
+	client := fake.NewClientset(obj)
+	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: claimstest.NewSource(a),
+		GPUs: testGPUs, Registry: prometheus.NewRegistry(), KubeClient: client, Interval: time.Second, StatusInterval: 30 * time.Second})
+	require.NoError(t, err)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m.now = clk.Now
+	ctx, cancel := context.WithCancel(ctx)
+	m.informers.Start(ctx.Done())
+	defer m.informers.Shutdown()
+	defer cancel()
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), m.informers.Resource().V1().ResourceClaims().Informer().HasSynced))
+	burstOf := func() *resource.Quantity {
+		t.Helper()
+		got, err := client.ResourceV1().ResourceClaims("team-a").Get(ctx, "train", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Len(t, got.Status.Devices, 1)
+		var data DeviceData
+		require.NoError(t, json.Unmarshal(got.Status.Devices[0].Data.Raw, &data))
+		return data.MemoryBurst
+	}
+
+	m.writeStatuses(ctx)
+	require.NotNil(t, burstOf(), "no host/burst yet: no grant")
+	assert.True(t, burstOf().IsZero())
+
+	// A grant is a large change: written after a sixth of the interval.
+	require.NoError(t, os.WriteFile(a.BurstPath, burst.RenderFile(map[string]uint64{uuid0: 2 * gib}), 0o644))
+	clk.Step(6 * time.Second)
+	m.writeStatuses(ctx)
+	require.NotNil(t, burstOf())
+	assert.Equal(t, resource.MustParse("2Gi"), *burstOf())
+
+	// A file that does not parse reports no burst rather than a wrong one.
+	require.NoError(t, os.WriteFile(a.BurstPath, []byte("version=2\n"), 0o644))
+	clk.Step(6 * time.Second)
+	m.writeStatuses(ctx)
+	assert.Nil(t, burstOf())
 }
