@@ -424,11 +424,15 @@ static bool share_held(const struct vgpu_region_shared *r, int i)
     return (__atomic_load_n(&r->holders[i / 64], __ATOMIC_RELAXED) >> (i % 64)) & 1;
 }
 
-/* Whether any slot holds shared record r. */
-static bool share_any_holder(const struct vgpu_region_shared *r)
+/* Whether a slot other than i holds shared record r. */
+static bool share_other_holder(const struct vgpu_region_shared *r, int i)
 {
     for (int w = 0; w < VGPU_REGION_MAX_SLOTS / 64; w++) {
-        if (__atomic_load_n(&r->holders[w], __ATOMIC_RELAXED) != 0)
+        uint64_t h = __atomic_load_n(&r->holders[w], __ATOMIC_RELAXED);
+
+        if (w == i / 64)
+            h &= ~(1ULL << (i % 64));
+        if (h != 0)
             return true;
     }
     return false;
@@ -455,11 +459,12 @@ static void share_drop_locked(struct vgpu_region_map *s, int rec, int i, int idx
 
     if (!share_held(r, i))
         return;
-    __atomic_fetch_and(&r->holders[i / 64], ~(1ULL << (i % 64)), __ATOMIC_RELAXED);
-    if (share_any_holder(r))
+    /* Others hold it (they change holders only under this lock too): one store. */
+    if (share_other_holder(r, i)) {
+        __atomic_fetch_and(&r->holders[i / 64], ~(1ULL << (i % 64)), __ATOMIC_RELAXED);
         return;
-    /* Last holder: put our bit back under an undo record, then free. */
-    __atomic_fetch_or(&r->holders[i / 64], 1ULL << (i % 64), __ATOMIC_RELAXED);
+    }
+    /* The last holder: the record goes, its bytes leave the counter, recoverably. */
     used = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
     bytes = __atomic_load_n(&r->bytes, __ATOMIC_RELAXED);
     d->undo_used_bytes = used;
