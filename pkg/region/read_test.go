@@ -18,9 +18,9 @@ package region
 
 import (
 	"encoding/binary"
-	"math"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
