@@ -215,7 +215,6 @@ static int call_cuIpcGetMemHandle(void)
 static int call_cuIpcOpenMemHandle_v2(void)
 {
     CUipcMemHandle h = {{0}};
-    CUdeviceptr p = 0;
 
     return cuIpcOpenMemHandle_v2(&p, h, 0);
 }
