@@ -114,6 +114,35 @@ const (
 	offSDChargedBytes   = 56
 )
 
+// Shared allocation records (minor 7, struct vgpu_region_shared): memory
+// exported to other processes of the claim, charged to the claim while any
+// holder lives. device.used_bytes == sum of live slots' charged_bytes + sum
+// of live records' bytes.
+const (
+	SharedOffset = 4352
+	SharedSize   = 160
+	MaxShared    = 24
+	SharedKeyLen = 64
+
+	offShBytes   = 64
+	offShDevice  = 72
+	offShState   = 76
+	offShHolders = 80
+	offShKind    = 144
+
+	sharedFree    = 0
+	sharedLive    = 1
+	sharedKindIPC = 1
+
+	// device.undo_slot (minor 7): slot + 1 in bits 0-15, the shared record
+	// the change made or freed (index + 1) in bits 16-23, bit 24 when it was
+	// live before the change.
+	undoSlotMask      = 0xffff
+	undoSharedShift   = 16
+	undoSharedMask    = 0xff
+	undoSharedWasLive = 1 << 24
+)
+
 // slot.flags bits (minor 3).
 const slotFlagFailClosed = 1
 

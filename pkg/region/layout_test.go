@@ -112,6 +112,23 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"vgpu_region_slot_device.kernel_launches": offSDKernelLaunches,
 		"vgpu_region_slot_device.throttled_ns":    offSDThrottledNS,
 		"vgpu_region_slot_device.sm_util_percent": offSDSMUtil,
+		"VGPU_REGION_SHARED_OFFSET":               SharedOffset,
+		"VGPU_REGION_SHARED_SIZE":                 SharedSize,
+		"VGPU_REGION_MAX_SHARED":                  MaxShared,
+		"VGPU_REGION_SHARED_KEY_LEN":              SharedKeyLen,
+		"VGPU_SHARED_FREE":                        sharedFree,
+		"VGPU_SHARED_LIVE":                        sharedLive,
+		"VGPU_SHARED_KIND_IPC":                    sharedKindIPC,
+		"VGPU_UNDO_SLOT_MASK":                     undoSlotMask,
+		"VGPU_UNDO_SHARED_SHIFT":                  undoSharedShift,
+		"VGPU_UNDO_SHARED_MASK":                   undoSharedMask,
+		"VGPU_UNDO_SHARED_WAS_LIVE":               undoSharedWasLive,
+		"vgpu_region_shared.key":                  0,
+		"vgpu_region_shared.bytes":                offShBytes,
+		"vgpu_region_shared.device":               offShDevice,
+		"vgpu_region_shared.state":                offShState,
+		"vgpu_region_shared.holders":              offShHolders,
+		"vgpu_region_shared.kind":                 offShKind,
 	}
 	for name, want := range fromC {
 		got, ok := goSide[name]

@@ -105,6 +105,13 @@ type Device struct {
 	LastRefusedBytes uint64
 	// LastRefused is when the last refusal happened; zero when none was recorded.
 	LastRefused time.Time
+	// SharedBytes is the part of UsedBytes held in shared allocation
+	// records (memory exported to other processes of the claim, layout
+	// minor 7; zero before): charged to no process's slot, kept while any
+	// holder lives. Saturates instead of wrapping.
+	SharedBytes uint64
+	// SharedRecords is how many live shared records are on this GPU.
+	SharedRecords int
 }
 
 // Process is one active process slot.
@@ -191,6 +198,7 @@ func parse(b []byte, slots slotSource) (*Region, error) {
 		}
 		seen[r.Devices[i].UUID] = i
 	}
+	parseShared(b, r.Devices)
 
 	limit := slotLimit(b)
 	active := 0
@@ -304,6 +312,26 @@ func parseDevice(b []byte, i int, d *Device) error {
 		d.LastRefused = time.Unix(0, int64(ns))
 	}
 	return nil
+}
+
+// parseShared sums the live shared allocation records per device. Records
+// naming a device out of range are ignored (they are never charged).
+func parseShared(b []byte, devs []Device) {
+	for k := range MaxShared {
+		rec := b[SharedOffset+k*SharedSize:][:SharedSize]
+		dev := le32(rec, offShDevice)
+		if le32(rec, offShState) != sharedLive || dev >= uint32(len(devs)) {
+			continue
+		}
+		d := &devs[dev]
+		bytes := le64(rec, offShBytes)
+		if bytes > math.MaxUint64-d.SharedBytes {
+			d.SharedBytes = math.MaxUint64
+		} else {
+			d.SharedBytes += bytes
+		}
+		d.SharedRecords++
+	}
 }
 
 func parseSlot(b []byte, i int, usage []ProcessDevice) (Process, error) {

@@ -20,6 +20,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -291,4 +292,30 @@ func TestSlotsInUseBoundsTheSlotsRead(t *testing.T) {
 			assert.Equal(t, tc.want, slotsOf(read), "Read")
 		})
 	}
+}
+
+// TestParseSumsSharedRecords checks the minor-7 shared allocation records:
+// live ones are summed per device (saturating), free ones and ones naming a
+// device out of range are ignored.
+func TestParseSumsSharedRecords(t *testing.T) {
+	b := fixtureBytes(t)
+	put := func(k int, dev, state uint32, bytes uint64) {
+		rec := SharedOffset + k*SharedSize
+		binary.LittleEndian.PutUint32(b[rec+offShDevice:], dev)
+		binary.LittleEndian.PutUint32(b[rec+offShState:], state)
+		binary.LittleEndian.PutUint64(b[rec+offShBytes:], bytes)
+	}
+	put(0, 0, sharedLive, 100)
+	put(3, 0, sharedLive, 23)
+	put(4, 0, sharedFree, 1000)
+	put(5, 9, sharedLive, 1000) // no such device
+	put(6, 1, sharedLive, math.MaxUint64)
+	put(7, 1, sharedLive, 5)
+
+	r, err := Parse(b)
+	require.NoError(t, err)
+	assert.EqualValues(t, 123, r.Devices[0].SharedBytes)
+	assert.Equal(t, 2, r.Devices[0].SharedRecords)
+	assert.EqualValues(t, uint64(math.MaxUint64), r.Devices[1].SharedBytes, "saturates, never wraps")
+	assert.Equal(t, 2, r.Devices[1].SharedRecords)
 }

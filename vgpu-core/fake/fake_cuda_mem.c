@@ -39,7 +39,8 @@ limitations under the License.
 #define VA_BASE 0x300000000000ULL
 #define LINEAR_ALIGN 512ULL
 
-typedef enum rec_kind { REC_LINEAR, REC_POOL, REC_VMM, REC_ARRAY } rec_kind;
+/* REC_IPC: memory of another process opened with cuIpcOpenMemHandle (charged to nobody here). */
+typedef enum rec_kind { REC_LINEAR, REC_POOL, REC_VMM, REC_ARRAY, REC_IPC } rec_kind;
 
 /* One live allocation, keyed by device address or handle value. */
 typedef struct rec {
@@ -51,6 +52,8 @@ typedef struct rec {
     fake_pool *pool;
     unsigned int refs;  /* VMM: handle references + mappings; the memory goes with the last */
     unsigned int hrefs; /* VMM: handle references (cuMemCreate + retains) not yet released */
+    int ipc;            /* linear exported, or REC_IPC: its shared record (fake_ipc), else -1 */
+    uint64_t ipc_id;    /* that record's export id */
     struct rec *next;
 } rec;
 
@@ -131,7 +134,8 @@ static rec *rec_new(uint64_t key, uint64_t size, uint64_t charged, int dev, rec_
     rec *r = calloc(1, sizeof(*r));
     if (r == NULL)
         return NULL;
-    *r = (rec){.key = key, .size = size, .charged = charged, .dev = dev, .kind = kind, .refs = 1};
+    *r = (rec){.key = key, .size = size, .charged = charged, .dev = dev, .kind = kind, .refs = 1,
+               .ipc = -1};
     if (table_put(r) != 0) {
         free(r);
         return NULL;
@@ -701,8 +705,137 @@ static CUresult free_linear(CUdeviceptr dptr)
     } else {
         fake_uncharge(r->dev, r->charged);
     }
+    /* Exported: the memory lives on while an importer holds it. */
+    if (r->ipc >= 0)
+        fake_state_ipc_drop(&g_fake.state, r->ipc);
     free(r);
     return CUDA_SUCCESS;
+}
+
+/*
+ * Legacy IPC. The handle carries a magic, the shared record's index and its
+ * export id; the record lives in the node-wide state file, so a process
+ * that opens the handle holds the physical memory, whichever process frees,
+ * closes, exits or is killed first (fake_state.h).
+ */
+#define IPC_MAGIC 0x4350494b41464756ULL /* "VGFAKIPC" */
+
+typedef struct ipc_wire {
+    uint64_t magic;
+    uint32_t idx;
+    uint32_t reserved;
+    uint64_t id;
+    uint64_t size;
+} ipc_wire;
+
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    CUresult res = fake_ready();
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (pHandle == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *r = table_get(dptr);
+    if (r == NULL || r->kind != REC_LINEAR) {
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else if (r->ipc < 0) {
+        uint64_t id = 0;
+        int k = fake_state_ipc_export(&g_fake.state, g_fake.cfg->gpus[r->dev].phys, r->charged,
+                                      &id);
+        if (k < 0) {
+            res = CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            r->ipc = k;
+            r->ipc_id = id;
+            r->charged = 0; /* on the shared record's books now */
+        }
+    }
+    if (res == CUDA_SUCCESS) {
+        ipc_wire w = {.magic = IPC_MAGIC, .idx = (uint32_t)r->ipc, .id = r->ipc_id,
+                      .size = r->size};
+        memset(pHandle, 0, sizeof(*pHandle));
+        memcpy(pHandle->reserved, &w, sizeof(w));
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return res;
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    CUresult res = fake_ready();
+    ipc_wire w;
+    int phys = -1, dev = -1, cur;
+    uint64_t bytes = 0;
+    if (res != CUDA_SUCCESS)
+        return res;
+    if ((res = fake_current_device(&cur)) != CUDA_SUCCESS)
+        return res;
+    memcpy(&w, handle.reserved, sizeof(w));
+    if (pdptr == NULL || (Flags & ~(unsigned int)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != 0 ||
+        w.magic != IPC_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    int o = fake_state_ipc_open(&g_fake.state, (int)w.idx, w.id, &phys, &bytes);
+    if (o != 0) {
+        /* Our own export, opened by ourselves: the driver refuses it. */
+        res = o > 0 ? CUDA_ERROR_ALREADY_MAPPED : CUDA_ERROR_INVALID_VALUE;
+    } else {
+        for (int d = 0; d < g_fake.cfg->gpu_count && dev < 0; d++)
+            if (g_fake.cfg->gpus[d].phys == phys)
+                dev = d;
+        uint64_t va = dev < 0 ? 0 : take_va(w.size, LINEAR_ALIGN);
+        rec *r = va == 0 ? NULL : rec_new(va, w.size, 0, dev, REC_IPC);
+        if (r == NULL) {
+            fake_state_ipc_drop(&g_fake.state, (int)w.idx);
+            res = dev < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            r->ipc = (int)w.idx;
+            r->ipc_id = w.id;
+            *pdptr = va;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return res;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    CUresult res = fake_ready();
+    if (res != CUDA_SUCCESS)
+        return res;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *r = table_get(dptr);
+    if (r == NULL || r->kind != REC_IPC) {
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        table_del(r);
+        fake_state_ipc_drop(&g_fake.state, r->ipc);
+        free(r);
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return res;
+}
+
+CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr)
+{
+    CUresult res = fake_ready();
+    if (res != CUDA_SUCCESS)
+        return res;
+    res = CUDA_ERROR_NOT_FOUND;
+    pthread_mutex_lock(&g_fake.mu);
+    for (size_t b = 0; b < table_buckets && res != CUDA_SUCCESS; b++)
+        for (rec *e = table[b]; e != NULL && res != CUDA_SUCCESS; e = e->next)
+            if ((e->kind == REC_LINEAR || e->kind == REC_POOL || e->kind == REC_IPC) &&
+                dptr >= e->key && dptr - e->key < (e->size == 0 ? 1 : e->size)) {
+                if (pbase != NULL)
+                    *pbase = e->key;
+                if (psize != NULL)
+                    *psize = (size_t)e->size;
+                res = CUDA_SUCCESS;
+            }
+    pthread_mutex_unlock(&g_fake.mu);
+    return res;
 }
 
 static CUresult free_any(CUdeviceptr dptr, CUstream hStream, int ptsz, int async)
@@ -806,8 +939,8 @@ static int device_range_valid(uint64_t p, uint64_t n)
 {
     for (size_t b = 0; b < table_buckets; b++)
         for (rec *e = table[b]; e != NULL; e = e->next)
-            if ((e->kind == REC_LINEAR || e->kind == REC_POOL) && p >= e->key &&
-                n <= e->size && p - e->key <= e->size - n)
+            if ((e->kind == REC_LINEAR || e->kind == REC_POOL || e->kind == REC_IPC) &&
+                p >= e->key && n <= e->size && p - e->key <= e->size - n)
                 return 1;
     for (va_range *m = mappings; m != NULL; m = m->next)
         if (p >= m->base && n <= m->size && p - m->base <= m->size - n)

@@ -73,6 +73,36 @@ static fake_dev_engine *mig_engine(fake_state_file *f, int dev, uint32_t mig)
 }
 
 /*
+ * Drops slot i as a holder of IPC record k; the last holder frees it. A
+ * record slot i claimed and died before holding is freed too.
+ */
+static void ipc_drop_slot(fake_state_file *f, int k, int i)
+{
+    fake_ipc *x = &f->ipc[k];
+    uint64_t bit = 1ULL << i, h = atomic_load(&x->holders);
+
+    while ((h & bit) != 0 && !atomic_compare_exchange_weak(&x->holders, &h, h & ~bit))
+        ;
+    if ((h & bit) != 0 && (h & ~bit) == 0)
+        atomic_store(&x->claim, 0);
+    else if (h == 0 && atomic_load(&x->claim) == (uint32_t)i + 1)
+        atomic_store(&x->claim, 0);
+}
+
+/* Bytes of live IPC records on dev (held by holders when mask is not 0: only theirs). */
+static uint64_t ipc_used(const fake_state_file *f, int dev, uint64_t mask)
+{
+    uint64_t sum = 0;
+    for (int k = 0; k < FAKE_MAX_IPC; k++) {
+        const fake_ipc *x = &f->ipc[k];
+        uint64_t h = atomic_load(&x->holders);
+        if (h != 0 && (mask == 0 || (h & mask) != 0) && x->dev == (uint32_t)dev)
+            sum += x->bytes;
+    }
+    return sum;
+}
+
+/*
  * Returns the memory of slot i (whose lock the caller holds) to the GPUs and
  * drops its kernels, as the driver tears a dead process's context down.
  */
@@ -102,6 +132,9 @@ static void slot_clear(fake_state *st, int i)
         atomic_store(&s->dev[d].mig, 0);
         gpu_busy_reset(&s->dev[d].busy);
     }
+    /* Its holds on shared memory go; memory nobody else holds is freed. */
+    for (int k = 0; k < FAKE_MAX_IPC; k++)
+        ipc_drop_slot(f, k, i);
     atomic_store(&f->ident[i].host_pid, 0);
     atomic_store(&f->ident[i].pidns, 0);
     atomic_store(&s->pid, 0);
@@ -354,12 +387,66 @@ static uint64_t slots_used_mig(const fake_state_file *f, int dev, unsigned int g
         if (with_pending)
             sum += atomic_load(&f->slots[i].dev[dev].pending);
     }
+    /* Shared memory lives on the whole GPU's books (MIG instances do not export it here). */
+    if (gi == 0)
+        sum += ipc_used(f, dev, 0);
     return sum;
 }
 
 static uint64_t slots_used(const fake_state_file *f, int dev, bool with_pending)
 {
     return slots_used_mig(f, dev, 0, with_pending);
+}
+
+int fake_state_ipc_export(fake_state *st, int dev, uint64_t bytes, uint64_t *id)
+{
+    fake_state_file *f = st->file;
+    for (int k = 0; k < FAKE_MAX_IPC; k++) {
+        fake_ipc *x = &f->ipc[k];
+        uint32_t free_claim = 0;
+        if (atomic_load(&x->holders) != 0 ||
+            !atomic_compare_exchange_strong(&x->claim, &free_claim, (uint32_t)st->slot + 1))
+            continue;
+        x->dev = (uint32_t)dev;
+        x->bytes = bytes;
+        *id = atomic_fetch_add(&f->ipc_next_id, 1) + 1;
+        atomic_store(&x->id, *id);
+        /* Counted twice for an instant (never missing): held first, then off our slot. */
+        atomic_store(&x->holders, 1ULL << st->slot);
+        atomic_fetch_sub(&f->slots[st->slot].dev[dev].used, bytes);
+        return k;
+    }
+    return -1;
+}
+
+int fake_state_ipc_open(fake_state *st, int idx, uint64_t id, int *dev, uint64_t *bytes)
+{
+    if (idx < 0 || idx >= FAKE_MAX_IPC)
+        return -1;
+    fake_ipc *x = &st->file->ipc[idx];
+    uint64_t bit = 1ULL << st->slot, h = atomic_load(&x->holders);
+    for (;;) {
+        if (h == 0 || atomic_load(&x->id) != id)
+            return -1;
+        if ((h & bit) != 0)
+            return 1;
+        if (atomic_compare_exchange_weak(&x->holders, &h, h | bit))
+            break;
+    }
+    /* Reused for another export between our looks: not ours to hold. */
+    if (atomic_load(&x->id) != id) {
+        fake_state_ipc_drop(st, idx);
+        return -1;
+    }
+    *dev = (int)x->dev;
+    *bytes = x->bytes;
+    return 0;
+}
+
+void fake_state_ipc_drop(fake_state *st, int idx)
+{
+    if (idx >= 0 && idx < FAKE_MAX_IPC)
+        ipc_drop_slot(st->file, idx, st->slot);
 }
 
 int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)
@@ -675,7 +762,8 @@ int fake_state_processes_mig(fake_state *st, int dev, uint32_t mig, bool gi_only
         fake_slot *s = &st->file->slots[i];
         if (!atomic_load(&s->active))
             continue;
-        uint64_t used = atomic_load(&s->dev[dev].used);
+        /* Shared memory counts for every process holding it, as its own. */
+        uint64_t used = atomic_load(&s->dev[dev].used) + ipc_used(st->file, dev, 1ULL << i);
         if (used == 0 && atomic_load(&s->dev[dev].contexts) == 0)
             continue;
         uint32_t tag = atomic_load(&s->dev[dev].mig);

@@ -50,9 +50,11 @@ limitations under the License.
  * 2: busy time as per-period records on a simulated timeline (fake_gpu.h);
  * 3: kernels queued on a time-sliced engine;
  * 4: no GPU-wide used counter, the sum of the slots' records instead;
- * 5: MIG instances per GPU, an engine per GPU instance, slots bound to an instance
+ * 5: MIG instances per GPU, an engine per GPU instance, slots bound to an instance;
+ * 6: IPC-shared allocations (fake_ipc)
  */
-#define FAKE_STATE_VERSION 5u
+#define FAKE_STATE_VERSION 6u
+#define FAKE_MAX_IPC 64
 #define FAKE_MAX_SLOTS 64
 /* Lock bytes lie beyond the mapped data, one per slot, then one per GPU for MIG changes. */
 #define FAKE_LOCK_BASE (1LL << 30)
@@ -141,6 +143,24 @@ typedef struct fake_mig_gpu {
     fake_mig_gi gi[FAKE_MIG_MAX_GI + 1];
 } fake_mig_gpu;
 
+/*
+ * Device memory exported with cuIpcGetMemHandle: the physical memory lives
+ * while any process holds it (the exporter until it frees it, importers
+ * until they close it), whoever exits or is killed first. Its bytes leave
+ * the exporter's slot when it is exported and count for the GPU (and for
+ * every holder's NVML figure) while holders is not 0. claim is the
+ * creator's slot + 1 from the moment it takes the free record until the
+ * last holder drops it; a record claimed by a dead creator with no holder
+ * is freed by the reclaimer. holders changes only by compare-and-swap.
+ */
+typedef struct fake_ipc {
+    _Atomic uint64_t holders; /* bit s: slot s holds it */
+    _Atomic uint32_t claim;   /* 0 free, else creator's slot + 1 */
+    uint32_t dev;             /* physical GPU index */
+    _Atomic uint64_t id;      /* unique per export (the handle carries it) */
+    uint64_t bytes;
+} fake_ipc;
+
 typedef struct fake_state_file {
     _Atomic uint64_t magic;
     _Atomic uint32_t version;
@@ -155,6 +175,8 @@ typedef struct fake_state_file {
      * (one compute slice each at least), each live one owns one engine.
      */
     fake_dev_engine mig_engines[FAKE_MAX_GPUS][FAKE_MIG_ENGINES];
+    _Atomic uint64_t ipc_next_id; /* version 6 */
+    fake_ipc ipc[FAKE_MAX_IPC];
 } fake_state_file;
 
 typedef struct fake_state {
@@ -303,5 +325,22 @@ bool fake_state_mig_in_use(fake_state *st, int dev, unsigned int gi, int ci);
 
 /* Starts engine e (0..FAKE_MIG_ENGINES-1) of dev afresh (a compute instance created). */
 void fake_state_mig_engine_reset(fake_state *st, int dev, unsigned int e);
+
+/*
+ * cuIpcGetMemHandle: moves bytes this process has charged on GPU dev into
+ * a new shared record held by this process. Returns its index (and its id
+ * in *id), or -1 when every record is taken.
+ */
+int fake_state_ipc_export(fake_state *st, int dev, uint64_t bytes, uint64_t *id);
+
+/*
+ * cuIpcOpenMemHandle: adds this process as a holder of record idx if it is
+ * still the export id. Returns 0, 1 when this process holds it already, or
+ * -1 when it is gone; *dev and *bytes receive the record's GPU and size.
+ */
+int fake_state_ipc_open(fake_state *st, int idx, uint64_t id, int *dev, uint64_t *bytes);
+
+/* Drops this process as a holder of record idx (cuIpcCloseMemHandle, the exporter's free). */
+void fake_state_ipc_drop(fake_state *st, int idx);
 
 #endif /* VGPU_FAKE_STATE_H */

@@ -92,6 +92,13 @@ typedef struct CUuuid_st {
     char bytes[16];
 } CUuuid;
 
+/* Legacy IPC: an opaque 64-byte handle naming a device allocation to another process. */
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct CUipcMemHandle_st {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+
 /* ------------------------------------------------------------------------ */
 /* Result codes                                                             */
 /* ------------------------------------------------------------------------ */
@@ -550,6 +557,13 @@ VGPU_CU_API(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc
                              size_t count));
 VGPU_CU_API(cuMemGetAllocationGranularity, (size_t *granularity, const CUmemAllocationProp *prop,
                                             CUmemAllocationGranularity_flags option));
+
+/* Legacy IPC (cuIpc*) and address ranges. */
+VGPU_CU_API(cuIpcGetMemHandle, (CUipcMemHandle *pHandle, CUdeviceptr dptr));
+VGPU_CU_API(cuIpcOpenMemHandle_v2, (CUdeviceptr *pdptr, CUipcMemHandle handle,
+                                    unsigned int Flags));
+VGPU_CU_API(cuIpcCloseMemHandle, (CUdeviceptr dptr));
+VGPU_CU_API(cuMemGetAddressRange_v2, (CUdeviceptr *pbase, size_t *psize, CUdeviceptr dptr));
 
 /* Arrays. */
 VGPU_CU_API(cuArrayCreate_v2, (CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *pAllocateArray));

@@ -29,6 +29,7 @@ limitations under the License.
  * Layout:
  *   [0, 256)                       struct vgpu_region_header
  *   [256, 256 + 16 * 256)          struct vgpu_region_device[VGPU_REGION_MAX_DEVICES]
+ *   [4352, 4352 + 24 * 160)        struct vgpu_region_shared[VGPU_REGION_MAX_SHARED] (minor 7)
  *   [8192, 8192 + 512 * 1152)      struct vgpu_region_slot[VGPU_REGION_MAX_SLOTS]
  *
  * Init protocol: a zero-filled file has init_state VGPU_REGION_UNINIT. The
@@ -63,6 +64,15 @@ limitations under the License.
  * holder's change is undone whatever instant it died at. Reclaim returns a
  * dead slot's charged_bytes, which includes reservations in flight, so
  * nothing leaks and nothing is returned twice.
+ *
+ * Shared allocations (minor 7): device.used_bytes == sum over active slots of
+ * charged_bytes + sum over live shared records of bytes. Exporting moves an
+ * allocation's bytes from the exporter's charged_bytes into a new record
+ * (holders = the exporter) in one recoverable change; importers of the claim
+ * add themselves as holders and are charged nothing; the last holder's drop
+ * (close, the exporter's free, reclaim of a dead holder) takes the bytes off
+ * used_bytes and frees the record in one recoverable change. undo_slot then
+ * also names the record (VGPU_UNDO_SHARED_*) so that the undo restores it.
  */
 #ifndef VGPU_REGION_H
 #define VGPU_REGION_H
@@ -80,9 +90,11 @@ limitations under the License.
  * charged_bytes, slot flags, device refused_processes);
  * 4: device sm_share_permyriad, sm_share_time_ns (achieved SM share);
  * 5: device refusals / last_refused_bytes / last_refused_ns (limit hits);
- * 6: slot device pending_charge_us (launch charges waiting for their turn)
+ * 6: slot device pending_charge_us (launch charges waiting for their turn);
+ * 7: shared allocation records (memory exported to other processes) in the
+ *    space between the device records and the slots, undo_slot's share bits
  */
-#define VGPU_REGION_MINOR 6
+#define VGPU_REGION_MINOR 7
 
 #define VGPU_REGION_MAX_DEVICES 16
 #define VGPU_REGION_MAX_SLOTS 512
@@ -94,6 +106,11 @@ limitations under the License.
 #define VGPU_REGION_SLOT_DEVICE_SIZE 64
 #define VGPU_REGION_DEVICES_OFFSET 256
 #define VGPU_REGION_SLOTS_OFFSET 8192
+/* Shared allocation records (minor 7): in what was reserved space before the slots. */
+#define VGPU_REGION_SHARED_OFFSET 4352
+#define VGPU_REGION_SHARED_SIZE 160
+#define VGPU_REGION_MAX_SHARED 24
+#define VGPU_REGION_SHARED_KEY_LEN 64
 /* Total file size: 598016 bytes (146 pages of 4 KiB). */
 #define VGPU_REGION_SIZE \
     (VGPU_REGION_SLOTS_OFFSET + VGPU_REGION_MAX_SLOTS * VGPU_REGION_SLOT_SIZE)
@@ -115,6 +132,25 @@ limitations under the License.
 #define VGPU_POLICY_STRICT 0u
 #define VGPU_POLICY_WORK_CONSERVING 1u
 #define VGPU_POLICY_DISABLED 2u
+
+/* shared.state */
+#define VGPU_SHARED_FREE 0u
+#define VGPU_SHARED_LIVE 1u
+
+/* shared.kind: what the key is */
+#define VGPU_SHARED_KIND_IPC 1u   /* the 64 bytes of a CUipcMemHandle */
+
+/*
+ * device.undo_slot (minor 7): bits 0-15 the changed slot's index + 1, bits
+ * 16-23 the shared record the change also made (index + 1, 0 = none), bit 24
+ * set when that record was live before the change (then the change dropped
+ * the slot as its last holder), clear when it was free (the change created
+ * it with the slot as its only holder).
+ */
+#define VGPU_UNDO_SLOT_MASK 0xffffu
+#define VGPU_UNDO_SHARED_SHIFT 16
+#define VGPU_UNDO_SHARED_MASK 0xffu
+#define VGPU_UNDO_SHARED_WAS_LIVE (1u << 24)
 
 /* slot.flags */
 #define VGPU_SLOT_FLAG_FAIL_CLOSED 1u /* the owner refuses every allocation (region replaced) */
@@ -196,6 +232,27 @@ struct vgpu_region_device {
     uint64_t last_refused_ns;        /* 248 CLOCK_REALTIME of the last refusal */
 };
 
+/*
+ * A shared allocation (minor 7, 160 bytes): device memory one process of the
+ * claim exported (cuIpcGetMemHandle) and that processes of the claim hold
+ * (the exporter until it frees it, importers until they close it). Its bytes
+ * left the exporter's slot when it was exported and are on the device's
+ * used_bytes for as long as the record is live; they leave it with the last
+ * holder (reclaim of a dead holder included). Changes that move used_bytes or
+ * a slot's charged_bytes (creation, the last holder's drop) happen under the
+ * device's charge lock with the undo record; adding or dropping a holder that
+ * is not the last is one atomic store under the same lock.
+ */
+struct vgpu_region_shared {
+    uint8_t key[VGPU_REGION_SHARED_KEY_LEN]; /*   0 the driver's handle bytes */
+    uint64_t bytes;                          /*  64 charged to the claim while live */
+    uint32_t device;                         /*  72 device record index */
+    uint32_t state;                          /*  76 VGPU_SHARED_FREE/LIVE */
+    uint64_t holders[VGPU_REGION_MAX_SLOTS / 64]; /* 80 bit s: slot s holds it */
+    uint32_t kind;                           /* 144 VGPU_SHARED_KIND_* */
+    uint8_t reserved[12];                    /* 148 */
+};
+
 /* Per-device usage of one process (64 bytes). */
 struct vgpu_region_slot_device {
     uint64_t used_bytes;      /*  0 bytes of tracked allocations */
@@ -235,8 +292,7 @@ struct vgpu_region_slot {
 struct vgpu_region {
     struct vgpu_region_header header;
     struct vgpu_region_device devices[VGPU_REGION_MAX_DEVICES];
-    uint8_t reserved[VGPU_REGION_SLOTS_OFFSET - VGPU_REGION_DEVICES_OFFSET -
-             VGPU_REGION_MAX_DEVICES * VGPU_REGION_DEVICE_SIZE];
+    struct vgpu_region_shared shared[VGPU_REGION_MAX_SHARED]; /* minor 7 */
     struct vgpu_region_slot slots[VGPU_REGION_MAX_SLOTS];
 };
 
@@ -269,6 +325,16 @@ _Static_assert(offsetof(struct vgpu_region_device, refiller_generation) == 224, 
 _Static_assert(offsetof(struct vgpu_region_device, refusals) == 232, "refusals offset");
 _Static_assert(offsetof(struct vgpu_region_device, last_refused_bytes) == 240, "last refused bytes offset");
 _Static_assert(offsetof(struct vgpu_region_device, last_refused_ns) == 248, "last refused time offset");
+_Static_assert(sizeof(struct vgpu_region_shared) == VGPU_REGION_SHARED_SIZE, "shared size");
+_Static_assert(offsetof(struct vgpu_region_shared, bytes) == 64, "shared bytes offset");
+_Static_assert(offsetof(struct vgpu_region_shared, device) == 72, "shared device offset");
+_Static_assert(offsetof(struct vgpu_region_shared, state) == 76, "shared state offset");
+_Static_assert(offsetof(struct vgpu_region_shared, holders) == 80, "shared holders offset");
+_Static_assert(offsetof(struct vgpu_region_shared, kind) == 144, "shared kind offset");
+_Static_assert(offsetof(struct vgpu_region, shared) == VGPU_REGION_SHARED_OFFSET, "shared offset");
+_Static_assert(VGPU_REGION_SHARED_OFFSET + VGPU_REGION_MAX_SHARED * VGPU_REGION_SHARED_SIZE ==
+               VGPU_REGION_SLOTS_OFFSET, "shared records fill the space before the slots");
+_Static_assert(VGPU_REGION_MAX_SHARED < VGPU_UNDO_SHARED_MASK, "shared index fits undo_slot");
 _Static_assert(sizeof(struct vgpu_region_slot_device) == VGPU_REGION_SLOT_DEVICE_SIZE, "slot device size");
 _Static_assert(offsetof(struct vgpu_region_slot_device, overhead_bytes) == 16, "overhead offset");
 _Static_assert(offsetof(struct vgpu_region_slot_device, throttled_ns) == 32, "throttled offset");

@@ -554,6 +554,108 @@ void vgpu_vmm_unmap_end(struct vgpu_vmm_unmap *u, CUresult rc)
     u->n = 0;
 }
 
+void vgpu_ipc_exported(uint64_t dptr, const uint8_t key[64])
+{
+    struct vgpu_ptrmap_entry *e, moved;
+    struct vgpu_gpu *g;
+    struct vgpu_part *pt;
+    int idx;
+
+    vgpu_lock();
+    e = vgpu_ptrmap_get(&maps[VGPU_KIND_PTR], dptr);
+    g = e != NULL ? vgpu_gpu_for_cuda(e->device) : NULL;
+    /* Untracked, pool memory, or private accounting (no other process to share the books). */
+    if (g == NULL || g->nparts == 0 || e->part >= g->nparts) {
+        vgpu_unlock();
+        return;
+    }
+    pt = &g->parts[e->part];
+    moved = *e;
+    moved.pool = 0;
+    idx = vgpu_region_share_export(pt->shm, pt->rec, VGPU_SHARED_KIND_IPC, key, e->size);
+    if (idx >= 0) {
+        moved.pool = (uint64_t)idx + 1;
+        vgpu_ptrmap_remove(&maps[VGPU_KIND_PTR], dptr, NULL);
+        /* A put of an entry just removed from a map of the same size class: room is there. */
+        if (vgpu_ptrmap_put(&maps[VGPU_KIND_IPC], &moved) != 0)
+            VGPU_WARN("out of memory tracking an exported allocation; it stays shared");
+        vgpu_region_slot_add(pt->shm, pt->rec, -(int64_t)moved.size);
+    }
+    vgpu_unlock();
+    if (idx < 0)
+        VGPU_INFO("GPU %s: no free shared record for an exported allocation of %llu bytes; "
+                  "it stays charged to this process", g->uuid, (unsigned long long)moved.size);
+}
+
+CUresult vgpu_ipc_imported(CUdevice dev, uint64_t dptr, uint64_t size, const uint8_t key[64])
+{
+    struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+    struct vgpu_charge c;
+    CUresult rc;
+
+    if (g == NULL || !g->enforce)
+        return CUDA_SUCCESS;
+    if (!g->fail_closed && (g->nparts == 0 || have_slots(g))) {
+        for (int p = 0; p < g->nparts; p++) {
+            struct vgpu_ptrmap_entry e = {.key = dptr, .device = (int16_t)dev,
+                                          .part = (uint16_t)p};
+            uint64_t bytes = 0;
+            int idx, put;
+
+            vgpu_lock();
+            idx = vgpu_region_share_hold(g->parts[p].shm, g->parts[p].rec, VGPU_SHARED_KIND_IPC,
+                                         key, &bytes);
+            if (idx < 0) {
+                vgpu_unlock();
+                continue;
+            }
+            /* Memory of our own claim: held, charged once already. */
+            e.size = bytes;
+            e.pool = (uint64_t)idx + 1;
+            put = vgpu_ptrmap_put(&maps[VGPU_KIND_IPC], &e);
+            vgpu_unlock();
+            if (put != 0)
+                VGPU_WARN("out of memory tracking an import; it stays held until exit");
+            return CUDA_SUCCESS;
+        }
+    }
+    /* Another claim's memory, or a record gone: ours to pay for, like a new allocation. */
+    if (size == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* the driver would not say how much: fail closed */
+    rc = vgpu_charge_begin(dev, -1, size, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    vgpu_charge_commit(&c, VGPU_KIND_IPC, dptr);
+    return CUDA_SUCCESS;
+}
+
+bool vgpu_ipc_untrack(uint64_t dptr, struct vgpu_ptrmap_entry *e)
+{
+    return vgpu_untrack(VGPU_KIND_IPC, dptr, e);
+}
+
+void vgpu_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc)
+{
+    struct vgpu_gpu *g;
+    int put = 0;
+
+    if (e->pool == 0) {
+        vgpu_untrack_end(VGPU_KIND_IPC, e, rc);
+        return;
+    }
+    g = vgpu_gpu_for_cuda(e->device);
+    if (g == NULL || e->part >= g->nparts)
+        return;
+    vgpu_lock();
+    if (rc != CUDA_SUCCESS)
+        put = vgpu_ptrmap_put(&maps[VGPU_KIND_IPC], e);
+    else
+        vgpu_region_share_drop(g->parts[e->part].shm, g->parts[e->part].rec, (int)e->pool - 1);
+    vgpu_unlock();
+    if (put != 0)
+        VGPU_WARN("out of memory tracking an import; it stays held until exit");
+}
+
 void vgpu_acct_forget_all(void)
 {
     for (int k = 0; k < VGPU_KIND_COUNT; k++)

@@ -42,6 +42,7 @@ enum vgpu_kind {
     VGPU_KIND_VMM,     /* cuMemCreate handles */
     VGPU_KIND_ARRAY,   /* cuArrayCreate / cuArray3DCreate */
     VGPU_KIND_MIPMAP,  /* cuMipmappedArrayCreate */
+    VGPU_KIND_IPC,     /* exported allocations and imports (cuIpc*): pool = shared record + 1 */
     VGPU_KIND_COUNT,
 };
 
@@ -194,6 +195,44 @@ uint64_t vgpu_part_limit(const struct vgpu_gpu *g, int part);
  * sizing a cache from the total must not be told of it. 0 = unlimited.
  */
 uint64_t vgpu_gpu_limit_now(struct vgpu_gpu *g);
+
+/*
+ * Memory shared between processes (cuIpc*, region.h "shared allocations").
+ * An exported allocation's charge moves from our slot into a claim-wide
+ * shared record that every process of the claim holding the memory is a
+ * holder of; its bytes leave the claim with the last holder, a dead one
+ * included. An import with no record in our claim's region is charged to
+ * us as a new allocation of the imported size, against the limit.
+ */
+
+/*
+ * cuIpcGetMemHandle succeeded for dptr with handle key: a tracked
+ * allocation's charge moves into a shared record (tracked as
+ * VGPU_KIND_IPC from then on). Without a free record it stays ours.
+ */
+void vgpu_ipc_exported(uint64_t dptr, const uint8_t key[64]);
+
+/*
+ * cuIpcOpenMemHandle succeeded on CUDA device dev, mapping size bytes
+ * (size 0: unknown) at dptr from handle key: holds the claim's record, or
+ * charges size against the limit. Returns CUDA_SUCCESS, or
+ * CUDA_ERROR_OUT_OF_MEMORY when the charge does not fit (the caller then
+ * closes the import).
+ */
+CUresult vgpu_ipc_imported(CUdevice dev, uint64_t dptr, uint64_t size, const uint8_t key[64]);
+
+/*
+ * Frees of an exported allocation and cuIpcCloseMemHandle, before the
+ * driver call: untracks dptr. Returns whether it was an IPC entry.
+ */
+bool vgpu_ipc_untrack(uint64_t dptr, struct vgpu_ptrmap_entry *e);
+
+/*
+ * After the driver returned rc: on success our hold on the record goes
+ * (the bytes leave the claim if we were its last holder) or the import's
+ * own charge is returned; on failure the entry is tracked again.
+ */
+void vgpu_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc);
 
 /* Bytes currently charged for gpu: the sum over its claims (regions), or the process's (private). */
 uint64_t vgpu_gpu_used(const struct vgpu_gpu *g);

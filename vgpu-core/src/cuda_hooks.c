@@ -492,17 +492,22 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
     do {                                                                                           \
         struct vgpu_ptrmap_entry e;                                                                \
         struct vgpu_pool_free pf;                                                                  \
-        bool tracked, pooled = false;                                                              \
+        bool tracked, pooled = false, shared = false;                                              \
         CUresult rc;                                                                               \
         ENTER(name);                                                                               \
         tracked = vgpu_untrack(VGPU_KIND_PTR, dptr, &e);                                           \
         if (!tracked)                                                                              \
             pooled = vgpu_pool_free_begin(dptr, &pf);                                              \
+        /* Exported (cuIpcGetMemHandle): our hold on the shared record goes with it. */            \
+        if (!tracked && !pooled)                                                                   \
+            shared = vgpu_ipc_untrack(dptr, &e);                                                   \
         rc = vgpu_cu.name(__VA_ARGS__);                                                            \
         if (tracked)                                                                               \
             vgpu_untrack_end(VGPU_KIND_PTR, &e, rc);                                               \
         if (pooled)                                                                                \
             vgpu_pool_free_end(&pf, rc);                                                           \
+        if (shared)                                                                                \
+            vgpu_ipc_untrack_end(&e, rc);                                                          \
         return rc;                                                                                 \
     } while (0)
 
@@ -519,6 +524,58 @@ CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream hStream)
 CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream hStream)
 {
     FREE_PTR_BODY(cuMemFreeAsync_ptsz, dptr, dptr, hStream);
+}
+
+/*
+ * Legacy IPC (acct.h): an exported allocation's charge moves into the
+ * claim's shared record; an import holds it (our claim's memory, charged
+ * once) or is charged its size against the limit (another claim's), and is
+ * closed again with CUDA_ERROR_OUT_OF_MEMORY when that does not fit.
+ */
+CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
+{
+    CUresult rc;
+
+    ENTER(cuIpcGetMemHandle);
+    rc = vgpu_cu.cuIpcGetMemHandle(pHandle, dptr);
+    if (rc == CUDA_SUCCESS && pHandle != NULL)
+        vgpu_ipc_exported(dptr, (const uint8_t *)pHandle->reserved);
+    return rc;
+}
+
+CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsigned int Flags)
+{
+    CUdeviceptr base = 0;
+    size_t size = 0;
+    CUdevice dev;
+    CUresult rc;
+
+    ENTER(cuIpcOpenMemHandle_v2);
+    rc = vgpu_cu.cuIpcOpenMemHandle_v2(pdptr, handle, Flags);
+    if (rc != CUDA_SUCCESS || pdptr == NULL || !current_device(&dev))
+        return rc;
+    if (vgpu_cu.cuMemGetAddressRange_v2 == NULL ||
+        vgpu_cu.cuMemGetAddressRange_v2(&base, &size, *pdptr) != CUDA_SUCCESS)
+        size = 0;
+    if (vgpu_ipc_imported(dev, *pdptr, size, (const uint8_t *)handle.reserved) != CUDA_SUCCESS) {
+        vgpu_cu.cuIpcCloseMemHandle(*pdptr);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return rc;
+}
+
+CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    struct vgpu_ptrmap_entry e;
+    bool tracked;
+    CUresult rc;
+
+    ENTER(cuIpcCloseMemHandle);
+    tracked = vgpu_ipc_untrack(dptr, &e);
+    rc = vgpu_cu.cuIpcCloseMemHandle(dptr);
+    if (tracked)
+        vgpu_ipc_untrack_end(&e, rc);
+    return rc;
 }
 
 CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,

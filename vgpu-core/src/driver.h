@@ -55,6 +55,9 @@ limitations under the License.
     X(cuMemRetainAllocationHandle)                                                                 \
     X(cuMemMap)                                                                                    \
     X(cuMemUnmap)                                                                                  \
+    X(cuIpcGetMemHandle)                                                                           \
+    X(cuIpcOpenMemHandle_v2)                                                                       \
+    X(cuIpcCloseMemHandle)                                                                         \
     X(cuArrayCreate_v2)                                                                            \
     X(cuArray3DCreate_v2)                                                                          \
     X(cuArrayDestroy)                                                                              \
@@ -112,7 +115,8 @@ limitations under the License.
     X(cuCtxGetCurrent)                                                                             \
     X(cuCtxSetCurrent)                                                                             \
     X(cuDevicePrimaryCtxGetState)                                                                  \
-    X(cuCtxGetLimit)
+    X(cuCtxGetLimit)                                                                               \
+    X(cuMemGetAddressRange_v2)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \

@@ -70,7 +70,8 @@ uint64_t vgpu_nvml_query_overhead(struct vgpu_gpu *g)
         uint64_t tracked = 0;
 
         for (int p = 0; p < g->nparts; p++)
-            tracked += vgpu_region_slot_used(g->parts[p].shm, g->parts[p].rec);
+            tracked += vgpu_region_slot_used(g->parts[p].shm, g->parts[p].rec) +
+                       vgpu_region_slot_shared(g->parts[p].shm, g->parts[p].rec);
         overhead = used > tracked ? used - tracked : 0;
         vgpu_region_slot_set_overhead(g->shm, g->rec, overhead);
     }

@@ -315,14 +315,30 @@ static void undo_change(struct vgpu_region_map *s, int rec)
 {
     struct vgpu_region_device *d = &s->r->devices[rec];
     uint32_t u = __atomic_load_n(&d->undo_slot, __ATOMIC_ACQUIRE);
+    uint32_t slot = u & VGPU_UNDO_SLOT_MASK;
+    uint32_t sh = (u >> VGPU_UNDO_SHARED_SHIFT) & VGPU_UNDO_SHARED_MASK;
 
     if (u == 0)
         return;
-    if (u <= VGPU_REGION_MAX_SLOTS) {
+    if (slot >= 1 && slot <= VGPU_REGION_MAX_SLOTS) {
         __atomic_store_n(&d->used_bytes, d->undo_used_bytes, __ATOMIC_RELAXED);
-        __atomic_store_n(&s->r->slots[u - 1].devices[rec].charged_bytes, d->undo_charged_bytes,
+        __atomic_store_n(&s->r->slots[slot - 1].devices[rec].charged_bytes, d->undo_charged_bytes,
                          __ATOMIC_RELAXED);
-        VGPU_INFO("%s: undid a change of slot %u interrupted by its death", s->path, u - 1);
+        /* The shared record the change made or freed gets its state from before it. */
+        if (sh >= 1 && sh <= VGPU_REGION_MAX_SHARED) {
+            struct vgpu_region_shared *r = &s->r->shared[sh - 1];
+
+            if (u & VGPU_UNDO_SHARED_WAS_LIVE) {
+                __atomic_fetch_or(&r->holders[(slot - 1) / 64], 1ULL << ((slot - 1) % 64),
+                                  __ATOMIC_RELAXED);
+                __atomic_store_n(&r->state, VGPU_SHARED_LIVE, __ATOMIC_RELEASE);
+            } else {
+                __atomic_store_n(&r->state, VGPU_SHARED_FREE, __ATOMIC_RELEASE);
+                for (int w = 0; w < VGPU_REGION_MAX_SLOTS / 64; w++)
+                    __atomic_store_n(&r->holders[w], 0, __ATOMIC_RELAXED);
+            }
+        }
+        VGPU_INFO("%s: undid a change of slot %u interrupted by its death", s->path, slot - 1);
     }
     __atomic_store_n(&d->undo_slot, 0, __ATOMIC_RELEASE);
 }
@@ -402,6 +418,87 @@ static void charge_set(struct vgpu_region_map *s, int rec, int i, uint64_t used,
         __atomic_store_n(&d->peak_bytes, used, __ATOMIC_RELAXED);
 }
 
+/* Whether slot i holds shared record r. */
+static bool share_held(const struct vgpu_region_shared *r, int i)
+{
+    return (__atomic_load_n(&r->holders[i / 64], __ATOMIC_RELAXED) >> (i % 64)) & 1;
+}
+
+/* Whether a slot other than i holds shared record r. */
+static bool share_other_holder(const struct vgpu_region_shared *r, int i)
+{
+    for (int w = 0; w < VGPU_REGION_MAX_SLOTS / 64; w++) {
+        uint64_t h = __atomic_load_n(&r->holders[w], __ATOMIC_RELAXED);
+
+        if (w == i / 64)
+            h &= ~(1ULL << (i % 64));
+        if (h != 0)
+            return true;
+    }
+    return false;
+}
+
+/* Whether record r is live on device record rec (a value someone else wrote may not be). */
+static bool share_live_on(const struct vgpu_region_shared *r, int rec)
+{
+    return __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) == VGPU_SHARED_LIVE &&
+           __atomic_load_n(&r->device, __ATOMIC_RELAXED) == (uint32_t)rec;
+}
+
+/*
+ * Drops slot i as a holder of record idx, live on rec. Not the last holder:
+ * one atomic store. The last: the record is freed and its bytes leave
+ * used_bytes, recoverably (the undo record names the record, so an undo
+ * makes it live again with slot i holding it). Charge lock of rec held.
+ */
+static void share_drop_locked(struct vgpu_region_map *s, int rec, int i, int idx)
+{
+    struct vgpu_region_device *d = &s->r->devices[rec];
+    struct vgpu_region_shared *r = &s->r->shared[idx];
+    uint64_t used, bytes;
+
+    if (!share_held(r, i))
+        return;
+    /* Others hold it (they change holders only under this lock too): one store. */
+    if (share_other_holder(r, i)) {
+        __atomic_fetch_and(&r->holders[i / 64], ~(1ULL << (i % 64)), __ATOMIC_RELAXED);
+        return;
+    }
+    /* The last holder: the record goes, its bytes leave the counter, recoverably. */
+    used = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
+    bytes = __atomic_load_n(&r->bytes, __ATOMIC_RELAXED);
+    d->undo_used_bytes = used;
+    d->undo_charged_bytes = __atomic_load_n(&s->r->slots[i].devices[rec].charged_bytes,
+                                            __ATOMIC_RELAXED);
+    __atomic_store_n(&d->undo_slot,
+                     ((uint32_t)i + 1) | ((uint32_t)idx + 1) << VGPU_UNDO_SHARED_SHIFT |
+                         VGPU_UNDO_SHARED_WAS_LIVE,
+                     __ATOMIC_RELEASE);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_fetch_and(&r->holders[i / 64], ~(1ULL << (i % 64)), __ATOMIC_RELAXED);
+    __atomic_store_n(&r->state, VGPU_SHARED_FREE, __ATOMIC_RELEASE);
+    /* Bytes someone else wrote must not take the counter below 0. */
+    __atomic_store_n(&d->used_bytes, used > bytes ? used - bytes : 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&d->undo_slot, 0, __ATOMIC_RELEASE);
+}
+
+/* Drops slot i from every shared record it holds, on any device (slot being freed). */
+static void share_drop_all(struct vgpu_region_map *s, int i)
+{
+    for (int idx = 0; idx < VGPU_REGION_MAX_SHARED; idx++) {
+        struct vgpu_region_shared *r = &s->r->shared[idx];
+        uint32_t rec = __atomic_load_n(&r->device, __ATOMIC_RELAXED);
+
+        if (rec >= VGPU_REGION_MAX_DEVICES || !share_held(r, i) ||
+            __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != VGPU_SHARED_LIVE)
+            continue;
+        charge_lock(s, (int)rec, i);
+        if (share_live_on(r, (int)rec))
+            share_drop_locked(s, (int)rec, i, idx);
+        charge_unlock(s, (int)rec);
+    }
+}
+
 /*
  * Returns slot i's charged bytes to the device counters and the launch
  * charges it left waiting to the compute buckets, and frees it: our own
@@ -414,8 +511,16 @@ static void free_slot(struct vgpu_region_map *s, int i, bool adopted)
     struct vgpu_region_slot *sl = &s->r->slots[i];
     uint32_t n = __atomic_load_n(&s->r->header.device_count, __ATOMIC_ACQUIRE);
 
+    /* A change it died in is undone first: its charge locks are ours now. */
+    for (uint32_t d = 0; adopted && d < VGPU_REGION_MAX_DEVICES; d++) {
+        if (__atomic_load_n(&s->r->devices[d].charge_lock, __ATOMIC_ACQUIRE) == (uint32_t)i + 1) {
+            undo_change(s, (int)d);
+            charge_unlock(s, (int)d);
+        }
+    }
+    /* The shared allocations it held: the last holder's bytes leave the counter. */
+    share_drop_all(s, i);
     for (uint32_t d = 0; d < n && d < VGPU_REGION_MAX_DEVICES; d++) {
-        uint32_t *lock = &s->r->devices[d].charge_lock;
         uint32_t pending = __atomic_load_n(&sl->devices[d].pending_charge_us, __ATOMIC_RELAXED);
         uint64_t charged, used;
 
@@ -423,12 +528,9 @@ static void free_slot(struct vgpu_region_map *s, int i, bool adopted)
         if (pending != 0)
             vgpu_bucket_credit(&s->r->devices[d], (uint64_t)pending * 1000);
 
-        if (adopted && __atomic_load_n(lock, __ATOMIC_ACQUIRE) == (uint32_t)i + 1)
-            undo_change(s, (int)d);
-        else if (__atomic_load_n(&sl->devices[d].charged_bytes, __ATOMIC_RELAXED) == 0)
+        if (__atomic_load_n(&sl->devices[d].charged_bytes, __ATOMIC_RELAXED) == 0)
             continue;
-        else
-            charge_lock(s, (int)d, i);
+        charge_lock(s, (int)d, i);
         charged = sl->devices[d].charged_bytes;
         used = __atomic_load_n(&s->r->devices[d].used_bytes, __ATOMIC_RELAXED);
         if (charged != 0)
@@ -732,4 +834,111 @@ void vgpu_region_release_slot(struct vgpu_region_map *s)
     slot_lock(s, s->slot, F_OFD_SETLK, &type);
     unlock_region(s);
     s->slot = -1;
+}
+
+int vgpu_region_share_export(struct vgpu_region_map *s, int rec, uint32_t kind,
+                             const uint8_t key[VGPU_REGION_SHARED_KEY_LEN], uint64_t bytes)
+{
+    struct vgpu_region_device *d = &s->r->devices[rec];
+    int me = s->slot, found = -1;
+
+    if (me < 0 || bytes == 0 || lock_region(s) != 0)
+        return -1;
+    charge_lock(s, rec, me);
+    for (int idx = 0; idx < VGPU_REGION_MAX_SHARED; idx++) {
+        struct vgpu_region_shared *r = &s->r->shared[idx];
+
+        if (share_live_on(r, rec) && memcmp(r->key, key, VGPU_REGION_SHARED_KEY_LEN) == 0) {
+            found = -1; /* the key is taken (stale or forged): keep the charge where it is */
+            goto out;
+        }
+    }
+    for (int idx = 0; idx < VGPU_REGION_MAX_SHARED && found < 0; idx++) {
+        struct vgpu_region_shared *r = &s->r->shared[idx];
+        uint64_t charged = s->r->slots[me].devices[rec].charged_bytes;
+        bool named = false;
+
+        if (__atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != VGPU_SHARED_FREE)
+            continue;
+        /* A free record an unfinished drop still names may come back to life: skip it. */
+        for (int o = 0; o < VGPU_REGION_MAX_DEVICES && !named; o++) {
+            uint32_t u = __atomic_load_n(&s->r->devices[o].undo_slot, __ATOMIC_ACQUIRE);
+            named = ((u >> VGPU_UNDO_SHARED_SHIFT) & VGPU_UNDO_SHARED_MASK) == (uint32_t)idx + 1;
+        }
+        if (named)
+            continue;
+        if (charged < bytes)
+            break;
+        /* Free records are written only here, under the region lock. */
+        memcpy(r->key, key, VGPU_REGION_SHARED_KEY_LEN);
+        r->bytes = bytes;
+        r->device = (uint32_t)rec;
+        r->kind = kind;
+        for (int w = 0; w < VGPU_REGION_MAX_SLOTS / 64; w++)
+            __atomic_store_n(&r->holders[w], 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&r->holders[me / 64], 1ULL << (me % 64), __ATOMIC_RELAXED);
+        d->undo_used_bytes = __atomic_load_n(&d->used_bytes, __ATOMIC_RELAXED);
+        d->undo_charged_bytes = charged;
+        __atomic_store_n(&d->undo_slot,
+                         ((uint32_t)me + 1) | ((uint32_t)idx + 1) << VGPU_UNDO_SHARED_SHIFT,
+                         __ATOMIC_RELEASE);
+        __atomic_thread_fence(__ATOMIC_RELEASE);
+        __atomic_store_n(&r->state, VGPU_SHARED_LIVE, __ATOMIC_RELEASE);
+        __atomic_store_n(&s->r->slots[me].devices[rec].charged_bytes, charged - bytes,
+                         __ATOMIC_RELAXED);
+        __atomic_store_n(&d->undo_slot, 0, __ATOMIC_RELEASE);
+        found = idx;
+    }
+out:
+    charge_unlock(s, rec);
+    unlock_region(s);
+    return found;
+}
+
+int vgpu_region_share_hold(struct vgpu_region_map *s, int rec, uint32_t kind,
+                           const uint8_t key[VGPU_REGION_SHARED_KEY_LEN], uint64_t *bytes)
+{
+    int me = s->slot, found = -1;
+
+    if (me < 0)
+        return -1;
+    charge_lock(s, rec, me);
+    for (int idx = 0; idx < VGPU_REGION_MAX_SHARED && found < 0; idx++) {
+        struct vgpu_region_shared *r = &s->r->shared[idx];
+
+        if (!share_live_on(r, rec) || __atomic_load_n(&r->kind, __ATOMIC_RELAXED) != kind ||
+            memcmp(r->key, key, VGPU_REGION_SHARED_KEY_LEN) != 0)
+            continue;
+        __atomic_fetch_or(&r->holders[me / 64], 1ULL << (me % 64), __ATOMIC_RELAXED);
+        *bytes = __atomic_load_n(&r->bytes, __ATOMIC_RELAXED);
+        found = idx;
+    }
+    charge_unlock(s, rec);
+    return found;
+}
+
+void vgpu_region_share_drop(struct vgpu_region_map *s, int rec, int idx)
+{
+    if (s->slot < 0 || idx < 0 || idx >= VGPU_REGION_MAX_SHARED)
+        return;
+    charge_lock(s, rec, s->slot);
+    if (share_live_on(&s->r->shared[idx], rec))
+        share_drop_locked(s, rec, s->slot, idx);
+    charge_unlock(s, rec);
+}
+
+uint64_t vgpu_region_slot_shared(const struct vgpu_region_map *s, int rec)
+{
+    uint64_t sum = 0;
+
+    if (s->slot < 0)
+        return 0;
+    for (int idx = 0; idx < VGPU_REGION_MAX_SHARED; idx++) {
+        const struct vgpu_region_shared *r = &s->r->shared[idx];
+        uint64_t b = __atomic_load_n(&r->bytes, __ATOMIC_RELAXED);
+
+        if (share_live_on(r, rec) && share_held(r, s->slot))
+            sum = b > UINT64_MAX - sum ? UINT64_MAX : sum + b;
+    }
+    return sum;
 }

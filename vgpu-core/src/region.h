@@ -152,6 +152,34 @@ bool vgpu_region_slot_dead(struct vgpu_region_map *s, int i);
 /* Returns our slot's bytes to the counters and frees it (normal process exit). */
 void vgpu_region_release_slot(struct vgpu_region_map *s);
 
+/*
+ * Shared allocations (minor 7, include/vgpu_region.h). Exporting moves bytes
+ * (at most what our slot has charged) of an allocation on rec from our slot
+ * into a new shared record keyed by key, with us as its only holder, in one
+ * recoverable change. Returns the record's index, or -1 (no slot, no free
+ * record, the key already live on rec, or not that much charged): the charge
+ * then stays in our slot. Takes the region lock (rare operation).
+ */
+int vgpu_region_share_export(struct vgpu_region_map *s, int rec, uint32_t kind,
+                             const uint8_t key[VGPU_REGION_SHARED_KEY_LEN], uint64_t bytes);
+
+/*
+ * Adds our slot as a holder of the live record of kind and key on rec,
+ * without any charge. Returns its index (and its bytes in *bytes), or -1
+ * when there is none (an import from another claim, or a record gone).
+ */
+int vgpu_region_share_hold(struct vgpu_region_map *s, int rec, uint32_t kind,
+                           const uint8_t key[VGPU_REGION_SHARED_KEY_LEN], uint64_t *bytes);
+
+/*
+ * Drops our slot as a holder of record idx on rec; as the last holder, the
+ * record is freed and its bytes leave the claim's counter, recoverably.
+ */
+void vgpu_region_share_drop(struct vgpu_region_map *s, int rec, int idx);
+
+/* Bytes of the live shared records on rec our slot holds (tracked for the overhead rule). */
+uint64_t vgpu_region_slot_shared(const struct vgpu_region_map *s, int rec);
+
 /* Validates a header read from a region; returns NULL or a description of the problem. */
 const char *vgpu_region_check_header(const struct vgpu_region_header *h);
 

@@ -516,6 +516,18 @@ static int run_driver(void)
         expect("vmm_kill", env, 0, true);
         expect("vmm_threads", NULL, 0, true);
     }
+    /* Memory shared between processes is charged once, while any holder lives (lib_test_ipc.c). */
+    {
+        const char *env[] = {getenv("VGPU_TEST_VALGRIND") != NULL ? "VGPU_TEST_KILLS=10"
+                             : getenv("VGPU_TEST_PRELOAD_PREFIX") != NULL ? "VGPU_TEST_KILLS=60"
+                                                                          : NULL,
+                             NULL};
+        expect("ipc_exporter_gone", NULL, 0, true);
+        expect("ipc_two_importers", NULL, 0, true);
+        expect("ipc_foreign", NULL, 0, true);
+        expect("ipc_kill", env, 0, true);
+        expect("ipc_hostile", NULL, 0, false);
+    }
     {
         const char *env[] = {"VGPU_FAKE_CONTEXT_MEMORY=64Mi", NULL};
         const char *big[] = {"VGPU_FAKE_CONTEXT_MEMORY=300Mi", NULL};
@@ -663,6 +675,12 @@ int main(int argc, char **argv)
         return sc_busyhold(argv[2]);
     if (strcmp(argv[1], "vmm_churn") == 0 && argc == 3)
         return sc_vmm_churn(argv[2]);
+    if (strcmp(argv[1], "ipc_export") == 0 && argc == 3)
+        return sc_ipc_export(argv[2]);
+    if (strcmp(argv[1], "ipc_import") == 0)
+        return sc_ipc_import();
+    if (strcmp(argv[1], "ipc_churn") == 0 && argc == 3)
+        return sc_ipc_churn(argv[2]);
     static const struct {
         const char *name;
         void (*fn)(void);
@@ -683,6 +701,9 @@ int main(int argc, char **argv)
         {"vmm_sample", sc_vmm_sample}, {"vmm_alias", sc_vmm_alias},
         {"vmm_expandable", sc_vmm_expandable}, {"vmm_kill", sc_vmm_kill},
         {"vmm_threads", sc_vmm_threads},
+        {"ipc_exporter_gone", sc_ipc_exporter_gone}, {"ipc_two_importers", sc_ipc_two_importers},
+        {"ipc_foreign", sc_ipc_foreign}, {"ipc_kill", sc_ipc_kill},
+        {"ipc_hostile", sc_ipc_hostile},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {

@@ -67,6 +67,8 @@ CUmemoryPool keeping_pool(void);
 struct region_view {
     uint64_t used;        /* device.used_bytes */
     uint64_t charged_sum; /* sum over active slots of charged_bytes */
+    uint64_t shared_sum;  /* sum over live shared records on the device of bytes (minor 7) */
+    int shared_live;      /* live shared records on the device */
     uint64_t own_charged; /* the caller's slot, by pid */
     int active;           /* active slots */
     uint32_t lock, undo;  /* charge_lock, undo_slot */
@@ -130,5 +132,15 @@ void sc_vmm_expandable(void);
 int sc_vmm_churn(const char *seed_arg);
 void sc_vmm_kill(void);
 void sc_vmm_threads(void);
+/* lib_test_ipc.c: memory shared between processes (cuIpc*). */
+void sc_ipc_exporter_gone(void);
+void sc_ipc_two_importers(void);
+void sc_ipc_foreign(void);
+void sc_ipc_kill(void);
+void sc_ipc_hostile(void);
+/* Helpers: "ipc_export <MiB> [<foreign>]", "ipc_import", "ipc_churn <seed>". */
+int sc_ipc_export(const char *mib);
+int sc_ipc_import(void);
+int sc_ipc_churn(const char *seed_arg);
 
 #endif /* VGPU_LIB_TEST_H */

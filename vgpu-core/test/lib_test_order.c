@@ -205,6 +205,22 @@ static int call_cuMemRetainAllocationHandle(void)
     return cuMemRetainAllocationHandle(&h, (void *)BOGUS_PTR);
 }
 
+static int call_cuIpcGetMemHandle(void)
+{
+    CUipcMemHandle h;
+
+    return cuIpcGetMemHandle(&h, BOGUS_PTR);
+}
+
+static int call_cuIpcOpenMemHandle_v2(void)
+{
+    CUipcMemHandle h = {{0}};
+
+    return cuIpcOpenMemHandle_v2(&p, h, 0);
+}
+
+static int call_cuIpcCloseMemHandle(void) { return cuIpcCloseMemHandle(BOGUS_PTR); }
+
 static int call_cuArrayCreate_v2(void)
 {
     CUDA_ARRAY_DESCRIPTOR d = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
@@ -391,6 +407,9 @@ static const struct order_row rows[] = {
     ROW(cuMemMap, NI),
     ROW(cuMemUnmap, NI),
     ROW(cuMemRetainAllocationHandle, NI),
+    ROW(cuIpcGetMemHandle, NI),
+    ROW(cuIpcOpenMemHandle_v2, NI),
+    ROW(cuIpcCloseMemHandle, NI),
     ROW(cuArrayCreate_v2, NI),
     ROW(cuArray3DCreate_v2, NI),
     ROW(cuArrayDestroy, NI),

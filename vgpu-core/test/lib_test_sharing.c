@@ -100,6 +100,12 @@ bool region_view(const char *path, const char *uuid, struct region_view *v)
     v->lock = r.devices[rec].charge_lock;
     v->undo = r.devices[rec].undo_slot;
     v->refused = r.devices[rec].refused_processes;
+    for (int k = 0; k < VGPU_REGION_MAX_SHARED; k++) {
+        if (r.shared[k].state == VGPU_SHARED_LIVE && r.shared[k].device == (uint32_t)rec) {
+            v->shared_sum += r.shared[k].bytes;
+            v->shared_live++;
+        }
+    }
     for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
         if (r.slots[i].state != VGPU_SLOT_ACTIVE)
             continue;

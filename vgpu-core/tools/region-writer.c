@@ -98,6 +98,17 @@ static void print_offsets(void)
     SIZE(VGPU_SLOT_ACTIVE);
     SIZE(VGPU_INIT_PIDNS_INO);
     SIZE(VGPU_SLOT_FLAG_FAIL_CLOSED);
+    SIZE(VGPU_REGION_SHARED_OFFSET);
+    SIZE(VGPU_REGION_SHARED_SIZE);
+    SIZE(VGPU_REGION_MAX_SHARED);
+    SIZE(VGPU_REGION_SHARED_KEY_LEN);
+    SIZE(VGPU_SHARED_FREE);
+    SIZE(VGPU_SHARED_LIVE);
+    SIZE(VGPU_SHARED_KIND_IPC);
+    SIZE(VGPU_UNDO_SLOT_MASK);
+    SIZE(VGPU_UNDO_SHARED_SHIFT);
+    SIZE(VGPU_UNDO_SHARED_MASK);
+    SIZE(VGPU_UNDO_SHARED_WAS_LIVE);
     OFF(vgpu_region_header, magic);
     OFF(vgpu_region_header, major);
     OFF(vgpu_region_header, minor);
@@ -148,6 +159,12 @@ static void print_offsets(void)
     OFF(vgpu_region_slot_device, throttled_ns);
     OFF(vgpu_region_slot_device, sm_util_percent);
     OFF(vgpu_region_slot_device, charged_bytes);
+    OFF(vgpu_region_shared, key);
+    OFF(vgpu_region_shared, bytes);
+    OFF(vgpu_region_shared, device);
+    OFF(vgpu_region_shared, state);
+    OFF(vgpu_region_shared, holders);
+    OFF(vgpu_region_shared, kind);
 }
 
 static void set_device(struct vgpu_region_device *d, const char *uuid, uint64_t limit, uint32_t sm,
