@@ -461,8 +461,13 @@ func sortedKeys[V any](m map[string]V) []string {
 // as dynamic devices and every other existing instance as an admin's fixed
 // one. ID is the GPU-instance id, 0 while it is not known yet.
 func (m *Manager) OwnedMIGInstances() map[string][]gpu.MIGInstance {
-	// Like PreparedClaims: the checkpoint as another instance (a rolling
-	// update) left it, else the last one this instance saw.
+	return m.migInstances(func(*instanceRecord) bool { return true })
+}
+
+// migInstances returns, by GPU UUID, the owned instances whose record keep
+// accepts. Like PreparedClaims it reads the checkpoint as another instance
+// (a rolling update) left it, else the last one this instance saw.
+func (m *Manager) migInstances(keep func(*instanceRecord) bool) map[string][]gpu.MIGInstance {
 	if end, err := m.begin(); err == nil {
 		defer end()
 	} else {
@@ -472,6 +477,9 @@ func (m *Manager) OwnedMIGInstances() map[string][]gpu.MIGInstance {
 	out := map[string][]gpu.MIGInstance{}
 	for gpuUUID, records := range m.cp.Instances {
 		for _, r := range records {
+			if !keep(r) {
+				continue
+			}
 			inst := gpu.MIGInstance{ProfileID: r.ProfileID, Placement: r.placement()}
 			if r.GPUInstanceID != nil {
 				inst.ID = *r.GPUInstanceID
@@ -504,24 +512,5 @@ func (m *Manager) MIGChanges() <-chan struct{} {
 // neither their placement, nor one overlapping it, nor the whole GPU
 // until they are gone, as for an admin's instance.
 func (m *Manager) BlockedMIGInstances() map[string][]gpu.MIGInstance {
-	if end, err := m.begin(); err == nil {
-		defer end()
-	} else {
-		m.mu.Lock()
-		defer m.mu.Unlock()
-	}
-	out := map[string][]gpu.MIGInstance{}
-	for gpuUUID, records := range m.cp.Instances {
-		for _, r := range records {
-			if r.State != instanceDestroying {
-				continue
-			}
-			inst := gpu.MIGInstance{ProfileID: r.ProfileID, Placement: r.placement()}
-			if r.GPUInstanceID != nil {
-				inst.ID = *r.GPUInstanceID
-			}
-			out[gpuUUID] = append(out[gpuUUID], inst)
-		}
-	}
-	return out
+	return m.migInstances(func(r *instanceRecord) bool { return r.State == instanceDestroying })
 }
