@@ -68,7 +68,7 @@ func fakeGPUUUID(t *testing.T, lib, stateDir string) string {
 	t.Setenv("VGPU_FAKE_GPU_MEMORY", "16Gi")
 	n := nvml.New(nvml.WithLibraryPath(lib))
 	require.Equal(t, nvml.SUCCESS, n.Init())
-	defer n.Shutdown()
+	defer func() { _ = n.Shutdown() }()
 	dev, ret := n.DeviceGetHandleByIndex(0)
 	require.Equal(t, nvml.SUCCESS, ret)
 	uuid, ret := dev.GetUUID()
