@@ -139,7 +139,7 @@ func watchFake(t *testing.T, lib, stateDir string, infos []Info) {
 			}
 		}
 	}()
-	assert.Equal(t, XIDEvent{UUID: infos[1].UUID, XID: 79}, first)
+	assert.Equal(t, XIDEvent{UUID: infos[1].UUID, XID: 79, GPUInstanceID: NoInstance, ComputeInstanceID: NoInstance}, first)
 
 	inject("0 13")
 	inject("2 48")
@@ -149,7 +149,7 @@ func watchFake(t *testing.T, lib, stateDir string, infos []Info) {
 			if e.XID == 79 {
 				continue // a repeat of the first injection
 			}
-			assert.Equal(t, XIDEvent{UUID: infos[2].UUID, XID: 48}, e, "XID 13 is an application error and must be skipped")
+			assert.Equal(t, XIDEvent{UUID: infos[2].UUID, XID: 48, GPUInstanceID: NoInstance, ComputeInstanceID: NoInstance}, e, "XID 13 is an application error and must be skipped")
 			cancel()
 			require.NoError(t, <-done)
 			return
