@@ -24,7 +24,7 @@ BIN_DIR := bin
 VGPU_CORE_BUILD := vgpu-core/build
 FAKE_LIB_DIR := $(abspath $(VGPU_CORE_BUILD))/fake
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/vgpu-dra/vgpu-dra-driver/pkg/version.Version=$(VERSION)
+LDFLAGS := -X github.com/vgpu-dra/vgpu-dra-driver/pkg/common/version.Version=$(VERSION)
 
 # go-nvml's cgo wrappers call NVML functions that NVML marks deprecated; the
 # warnings are about NVIDIA's header, not our code.
@@ -54,7 +54,7 @@ $(BIN_DIR)/%: FORCE
 # Static, no cgo: the kubectl plugin runs on users' machines, the image's
 # init container (vgpu-install) runs whatever C library the image holds, and
 # the controller is cluster-side code that links no GPU library
-# (pkg/devices/names/deps_test.go checks the last).
+# (pkg/contract/names/deps_test.go checks the last).
 $(BIN_DIR)/kubectl-vgpu $(BIN_DIR)/vgpu-install $(BIN_DIR)/dra-controller: FORCE
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ ./cmd/$(@F)
 

@@ -242,7 +242,7 @@ func TestMakeCalls(t *testing.T) {
 
 // registeredFlags returns the flags a binary registers: every flag-defining
 // call (fs.XxxVar, fs.XxxVarP, fs.Var, flags.QuantityVar) with a literal name
-// in the Go files of dirs, plus the logging flags that pkg/daemon adds from
+// in the Go files of dirs, plus the logging flags that pkg/common/daemon adds from
 // k8s.io/component-base.
 func registeredFlags(t *testing.T, dirs ...string) map[string]bool {
 	t.Helper()
@@ -318,12 +318,12 @@ func TestDocFlags(t *testing.T) {
 
 func TestFlagsInDocsExist(t *testing.T) {
 	for doc, dirs := range map[string][]string{
-		"kubelet-plugin.md": {"../cmd/dra-kubelet-plugin", "../pkg/daemon"},
-		"controller.md":     {"../cmd/dra-controller", "../pkg/daemon"},
+		"kubelet-plugin.md": {"../cmd/dra-kubelet-plugin", "../pkg/common/daemon"},
+		"controller.md":     {"../cmd/dra-controller", "../pkg/common/daemon"},
 	} {
 		t.Run(doc, func(t *testing.T) {
 			registered := registeredFlags(t, dirs...)
-			require.Contains(t, registered, "kubeconfig", "pkg/daemon's flags were not found")
+			require.Contains(t, registered, "kubeconfig", "pkg/common/daemon's flags were not found")
 			data, err := os.ReadFile(doc)
 			require.NoError(t, err)
 			named := docFlags(string(data))

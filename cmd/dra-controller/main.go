@@ -26,7 +26,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/daemon"
 )
 
 func main() {

@@ -25,12 +25,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	cliflag "k8s.io/component-base/cli/flag"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocator"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/admission"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/allocator"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/hami"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/daemon"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/flags"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 )
 
 type options struct {
@@ -100,15 +100,15 @@ func newOptions() *options {
 		quotaGrace:          time.Minute,
 		hamiDeviceClass:     names.DeviceClass,
 		hamiMIGDeviceClass:  names.MIGDeviceClass,
-		hamiCount:           string(compat.DefaultCountResource),
-		hamiMemory:          string(compat.DefaultMemoryResource),
-		hamiMemoryPercent:   string(compat.DefaultMemoryPercentageResource),
-		hamiCores:           string(compat.DefaultCoresResource),
-		hamiPriority:        string(compat.DefaultPriorityResource),
+		hamiCount:           string(hami.DefaultCountResource),
+		hamiMemory:          string(hami.DefaultMemoryResource),
+		hamiMemoryPercent:   string(hami.DefaultMemoryPercentageResource),
+		hamiCores:           string(hami.DefaultCoresResource),
+		hamiPriority:        string(hami.DefaultPriorityResource),
 		templateGrace:       10 * time.Minute,
 		templateTouch:       time.Minute,
 		garbageCollectEvery: time.Minute,
-		policyAllocation:    string(webhook.PolicyAllocationNamespace),
+		policyAllocation:    string(admission.PolicyAllocationNamespace),
 		defaultNodePolicy:   string(allocator.Binpack),
 		defaultGPUPolicy:    string(allocator.Spread),
 		fallbackAfter:       30 * time.Second,
@@ -158,7 +158,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.DurationVar(&o.templateTouch, "hami-template-touch-interval", o.templateTouch, "The webhook refreshes a template's last-used stamp at most this often; must be well below the grace period.")
 
 	fs = named.FlagSet("policy allocation")
-	fs.StringVar(&o.policyAllocation, "policy-allocation", o.policyAllocation, "Where new pods whose claims use --device-classes are held (scheduling gate "+allocator.SchedulingGate+") for the policy allocator: off, namespace (namespaces labelled "+webhook.PolicyAllocationLabel+"="+webhook.PolicyAllocationEnabled+") or cluster. The leader serves gated pods in every mode, so none waits forever after a switch to off.")
+	fs.StringVar(&o.policyAllocation, "policy-allocation", o.policyAllocation, "Where new pods whose claims use --device-classes are held (scheduling gate "+allocator.SchedulingGate+") for the policy allocator: off, namespace (namespaces labelled "+admission.PolicyAllocationLabel+"="+admission.PolicyAllocationEnabled+") or cluster. The leader serves gated pods in every mode, so none waits forever after a switch to off.")
 	fs.StringVar(&o.defaultNodePolicy, "default-node-policy", o.defaultNodePolicy, "Node-level placement: binpack (fullest node that fits) or spread (emptiest). Pods override it with the annotation "+allocator.NodePolicyAnnotation+".")
 	fs.StringVar(&o.defaultGPUPolicy, "default-gpu-policy", o.defaultGPUPolicy, "GPU-level placement on the chosen node: binpack or spread. Pods override it with the annotation "+allocator.GPUPolicyAnnotation+".")
 	fs.DurationVar(&o.fallbackAfter, "policy-fallback-delay", o.fallbackAfter, "How long kube-scheduler may report a pod unschedulable on the node its claims were allocated to before the allocation is released and the scheduler allocates them itself.")
@@ -215,7 +215,7 @@ func (o *options) validate() error {
 	if o.maxMemory.Sign() <= 0 {
 		errs = append(errs, fmt.Errorf("--max-memory-per-device: must be positive, got %s", o.maxMemory.String()))
 	}
-	if _, err := webhook.ParsePolicyAllocationMode(o.policyAllocation); err != nil {
+	if _, err := admission.ParsePolicyAllocationMode(o.policyAllocation); err != nil {
 		errs = append(errs, fmt.Errorf("--policy-allocation: %w", err))
 	}
 	if _, err := allocator.ParsePolicy(o.defaultNodePolicy); err != nil {
@@ -230,8 +230,8 @@ func (o *options) validate() error {
 	return errors.Join(errs...)
 }
 
-func (o *options) resourceNames() compat.ResourceNames {
-	return compat.ResourceNames{
+func (o *options) resourceNames() hami.ResourceNames {
+	return hami.ResourceNames{
 		Count:            corev1.ResourceName(o.hamiCount),
 		Memory:           corev1.ResourceName(o.hamiMemory),
 		MemoryPercentage: corev1.ResourceName(o.hamiMemoryPercent),

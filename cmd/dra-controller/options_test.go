@@ -27,7 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/flags"
 )
 
 func TestValidate(t *testing.T) {

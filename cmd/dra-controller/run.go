@@ -45,15 +45,15 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocator"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/allocmetrics"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/compat/templates"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/quota"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/admission"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/allocator"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/allocmetrics"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/hami"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/hami/templates"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/quota"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/daemon"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/version"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 )
 
 // run serves until ctx ends or leadership is lost. Webhooks start only
@@ -73,7 +73,7 @@ func run(ctx context.Context, o *options) error {
 	factory := newInformerFactory(client)
 	// Only generated templates matter here; filtering keeps the cache small.
 	templateFactory := newInformerFactory(client, informers.WithTweakListOptions(func(lo *metav1.ListOptions) {
-		lo.LabelSelector = labels.SelectorFromSet(labels.Set{compat.TemplateLabel: "true"}).String()
+		lo.LabelSelector = labels.SelectorFromSet(labels.Set{hami.TemplateLabel: "true"}).String()
 	}))
 	namespaces := factory.Core().V1().Namespaces().Lister()
 	slices := factory.Resource().V1().ResourceSlices().Lister()
@@ -81,7 +81,7 @@ func run(ctx context.Context, o *options) error {
 	classes := factory.Resource().V1().DeviceClasses().Lister()
 	templateLister := templateFactory.Resource().V1().ResourceClaimTemplates().Lister()
 
-	matcher := &webhook.ClassMatcher{DriverName: names.DriverName, Names: sets.New(o.deviceClasses...), Classes: classes}
+	matcher := &admission.ClassMatcher{DriverName: names.DriverName, Names: sets.New(o.deviceClasses...), Classes: classes}
 	gate := newPolicyGate(o, client, factory, matcher)
 	largestGPU, err := newLargestGPU(factory.Resource().V1().ResourceSlices())
 	if err != nil {
@@ -105,7 +105,7 @@ func run(ctx context.Context, o *options) error {
 		Help: "1 on the replica that is the elected leader, else 0. Every replica exports the same allocation metrics; select one with this.",
 	})
 	registry.MustRegister(leaderGauge)
-	webhookMetrics, err := webhook.NewMetrics(registry)
+	webhookMetrics, err := admission.NewMetrics(registry)
 	if err != nil {
 		return err
 	}
@@ -129,7 +129,7 @@ func run(ctx context.Context, o *options) error {
 	logger.Info("Informer caches synced")
 
 	mux := http.NewServeMux()
-	mux.Handle(webhook.ValidateClaimsPath, webhook.Handler("validate-claims", (&webhook.ClaimValidator{
+	mux.Handle(admission.ValidateClaimsPath, admission.Handler("validate-claims", (&admission.ClaimValidator{
 		DriverName:       names.DriverName,
 		Classes:          matcher,
 		AdminOnlyClasses: sets.New(o.adminOnlyClasses...),
@@ -139,16 +139,16 @@ func run(ctx context.Context, o *options) error {
 		Quota:            enforcer,
 		Grants:           sizer,
 	}).Admit, webhookMetrics))
-	mux.Handle(webhook.MutatePodsPath, webhook.Handler("mutate-pods", (&webhook.PodMutator{
-		Compat:        compat.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, MIGDeviceClassName: o.hamiMIGDeviceClass, DriverName: names.DriverName},
+	mux.Handle(admission.MutatePodsPath, admission.Handler("mutate-pods", (&admission.PodMutator{
+		Compat:        hami.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, MIGDeviceClassName: o.hamiMIGDeviceClass, DriverName: names.DriverName},
 		AllNamespaces: o.hamiAllNamespaces,
 		Client:        client,
 		Namespaces:    namespaces,
 		Slices:        slices,
 		Templates:     &templates.Ensurer{Client: client, Templates: templateLister, TouchInterval: o.templateTouch},
 	}).Admit, webhookMetrics))
-	mux.Handle(webhook.GatePodsPath, webhook.Handler("gate-pods", gate.Admit, webhookMetrics))
-	served, err := webhook.Serve(ctx, webhook.ServerOptions{
+	mux.Handle(admission.GatePodsPath, admission.Handler("gate-pods", gate.Admit, webhookMetrics))
+	served, err := admission.Serve(ctx, admission.ServerOptions{
 		Address: o.webhookAddress, CertFile: o.tlsCertFile, KeyFile: o.tlsKeyFile,
 		ReloadInterval: o.tlsReloadInterval, ShutdownGrace: o.shutdownGrace,
 	}, mux)
@@ -185,9 +185,9 @@ func run(ctx context.Context, o *options) error {
 // templates, which the cache of generated templates does not hold, and
 // reading each from the API server would cost one request per pod created,
 // taken from the same client rate limit as the policy allocator's writes.
-func newPolicyGate(o *options, client kubernetes.Interface, factory informers.SharedInformerFactory, matcher *webhook.ClassMatcher) *webhook.PolicyGate {
-	return &webhook.PolicyGate{
-		Mode:       webhook.PolicyAllocationMode(o.policyAllocation),
+func newPolicyGate(o *options, client kubernetes.Interface, factory informers.SharedInformerFactory, matcher *admission.ClassMatcher) *admission.PolicyGate {
+	return &admission.PolicyGate{
+		Mode:       admission.PolicyAllocationMode(o.policyAllocation),
 		Classes:    matcher,
 		Client:     client,
 		Namespaces: factory.Core().V1().Namespaces().Lister(),
@@ -201,7 +201,7 @@ func newPolicyGate(o *options, client kubernetes.Interface, factory informers.Sh
 // collectors. The pod and node informers they need are started only here,
 // so followers do not cache every pod of the cluster.
 func runLeader(ctx context.Context, o *options, client kubernetes.Interface, factory informers.SharedInformerFactory,
-	matcher *webhook.ClassMatcher, templateLister resourcelisters.ResourceClaimTemplateLister, enforcer *quota.Enforcer) {
+	matcher *admission.ClassMatcher, templateLister resourcelisters.ResourceClaimTemplateLister, enforcer *quota.Enforcer) {
 	logger := klog.FromContext(ctx)
 	leaderFactory := newInformerFactory(client)
 	defer leaderFactory.Shutdown()
@@ -335,7 +335,7 @@ func (l *largestGPU) get() int64 {
 		return l.value.Load()
 	}
 	var most int64
-	for _, p := range compat.Products(all, names.DriverName) {
+	for _, p := range hami.Products(all, names.DriverName) {
 		if p.Profile == "" {
 			most = max(most, p.MemoryBytes)
 		}

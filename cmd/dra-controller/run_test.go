@@ -41,10 +41,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/webhook"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/admission"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
 func TestHTTPHandlerServesProfilesOnlyWhenAsked(t *testing.T) {
@@ -78,8 +78,8 @@ func TestPolicyGateReadsUserTemplatesFromTheCache(t *testing.T) {
 	client := fake.NewClientset(tmpl)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	o := newOptions()
-	o.policyAllocation = string(webhook.PolicyAllocationCluster)
-	gate := newPolicyGate(o, client, factory, &webhook.ClassMatcher{DriverName: names.DriverName, Names: sets.New(names.DriverName)})
+	o.policyAllocation = string(admission.PolicyAllocationCluster)
+	gate := newPolicyGate(o, client, factory, &admission.ClassMatcher{DriverName: names.DriverName, Names: sets.New(names.DriverName)})
 	defer factory.Shutdown() // after cancel: the informers stop with ctx
 	defer cancel()
 	factory.Start(ctx.Done())
@@ -132,7 +132,7 @@ func TestLargestGPUIsRecomputedOnlyWhenSlicesChange(t *testing.T) {
 			ObjectMeta: metav1.ObjectMeta{Name: node},
 			Spec: resourceapi.ResourceSliceSpec{
 				Driver: names.DriverName, NodeName: ptr.To(node), Pool: resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1},
-				Devices: []resourceapi.Device{devices.Device(gpu.Info{UUID: "GPU-" + node, ProductName: "GPU " + node, MemoryBytes: uint64(memory), NUMANode: -1}, devices.Options{})},
+				Devices: []resourceapi.Device{devices.Device(discovery.Info{UUID: "GPU-" + node, ProductName: "GPU " + node, MemoryBytes: uint64(memory), NUMANode: -1}, devices.Options{})},
 			},
 		}
 	}

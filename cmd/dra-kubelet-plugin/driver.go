@@ -30,8 +30,8 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
 // claimPreparer is what the driver needs from the claim manager.
@@ -42,7 +42,7 @@ type claimPreparer interface {
 
 // xidSource reports GPU XID errors until ctx ends.
 type xidSource interface {
-	Watch(ctx context.Context, report func(gpu.XIDEvent)) error
+	Watch(ctx context.Context, report func(discovery.XIDEvent)) error
 }
 
 // healthResendInterval stays well inside the kubelet's default 30 s health
@@ -70,7 +70,7 @@ type driver struct {
 
 var _ kubeletplugin.DRAPlugin = &driver{}
 
-func newDriver(claims claimPreparer, cancel context.CancelCauseFunc, pool string, byName map[string]gpu.Info, registry prometheus.Registerer) *driver {
+func newDriver(claims claimPreparer, cancel context.CancelCauseFunc, pool string, byName map[string]discovery.Info, registry prometheus.Registerer) *driver {
 	d := &driver{
 		claims:       claims,
 		cancel:       cancel,

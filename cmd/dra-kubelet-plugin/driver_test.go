@@ -36,7 +36,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
 type fakeClaims struct {
@@ -59,9 +59,9 @@ func (f fakeClaims) UnprepareResourceClaims(_ context.Context, claims []kubeletp
 	return out, nil
 }
 
-type fakeXIDs struct{ events []gpu.XIDEvent }
+type fakeXIDs struct{ events []discovery.XIDEvent }
 
-func (f fakeXIDs) Watch(ctx context.Context, report func(gpu.XIDEvent)) error {
+func (f fakeXIDs) Watch(ctx context.Context, report func(discovery.XIDEvent)) error {
 	for _, ev := range f.events {
 		report(ev)
 	}
@@ -69,7 +69,7 @@ func (f fakeXIDs) Watch(ctx context.Context, report func(gpu.XIDEvent)) error {
 	return nil
 }
 
-var testGPUs = map[string]gpu.Info{
+var testGPUs = map[string]discovery.Info{
 	"gpu-0": {UUID: "GPU-00000000-0000-0000-0000-000000000000", Index: 0},
 	"gpu-1": {UUID: "GPU-11111111-1111-1111-1111-111111111111", Index: 1},
 }
@@ -137,7 +137,7 @@ func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 	assert.Equal(t, map[string]kubeletplugin.HealthStatus{"gpu-0": "Healthy", "gpu-1": "Healthy"}, health(first))
 
 	// A NoSchedule XID, then a fatal one, then a milder one again on gpu-1.
-	d.health = fakeXIDs{events: []gpu.XIDEvent{
+	d.health = fakeXIDs{events: []discovery.XIDEvent{
 		{UUID: "GPU-unknown", XID: 79},
 		{UUID: testGPUs["gpu-1"].UUID, XID: 94},
 		{UUID: testGPUs["gpu-1"].UUID, XID: 79},
@@ -186,9 +186,9 @@ func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 }
 
 // fakeInstances is a GPU's MIG instances as NVML lists them.
-type fakeInstances []gpu.MIGInstanceState
+type fakeInstances []discovery.MIGInstanceState
 
-func (f fakeInstances) Instances(context.Context, string) ([]gpu.MIGInstanceState, error) {
+func (f fakeInstances) Instances(context.Context, string) ([]discovery.MIGInstanceState, error) {
 	return f, nil
 }
 
@@ -197,12 +197,12 @@ func (f fakeInstances) Instances(context.Context, string) ([]gpu.MIGInstanceStat
 // cannot be found, taints the whole GPU (and so all its MIG devices).
 func TestXIDInMIGInstanceTaintsOnlyThatInstance(t *testing.T) {
 	uuid := testGPUs["gpu-0"].UUID
-	run := func(t *testing.T, events ...gpu.XIDEvent) map[string][]resourceapi.DeviceTaint {
+	run := func(t *testing.T, events ...discovery.XIDEvent) map[string][]resourceapi.DeviceTaint {
 		d := newDriver(fakeClaims{}, func(error) {}, "node-a", testGPUs, prometheus.NewRegistry())
 		d.mig = &migResolver{
 			lister: fakeInstances{
-				{MIGInstance: gpu.MIGInstance{ID: 3, ProfileID: 2, Placement: gpu.MIGPlacement{Start: 4, Size: 4}}},
-				{MIGInstance: gpu.MIGInstance{ID: 5, ProfileID: 0, Placement: gpu.MIGPlacement{Start: 0, Size: 8}}},
+				{MIGInstance: discovery.MIGInstance{ID: 3, ProfileID: 2, Placement: discovery.MIGPlacement{Start: 4, Size: 4}}},
+				{MIGInstance: discovery.MIGInstance{ID: 5, ProfileID: 0, Placement: discovery.MIGPlacement{Start: 0, Size: 8}}},
 			},
 			gpus: map[string]migGPU{uuid: {index: 0, mig: migInfo()}},
 		}
@@ -232,7 +232,7 @@ func TestXIDInMIGInstanceTaintsOnlyThatInstance(t *testing.T) {
 	}
 	keys := func(m map[string][]resourceapi.DeviceTaint) []string { return slices.Sorted(maps.Keys(m)) }
 
-	inInstance := run(t, gpu.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 3, ComputeInstanceID: 0})
+	inInstance := run(t, discovery.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 3, ComputeInstanceID: 0})
 	assert.Equal(t, []string{"gpu-0-mig-3g-40gb-4"}, keys(inInstance))
 	p, h := testPublisher(nil, true)
 	_, ctx := ktesting.NewTestContext(t)
@@ -243,11 +243,11 @@ func TestXIDInMIGInstanceTaintsOnlyThatInstance(t *testing.T) {
 		}
 	}
 
-	full := run(t, gpu.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 5, ComputeInstanceID: 0})
+	full := run(t, discovery.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 5, ComputeInstanceID: 0})
 	assert.Equal(t, []string{"gpu-0", "gpu-0-mig-7g-80gb-0"}, keys(full), "the full-size instance realises the whole GPU too")
 
-	whole := run(t, gpu.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: gpu.NoInstance, ComputeInstanceID: gpu.NoInstance})
+	whole := run(t, discovery.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: discovery.NoInstance, ComputeInstanceID: discovery.NoInstance})
 	assert.Equal(t, []string{"gpu-0"}, keys(whole))
-	unknown := run(t, gpu.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 9, ComputeInstanceID: 0})
+	unknown := run(t, discovery.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 9, ComputeInstanceID: 0})
 	assert.Equal(t, []string{"gpu-0"}, keys(unknown), "an instance that cannot be found: the whole GPU")
 }

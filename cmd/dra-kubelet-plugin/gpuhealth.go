@@ -26,8 +26,8 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
 // unhealthyGPU is why a GPU is unhealthy and the taint that says so.
@@ -85,9 +85,9 @@ func (h *gpuHealth) taints() map[string][]resourceapi.DeviceTaint {
 	return out
 }
 
-// migLister lists a GPU's MIG instances (gpu.MIGController.Instances).
+// migLister lists a GPU's MIG instances (discovery.MIGController.Instances).
 type migLister interface {
-	Instances(ctx context.Context, gpuUUID string) ([]gpu.MIGInstanceState, error)
+	Instances(ctx context.Context, gpuUUID string) ([]discovery.MIGInstanceState, error)
 }
 
 // migResolver finds the devices an XID inside a MIG instance concerns.
@@ -99,7 +99,7 @@ type migResolver struct {
 
 type migGPU struct {
 	index int
-	mig   gpu.MIGInfo
+	mig   discovery.MIGInfo
 }
 
 // devices names the published devices realised by GPU instance giID of
@@ -134,8 +134,8 @@ func (r *migResolver) devices(ctx context.Context, uuid string, giID int) ([]str
 // targets are the devices an XID event taints: those of its MIG instance
 // when NVML names one and it resolves, else the whole GPU (whose taint
 // reaches all its MIG devices).
-func (d *driver) targets(ctx context.Context, ev gpu.XIDEvent, name string) []string {
-	if ev.GPUInstanceID == gpu.NoInstance || d.mig == nil {
+func (d *driver) targets(ctx context.Context, ev discovery.XIDEvent, name string) []string {
+	if ev.GPUInstanceID == discovery.NoInstance || d.mig == nil {
 		return []string{name}
 	}
 	if _, ok := d.mig.gpus[ev.UUID]; !ok {
@@ -158,7 +158,7 @@ func (d *driver) targets(ctx context.Context, ev gpu.XIDEvent, name string) []st
 // instance's devices.
 func (d *driver) watchHealth(ctx context.Context, publish func(context.Context, map[string][]resourceapi.DeviceTaint) error) error {
 	logger := klog.FromContext(ctx)
-	err := d.health.Watch(ctx, func(ev gpu.XIDEvent) {
+	err := d.health.Watch(ctx, func(ev discovery.XIDEvent) {
 		gpuName, ok := d.deviceByUUID[ev.UUID]
 		if !ok {
 			logger.V(2).Info("XID on a GPU this plugin does not publish", "uuid", ev.UUID, "xid", ev.XID)
@@ -166,7 +166,7 @@ func (d *driver) watchHealth(ctx context.Context, publish func(context.Context, 
 		}
 		taint := d.taintPolicy.XIDTaint(ev.XID, time.Now())
 		reason := fmt.Sprintf("critical XID %d reported by NVML", ev.XID)
-		if ev.GPUInstanceID != gpu.NoInstance {
+		if ev.GPUInstanceID != discovery.NoInstance {
 			reason = fmt.Sprintf("critical XID %d reported by NVML in MIG GPU instance %d", ev.XID, ev.GPUInstanceID)
 		}
 		changed := false

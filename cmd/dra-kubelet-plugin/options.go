@@ -25,12 +25,12 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostpids"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/daemon"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/flags"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/monitor"
 )
 
 // GPU base edit sources (see docs/prepare.md).

@@ -24,7 +24,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/flags"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/flags"
 )
 
 func TestEveryFlagIsDocumentedWithItsEnvironmentVariable(t *testing.T) {

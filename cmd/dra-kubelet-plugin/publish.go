@@ -31,9 +31,9 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
 // counterCheckTimeout bounds how long the plugin waits for its published
@@ -43,20 +43,20 @@ const counterCheckTimeout = time.Minute
 // migState is the MIG state of the node's GPUs, read at start.
 type migState struct {
 	// byUUID holds every MIG-capable GPU, by GPU UUID.
-	byUUID map[string]gpu.MIGInfo
+	byUUID map[string]discovery.MIGInfo
 	// enabled holds the GPUs in MIG mode, by device name (gpu-<index>):
 	// the claims manager realises their devices as MIG instances.
-	enabled map[string]gpu.MIGInfo
+	enabled map[string]discovery.MIGInfo
 }
 
 // discoverMIG reads the MIG state of infos and logs each GPU's mode.
-func discoverMIG(ctx context.Context, d *gpu.Discoverer, infos []gpu.Info) (migState, error) {
+func discoverMIG(ctx context.Context, d *discovery.Discoverer, infos []discovery.Info) (migState, error) {
 	logger := klog.FromContext(ctx)
 	list, err := d.MIG(ctx)
 	if err != nil {
 		return migState{}, fmt.Errorf("discover MIG: %w", err)
 	}
-	st := migState{byUUID: map[string]gpu.MIGInfo{}, enabled: map[string]gpu.MIGInfo{}}
+	st := migState{byUUID: map[string]discovery.MIGInfo{}, enabled: map[string]discovery.MIGInfo{}}
 	for _, m := range list {
 		st.byUUID[m.UUID] = m.MIG
 	}
@@ -95,7 +95,7 @@ type publisher struct {
 
 // newPublisher describes infos (with their MIG state and the instances the
 // plugin owns, by GPU UUID) for publishing.
-func newPublisher(helper publishHelper, node string, infos []gpu.Info, mig migState, owned map[string][]gpu.MIGInstance,
+func newPublisher(helper publishHelper, node string, infos []discovery.Info, mig migState, owned map[string][]discovery.MIGInstance,
 	devOpts devices.Options, migOpts devices.MIGOptions) *publisher {
 	p := &publisher{helper: helper, node: node, devOpts: devOpts, migOpts: migOpts, logged: map[string]bool{}}
 	for _, info := range infos {
@@ -204,21 +204,21 @@ func (p *publisher) checkCounters(ctx context.Context, client kubernetes.Interfa
 // instances being destroyed from being offered.
 type blockedSource interface {
 	MIGChanges() <-chan struct{}
-	BlockedMIGInstances() map[string][]gpu.MIGInstance
+	BlockedMIGInstances() map[string][]discovery.MIGInstance
 }
 
 // setBlocked records the owned MIG instances being destroyed, by GPU UUID,
 // and republishes when they changed: while one exists its placement, what
 // overlaps it and its GPU's whole-GPU device are not offered, so that the
 // scheduler allocates nothing prepare would refuse.
-func (p *publisher) setBlocked(ctx context.Context, blocked map[string][]gpu.MIGInstance) error {
+func (p *publisher) setBlocked(ctx context.Context, blocked map[string][]discovery.MIGInstance) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	changed := false
 	for i := range p.gpus {
 		g := &p.gpus[i]
 		list := slices.Clone(blocked[g.Info.UUID])
-		slices.SortFunc(list, func(a, b gpu.MIGInstance) int {
+		slices.SortFunc(list, func(a, b discovery.MIGInstance) int {
 			return cmp.Or(cmp.Compare(a.Placement.Start, b.Placement.Start), cmp.Compare(a.ProfileID, b.ProfileID))
 		})
 		for j := range list {

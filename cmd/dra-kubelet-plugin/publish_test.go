@@ -31,9 +31,9 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
 // recordingHelper keeps what was published.
@@ -58,21 +58,21 @@ func (h *recordingHelper) last(t *testing.T) resourceslice.Pool {
 
 // A GPU in MIG mode with two 3g placements and a full 7g one, as NVML
 // would describe a small GPU.
-func migInfo() gpu.MIGInfo {
-	return gpu.MIGInfo{Enabled: true, Profiles: []gpu.MIGProfile{
+func migInfo() discovery.MIGInfo {
+	return discovery.MIGInfo{Enabled: true, Profiles: []discovery.MIGProfile{
 		{ID: 2, Name: "3g.40gb", Slices: 3, InstanceCount: 2, Multiprocessors: 42, MemoryBytes: 40 << 30,
-			Placements: []gpu.MIGPlacement{{Start: 0, Size: 4}, {Start: 4, Size: 4}}},
+			Placements: []discovery.MIGPlacement{{Start: 0, Size: 4}, {Start: 4, Size: 4}}},
 		{ID: 0, Name: "7g.80gb", Slices: 7, InstanceCount: 1, Multiprocessors: 98, MemoryBytes: 80 << 30,
-			Placements: []gpu.MIGPlacement{{Start: 0, Size: 8}}},
+			Placements: []discovery.MIGPlacement{{Start: 0, Size: 8}}},
 	}}
 }
 
-func testPublisher(owned map[string][]gpu.MIGInstance, partitionable bool) (*publisher, *recordingHelper) {
-	infos := []gpu.Info{
+func testPublisher(owned map[string][]discovery.MIGInstance, partitionable bool) (*publisher, *recordingHelper) {
+	infos := []discovery.Info{
 		{UUID: "GPU-00000000-0000-0000-0000-000000000000", Index: 0, ProductName: "NVIDIA H100", MemoryBytes: 80 << 30},
 		{UUID: "GPU-11111111-1111-1111-1111-111111111111", Index: 1, ProductName: "NVIDIA H100", MemoryBytes: 80 << 30},
 	}
-	mig := migState{byUUID: map[string]gpu.MIGInfo{infos[0].UUID: migInfo()}, enabled: map[string]gpu.MIGInfo{"gpu-0": migInfo()}}
+	mig := migState{byUUID: map[string]discovery.MIGInfo{infos[0].UUID: migInfo()}, enabled: map[string]discovery.MIGInfo{"gpu-0": migInfo()}}
 	h := &recordingHelper{}
 	return newPublisher(h, "node-a", infos, mig, owned, devices.Options{}, devices.MIGOptions{PartitionableDevices: partitionable}), h
 }
@@ -111,11 +111,11 @@ func TestPublisherPublishesMIGDevices(t *testing.T) {
 // overlaps it.
 func TestPublisherTellsOwnedFromStaticInstances(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
-	instance := gpu.MIGInstance{ID: 1, ProfileID: 2, Placement: gpu.MIGPlacement{Start: 0, Size: 4}, ComputeInstances: 1}
-	withInstance := func(owned map[string][]gpu.MIGInstance) map[string]bool {
+	instance := discovery.MIGInstance{ID: 1, ProfileID: 2, Placement: discovery.MIGPlacement{Start: 0, Size: 4}, ComputeInstances: 1}
+	withInstance := func(owned map[string][]discovery.MIGInstance) map[string]bool {
 		p, h := testPublisher(owned, true)
 		info := migInfo()
-		info.Instances = []gpu.MIGInstance{instance}
+		info.Instances = []discovery.MIGInstance{instance}
 		p.gpus[0].MIG = &info
 		require.NoError(t, p.publish(ctx, nil))
 		static := map[string]bool{} // device name: static attribute
@@ -127,7 +127,7 @@ func TestPublisherTellsOwnedFromStaticInstances(t *testing.T) {
 		}
 		return static
 	}
-	owned := withInstance(map[string][]gpu.MIGInstance{"GPU-00000000-0000-0000-0000-000000000000": {instance}})
+	owned := withInstance(map[string][]discovery.MIGInstance{"GPU-00000000-0000-0000-0000-000000000000": {instance}})
 	assert.Equal(t, map[string]bool{"gpu-0": false, "gpu-0-mig-3g-40gb-0": false, "gpu-0-mig-3g-40gb-4": false, "gpu-0-mig-7g-80gb-0": false, "gpu-1": false}, owned)
 	admins := withInstance(nil)
 	assert.Equal(t, map[string]bool{"gpu-0-mig-3g-40gb-0": true, "gpu-0-mig-3g-40gb-4": false, "gpu-1": false}, admins,
@@ -171,19 +171,19 @@ func TestCheckCountersRepublishesWithoutCounters(t *testing.T) {
 // fakeBlocked is the claims manager's view of instances being destroyed.
 type fakeBlocked struct {
 	mu      sync.Mutex
-	blocked map[string][]gpu.MIGInstance
+	blocked map[string][]discovery.MIGInstance
 	changes chan struct{}
 }
 
 func (f *fakeBlocked) MIGChanges() <-chan struct{} { return f.changes }
 
-func (f *fakeBlocked) BlockedMIGInstances() map[string][]gpu.MIGInstance {
+func (f *fakeBlocked) BlockedMIGInstances() map[string][]discovery.MIGInstance {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.blocked
 }
 
-func (f *fakeBlocked) set(b map[string][]gpu.MIGInstance) {
+func (f *fakeBlocked) set(b map[string][]discovery.MIGInstance) {
 	f.mu.Lock()
 	f.blocked = b
 	f.mu.Unlock()
@@ -198,8 +198,8 @@ func TestPublisherBlocksInstanceBeingDestroyed(t *testing.T) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	uuid := "GPU-00000000-0000-0000-0000-000000000000"
-	instance := gpu.MIGInstance{ID: 1, ProfileID: 2, Placement: gpu.MIGPlacement{Start: 4, Size: 4}, ComputeInstances: 1}
-	p, h := testPublisher(map[string][]gpu.MIGInstance{uuid: {instance}}, true)
+	instance := discovery.MIGInstance{ID: 1, ProfileID: 2, Placement: discovery.MIGPlacement{Start: 4, Size: 4}, ComputeInstances: 1}
+	p, h := testPublisher(map[string][]discovery.MIGInstance{uuid: {instance}}, true)
 	require.NoError(t, p.publish(ctx, nil))
 	all := []string{"gpu-0", "gpu-0-mig-3g-40gb-0", "gpu-0-mig-3g-40gb-4", "gpu-0-mig-7g-80gb-0", "gpu-1"}
 	got, _ := deviceNames(h.last(t))
@@ -207,15 +207,15 @@ func TestPublisherBlocksInstanceBeingDestroyed(t *testing.T) {
 
 	src := &fakeBlocked{changes: make(chan struct{})}
 	go p.watchBlocked(ctx, src)
-	src.set(map[string][]gpu.MIGInstance{uuid: {instance}})
+	src.set(map[string][]discovery.MIGInstance{uuid: {instance}})
 	assert.Eventually(t, func() bool {
 		got, _ := deviceNames(h.last(t))
 		return assert.ObjectsAreEqual([]string{"gpu-0-mig-3g-40gb-0", "gpu-1"}, got)
 	}, 5*time.Second, 10*time.Millisecond, "only the placement clear of it is offered")
 	n := func() int { h.mu.Lock(); defer h.mu.Unlock(); return len(h.pools) }
 	before := n()
-	src.set(map[string][]gpu.MIGInstance{uuid: {instance}})
-	src.set(map[string][]gpu.MIGInstance{uuid: {instance}})
+	src.set(map[string][]discovery.MIGInstance{uuid: {instance}})
+	src.set(map[string][]discovery.MIGInstance{uuid: {instance}})
 	assert.Equal(t, before, n(), "the same state is not republished")
 
 	src.set(nil)

@@ -29,9 +29,9 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/burstnode"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/reclaim"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstnode"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/reclaim"
 )
 
 // reclaimQueueLength bounds the reclaim decisions waiting for the evictor;
@@ -42,7 +42,7 @@ const reclaimQueueLength = 64
 // errReclaimQueueFull is returned when the evictor is that far behind.
 var errReclaimQueueFull = errors.New("burst reclaim queue full")
 
-// asyncEvictor hands burstnode's reclaim decisions to pkg/reclaim's Evictor
+// asyncEvictor hands burstnode's reclaim decisions to pkg/node/reclaim's Evictor
 // on a goroutine of its own: burstnode decides under the monitor's lock and
 // in prepare, and evictions are API calls. The Evictor reports failures
 // through its OnFailure (Node.ReclaimFailed), not to the caller.

@@ -35,12 +35,12 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/klog/v2/ktesting"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/burstnode"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/reclaim"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstnode"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/reclaim"
 )
 
 // TestAsyncEvictor checks the plugin's adapter between burstnode and
-// pkg/reclaim: a decision returns at once (burstnode decides under the
+// pkg/node/reclaim: a decision returns at once (burstnode decides under the
 // monitor's lock), the eviction happens on the adapter's goroutine with
 // the claim's grace period, and a full queue is reported to the caller.
 func TestAsyncEvictor(t *testing.T) {

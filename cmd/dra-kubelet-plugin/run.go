@@ -31,17 +31,17 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/burstnode"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cdi"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/claims"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/daemon"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostpids"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/monitor"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/reclaim"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/daemon"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/version"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstnode"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/monitor"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/reclaim"
 )
 
 // run starts the plugin and blocks until ctx is cancelled or a fatal error
@@ -54,8 +54,8 @@ func run(ctx context.Context, o *options) error {
 
 	// One NVML library for discovery, health and nvcdi: go-nvml reference
 	// counts init/shutdown on it.
-	nvmlLib := gpu.NewNVML(gpu.WithLibraryPath(o.nvmlLibrary))
-	discoverer := gpu.NewDiscoverer(gpu.WithNVML(nvmlLib))
+	nvmlLib := discovery.NewNVML(discovery.WithLibraryPath(o.nvmlLibrary))
+	discoverer := discovery.NewDiscoverer(discovery.WithNVML(nvmlLib))
 	infos, err := discoverer.Devices(ctx)
 	if err != nil {
 		return fmt.Errorf("discover GPUs: %w", err)
@@ -68,7 +68,7 @@ func run(ctx context.Context, o *options) error {
 	if err := devOpts.Validate(); err != nil {
 		return fmt.Errorf("device options: %w", err)
 	}
-	byName := make(map[string]gpu.Info, len(infos))
+	byName := make(map[string]discovery.Info, len(infos))
 	for _, info := range infos {
 		name := devices.Name(info.Index)
 		byName[name] = info
@@ -79,7 +79,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	claimOpts := claims.Options{
+	claimOpts := prepare.Options{
 		DriverName:  names.DriverName,
 		NodeName:    o.nodeName,
 		StateRoot:   o.stateRoot,
@@ -94,8 +94,8 @@ func run(ctx context.Context, o *options) error {
 	var migHealth *migResolver
 	if len(mig.enabled) > 0 {
 		claimOpts.MIGGPUs = mig.enabled
-		claimOpts.MIG = gpu.NewMIGController(gpu.WithNVML(nvmlLib))
-		migHealth = &migResolver{lister: gpu.NewMIGController(gpu.WithNVML(nvmlLib)), gpus: map[string]migGPU{}}
+		claimOpts.MIG = discovery.NewMIGController(discovery.WithNVML(nvmlLib))
+		migHealth = &migResolver{lister: discovery.NewMIGController(discovery.WithNVML(nvmlLib)), gpus: map[string]migGPU{}}
 		for name, m := range mig.enabled {
 			info := byName[name]
 			migHealth.gpus[info.UUID] = migGPU{index: info.Index, mig: m}
@@ -109,7 +109,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	// Burstable memory: one ledger per node, fed by the monitor; its hooks
 	// see every prepare and unprepare. Its reclaim decisions evict pods
-	// through the Eviction API (pkg/reclaim), off the deciding goroutine.
+	// through the Eviction API (pkg/node/reclaim), off the deciding goroutine.
 	var burstNode *burstnode.Node
 	recorder, stopEvents := newReclaimEventRecorder(ctx, client, o.nodeName)
 	defer stopEvents()
@@ -125,7 +125,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer burstNode.Close()
 	claimOpts.Burst = burstNode
-	manager, err := claims.NewManager(ctx, claimOpts)
+	manager, err := prepare.NewManager(ctx, claimOpts)
 	if err != nil {
 		return fmt.Errorf("claim manager: %w", err)
 	}
@@ -168,11 +168,11 @@ func run(ctx context.Context, o *options) error {
 	}
 	go pidMapper.Run(ctx)
 	if o.deviceHealth {
-		ignored := gpu.DefaultIgnoredXIDs()
+		ignored := discovery.DefaultIgnoredXIDs()
 		for _, xid := range o.ignoredXIDs {
 			ignored = append(ignored, uint64(xid))
 		}
-		d.health = gpu.NewXIDWatcher(ignored, gpu.WithNVML(nvmlLib))
+		d.health = discovery.NewXIDWatcher(ignored, discovery.WithNVML(nvmlLib))
 		d.taintPolicy = devices.TaintPolicy{NoExecute: o.noExecuteXIDList()}
 	}
 

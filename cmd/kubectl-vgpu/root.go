@@ -27,8 +27,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/inspect"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/version"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/version"
 )
 
 // clientFunc makes the API client; tests replace it with a fake clientset.

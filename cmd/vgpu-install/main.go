@@ -24,7 +24,7 @@ import (
 
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/hostinstall"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostinstall"
 )
 
 func main() {

@@ -35,7 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/region"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 )
 
 // warnings collects the admission warnings the API server returns.

@@ -32,7 +32,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/inspect"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
 )
 
 // kubectlVGPU runs the plugin binary `make build` wrote, with the

@@ -23,7 +23,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 )
 
 // GPUUse is what the allocated claims consume of one published GPU.

@@ -26,9 +26,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/gpu"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
 // KWOK manages the nodes that carry this annotation (the controller runs
@@ -67,11 +67,11 @@ func NodeName(i int) string { return fmt.Sprintf("gpu-node-%04d", i) }
 
 // GPUs are the simulated GPUs of node i, as the plugin's NVML discovery
 // would return them.
-func GPUs(node, gpus int) []gpu.Info {
+func GPUs(node, gpus int) []discovery.Info {
 	p := Products[node%len(Products)]
-	infos := make([]gpu.Info, gpus)
+	infos := make([]discovery.Info, gpus)
 	for g := range infos {
-		infos[g] = gpu.Info{
+		infos[g] = discovery.Info{
 			UUID:                  fmt.Sprintf("GPU-%08x-%04x-4000-8000-%012x", node, g, node*gpus+g),
 			Index:                 g,
 			Minor:                 g,

@@ -17,7 +17,7 @@ limitations under the License.
 /*
  * vgpu_env.h - environment variables libvgpu.so reads (contract with the
  * kubelet plugin, which sets them in the claim's CDI spec; the Go side spells
- * them in pkg/devices/names, and a test there compares both).
+ * them in pkg/contract/names, and a test there compares both).
  *
  * The limits may only lower what the claim's config grants, never raise it.
  */

@@ -23,7 +23,7 @@ limitations under the License.
  * maps it read-write; the plugin's monitor only reads it with pread.
  *
  * Byte order is little-endian; every field has a fixed offset checked below
- * and mirrored by the Go package pkg/region. Readers must treat every value as
+ * and mirrored by the Go package pkg/contract/region. Readers must treat every value as
  * untrusted (the file is writable by the container) and clamp it.
  *
  * Layout:

@@ -36,7 +36,7 @@ limitations under the License.
 #include "burstfile.h"
 #include "vgpu_burst.h"
 
-/* A burst file names at most this many GPUs (pkg/burst MaxGPUs). */
+/* A burst file names at most this many GPUs (pkg/node/burst MaxGPUs). */
 #define VGPU_BURST_MAX_GPUS 16
 
 /* A claim's burst file as last read, and its socket. */

@@ -20,7 +20,7 @@ limitations under the License.
  * The kubelet plugin lends a claim memory above its guarantee on a GPU
  * (docs/architecture.md, "Burstable memory") and publishes what it lent in a
  * file of the claim's read-only host directory, written atomically by rename
- * before the grant is answered (Go side: pkg/burst). Format, every number
+ * before the grant is answered (Go side: pkg/node/burst). Format, every number
  * decimal, one space apart:
  *
  *   version=1
@@ -44,9 +44,9 @@ limitations under the License.
 
 /* The file's path below the claim directory. */
 #define VGPU_BURST_FILE "host/burst"
-/* Largest file accepted (pkg/burst MaxFileBytes). */
+/* Largest file accepted (pkg/node/burst MaxFileBytes). */
 #define VGPU_BURST_MAX_BYTES 4096
-/* Largest grant accepted, 2^50 bytes (pkg/burst MaxGrantBytes): sums cannot overflow. */
+/* Largest grant accepted, 2^50 bytes (pkg/node/burst MaxGrantBytes): sums cannot overflow. */
 #define VGPU_BURST_MAX_GRANT (1ull << 50)
 /* Length of a GPU UUID ("GPU-" and 8-4-4-4-12 hex digits). */
 #define VGPU_BURST_UUID_LEN 40

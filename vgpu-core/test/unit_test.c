@@ -744,7 +744,7 @@ static void test_hostpids_parse(void)
     CHECK(strstr(err, "line 6") != NULL); /* the fifth process line exceeds max */
 }
 
-/* The burst grants: the text pkg/burst writes parses; every deviation rejects the whole file. */
+/* The burst grants: the text pkg/node/burst writes parses; every deviation rejects the whole file. */
 static void test_burst_parse(void)
 {
     struct vgpu_burst_grant g[2];
@@ -781,7 +781,7 @@ static void test_burst_parse(void)
         "version=1\ngpu " U1 " 1\ngpu GPU-AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE 2\n", /* twice, other case */
         "version=1\ngpu " U0 " 1\ngpu " U1 " 2\ngpu GPU-00000000-0000-0000-0000-000000000000 0\n", /* > max */
     };
-    /* What pkg/burst RenderFile writes (TestRenderAndParseFile). */
+    /* What pkg/node/burst RenderFile writes (TestRenderAndParseFile). */
     const char *good = "version=1\ngpu " U0 " 805306368\ngpu " U1 " 0\n";
 
     CHECK(vgpu_burst_parse(good, strlen(good), g, 2, err) == 2);

@@ -16,7 +16,7 @@ limitations under the License.
 
 /*
  * region-writer - writes a shared-region file in a known state, for the Go
- * reader's cross-language tests (pkg/region builds and runs it) and for
+ * reader's cross-language tests (pkg/contract/region builds and runs it) and for
  * manual checks. Fields are set by name through the header's structs, so a
  * Go offset that drifts from the header makes the Go reader disagree with it.
  *
@@ -53,13 +53,13 @@ static const char usage_text[] =
     "  --size N                           truncate or extend the file to N bytes at the end\n"
     "  --layout                           print \"name value\" for every size and offset\n"
     "                                     of vgpu_region.h and exit\n"
-    "  --fixture FILE                     write the fixed region pkg/region's tests\n"
+    "  --fixture FILE                     write the fixed region pkg/contract/region's tests\n"
     "                                     compare the Go reader and writer with\n"
     "  --check-config FILE                parse FILE (a claim config, \"-\" = stdin) with\n"
     "                                     the library's own parser and size limit:\n"
     "                                     exit 0 if libvgpu.so can apply all of it, else\n"
     "                                     print the library's line \"invalid claim config\n"
-    "                                     FILE:LINE: REASON\" and exit 1 (pkg/claims\n"
+    "                                     FILE:LINE: REASON\" and exit 1 (pkg/node/prepare\n"
     "                                     feeds the plugin's real output through it)\n"
     "\n"
     "Numbers are decimal (0x... accepted for --magic). Exit status 0, or 2 with\n"
@@ -191,8 +191,8 @@ static void set_usage(struct vgpu_region_slot_device *u, uint64_t used, uint64_t
     u->sm_util_percent = util;
 }
 
-/* The fixture of pkg/region's tests (--fixture): keep in step with fixtureBytes in
- * pkg/region/fixture_test.go. */
+/* The fixture of pkg/contract/region's tests (--fixture): keep in step with fixtureBytes in
+ * pkg/contract/region/fixture_test.go. */
 static int write_fixture(const char *path)
 {
     struct vgpu_region *r = calloc(1, sizeof(*r));

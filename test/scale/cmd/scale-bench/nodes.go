@@ -32,14 +32,14 @@ import (
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/devices/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/test/scale"
 )
 
 // runNodes creates the simulated nodes and publishes each node's pool the
 // way the kubelet plugin does: devices.DriverResources from the node's
-// gpu.Info values, handed to the ResourceSlice controller of
+// discovery.Info values, handed to the ResourceSlice controller of
 // k8s.io/dynamic-resource-allocation with the Node as owner.
 func runNodes(ctx context.Context, args []string) error {
 	fs := pflag.NewFlagSet("nodes", pflag.ContinueOnError)

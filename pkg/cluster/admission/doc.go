@@ -1,0 +1,28 @@
+/*
+Copyright 2026 The vgpu-dra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package admission serves the admission webhooks of the dra-controller:
+//
+//   - a validating webhook for ResourceClaims and ResourceClaimTemplates
+//     that checks this driver's opaque config and capacity requests, keeps
+//     admin-only DeviceClasses in admin namespaces and charges the GPU quota
+//     (ClaimValidator);
+//   - a mutating webhook for Pods that turns HAMi-style GPU requests into
+//     DRA claims (PodMutator);
+//
+// over HTTPS whose certificate is reloaded from disk when it changes
+// (CertReloader), so a rotated Secret needs no restart.
+package admission

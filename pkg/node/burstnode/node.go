@@ -1,0 +1,566 @@
+/*
+Copyright 2026 The vgpu-dra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package burstnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
+
+	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/monitor"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
+)
+
+// DefaultReclaimGracePeriod is the grace period passed to the Reclaimer
+// (reclaimGracePeriodSeconds' default).
+const DefaultReclaimGracePeriod = 30 * time.Second
+
+// ClaimRef names a claim for the Reclaimer.
+type ClaimRef struct {
+	Namespace, Name string
+	UID             types.UID
+}
+
+func (r ClaimRef) String() string { return r.Namespace + "/" + r.Name + " (" + string(r.UID) + ")" }
+
+// Reclaimer gives burst back: it evicts the pods of the claims in from so
+// that needing (empty when driver overhead or use outside claims grew)
+// gets bytes on the GPU, with the grace period.
+type Reclaimer interface {
+	Reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef, gpuUUID string, bytes uint64, grace time.Duration) error
+}
+
+// Shorter is what a Reclaimer may also offer: telling the claim that waits
+// that memory is missing for its guarantee which reclaiming burst cannot
+// free (booked twice, or used outside claims: burst.Decision.Short).
+type Shorter interface {
+	Short(ctx context.Context, needing ClaimRef, gpuUUID string, bytes uint64)
+}
+
+// Canceler is what a Reclaimer may also offer: forgetting a claim that
+// is gone (unprepared), so that nothing retries evicting its pods.
+type Canceler interface {
+	Cancel(uid types.UID)
+}
+
+// LogReclaimer only logs what it would reclaim: the default until an
+// evicting Reclaimer is wired in.
+type LogReclaimer struct{}
+
+// Reclaim logs the decision.
+func (LogReclaimer) Reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef, gpuUUID string, bytes uint64, grace time.Duration) error {
+	klog.FromContext(ctx).Info("Burst memory must be reclaimed; no evicting reclaimer is configured, waiting for the claims to give it back",
+		"needing", needing.String(), "from", from, "gpu", gpuUUID, "bytes", bytes, "grace", grace)
+	return nil
+}
+
+// Options configure a Node; zero values take the defaults.
+type Options struct {
+	// Ledger defaults to a new one with its defaults.
+	Ledger *burst.Ledger
+	// Reclaimer defaults to LogReclaimer.
+	Reclaimer Reclaimer
+	// Registry, when set, receives the metrics.
+	Registry prometheus.Registerer
+	// Grace is passed to the Reclaimer (default DefaultReclaimGracePeriod).
+	Grace time.Duration
+	// ReadTimeout bounds the wait for a request (default DefaultReadTimeout).
+	ReadTimeout time.Duration
+	// MaxConnections per claim (default DefaultMaxConnections).
+	MaxConnections int
+	// Clock stamps admissions (default the real clock).
+	Clock clock.PassiveClock
+}
+
+// Node is the burst side of one node's plugin: the Ledger, one socket
+// server per prepared claim with burst room, and the hooks the claims
+// manager and the monitor call. It implements prepare.BurstHooks.
+type Node struct {
+	opts    Options
+	ledger  *burst.Ledger
+	metrics *metrics
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	ctx     context.Context
+	refs    map[types.UID]ClaimRef
+	graces  map[types.UID]time.Duration
+	rooms   map[types.UID]map[string]uint64
+	servers map[types.UID]*server
+	// reclaiming holds the claims already handed to the Reclaimer.
+	reclaiming map[types.UID]bool
+}
+
+var _ prepare.BurstHooks = &Node{}
+
+// New returns a Node; call Start after the claims manager's recovery.
+func New(opts Options) (*Node, error) {
+	if opts.Ledger == nil {
+		opts.Ledger = burst.NewLedger(burst.Options{})
+	}
+	if opts.Reclaimer == nil {
+		opts.Reclaimer = LogReclaimer{}
+	}
+	if opts.Grace == 0 {
+		opts.Grace = DefaultReclaimGracePeriod
+	}
+	if opts.ReadTimeout == 0 {
+		opts.ReadTimeout = DefaultReadTimeout
+	}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = DefaultMaxConnections
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	n := &Node{opts: opts, ledger: opts.Ledger, ctx: context.Background(),
+		refs: map[types.UID]ClaimRef{}, graces: map[types.UID]time.Duration{}, rooms: map[types.UID]map[string]uint64{},
+		servers: map[types.UID]*server{}, reclaiming: map[types.UID]bool{}}
+	n.metrics = newMetrics(n)
+	if opts.Registry != nil {
+		if err := n.metrics.register(opts.Registry); err != nil {
+			return nil, err
+		}
+	}
+	return n, nil
+}
+
+// Ledger is the node's ledger.
+func (n *Node) Ledger() *burst.Ledger { return n.ledger }
+
+// ledgerClaim is the claim as the ledger sees it: its GPUs outside MIG
+// instances (an instance's memory is its own), by UUID.
+func (n *Node) ledgerClaim(c *prepare.PreparedClaim) (burst.Claim, map[string]uint64) {
+	out := burst.Claim{UID: c.UID, Path: c.BurstPath, Created: n.opts.Clock.Now(), Shares: map[string]burst.Share{}}
+	if c.Settings.Priority == api.PriorityHigh {
+		out.Priority = 1
+	}
+	rooms := map[string]uint64{}
+	for _, g := range c.GPUs {
+		if g.MIG != nil {
+			continue
+		}
+		out.Shares[g.UUID] = burst.Share{Guarantee: g.MemoryLimitBytes, Limit: g.Ceiling()}
+		rooms[g.UUID] = g.Ceiling() - g.MemoryLimitBytes
+	}
+	return out, rooms
+}
+
+// Start rebuilds the ledger from the prepared claims (the checkpoint's,
+// after the claims manager's recovery) and the grants their files hold,
+// and serves the socket of each claim with burst room. Problems with
+// single claims are logged; the node keeps serving the others.
+func (n *Node) Start(ctx context.Context, prepared []prepare.PreparedClaim) error {
+	logger := klog.FromContext(ctx)
+	var list []burst.Claim
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ctx = ctx
+	for i := range prepared {
+		c := &prepared[i]
+		lc, rooms := n.ledgerClaim(c)
+		if len(lc.Shares) == 0 {
+			continue
+		}
+		list = append(list, lc)
+		n.rememberLocked(c, rooms)
+	}
+	if err := n.ledger.Rebuild(list); err != nil {
+		logger.Error(err, "Rebuilding the burst grants found problems; the grants in question count as the files show them or as the claims' whole room until the monitor brings them down")
+	}
+	n.started = true
+	for i := range prepared {
+		if err := n.serveLocked(ctx, &prepared[i]); err != nil {
+			logger.Error(err, "Cannot serve the burst socket of a recovered claim; it is held to its grant", "claimUID", prepared[i].UID)
+		}
+	}
+	return nil
+}
+
+// rememberLocked records what the node needs of a claim in the ledger:
+// its name for Events and its pods' grace period when its burst is
+// reclaimed (the claim's own classes' reclaimGracePeriodSeconds; the
+// default where the checkpoint predates it).
+func (n *Node) rememberLocked(c *prepare.PreparedClaim, rooms map[string]uint64) {
+	n.refs[c.UID] = ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
+	n.rooms[c.UID] = rooms
+	n.graces[c.UID] = n.opts.Grace
+	if c.ReclaimGracePeriodSeconds > 0 {
+		n.graces[c.UID] = time.Duration(c.ReclaimGracePeriodSeconds) * time.Second
+	}
+}
+
+// graceOf is the grace period of a claim's pods (the default for a claim
+// the node does not know).
+func (n *Node) graceOf(uid types.UID) time.Duration {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if g, ok := n.graces[uid]; ok {
+		return g
+	}
+	return n.opts.Grace
+}
+
+// serveLocked starts the claim's socket server if it has burst room and
+// none runs.
+func (n *Node) serveLocked(ctx context.Context, c *prepare.PreparedClaim) error {
+	if n.closed || !c.HasBurstRoom() || n.servers[c.UID] != nil || c.BurstSocketPath == "" {
+		return nil
+	}
+	if _, ok := n.refs[c.UID]; !ok {
+		return nil
+	}
+	s, err := newServer(c.UID, c.BurstSocketPath, n, klog.FromContext(ctx), n.opts.ReadTimeout, n.opts.MaxConnections)
+	if err != nil {
+		return fmt.Errorf("claim %s: %w", c.UID, err)
+	}
+	n.servers[c.UID] = s
+	return nil
+}
+
+// ErrWaitingForMemory marks a prepare that waits for burst to be reclaimed;
+// the kubelet retries it.
+var ErrWaitingForMemory = errors.New("waiting for burst memory to be reclaimed")
+
+// AdmitClaim decides, before any file of a claim not prepared yet, whether
+// its guarantees fit next to the node's bookings and grants. Where they do
+// not, it hands the claims chosen to reclaim from to the Reclaimer and
+// fails with ErrWaitingForMemory, naming the wait and the claims. A GPU
+// not measured yet, and memory that reclaiming burst cannot free, do not
+// fail it (the scheduler's booking holds; the latter is logged).
+func (n *Node) AdmitClaim(ctx context.Context, c *prepare.PreparedClaim) error {
+	logger := klog.FromContext(ctx)
+	lc, _ := n.ledgerClaim(c)
+	if len(lc.Shares) == 0 {
+		return nil
+	}
+	d, err := n.ledger.Admit(lc)
+	if errors.Is(err, burst.ErrUnknownGPU) {
+		logger.V(2).Info("GPU memory not measured yet; admitting the claim on the scheduler's booking", "err", err)
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("burst admission: %w", err)
+	}
+	if d.Fits {
+		return nil
+	}
+	needing := ClaimRef{Namespace: c.Namespace, Name: c.Name, UID: c.UID}
+	for uuid, short := range d.Short {
+		logger.Info("Memory that reclaiming burst cannot free is missing for the claim's guarantee (booked twice or used outside claims)", "gpu", uuid, "bytes", short)
+		if s, ok := n.opts.Reclaimer.(Shorter); ok {
+			s.Short(ctx, needing, uuid, short)
+		}
+	}
+	if len(d.Reclaim) == 0 {
+		return nil
+	}
+	var waits []string
+	var grace time.Duration
+	for _, uuid := range slices.Sorted(func(yield func(string) bool) {
+		for u := range lc.Shares {
+			if !yield(u) {
+				return
+			}
+		}
+	}) {
+		// Booked counts the claim's own guarantee: Admit made it pending.
+		booked, usable := n.ledger.Booked(uuid)
+		if booked <= usable {
+			continue
+		}
+		from := n.victims(d.Reclaim, uuid)
+		if len(from) == 0 {
+			continue
+		}
+		n.reclaim(ctx, needing, from, uuid, booked-usable)
+		names := make([]string, len(from))
+		for i, r := range from {
+			names[i] = r.String()
+			grace = max(grace, n.graceOf(r.UID))
+		}
+		waits = append(waits, fmt.Sprintf("%d bytes on GPU %s from %s", booked-usable, uuid, strings.Join(names, ", ")))
+	}
+	return fmt.Errorf("%w (retried by the kubelet; grace period %s): %s", ErrWaitingForMemory, grace, strings.Join(waits, "; "))
+}
+
+// victims are the claims of chosen with a grant on the GPU.
+func (n *Node) victims(chosen []types.UID, uuid string) []ClaimRef {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []ClaimRef
+	for _, uid := range chosen {
+		if n.ledger.Grants(uid)[uuid] == 0 {
+			continue
+		}
+		ref, ok := n.refs[uid]
+		if !ok {
+			ref = ClaimRef{UID: uid}
+		}
+		out = append(out, ref)
+	}
+	return out
+}
+
+// reclaim hands the claims not handed over yet to the Reclaimer.
+func (n *Node) reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef, uuid string, bytes uint64) {
+	n.mu.Lock()
+	var fresh []ClaimRef
+	for _, r := range from {
+		if !n.reclaiming[r.UID] {
+			n.reclaiming[r.UID] = true
+			fresh = append(fresh, r)
+		}
+	}
+	n.mu.Unlock()
+	if len(fresh) == 0 {
+		return
+	}
+	n.metrics.reclaims.WithLabelValues(uuid).Add(float64(len(fresh)))
+	// One call per claim: each goes with its own pods' grace period.
+	for _, r := range fresh {
+		if err := n.opts.Reclaimer.Reclaim(ctx, needing, []ClaimRef{r}, uuid, bytes, n.graceOf(r.UID)); err != nil {
+			klog.FromContext(ctx).Error(err, "Reclaiming burst failed", "needing", needing.String(), "from", r.String(), "gpu", uuid)
+			n.mu.Lock()
+			delete(n.reclaiming, r.UID)
+			n.mu.Unlock()
+		}
+	}
+}
+
+// EnsureClaim records a claim being prepared (or restored) in the ledger
+// and serves its burst socket when it has burst room; it runs after the
+// claim's files and before its CDI spec. Before Start (recovery) it does
+// nothing: Start rebuilds every prepared claim.
+func (n *Node) EnsureClaim(ctx context.Context, c *prepare.PreparedClaim) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if !n.started {
+		return nil
+	}
+	if _, ok := n.refs[c.UID]; !ok {
+		lc, rooms := n.ledgerClaim(c)
+		if len(lc.Shares) == 0 {
+			return nil
+		}
+		if err := n.ledger.AddClaim(lc); err != nil {
+			return fmt.Errorf("burst ledger: %w", err)
+		}
+		n.rememberLocked(c, rooms)
+	}
+	return n.serveLocked(ctx, c)
+}
+
+// ReclaimFailed is told by the Reclaimer that evicting a claim's pods was
+// refused (a PodDisruptionBudget) or failed: the claim may grow again
+// (Ledger.CancelReclaim), and the next decision that chooses it hands it to
+// the Reclaimer again.
+func (n *Node) ReclaimFailed(uid types.UID) {
+	n.mu.Lock()
+	delete(n.reclaiming, uid)
+	n.mu.Unlock()
+	n.ledger.CancelReclaim(uid)
+}
+
+// ReleaseClaim forgets an unprepared (or rolled back) claim: its socket is
+// closed and removed, its guarantees and grants are free.
+func (n *Node) ReleaseClaim(_ context.Context, uid types.UID) {
+	n.mu.Lock()
+	s := n.servers[uid]
+	delete(n.servers, uid)
+	delete(n.refs, uid)
+	delete(n.graces, uid)
+	delete(n.rooms, uid)
+	delete(n.reclaiming, uid)
+	n.mu.Unlock()
+	if s != nil {
+		s.close()
+	}
+	if c, ok := n.opts.Reclaimer.(Canceler); ok {
+		c.Cancel(uid)
+	}
+	n.ledger.RemoveClaim(uid)
+}
+
+// Close stops every socket server (the files are removed; a restarted
+// plugin serves them again).
+func (n *Node) Close() {
+	n.mu.Lock()
+	n.closed = true
+	servers := n.servers
+	n.servers = map[types.UID]*server{}
+	n.mu.Unlock()
+	for _, s := range servers {
+		s.close()
+	}
+}
+
+func (n *Node) grant(uid types.UID, uuid string, need uint64) (uint64, error) {
+	return n.ledger.Grant(uid, uuid, need)
+}
+
+func (n *Node) room(uid types.UID, uuid string) (uint64, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r, ok := n.rooms[uid][uuid]
+	return r, ok
+}
+
+func (n *Node) refused(reason string) { n.metrics.refusals.WithLabelValues(reason).Inc() }
+
+// Observe applies one monitor collection: each GPU's memory and driver
+// reserve, the use of processes no claim owns, Shrink of every grant
+// towards the claim's use (the larger of NVML's use by its host pids and
+// its region's reservation; the recheck re-reads the region), then
+// Reclaim on each GPU.
+func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
+	logger := klog.FromContext(ctx)
+	owner := map[uint32]types.UID{}
+	for _, cr := range col.Claims {
+		for _, pid := range readHostPIDs(cr.Claim.HostPIDsPath) {
+			owner[pid] = cr.Claim.UID
+		}
+	}
+	for uuid, g := range col.GPUs {
+		n.ledger.SetGPU(uuid, g.TotalBytes, g.ReservedBytes)
+		if g.Processes == nil {
+			continue
+		}
+		var outside uint64
+		for pid, b := range g.Processes {
+			if _, ok := owner[pid]; !ok {
+				outside += b
+			}
+		}
+		n.ledger.SetOutsideUse(uuid, outside)
+	}
+	for _, cr := range col.Claims {
+		c := cr.Claim
+		grants := n.ledger.Grants(c.UID)
+		for uuid, have := range grants {
+			if have == 0 {
+				continue
+			}
+			g, measured := col.GPUs[uuid]
+			if !measured || g.Processes == nil {
+				continue // no physical truth this time
+			}
+			var use uint64
+			for pid, b := range g.Processes {
+				if owner[pid] == c.UID {
+					use += b
+				}
+			}
+			use = max(use, cr.Reserved[uuid])
+			path, gpuUUID := c.RegionPath, uuid
+			if _, err := n.ledger.Shrink(c.UID, uuid, use, col.At, func() uint64 { return regionReservation(path, gpuUUID) }); err != nil {
+				logger.Error(err, "Shrinking a burst grant failed", "claimUID", c.UID, "gpu", uuid)
+			}
+		}
+		if len(grants) > 0 && allZero(n.ledger.Grants(c.UID)) {
+			n.mu.Lock()
+			delete(n.reclaiming, c.UID)
+			n.mu.Unlock()
+		}
+	}
+	for _, uuid := range slices.Sorted(func(yield func(string) bool) {
+		for u := range col.GPUs {
+			if !yield(u) {
+				return
+			}
+		}
+	}) {
+		d, err := n.ledger.Reclaim(uuid)
+		if err != nil || d.Fits {
+			continue
+		}
+		booked, usable := n.ledger.Booked(uuid)
+		if from := n.victims(d.Reclaim, uuid); len(from) > 0 && booked > usable {
+			n.reclaim(ctx, ClaimRef{}, from, uuid, booked-usable)
+		}
+		if short := d.Short[uuid]; short > 0 {
+			logger.V(2).Info("More memory is booked or used outside claims than the GPU has; reclaiming burst cannot free it", "gpu", uuid, "bytes", short)
+		}
+	}
+}
+
+func allZero(m map[string]uint64) bool {
+	for _, v := range m {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// regionReservation reads the claim's region again: its reservation on
+// the GPU (0 when unreadable: then NVML's use alone counts).
+func regionReservation(path, uuid string) uint64 {
+	reg, err := region.NewReader().Read(path)
+	if err != nil {
+		return 0
+	}
+	for _, d := range reg.Devices {
+		if d.UUID == uuid {
+			return d.UsedBytes
+		}
+	}
+	return 0
+}
+
+// readHostPIDs returns the host pids of a claim's host/pids (version 1:
+// "<pidns> <pid> <start time> <host pid>" lines); a bad line is skipped,
+// a file that is missing or of another version gives none.
+func readHostPIDs(path string) []uint32 {
+	if path == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil || len(data) > 1<<20 {
+		return nil
+	}
+	lines := strings.Split(string(data), "\n")
+	if len(lines) == 0 || lines[0] != "version=1" {
+		return nil
+	}
+	var out []uint32
+	for _, l := range lines[1:] {
+		f := strings.Fields(l)
+		if len(f) != 4 {
+			continue
+		}
+		if pid, err := strconv.ParseUint(f[3], 10, 32); err == nil && pid > 0 {
+			out = append(out, uint32(pid))
+		}
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+/*
+Copyright 2026 The vgpu-dra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package burstnode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/monitor"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
+)
+
+func TestAdmitFitsOrWaitsRetryably(t *testing.T) {
+	e := newEnv(t)
+	a := preparedClaim(t, e.root, uidA, "a", map[string][2]uint64{gpuA: {4 * gib, 12 * gib}})
+	a.ReclaimGracePeriodSeconds = 90 // its class's: a's pods get 90 s whoever needs the memory
+	require.NoError(t, e.node.Start(e.ctx, nil))
+	require.NoError(t, e.node.AdmitClaim(e.ctx, &a))
+	require.NoError(t, e.node.EnsureClaim(e.ctx, &a))
+	require.FileExists(t, a.BurstSocketPath, "a claim with burst room is served")
+	require.Equal(t, fmt.Sprintf("granted %d\n", 8*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 8*gib)))
+
+	b := preparedClaim(t, e.root, uidB, "b", map[string][2]uint64{gpuA: {10 * gib, 10 * gib}})
+	err := e.node.AdmitClaim(e.ctx, &b)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, ErrWaitingForMemory), "%v", err)
+	assert.Contains(t, err.Error(), "6442450944 bytes on GPU "+gpuA+" from ns/a ("+string(uidA)+")")
+	assert.Contains(t, err.Error(), "grace period 1m30s")
+	require.Len(t, e.reclaim.calls, 1)
+	call := e.reclaim.calls[0]
+	assert.Equal(t, ClaimRef{Namespace: "ns", Name: "b", UID: uidB}, call.needing)
+	assert.Equal(t, []ClaimRef{{Namespace: "ns", Name: "a", UID: uidA}}, call.from)
+	assert.Equal(t, gpuA, call.gpu)
+	assert.Equal(t, 6*gib, call.bytes)
+	assert.Equal(t, 90*time.Second, call.grace)
+	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.reclaims.WithLabelValues(gpuA)), 0.5)
+
+	// The kubelet retries before a's burst is gone: the same wait, no second eviction.
+	err = e.node.AdmitClaim(e.ctx, &b)
+	require.ErrorIs(t, err, ErrWaitingForMemory)
+	assert.Len(t, e.reclaim.calls, 1, "a is handed to the reclaimer once")
+
+	// a's pod is evicted and unprepared: b fits.
+	e.node.ReleaseClaim(e.ctx, uidA)
+	assert.NoFileExists(t, a.BurstSocketPath)
+	require.NoError(t, e.node.AdmitClaim(e.ctx, &b))
+	require.NoError(t, e.node.EnsureClaim(e.ctx, &b))
+	assert.NoFileExists(t, b.BurstSocketPath, "no socket without burst room")
+	booked, _ := e.ledger.Booked(gpuA)
+	assert.Equal(t, 10*gib, booked)
+}
+
+func TestAdmitBeforeTheGPUIsMeasured(t *testing.T) {
+	e := newEnv(t)
+	require.NoError(t, e.node.Start(e.ctx, nil))
+	c := preparedClaim(t, e.root, uidA, "a", map[string][2]uint64{gpuA: {4 * gib, 12 * gib}})
+	c.GPUs[0].UUID = "GPU-aaaaaaaa-1111-2222-3333-444444444444"
+	assert.NoError(t, e.node.AdmitClaim(e.ctx, &c), "the scheduler's booking holds")
+	require.NoError(t, e.node.EnsureClaim(e.ctx, &c))
+	assert.Equal(t, "refused gpu 0\n", ask(t, c, "grow "+c.GPUs[0].UUID+" 1\n"), "no grant before the GPU is measured")
+}
+
+func writePIDs(t *testing.T, c prepare.PreparedClaim, pids ...uint32) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("version=1\n")
+	for i, p := range pids {
+		fmt.Fprintf(&b, "4026531836 %d 100 %d\n", i+1, p)
+	}
+	require.NoError(t, os.WriteFile(c.HostPIDsPath, []byte(b.String()), 0o644))
+}
+
+func TestObserve(t *testing.T) {
+	e := newEnv(t)
+	a := preparedClaim(t, e.root, uidA, "a", map[string][2]uint64{gpuA: {4 * gib, 12 * gib}})
+	b := preparedClaim(t, e.root, uidB, "b", map[string][2]uint64{gpuA: {2 * gib, 2 * gib}})
+	require.NoError(t, e.node.Start(e.ctx, []prepare.PreparedClaim{a, b}))
+	require.Equal(t, fmt.Sprintf("granted %d\n", 6*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 6*gib)))
+	writePIDs(t, a, 1001, 1002)
+	writePIDs(t, b, 2001)
+	e.clock.Step(time.Second)
+
+	t.Run("GPU memory, reserve and outside use", func(t *testing.T) {
+		e.node.Observe(e.ctx, monitor.Collection{At: e.clock.Now(),
+			GPUs: map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, ReservedBytes: gib,
+				Processes: map[uint32]uint64{1001: 3 * gib, 1002: 2 * gib, 2001: gib, 777: gib / 2}}},
+			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 4 * gib}}, {Claim: b}}})
+		// a uses 5 GiB (NVML, above its region's 4): 1 GiB above the guarantee.
+		assert.Equal(t, map[string]uint64{gpuA: gib}, e.ledger.Grants(uidA), "shrunk to use")
+		assert.Equal(t, map[string]uint64{gpuA: gib}, grantsInFile(t, a))
+		booked, usable := e.ledger.Booked(gpuA)
+		assert.Equal(t, 15*gib, usable, "16 GiB less the driver's reserve")
+		assert.Equal(t, 4*gib+gib+2*gib+gib/2, booked, "guarantees, a's grant, pid 777 outside claims")
+	})
+	t.Run("the region's reservation keeps the grant", func(t *testing.T) {
+		require.Equal(t, fmt.Sprintf("granted %d\n", 3*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 3*gib)))
+		e.clock.Step(time.Second)
+		e.node.Observe(e.ctx, monitor.Collection{At: e.clock.Now(),
+			GPUs:   map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, ReservedBytes: gib, Processes: map[uint32]uint64{1001: gib}}},
+			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 6 * gib}}, {Claim: b}}})
+		assert.Equal(t, map[string]uint64{gpuA: 2 * gib}, e.ledger.Grants(uidA), "6 GiB reserved in the region")
+	})
+	t.Run("a sample without process data shrinks nothing", func(t *testing.T) {
+		e.clock.Step(time.Second)
+		e.node.Observe(e.ctx, monitor.Collection{At: e.clock.Now(),
+			GPUs:   map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, ReservedBytes: gib}},
+			Claims: []monitor.ClaimReservation{{Claim: a}, {Claim: b}}})
+		assert.Equal(t, map[string]uint64{gpuA: 2 * gib}, e.ledger.Grants(uidA))
+	})
+	t.Run("overhead that appears after the bookings reclaims burst", func(t *testing.T) {
+		e.clock.Step(time.Second)
+		e.node.Observe(e.ctx, monitor.Collection{At: e.clock.Now(),
+			GPUs: map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, ReservedBytes: 9 * gib,
+				Processes: map[uint32]uint64{1001: 6 * gib}}},
+			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 6 * gib}}, {Claim: b}}})
+		require.Len(t, e.reclaim.calls, 1)
+		assert.Equal(t, ClaimRef{}, e.reclaim.calls[0].needing, "no claim needs it: overhead")
+		assert.Equal(t, []ClaimRef{{Namespace: "ns", Name: "a", UID: uidA}}, e.reclaim.calls[0].from)
+		assert.Equal(t, gib, e.reclaim.calls[0].bytes, "8 GiB booked, 7 usable")
+	})
+}

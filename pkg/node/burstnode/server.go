@@ -1,0 +1,305 @@
+/*
+Copyright 2026 The vgpu-dra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package burstnode
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+)
+
+// The burst protocol (docs/architecture.md, "Burstable memory"): one
+// SOCK_SEQPACKET message each way per connection.
+const (
+	// MaxRequestBytes bounds the one message a client sends.
+	MaxRequestBytes = 128
+	// DefaultReadTimeout is how long the server waits for the request.
+	DefaultReadTimeout = time.Second
+	// DefaultMaxConnections bounds the connections served at once per claim;
+	// more wait in the listen backlog.
+	DefaultMaxConnections = 4
+	// socketMode lets any user of the claim's containers connect.
+	socketMode = 0o666
+)
+
+// Refusal reasons of the protocol, also the label values of
+// vgpu_dra_claim_memory_burst_refusals_total.
+const (
+	ReasonLimit      = "limit"
+	ReasonFull       = "full"
+	ReasonReclaiming = "reclaiming"
+	ReasonNever      = "never"
+	ReasonGPU        = "gpu"
+	ReasonRequest    = "request"
+	ReasonError      = "error"
+)
+
+// granter is what a claim's server needs: the claim's grant on a GPU.
+type granter interface {
+	// grant asks for need bytes above the guarantee; room reports how
+	// much the claim may burst on the GPU (ok false: no share).
+	grant(uid types.UID, uuid string, need uint64) (uint64, error)
+	room(uid types.UID, uuid string) (room uint64, ok bool)
+	refused(reason string)
+}
+
+// server answers one claim's asks on its socket.
+type server struct {
+	uid      types.UID
+	path     string
+	ln       *net.UnixListener
+	g        granter
+	logger   klog.Logger
+	timeout  time.Duration
+	slots    chan struct{}
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	conns    map[*net.UnixConn]bool
+	closed   bool
+	done     chan struct{}
+	acceptWG sync.WaitGroup
+}
+
+// listen removes a stale socket file at path and listens there.
+func listen(path string) (*net.UnixListener, error) {
+	if info, err := os.Lstat(path); err == nil {
+		if info.Mode().Type() != fs.ModeSocket {
+			return nil, fmt.Errorf("%s exists and is no socket (mode %s)", path, info.Mode())
+		}
+		if err := os.Remove(path); err != nil {
+			return nil, fmt.Errorf("remove stale burst socket: %w", err)
+		}
+	}
+	ln, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: path, Net: "unixpacket"})
+	if err != nil {
+		return nil, fmt.Errorf("listen on the burst socket: %w", err)
+	}
+	// close removes the file itself, so that closing never unlinks a
+	// socket that replaced this one.
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(path, socketMode); err != nil {
+		_ = ln.Close()
+		_ = os.Remove(path)
+		return nil, fmt.Errorf("set mode of the burst socket: %w", err)
+	}
+	return ln, nil
+}
+
+func newServer(uid types.UID, path string, g granter, logger klog.Logger, timeout time.Duration, maxConns int) (*server, error) {
+	ln, err := listen(path)
+	if err != nil {
+		return nil, err
+	}
+	s := &server{uid: uid, path: path, ln: ln, g: g, logger: logger, timeout: timeout,
+		slots: make(chan struct{}, maxConns), done: make(chan struct{}), conns: map[*net.UnixConn]bool{}}
+	s.acceptWG.Add(1)
+	go s.accept()
+	return s, nil
+}
+
+func (s *server) accept() {
+	defer s.acceptWG.Done()
+	for {
+		// At most maxConns at once: further clients wait in the listen
+		// backlog until a connection ends (each within the read timeout).
+		select {
+		case s.slots <- struct{}{}:
+		case <-s.done:
+			return
+		}
+		conn, err := s.ln.AcceptUnix()
+		if err != nil {
+			<-s.slots
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			// EMFILE and the like: back off rather than spin.
+			s.logger.V(2).Info("Accepting on the burst socket failed", "claimUID", s.uid, "err", err)
+			select {
+			case <-time.After(10 * time.Millisecond):
+			case <-s.done:
+				return
+			}
+			continue
+		}
+		if !s.track(conn) {
+			<-s.slots
+			_ = conn.Close()
+			return
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			defer func() { <-s.slots }()
+			defer s.untrack(conn)
+			s.serve(conn)
+		}()
+	}
+}
+
+func (s *server) track(c *net.UnixConn) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.conns[c] = true
+	return true
+}
+
+func (s *server) untrack(c *net.UnixConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.conns, c)
+	_ = c.Close()
+}
+
+// serve reads one request and answers it.
+func (s *server) serve(conn *net.UnixConn) {
+	if err := conn.SetDeadline(time.Now().Add(s.timeout)); err != nil {
+		return
+	}
+	buf := make([]byte, MaxRequestBytes+1)
+	n, err := conn.Read(buf)
+	if err != nil {
+		s.g.refused(ReasonRequest)
+		return
+	}
+	answer := s.answer(buf[:n])
+	_, _ = conn.Write([]byte(answer))
+}
+
+// answer is the reply to one request message.
+func (s *server) answer(msg []byte) string {
+	uuid, need, ok := parseRequest(msg)
+	if !ok {
+		s.g.refused(ReasonRequest)
+		return refusal(ReasonRequest, 0)
+	}
+	room, ok := s.g.room(s.uid, uuid)
+	if !ok {
+		s.g.refused(ReasonGPU)
+		return refusal(ReasonGPU, 0)
+	}
+	if room == 0 {
+		s.g.refused(ReasonNever)
+		return refusal(ReasonNever, 0)
+	}
+	grant, err := s.g.grant(s.uid, uuid, need)
+	if err == nil {
+		return "granted " + strconv.FormatUint(grant, 10) + "\n"
+	}
+	reason := reasonOf(err)
+	if reason == ReasonError {
+		// A failed write of host/burst: answered as full, the library
+		// may try again later.
+		reason = ReasonFull
+	}
+	s.g.refused(reason)
+	s.logger.V(4).Info("Burst refused", "claimUID", s.uid, "gpu", uuid, "need", need, "grant", grant, "reason", reason, "err", err)
+	return refusal(reason, grant)
+}
+
+func refusal(reason string, grant uint64) string {
+	return "refused " + reason + " " + strconv.FormatUint(grant, 10) + "\n"
+}
+
+// reasonOf maps a Ledger.Grant error to the protocol's reason.
+func reasonOf(err error) string {
+	switch {
+	case errors.Is(err, burst.ErrOverLimit):
+		return ReasonLimit
+	case errors.Is(err, burst.ErrNoRoom):
+		return ReasonFull
+	case errors.Is(err, burst.ErrReclaiming):
+		return ReasonReclaiming
+	case errors.Is(err, burst.ErrNoShare), errors.Is(err, burst.ErrUnknownGPU), errors.Is(err, burst.ErrUnknownClaim):
+		return ReasonGPU
+	default:
+		return ReasonError
+	}
+}
+
+// parseRequest parses "grow <GPU UUID> <bytes>\n": exactly that, bytes in
+// decimal without sign or leading zeros, at most burst.MaxGrantBytes.
+func parseRequest(msg []byte) (uuid string, need uint64, ok bool) {
+	if len(msg) > MaxRequestBytes || len(msg) == 0 || msg[len(msg)-1] != '\n' {
+		return "", 0, false
+	}
+	fields := strings.Split(string(msg[:len(msg)-1]), " ")
+	if len(fields) != 3 || fields[0] != "grow" || !validName(fields[1]) {
+		return "", 0, false
+	}
+	num := fields[2]
+	if num == "" || len(num) > 20 || (len(num) > 1 && num[0] == '0') {
+		return "", 0, false
+	}
+	for i := 0; i < len(num); i++ {
+		if num[i] < '0' || num[i] > '9' {
+			return "", 0, false
+		}
+	}
+	v, err := strconv.ParseUint(num, 10, 64)
+	if err != nil || v > burst.MaxGrantBytes {
+		return "", 0, false
+	}
+	return fields[1], v, true
+}
+
+// validName accepts "GPU-" or "MIG-" and hex digits and dashes; the ledger
+// decides whether the claim has a share of it.
+func validName(s string) bool {
+	if len(s) < 5 || len(s) > 64 || (!strings.HasPrefix(s, "GPU-") && !strings.HasPrefix(s, "MIG-")) {
+		return false
+	}
+	for i := 4; i < len(s); i++ {
+		c := s[i]
+		if !(c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) {
+			return false
+		}
+	}
+	return true
+}
+
+// close stops accepting, ends the connections being served, waits for
+// their goroutines and removes the socket file.
+func (s *server) close() {
+	s.mu.Lock()
+	s.closed = true
+	close(s.done)
+	for c := range s.conns {
+		_ = c.Close()
+	}
+	s.mu.Unlock()
+	_ = s.ln.Close()
+	s.acceptWG.Wait()
+	s.wg.Wait()
+	if err := os.Remove(s.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		s.logger.V(2).Info("Removing the burst socket failed", "path", s.path, "err", err)
+	}
+}

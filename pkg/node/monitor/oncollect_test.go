@@ -1,0 +1,81 @@
+/*
+Copyright 2026 The vgpu-dra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package monitor
+
+import (
+	"testing"
+	"time"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery/discoverytest"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare/preparetest"
+)
+
+func TestOnCollectReportsGPUMemoryProcessesAndReservations(t *testing.T) {
+	s := discoverytest.NewDGXH200()
+	dev := s.Device(0)
+	dev.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		return nvml.Memory{Total: 80 * gib, Used: 10 * gib}, nvml.SUCCESS
+	}
+	dev.GetMemoryInfo_v2Func = func() (nvml.Memory_v2, nvml.Return) {
+		return nvml.Memory_v2{Total: 80 * gib, Reserved: 512 * mib, Used: 10 * gib}, nvml.SUCCESS
+	}
+	dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{Gpu: 30}, nvml.SUCCESS }
+	dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) {
+		return []nvml.ProcessInfo{{Pid: 100, UsedGpuMemory: gib}, {Pid: 200, UsedGpuMemory: 2 * gib}, {Pid: 100, UsedGpuMemory: gib}}, nvml.SUCCESS
+	}
+	// The mock GPU is the one the test region names.
+	dev.UUID = uuid0
+	uuid := uuid0
+
+	dir := t.TempDir()
+	a := preparetest.Prepared(dir, uidA, "team-a", "train")
+	preparetest.WriteRegion(t, a.RegionPath, 1536*mib, 2*gib, 25)
+	var got []Collection
+	_, ctx := ktesting.NewTestContext(t)
+	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: preparetest.NewSource(a),
+		GPUs: []discovery.Info{{UUID: uuid, Index: 0, MemoryBytes: 80 * gib}}, Registry: prometheus.NewRegistry(), Interval: time.Second,
+		OnCollect: func(c Collection) { got = append(got, c) }})
+	require.NoError(t, err)
+	m.nvml = s
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	m.now = func() time.Time { return at }
+	m.snapshot(m.logger)
+
+	require.Len(t, got, 1)
+	c := got[0]
+	assert.Equal(t, at, c.At)
+	assert.Equal(t, map[string]GPUMemory{uuid: {TotalBytes: 80 * gib, ReservedBytes: 512 * mib,
+		Processes: map[uint32]uint64{100: 2 * gib, 200: 2 * gib}}}, c.GPUs)
+	require.Len(t, c.Claims, 1)
+	assert.Equal(t, uidA, c.Claims[0].Claim.UID)
+	assert.Equal(t, map[string]uint64{uuid: 1536 * mib}, c.Claims[0].Reserved)
+
+	t.Run("without process data, nil processes", func(t *testing.T) {
+		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
+		at = at.Add(time.Minute)
+		m.snapshot(m.logger)
+		require.Len(t, got, 2)
+		assert.Nil(t, got[1].GPUs[uuid].Processes)
+	})
+}
