@@ -414,8 +414,17 @@ void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CU
     if (g == NULL)
         return;
     /* A VMM handle holding a shared record (exported or imported): our hold goes. */
-    if (kind == VGPU_KIND_VMM && e->shared != 0 && rc == CUDA_SUCCESS) {
-        vmm_share_drop(g, e);
+    if (kind == VGPU_KIND_VMM && e->shared != 0) {
+        if (rc == CUDA_SUCCESS) {
+            vmm_share_drop(g, e);
+            return;
+        }
+        /* The driver kept it: tracked again, or (no memory) held until exit, never dropped. */
+        vgpu_lock();
+        put = vgpu_ptrmap_put(&maps[kind], e);
+        vgpu_unlock();
+        if (put != 0)
+            VGPU_WARN("out of memory tracking a shared allocation; it stays held until exit");
         return;
     }
     vgpu_lock();
