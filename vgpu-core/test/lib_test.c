@@ -531,6 +531,7 @@ static int run_driver(void)
         expect("vmm_share_two_importers", NULL, 0, true);
         expect("vmm_share_foreign", NULL, 0, true);
         expect("vmm_share_kill", env, 0, true);
+        expect("vmm_share_fabric", NULL, 0, true);
         /* Last: it leaves forged records in the claim's region. */
         expect("ipc_hostile", NULL, 0, false);
     }
@@ -685,6 +686,8 @@ int main(int argc, char **argv)
         return sc_vmm_share_export(argv[2]);
     if (strcmp(argv[1], "vmm_share_import") == 0 && argc == 3)
         return sc_vmm_share_import(argv[2]);
+    if (strcmp(argv[1], "vmm_share_fabric_import") == 0)
+        return sc_vmm_share_fabric_import();
     if (strcmp(argv[1], "vmm_share_churn") == 0 && argc == 3)
         return sc_vmm_share_churn(argv[2]);
     if (strcmp(argv[1], "ipc_export") == 0 && argc == 3)
@@ -719,6 +722,7 @@ int main(int argc, char **argv)
         {"vmm_share_exporter_gone", sc_vmm_share_exporter_gone},
         {"vmm_share_two_importers", sc_vmm_share_two_importers},
         {"vmm_share_foreign", sc_vmm_share_foreign}, {"vmm_share_kill", sc_vmm_share_kill},
+        {"vmm_share_fabric", sc_vmm_share_fabric},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {

@@ -133,6 +133,8 @@ void sc_vmm_share_two_importers(void);
 void sc_vmm_share_foreign(void);
 int sc_vmm_share_churn(const char *seed_arg);
 void sc_vmm_share_kill(void);
+int sc_vmm_share_fabric_import(void);
+void sc_vmm_share_fabric(void);
 
 /* lib_test_vmm.c */
 void sc_vmm_sample(void);

@@ -981,3 +981,73 @@ void sc_vmm_share_kill(void)
     CHECK(cuMemRelease(h) == CUDA_SUCCESS);
     CHECK_EXACT(0);
 }
+
+/* Helper: reads a fabric handle (hex) on stdin, imports and maps 400 MiB of it, as the fd one. */
+int sc_vmm_share_fabric_import(void)
+{
+    CUmemGenericAllocationHandle h = 0;
+    CUmemFabricHandle fh;
+    CUdeviceptr va = 0;
+    char line[256];
+    CUresult rc;
+
+    ctx_on(0);
+    read_line(0, line, sizeof(line));
+    if (!from_hex(line, (CUipcMemHandle *)(void *)&fh))
+        return 1;
+    rc = cuMemImportFromShareableHandle(&h, &fh, CU_MEM_HANDLE_TYPE_FABRIC);
+    if (rc == CUDA_SUCCESS && (va = map_rw(h, 400 * MiB)) == 0)
+        rc = CUDA_ERROR_UNKNOWN;
+    printf("imported %d\n", rc);
+    fflush(stdout);
+    for (;;) {
+        read_line(0, line, sizeof(line));
+        if (strcmp(line, "release") == 0) {
+            CUresult a = cuMemRelease(h), b = unmap_rw(va, 400 * MiB);
+
+            printf("released %d\n", a != CUDA_SUCCESS ? a : b);
+            fflush(stdout);
+        } else {
+            return 0;
+        }
+    }
+}
+
+/*
+ * A fabric handle (its 64 bytes are the key) exported here and imported by
+ * another process of the claim: charged once; the exporter releases first,
+ * the importer's death returns it.
+ */
+void sc_vmm_share_fabric(void)
+{
+    static const CUmemAllocationProp fprop = {
+        .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+        .requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC,
+        .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    char *args[] = {self_exe, "vmm_share_fabric_import", NULL};
+    char hex[2 * CU_IPC_HANDLE_SIZE + 2], line[64];
+    CUmemGenericAllocationHandle h = 0;
+    CUmemFabricHandle fh;
+    CUdeviceptr x = 0;
+    struct helper a;
+    int rc = -1;
+
+    ctx_on(0);
+    CHECK(cuMemCreate(&h, 400 * MiB, &fprop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fh, h, CU_MEM_HANDLE_TYPE_FABRIC, 0) == CUDA_SUCCESS);
+    CHECK_EXACT(400 * MiB);
+    a.pid = spawn(args, false, &a.to, &a.from);
+    to_hex((const CUipcMemHandle *)(const void *)&fh, hex);
+    strcat(hex, "\n");
+    say(a.to, hex);
+    read_line(a.from, line, sizeof(line));
+    CHECK(sscanf(line, "imported %d", &rc) == 1);
+    CHECK_EQ_U64(rc, CUDA_SUCCESS);
+    CHECK_EXACT(400 * MiB);
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    CHECK_EXACT(400 * MiB); /* the importer holds it */
+    CHECK(cuMemAlloc_v2(&x, 700 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    finish(&a, true);
+    reclaim_dead();
+    CHECK_EXACT(0);
+}
