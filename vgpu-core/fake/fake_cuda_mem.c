@@ -1166,6 +1166,17 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
             memset(&fh, 0, sizeof(fh));
             memcpy(fh.data, &w, sizeof(w));
             memcpy(shareableHandle, &fh, sizeof(fh));
+        } else if (getenv("VGPU_FAKE_VMM_FD_DEVICE") != NULL) {
+            /*
+             * As NVIDIA's driver does: a fresh open of a device node per
+             * export, the same inode for every allocation (tests only: such
+             * an fd cannot be imported here).
+             */
+            int out = open("/dev/null", O_RDWR | O_CLOEXEC);
+            if (out < 0)
+                res = CUDA_ERROR_OUT_OF_MEMORY;
+            else
+                *(int *)shareableHandle = out;
         } else {
             int fd = vmm_file(r), out = fd < 0 ? -1 : dup(fd);
             if (out < 0)

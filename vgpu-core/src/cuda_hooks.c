@@ -669,7 +669,7 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
  * a POSIX fd's file (st_dev, st_ino), the same file in every process it is
  * passed to, or a fabric handle's bytes. *size gets what the file says of the
  * allocation's size (0: nothing). Returns the VGPU_SHARED_KIND_* or 0 for a
- * handle type the library does not share (Win32).
+ * handle the library does not share (Win32, an fd that is no regular file).
  */
 static uint32_t share_key(CUmemAllocationHandleType type, int fd, const void *fabric,
                           uint8_t key[VGPU_REGION_SHARED_KEY_LEN], uint64_t *size)
@@ -680,8 +680,20 @@ static uint32_t share_key(CUmemAllocationHandleType type, int fd, const void *fa
     memset(key, 0, VGPU_REGION_SHARED_KEY_LEN);
     *size = 0;
     if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
-        if (fstat(fd, &st) != 0)
+        /*
+         * Only a regular file's inode is the allocation's own. NVIDIA's driver
+         * exports onto a fresh open of its control device node, whose inode is
+         * the same for every export: such a key would make one allocation's
+         * import hold another's record, so it is not shared (today's rule).
+         */
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            static int said;
+
+            if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+                VGPU_INFO("VMM shareable fds are not files of their own here; their memory "
+                          "stays charged to the allocating process only");
             return 0;
+        }
         dev = (uint64_t)st.st_dev;
         ino = (uint64_t)st.st_ino;
         memcpy(key, &dev, sizeof(dev));

@@ -135,6 +135,7 @@ int sc_vmm_share_churn(const char *seed_arg);
 void sc_vmm_share_kill(void);
 int sc_vmm_share_fabric_import(void);
 void sc_vmm_share_fabric(void);
+void sc_vmm_share_devfd(void);
 
 /* lib_test_vmm.c */
 void sc_vmm_sample(void);

@@ -1051,3 +1051,34 @@ void sc_vmm_share_fabric(void)
     reclaim_dead();
     CHECK_EXACT(0);
 }
+
+/*
+ * A driver that exports every allocation onto a fresh open of one device
+ * node (NVIDIA's control node; the fake with VGPU_FAKE_VMM_FD_DEVICE): the
+ * inode names no allocation, so no shared record is made from it and the
+ * charge stays with the allocating process.
+ */
+void sc_vmm_share_devfd(void)
+{
+    CUmemGenericAllocationHandle a = 0, b = 0;
+    struct region_view v;
+    int fa = -1, fb = -1;
+
+    ctx_on(0);
+    CHECK(cuMemCreate(&a, 300 * MiB, &share_prop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemCreate(&b, 500 * MiB, &share_prop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fa, a, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+          CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fb, b, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+          CUDA_SUCCESS);
+    CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
+    CHECK_EQ_U64(v.shared_live, 0);
+    CHECK_EQ_U64(v.charged_sum, 800 * MiB);
+    CHECK_EXACT(800 * MiB);
+    close(fa);
+    close(fb);
+    CHECK(cuMemRelease(a) == CUDA_SUCCESS);
+    CHECK_EXACT(500 * MiB);
+    CHECK(cuMemRelease(b) == CUDA_SUCCESS);
+    CHECK_EXACT(0);
+}
