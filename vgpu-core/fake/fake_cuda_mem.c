@@ -1166,7 +1166,8 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
             memset(&fh, 0, sizeof(fh));
             memcpy(fh.data, &w, sizeof(w));
             memcpy(shareableHandle, &fh, sizeof(fh));
-        } else if (getenv("VGPU_FAKE_VMM_FD_DEVICE") != NULL) {
+        } else if (getenv("VGPU_FAKE_VMM_FD_DEVICE") != NULL &&
+                   *getenv("VGPU_FAKE_VMM_FD_DEVICE") != '\0') {
             /*
              * As NVIDIA's driver does: a fresh open of a device node per
              * export, the same inode for every allocation (tests only: such
