@@ -34,6 +34,9 @@ limitations under the License.
 
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define ARRAY_ALIGN (64ULL << 10)
 #define VA_BASE 0x300000000000ULL
@@ -52,8 +55,11 @@ typedef struct rec {
     fake_pool *pool;
     unsigned int refs;  /* VMM: handle references + mappings; the memory goes with the last */
     unsigned int hrefs; /* VMM: handle references (cuMemCreate + retains) not yet released */
-    int ipc;            /* linear exported, or REC_IPC: its shared record (fake_ipc), else -1 */
+    int ipc;            /* linear or VMM exported, REC_IPC or a VMM import: its shared record
+                           (fake_ipc), else -1 */
     uint64_t ipc_id;    /* that record's export id */
+    int fd;             /* VMM shared as a POSIX fd: the file naming it (kept open), else -1 */
+    unsigned int htypes; /* VMM: CUmemAllocationHandleType bits it may be exported as */
     struct rec *next;
 } rec;
 
@@ -135,7 +141,7 @@ static rec *rec_new(uint64_t key, uint64_t size, uint64_t charged, int dev, rec_
     if (r == NULL)
         return NULL;
     *r = (rec){.key = key, .size = size, .charged = charged, .dev = dev, .kind = kind, .refs = 1,
-               .ipc = -1};
+               .ipc = -1, .fd = -1};
     if (table_put(r) != 0) {
         free(r);
         return NULL;
@@ -1042,6 +1048,7 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             v->hrefs = 1;
+            v->htypes = (unsigned int)prop->requestedHandleTypes;
             next_handle += 0x10;
             *handle = h;
         }
@@ -1061,6 +1068,11 @@ static void vmm_unref(rec *r)
         return;
     table_del(r);
     fake_uncharge(r->dev, r->charged);
+    /* Shared (exported or imported): the memory lives on while another process holds it. */
+    if (r->ipc >= 0)
+        fake_state_ipc_drop(&g_fake.state, r->ipc);
+    if (r->fd >= 0)
+        close(r->fd);
     free(r);
 }
 
@@ -1080,6 +1092,197 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     }
     pthread_mutex_unlock(&g_fake.mu);
     return r;
+}
+
+/*
+ * VMM shareable handles. An export moves the allocation onto a shared
+ * record of the state file, as cuIpcGetMemHandle does, so that the physical
+ * memory lives while any process holds a handle or a mapping of it. As a
+ * POSIX fd, the allocation is a memfd (one per allocation, its size the
+ * allocation's, the record's wire at offset 0): every export returns a new
+ * fd of that file, so the file (its inode) names the allocation in every
+ * process the fd reaches, and every holder keeps it open. As a fabric
+ * handle, the wire is in the handle's bytes.
+ */
+#define VMM_MAGIC 0x4d4d564b41464756ULL /* "VGFAKVMM" */
+
+/* Puts VMM allocation r on a shared record (mu held); 0 or a CUDA error. */
+static CUresult vmm_share(rec *r)
+{
+    uint64_t id = 0;
+    int k;
+
+    if (r->ipc >= 0)
+        return CUDA_SUCCESS;
+    k = fake_state_ipc_export(&g_fake.state, g_fake.cfg->gpus[r->dev].phys, r->charged, &id);
+    if (k < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    r->ipc = k;
+    r->ipc_id = id;
+    r->charged = 0; /* on the shared record's books now */
+    return CUDA_SUCCESS;
+}
+
+/* The file naming shared VMM allocation r, created at its first fd export (mu held). */
+static int vmm_file(rec *r)
+{
+    ipc_wire w = {.magic = VMM_MAGIC, .idx = (uint32_t)r->ipc, .id = r->ipc_id, .size = r->size};
+    int fd;
+
+    if (r->fd >= 0)
+        return r->fd;
+    fd = memfd_create("vgpu-fake-vmm", MFD_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    if (ftruncate(fd, (off_t)r->size) != 0 || pwrite(fd, &w, sizeof(w), 0) != (ssize_t)sizeof(w)) {
+        close(fd);
+        return -1;
+    }
+    r->fd = fd;
+    return fd;
+}
+
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType,
+                                      unsigned long long flags)
+{
+    CUresult res = fake_ready();
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (shareableHandle == NULL || flags != 0 ||
+        (handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
+         handleType != CU_MEM_HANDLE_TYPE_FABRIC))
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *r = table_get(handle);
+    /* Only as the types asked for at cuMemCreate, as the driver checks. */
+    if (r == NULL || r->kind != REC_VMM || r->hrefs == 0 || (r->htypes & handleType) == 0) {
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else if ((res = vmm_share(r)) == CUDA_SUCCESS) {
+        if (handleType == CU_MEM_HANDLE_TYPE_FABRIC) {
+            ipc_wire w = {.magic = VMM_MAGIC, .idx = (uint32_t)r->ipc, .id = r->ipc_id,
+                          .size = r->size};
+            CUmemFabricHandle fh;
+            memset(&fh, 0, sizeof(fh));
+            memcpy(fh.data, &w, sizeof(w));
+            memcpy(shareableHandle, &fh, sizeof(fh));
+        } else if (getenv("VGPU_FAKE_VMM_FD_DEVICE") != NULL &&
+                   *getenv("VGPU_FAKE_VMM_FD_DEVICE") != '\0') {
+            /*
+             * As NVIDIA's driver does: a fresh open of a device node per
+             * export, the same inode for every allocation (tests only: such
+             * an fd cannot be imported here).
+             */
+            int out = open("/dev/null", O_RDWR | O_CLOEXEC);
+            if (out < 0)
+                res = CUDA_ERROR_OUT_OF_MEMORY;
+            else
+                *(int *)shareableHandle = out;
+        } else {
+            int fd = vmm_file(r), out = fd < 0 ? -1 : dup(fd);
+            if (out < 0)
+                res = CUDA_ERROR_OUT_OF_MEMORY;
+            else
+                *(int *)shareableHandle = out;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return res;
+}
+
+/* A VMM record of ours on shared record idx of export id (mu held), or NULL. */
+static rec *vmm_find_shared(int idx, uint64_t id)
+{
+    for (size_t b = 0; b < table_buckets; b++)
+        for (rec *e = table[b]; e != NULL; e = e->next)
+            if (e->kind == REC_VMM && e->ipc == idx && e->ipc_id == id && e->hrefs > 0)
+                return e;
+    return NULL;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    CUresult res = fake_ready();
+    ipc_wire w;
+    int phys = -1, dev = -1, fd = -1;
+    uint64_t bytes = 0;
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (handle == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        fd = (int)(intptr_t)osHandle;
+        if (pread(fd, &w, sizeof(w), 0) != (ssize_t)sizeof(w))
+            return CUDA_ERROR_INVALID_VALUE;
+    } else if (shHandleType == CU_MEM_HANDLE_TYPE_FABRIC && osHandle != NULL) {
+        memcpy(&w, osHandle, sizeof(w));
+    } else {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (w.magic != VMM_MAGIC)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    int o = fake_state_ipc_open(&g_fake.state, (int)w.idx, w.id, &phys, &bytes);
+    if (o > 0) {
+        /* Held by this process already: a new reference to the same allocation. */
+        rec *r = vmm_find_shared((int)w.idx, w.id);
+        if (r == NULL) {
+            res = CUDA_ERROR_INVALID_VALUE;
+        } else {
+            r->refs++;
+            r->hrefs++;
+            *handle = r->key;
+        }
+    } else if (o < 0) {
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        for (int d = 0; d < g_fake.cfg->gpu_count && dev < 0; d++)
+            if (g_fake.cfg->gpus[d].phys == phys)
+                dev = d;
+        int keep = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        rec *r = dev < 0 || (fd >= 0 && keep < 0) ? NULL
+                                                   : rec_new(next_handle, w.size, 0, dev, REC_VMM);
+        if (r == NULL) {
+            if (keep >= 0)
+                close(keep);
+            fake_state_ipc_drop(&g_fake.state, (int)w.idx);
+            res = dev < 0 ? CUDA_ERROR_INVALID_DEVICE : CUDA_ERROR_OUT_OF_MEMORY;
+        } else {
+            r->hrefs = 1;
+            r->htypes = (unsigned int)shHandleType;
+            r->ipc = (int)w.idx;
+            r->ipc_id = w.id;
+            r->fd = keep;
+            next_handle += 0x10;
+            *handle = r->key;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return res;
+}
+
+CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                CUmemGenericAllocationHandle handle)
+{
+    CUresult res = fake_ready();
+    if (res != CUDA_SUCCESS)
+        return res;
+    if (prop == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *r = table_get(handle);
+    if (r == NULL || r->kind != REC_VMM || r->hrefs == 0) {
+        res = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        memset(prop, 0, sizeof(*prop));
+        prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop->requestedHandleTypes = (CUmemAllocationHandleType)r->htypes;
+        prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop->location.id = r->dev;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return res;
 }
 
 static va_range *mapping_at(uint64_t addr)

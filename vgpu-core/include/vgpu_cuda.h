@@ -353,6 +353,11 @@ typedef struct CUmemAllocationProp_st {
     } allocFlags;
 } CUmemAllocationProp;
 
+/* A VMM allocation exported for other nodes' processes (CU_MEM_HANDLE_TYPE_FABRIC). */
+typedef struct CUmemFabricHandle_st {
+    unsigned char data[64];
+} CUmemFabricHandle;
+
 typedef struct CUmemAccessDesc_st {
     CUmemLocation location;
     CUmemAccess_flags flags;
@@ -557,6 +562,15 @@ VGPU_CU_API(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc
                              size_t count));
 VGPU_CU_API(cuMemGetAllocationGranularity, (size_t *granularity, const CUmemAllocationProp *prop,
                                             CUmemAllocationGranularity_flags option));
+VGPU_CU_API(cuMemExportToShareableHandle, (void *shareableHandle,
+                                           CUmemGenericAllocationHandle handle,
+                                           CUmemAllocationHandleType handleType,
+                                           unsigned long long flags));
+VGPU_CU_API(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle *handle,
+                                             void *osHandle,
+                                             CUmemAllocationHandleType shHandleType));
+VGPU_CU_API(cuMemGetAllocationPropertiesFromHandle, (CUmemAllocationProp *prop,
+                                                     CUmemGenericAllocationHandle handle));
 
 /* Legacy IPC (cuIpc*) and address ranges. */
 VGPU_CU_API(cuIpcGetMemHandle, (CUipcMemHandle *pHandle, CUdeviceptr dptr));

@@ -139,6 +139,9 @@ limitations under the License.
 
 /* shared.kind: what the key is */
 #define VGPU_SHARED_KIND_IPC 1u   /* the 64 bytes of a CUipcMemHandle */
+/* A VMM handle exported as a POSIX fd: st_dev (8 bytes LE), st_ino (8), rest 0 */
+#define VGPU_SHARED_KIND_VMM_FD 2u
+#define VGPU_SHARED_KIND_VMM_FABRIC 3u /* a VMM handle exported as a CUmemFabricHandle (64 bytes) */
 
 /*
  * device.undo_slot (minor 7): bits 0-15 the changed slot's index + 1, bits

@@ -403,6 +403,8 @@ bool vgpu_untrack(enum vgpu_kind kind, uint64_t key, struct vgpu_ptrmap_entry *e
     return found;
 }
 
+static void vmm_share_drop(struct vgpu_gpu *g, const struct vgpu_ptrmap_entry *e);
+
 void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CUresult rc)
 {
     /* Tracked implies set up: this lookup is the lock-free cached path. */
@@ -411,6 +413,20 @@ void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CU
 
     if (g == NULL)
         return;
+    /* A VMM handle holding a shared record (exported or imported): our hold goes. */
+    if (kind == VGPU_KIND_VMM && e->shared != 0) {
+        if (rc == CUDA_SUCCESS) {
+            vmm_share_drop(g, e);
+            return;
+        }
+        /* The driver kept it: tracked again, or (no memory) held until exit, never dropped. */
+        vgpu_lock();
+        put = vgpu_ptrmap_put(&maps[kind], e);
+        vgpu_unlock();
+        if (put != 0)
+            VGPU_WARN("out of memory tracking a shared allocation; it stays held until exit");
+        return;
+    }
     vgpu_lock();
     /* The driver kept the memory: it stays charged and tracked. */
     if (rc != CUDA_SUCCESS && (put = vgpu_ptrmap_put(&maps[kind], e)) == 0) {
@@ -654,6 +670,111 @@ void vgpu_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc)
     vgpu_unlock();
     if (put != 0)
         VGPU_WARN("out of memory tracking an import; it stays held until exit");
+}
+
+/*
+ * A VMM handle e that held shared record e->shared - 1 is gone: drops our
+ * hold unless another tracked handle of this process holds the same record
+ * (the driver may hand out several handles for one allocation).
+ */
+static void vmm_share_drop(struct vgpu_gpu *g, const struct vgpu_ptrmap_entry *e)
+{
+    const struct vgpu_ptrmap *m = &maps[VGPU_KIND_VMM];
+    bool other = false;
+
+    if (e->part >= g->nparts)
+        return;
+    vgpu_lock();
+    for (size_t i = 0; i < m->capacity && !other; i++) {
+        const struct vgpu_ptrmap_entry *o = &m->buckets[i];
+
+        other = o->key != 0 && o->shared == e->shared && o->part == e->part &&
+                o->device == e->device;
+    }
+    if (!other)
+        vgpu_region_share_drop(g->parts[e->part].shm, g->parts[e->part].rec, (int)e->shared - 1);
+    vgpu_unlock();
+}
+
+void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64])
+{
+    struct vgpu_ptrmap_entry *e;
+    struct vgpu_gpu *g;
+    struct vgpu_part *pt;
+    uint64_t size = 0;
+    int idx = -1;
+
+    vgpu_lock();
+    e = vgpu_ptrmap_get(&maps[VGPU_KIND_VMM], handle);
+    g = e != NULL ? vgpu_gpu_for_cuda(e->device) : NULL;
+    /* Untracked, shared already (exported before, or an import), or private accounting. */
+    if (g == NULL || g->nparts == 0 || e->part >= g->nparts || e->shared != 0) {
+        vgpu_unlock();
+        return;
+    }
+    pt = &g->parts[e->part];
+    size = e->size;
+    idx = vgpu_region_share_export(pt->shm, pt->rec, kind, key, size);
+    if (idx >= 0) {
+        e->shared = (uint32_t)idx + 1;
+        vgpu_region_slot_add(pt->shm, pt->rec, -(int64_t)size);
+    }
+    vgpu_unlock();
+    if (idx < 0)
+        VGPU_INFO("GPU %s: no free shared record for an exported VMM allocation of %llu bytes; "
+                  "it stays charged to this process", g->uuid, (unsigned long long)size);
+}
+
+CUresult vgpu_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_t kind,
+                           const uint8_t key[64])
+{
+    struct vgpu_ptrmap_entry *t;
+    struct vgpu_gpu *g;
+    struct vgpu_charge c;
+    CUresult rc;
+
+    /* The driver handed back a handle we track (our own export): one more reference. */
+    vgpu_lock();
+    t = vgpu_ptrmap_get(&maps[VGPU_KIND_VMM], handle);
+    if (t != NULL)
+        t->refcount++;
+    vgpu_unlock();
+    if (t != NULL)
+        return CUDA_SUCCESS;
+    g = vgpu_gpu_for_cuda(dev);
+    if (g == NULL || !g->enforce)
+        return CUDA_SUCCESS;
+    if (!g->fail_closed && (g->nparts == 0 || have_slots(g))) {
+        for (int p = 0; p < g->nparts; p++) {
+            struct vgpu_ptrmap_entry e = {.key = handle, .device = (int16_t)dev,
+                                          .part = (uint16_t)p, .refcount = 1};
+            uint64_t bytes = 0;
+            int idx, put;
+
+            vgpu_lock();
+            idx = vgpu_region_share_hold(g->parts[p].shm, g->parts[p].rec, kind, key, &bytes);
+            if (idx < 0) {
+                vgpu_unlock();
+                continue;
+            }
+            /* Memory of our own claim: held, charged once already. */
+            e.size = bytes;
+            e.shared = (uint32_t)idx + 1;
+            put = vgpu_ptrmap_put(&maps[VGPU_KIND_VMM], &e);
+            vgpu_unlock();
+            if (put != 0)
+                VGPU_WARN("out of memory tracking an import; it stays held until exit");
+            return CUDA_SUCCESS;
+        }
+    }
+    /* Another claim's memory, or no record: ours to pay for, like a cuMemCreate. */
+    if (size == 0)
+        return CUDA_ERROR_OUT_OF_MEMORY; /* the driver would not say how much: fail closed */
+    rc = vgpu_charge_begin(dev, -1, size, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    vgpu_charge_commit(&c, VGPU_KIND_VMM, handle);
+    return CUDA_SUCCESS;
 }
 
 void vgpu_acct_forget_all(void)

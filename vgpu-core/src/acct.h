@@ -234,6 +234,35 @@ bool vgpu_ipc_untrack(uint64_t dptr, struct vgpu_ptrmap_entry *e);
  */
 void vgpu_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc);
 
+/*
+ * VMM shareable handles (cuMemExportToShareableHandle and
+ * cuMemImportFromShareableHandle) use the same shared records, keyed by
+ * what names the allocation in every process: for a POSIX fd the file's
+ * (st_dev, st_ino) (VGPU_SHARED_KIND_VMM_FD), for a fabric handle its 64
+ * bytes (VGPU_SHARED_KIND_VMM_FABRIC). The handle stays a tracked VMM
+ * handle with its lifetime (release + last unmap); when it ends, our hold on
+ * the record goes instead of the charge.
+ */
+
+/*
+ * cuMemExportToShareableHandle succeeded for handle, named by key of kind:
+ * a tracked handle's charge moves into a shared record held by us (once;
+ * a handle already shared stays as it is). Without a free record it stays
+ * ours.
+ */
+void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64]);
+
+/*
+ * cuMemImportFromShareableHandle returned handle for an allocation on CUDA
+ * device dev named by key of kind, of size bytes (0: unknown): a handle we
+ * track already gets one more reference; otherwise we hold our claim's
+ * record, or are charged size against the limit like a cuMemCreate.
+ * Returns CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY when the charge does
+ * not fit or the size is unknown (the caller then releases the handle).
+ */
+CUresult vgpu_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_t kind,
+                           const uint8_t key[64]);
+
 /* Bytes currently charged for gpu: the sum over its claims (regions), or the process's (private). */
 uint64_t vgpu_gpu_used(const struct vgpu_gpu *g);
 

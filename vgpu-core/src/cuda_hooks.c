@@ -22,6 +22,9 @@ limitations under the License.
  * driver and commit or roll back after; frees of pointers never tracked go
  * straight to the driver. Out-parameters are only touched after success.
  */
+#include <string.h>
+#include <sys/stat.h>
+
 #include "acct.h"
 #include "driver.h"
 #include "gpus.h"
@@ -658,6 +661,114 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
     vgpu_vmm_unmap_begin(ptr, size, &u);
     rc = vgpu_cu.cuMemUnmap(ptr, size);
     vgpu_vmm_unmap_end(&u, rc);
+    return rc;
+}
+
+/*
+ * The key that names a shareable handle in every process it reaches (acct.h):
+ * a POSIX fd's file (st_dev, st_ino), the same file in every process it is
+ * passed to, or a fabric handle's bytes. *size gets what the file says of the
+ * allocation's size (0: nothing). Returns the VGPU_SHARED_KIND_* or 0 for a
+ * handle the library does not share (Win32, an fd that is no regular file).
+ */
+static uint32_t share_key(CUmemAllocationHandleType type, int fd, const void *fabric,
+                          uint8_t key[VGPU_REGION_SHARED_KEY_LEN], uint64_t *size)
+{
+    struct stat st;
+    uint64_t dev, ino;
+
+    memset(key, 0, VGPU_REGION_SHARED_KEY_LEN);
+    *size = 0;
+    if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        /*
+         * Only a regular file's inode is the allocation's own. NVIDIA's driver
+         * exports onto a fresh open of its control device node, whose inode is
+         * the same for every export: such a key would make one allocation's
+         * import hold another's record, so it is not shared (today's rule).
+         */
+        if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            static int said;
+
+            if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
+                VGPU_INFO("VMM shareable fds are not files of their own here; their memory "
+                          "stays charged to the allocating process only");
+            return 0;
+        }
+        dev = (uint64_t)st.st_dev;
+        ino = (uint64_t)st.st_ino;
+        memcpy(key, &dev, sizeof(dev));
+        memcpy(key + 8, &ino, sizeof(ino));
+        *size = st.st_size > 0 ? (uint64_t)st.st_size : 0;
+        return VGPU_SHARED_KIND_VMM_FD;
+    }
+    if (type == CU_MEM_HANDLE_TYPE_FABRIC && fabric != NULL) {
+        memcpy(key, fabric, sizeof(CUmemFabricHandle));
+        return VGPU_SHARED_KIND_VMM_FABRIC;
+    }
+    return 0;
+}
+
+/*
+ * VMM shareable handles (acct.h): an export moves the handle's charge into
+ * the claim's shared record; an import holds it (charged once per claim) or
+ * is charged its size against the limit, and is released again with
+ * CUDA_ERROR_OUT_OF_MEMORY when that does not fit.
+ */
+CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                      CUmemAllocationHandleType handleType,
+                                      unsigned long long flags)
+{
+    uint8_t key[VGPU_REGION_SHARED_KEY_LEN];
+    uint64_t size;
+    uint32_t kind;
+    CUresult rc;
+
+    ENTER(cuMemExportToShareableHandle);
+    rc = vgpu_cu.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
+    if (rc != CUDA_SUCCESS || shareableHandle == NULL)
+        return rc;
+    kind = share_key(handleType,
+                     handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
+                         ? *(const int *)shareableHandle
+                         : -1,
+                     shareableHandle, key, &size);
+    if (kind != 0)
+        vgpu_vmm_exported(handle, kind, key);
+    return rc;
+}
+
+CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                        CUmemAllocationHandleType shHandleType)
+{
+    uint8_t key[VGPU_REGION_SHARED_KEY_LEN];
+    CUmemAllocationProp prop;
+    uint64_t size;
+    uint32_t kind;
+    CUdevice dev;
+    CUresult rc;
+
+    ENTER(cuMemImportFromShareableHandle);
+    rc = vgpu_cu.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
+    if (rc != CUDA_SUCCESS || handle == NULL)
+        return rc;
+    kind = share_key(shHandleType, (int)(intptr_t)osHandle, osHandle, key, &size);
+    if (kind == 0)
+        return rc;
+    /* The allocation's own device; the current one if the driver will not say. */
+    memset(&prop, 0, sizeof(prop));
+    if (vgpu_cu.cuMemGetAllocationPropertiesFromHandle != NULL &&
+        vgpu_cu.cuMemGetAllocationPropertiesFromHandle(&prop, *handle) == CUDA_SUCCESS) {
+        /* Host memory is not charged (as cuMemCreate). */
+        if (prop.location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+            return rc;
+        dev = prop.location.id;
+    } else if (!current_device(&dev)) {
+        return rc;
+    }
+    if (vgpu_vmm_imported(dev, *handle, size, kind, key) != CUDA_SUCCESS) {
+        vgpu_cu.cuMemRelease(*handle);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     return rc;
 }
 

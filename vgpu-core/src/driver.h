@@ -55,6 +55,8 @@ limitations under the License.
     X(cuMemRetainAllocationHandle)                                                                 \
     X(cuMemMap)                                                                                    \
     X(cuMemUnmap)                                                                                  \
+    X(cuMemExportToShareableHandle)                                                                \
+    X(cuMemImportFromShareableHandle)                                                              \
     X(cuIpcGetMemHandle)                                                                           \
     X(cuIpcOpenMemHandle_v2)                                                                       \
     X(cuIpcCloseMemHandle)                                                                         \
@@ -116,7 +118,8 @@ limitations under the License.
     X(cuCtxSetCurrent)                                                                             \
     X(cuDevicePrimaryCtxGetState)                                                                  \
     X(cuCtxGetLimit)                                                                               \
-    X(cuMemGetAddressRange_v2)
+    X(cuMemGetAddressRange_v2)                                                                     \
+    X(cuMemGetAllocationPropertiesFromHandle)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \

@@ -36,7 +36,10 @@ struct vgpu_ptrmap_entry {
     uint32_t refcount; /* VMM handles: cuMemCreate + retains not yet released */
     union {
         uint64_t pool; /* pool allocations: the CUmemoryPool they came from */
-        uint64_t maps; /* VMM handles: live (or in-flight) cuMemMap mappings of it */
+        struct {
+            uint32_t maps;   /* VMM handles: live (or in-flight) cuMemMap mappings of it */
+            uint32_t shared; /* VMM handles: shared record held (index + 1), 0 = none */
+        };
     };
 };
 

@@ -848,7 +848,8 @@ int vgpu_region_share_export(struct vgpu_region_map *s, int rec, uint32_t kind,
     for (int idx = 0; idx < VGPU_REGION_MAX_SHARED; idx++) {
         struct vgpu_region_shared *r = &s->r->shared[idx];
 
-        if (share_live_on(r, rec) && memcmp(r->key, key, VGPU_REGION_SHARED_KEY_LEN) == 0) {
+        if (share_live_on(r, rec) && __atomic_load_n(&r->kind, __ATOMIC_RELAXED) == kind &&
+            memcmp(r->key, key, VGPU_REGION_SHARED_KEY_LEN) == 0) {
             found = -1; /* the key is taken (stale or forged): keep the charge where it is */
             goto out;
         }

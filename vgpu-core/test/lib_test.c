@@ -526,6 +526,18 @@ static int run_driver(void)
         expect("ipc_two_importers", NULL, 0, true);
         expect("ipc_foreign", NULL, 0, true);
         expect("ipc_kill", env, 0, true);
+        /* The same for VMM shareable handles passed as fds. */
+        expect("vmm_share_exporter_gone", NULL, 0, true);
+        expect("vmm_share_two_importers", NULL, 0, true);
+        expect("vmm_share_foreign", NULL, 0, true);
+        expect("vmm_share_kill", env, 0, true);
+        expect("vmm_share_fabric", NULL, 0, true);
+        {
+            const char *devfd[] = {"VGPU_FAKE_VMM_FD_DEVICE=1", NULL};
+
+            expect("vmm_share_devfd", devfd, 0, true);
+        }
+        /* Last: it leaves forged records in the claim's region. */
         expect("ipc_hostile", NULL, 0, false);
     }
     {
@@ -675,6 +687,14 @@ int main(int argc, char **argv)
         return sc_busyhold(argv[2]);
     if (strcmp(argv[1], "vmm_churn") == 0 && argc == 3)
         return sc_vmm_churn(argv[2]);
+    if (strcmp(argv[1], "vmm_share_export") == 0 && argc == 3)
+        return sc_vmm_share_export(argv[2]);
+    if (strcmp(argv[1], "vmm_share_import") == 0 && argc == 3)
+        return sc_vmm_share_import(argv[2]);
+    if (strcmp(argv[1], "vmm_share_fabric_import") == 0)
+        return sc_vmm_share_fabric_import();
+    if (strcmp(argv[1], "vmm_share_churn") == 0 && argc == 3)
+        return sc_vmm_share_churn(argv[2]);
     if (strcmp(argv[1], "ipc_export") == 0 && argc == 3)
         return sc_ipc_export(argv[2]);
     if (strcmp(argv[1], "ipc_import") == 0)
@@ -704,6 +724,10 @@ int main(int argc, char **argv)
         {"ipc_exporter_gone", sc_ipc_exporter_gone}, {"ipc_two_importers", sc_ipc_two_importers},
         {"ipc_foreign", sc_ipc_foreign}, {"ipc_kill", sc_ipc_kill},
         {"ipc_hostile", sc_ipc_hostile},
+        {"vmm_share_exporter_gone", sc_vmm_share_exporter_gone},
+        {"vmm_share_two_importers", sc_vmm_share_two_importers},
+        {"vmm_share_foreign", sc_vmm_share_foreign}, {"vmm_share_kill", sc_vmm_share_kill},
+        {"vmm_share_fabric", sc_vmm_share_fabric}, {"vmm_share_devfd", sc_vmm_share_devfd},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {

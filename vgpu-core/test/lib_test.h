@@ -125,6 +125,18 @@ void sc_idle(void);
 int sc_order(const char *symbol);
 /* Checks the export list against the table and runs "order:<symbol>" for each row with run. */
 void expect_call_order(void (*run)(const char *name));
+/* lib_test_ipc.c: VMM shareable handles */
+int sc_vmm_share_export(const char *mib);
+int sc_vmm_share_import(const char *mib);
+void sc_vmm_share_exporter_gone(void);
+void sc_vmm_share_two_importers(void);
+void sc_vmm_share_foreign(void);
+int sc_vmm_share_churn(const char *seed_arg);
+void sc_vmm_share_kill(void);
+int sc_vmm_share_fabric_import(void);
+void sc_vmm_share_fabric(void);
+void sc_vmm_share_devfd(void);
+
 /* lib_test_vmm.c */
 void sc_vmm_sample(void);
 void sc_vmm_alias(void);

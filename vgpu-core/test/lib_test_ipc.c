@@ -531,3 +531,554 @@ void sc_ipc_hostile(void)
     CHECK_EQ_U64(truth(false), 0);
     munmap(r, VGPU_REGION_SIZE);
 }
+
+/*
+ * VMM shareable handles (cuMemExportToShareableHandle /
+ * cuMemImportFromShareableHandle), passed as POSIX fds over a socketpair
+ * (SCM_RIGHTS): the same rule as cuIpc*, the allocation's charge on the
+ * claim while any process of it holds a handle or a mapping of it.
+ */
+#include <sys/socket.h>
+
+#define VMM_GRAN (2 * MiB)
+#define FD_SOCK 3 /* where a helper finds its end of the socketpair */
+
+static const CUmemAllocationProp share_prop = {
+    .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+    .requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+    .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+
+static void send_fd(int sock, int fd)
+{
+    char data = 'f', buf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &data, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = buf,
+                       .msg_controllen = sizeof(buf)};
+    struct cmsghdr *c = CMSG_FIRSTHDR(&m);
+
+    memset(buf, 0, sizeof(buf));
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    CHECK(sendmsg(sock, &m, 0) == 1);
+}
+
+static int recv_fd(int sock)
+{
+    char data, buf[CMSG_SPACE(sizeof(int))];
+    struct iovec iov = {.iov_base = &data, .iov_len = 1};
+    struct msghdr m = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = buf,
+                       .msg_controllen = sizeof(buf)};
+    struct cmsghdr *c;
+    int fd = -1;
+
+    if (recvmsg(sock, &m, MSG_CMSG_CLOEXEC) != 1)
+        return -1;
+    c = CMSG_FIRSTHDR(&m);
+    if (c != NULL && c->cmsg_type == SCM_RIGHTS)
+        memcpy(&fd, CMSG_DATA(c), sizeof(int));
+    return fd;
+}
+
+/* A helper as spawn() starts it, with a socketpair end at FD_SOCK; ours in *sock. */
+static pid_t spawn_sock(char *const args[], bool foreign, int *to, int *from, int *sock)
+{
+    int in[2], out[2], sv[2];
+    pid_t pid;
+
+    if (pipe2(in, O_CLOEXEC) != 0 || pipe2(out, O_CLOEXEC) != 0 ||
+        socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+        return -1;
+    pid = fork();
+    if (pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        dup2(sv[1], FD_SOCK); /* dup2 clears close-on-exec */
+        if (foreign)
+            unsetenv("LD_PRELOAD");
+        execv(self_exe, args);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    close(sv[1]);
+    *to = in[1];
+    *from = out[0];
+    *sock = sv[0];
+    return pid;
+}
+
+/* Maps handle h of size at a fresh VA range, read-write; returns the range. */
+static CUdeviceptr map_rw(CUmemGenericAllocationHandle h, size_t size)
+{
+    CUmemAccessDesc acc = {.location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0},
+                           .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CUdeviceptr va = 0;
+
+    if (cuMemAddressReserve(&va, size, 0, 0, 0) != CUDA_SUCCESS)
+        return 0;
+    if (cuMemMap(va, size, 0, h, 0) != CUDA_SUCCESS) {
+        cuMemAddressFree(va, size);
+        return 0;
+    }
+    cuMemSetAccess(va, size, &acc, 1);
+    return va;
+}
+
+/* Unmaps and frees a range from map_rw. */
+static CUresult unmap_rw(CUdeviceptr va, size_t size)
+{
+    CUresult rc = cuMemUnmap(va, size);
+
+    cuMemAddressFree(va, size);
+    return rc;
+}
+
+/*
+ * Helper: creates mib MiB shareable as an fd, maps it, sends an export over
+ * FD_SOCK, prints "exported"; "release" releases and unmaps it, "exit" exits.
+ */
+int sc_vmm_share_export(const char *mib)
+{
+    size_t size = strtoull(mib, NULL, 10) * MiB;
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr va;
+    char line[64];
+    int fd = -1;
+
+    ctx_on(0);
+    if (cuMemCreate(&h, size, &share_prop, 0) != CUDA_SUCCESS || (va = map_rw(h, size)) == 0 ||
+        cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) !=
+            CUDA_SUCCESS)
+        return 1;
+    send_fd(FD_SOCK, fd);
+    close(fd);
+    printf("exported\n");
+    fflush(stdout);
+    for (;;) {
+        read_line(0, line, sizeof(line));
+        if (strcmp(line, "release") == 0) {
+            CUresult a = cuMemRelease(h), b = unmap_rw(va, size);
+
+            printf("released %d\n", a != CUDA_SUCCESS ? a : b);
+            fflush(stdout);
+        } else {
+            return 0;
+        }
+    }
+}
+
+/*
+ * Helper: receives an fd on FD_SOCK, imports it and maps mib MiB of it,
+ * prints "imported <rc>"; "release" releases and unmaps it, "exit" exits.
+ */
+int sc_vmm_share_import(const char *mib)
+{
+    size_t size = strtoull(mib, NULL, 10) * MiB;
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr va = 0;
+    char line[64];
+    CUresult rc;
+    int fd;
+
+    ctx_on(0);
+    fd = recv_fd(FD_SOCK);
+    rc = cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    if (rc == CUDA_SUCCESS && (va = map_rw(h, size)) == 0)
+        rc = CUDA_ERROR_UNKNOWN;
+    printf("imported %d\n", rc);
+    fflush(stdout);
+    for (;;) {
+        read_line(0, line, sizeof(line));
+        if (strcmp(line, "release") == 0) {
+            CUresult a = cuMemRelease(h), b = unmap_rw(va, size);
+
+            printf("released %d\n", a != CUDA_SUCCESS ? a : b);
+            fflush(stdout);
+        } else {
+            return 0;
+        }
+    }
+}
+
+/* Starts an exporter of mib MiB; its fd in *fd, its socket in *sock. */
+static struct helper vmm_exporter(const char *mib, bool foreign, int *fd, int *sock)
+{
+    char *args[] = {self_exe, "vmm_share_export", (char *)mib, NULL};
+    char line[64];
+    struct helper x;
+
+    x.pid = spawn_sock(args, foreign, &x.to, &x.from, sock);
+    *fd = recv_fd(*sock);
+    CHECK(*fd >= 0);
+    read_line(x.from, line, sizeof(line));
+    CHECK(strcmp(line, "exported") == 0);
+    return x;
+}
+
+/* Starts an importer of fd (mapping mib MiB); its import's result in *rc. */
+static struct helper vmm_importer(int fd, const char *mib, int *rc, int *sock)
+{
+    char *args[] = {self_exe, "vmm_share_import", (char *)mib, NULL};
+    char line[64];
+    struct helper x;
+
+    x.pid = spawn_sock(args, false, &x.to, &x.from, sock);
+    send_fd(*sock, fd);
+    read_line(x.from, line, sizeof(line));
+    CHECK(sscanf(line, "imported %d", rc) == 1);
+    return x;
+}
+
+static CUresult import_fd(int fd, CUmemGenericAllocationHandle *h)
+{
+    return cuMemImportFromShareableHandle(h, (void *)(intptr_t)fd,
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+}
+
+/*
+ * The brief's case: under a 1 GiB claim a process creates 800 MiB, maps it
+ * and exports it as an fd; this process imports and maps it; the exporter
+ * releases, unmaps and exits (or is killed). The driver still holds the
+ * 800 MiB for the claim: the counter says so and 300 MiB more is refused;
+ * 0 once this process releases and unmaps it.
+ */
+void sc_vmm_share_exporter_gone(void)
+{
+    ctx_on(0);
+    for (int killed = 0; killed < 2; killed++) {
+        CUmemGenericAllocationHandle h = 0;
+        CUdeviceptr va, x = 0;
+        int fd, sock;
+        struct helper e = vmm_exporter("800", false, &fd, &sock);
+
+        CHECK_EXACT(800 * MiB);
+        CHECK(import_fd(fd, &h) == CUDA_SUCCESS);
+        close(fd);
+        va = map_rw(h, 800 * MiB);
+        CHECK(va != 0);
+        CHECK_EXACT(800 * MiB); /* the claim's own memory: not charged twice */
+        if (!killed)
+            ask(&e, "release\n", "released 0");
+        finish(&e, killed);
+        close(sock);
+        reclaim_dead();
+        CHECK_EXACT(800 * MiB); /* the import holds it */
+        CHECK(cuMemAlloc_v2(&x, 300 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+        CHECK(cuMemAlloc_v2(&x, 200 * MiB) == CUDA_SUCCESS);
+        CHECK(cuMemFree_v2(x) == CUDA_SUCCESS);
+        CHECK_EQ_U64(mem_free(), 224 * MiB);
+        /* Released, still mapped: held; unmapped too: gone. */
+        CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+        CHECK_EXACT(800 * MiB);
+        CHECK(unmap_rw(va, 800 * MiB) == CUDA_SUCCESS);
+        CHECK_EXACT(0);
+        CHECK_EQ_U64(mem_free(), GiB);
+    }
+}
+
+/* Two importers of two exports of one handle; the exporter releases first. */
+void sc_vmm_share_two_importers(void)
+{
+    CUmemGenericAllocationHandle h = 0, again = 0;
+    CUdeviceptr x = 0;
+    struct helper a, b;
+    int fa = -1, fb = -1, sa, sb, rc;
+
+    ctx_on(0);
+    CHECK(cuMemCreate(&h, 600 * MiB, &share_prop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fa, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+          CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fb, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+          CUDA_SUCCESS); /* again: the same record */
+    CHECK_EXACT(600 * MiB);
+    /* Our own export imported by ourselves: the same memory, no second charge. */
+    CHECK(import_fd(fa, &again) == CUDA_SUCCESS);
+    CHECK_EXACT(600 * MiB);
+    CHECK(cuMemRelease(again) == CUDA_SUCCESS);
+    CHECK_EXACT(600 * MiB);
+    a = vmm_importer(fa, "600", &rc, &sa);
+    CHECK_EQ_U64(rc, CUDA_SUCCESS);
+    b = vmm_importer(fb, "600", &rc, &sb);
+    CHECK_EQ_U64(rc, CUDA_SUCCESS);
+    close(fa);
+    close(fb);
+    CHECK_EXACT(600 * MiB);
+    CHECK(cuMemAlloc_v2(&x, 500 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    CHECK_EXACT(600 * MiB); /* both importers hold it */
+    ask(&a, "release\n", "released 0");
+    CHECK_EXACT(600 * MiB);
+    finish(&a, false);
+    finish(&b, true);
+    close(sa);
+    close(sb);
+    reclaim_dead();
+    CHECK_EXACT(0);
+    CHECK(cuMemAlloc_v2(&x, GiB) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(x) == CUDA_SUCCESS);
+    CHECK_EXACT(0);
+}
+
+/*
+ * An fd from a process outside the claim: the import is charged to us at
+ * the allocation's size against the limit; refused, the import is undone.
+ */
+void sc_vmm_share_foreign(void)
+{
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr a = 0, va;
+    struct helper e;
+    int fd, sock;
+
+    ctx_on(0);
+    e = vmm_exporter("800", true, &fd, &sock);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuMemAlloc_v2(&a, 300 * MiB) == CUDA_SUCCESS);
+    CHECK(import_fd(fd, &h) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(used0(), 300 * MiB);
+    CHECK_EQ_U64(truth(true), 300 * MiB); /* the driver's import was released again */
+    CHECK(cuMemFree_v2(a) == CUDA_SUCCESS);
+    CHECK(import_fd(fd, &h) == CUDA_SUCCESS);
+    close(fd);
+    CHECK_EQ_U64(used0(), 800 * MiB);
+    CHECK_EQ_U64(truth(true), 800 * MiB);
+    CHECK(cuMemAlloc_v2(&a, 300 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    va = map_rw(h, 800 * MiB);
+    CHECK(va != 0);
+    ask(&e, "release\n", "released 0");
+    finish(&e, false);
+    close(sock);
+    CHECK_EQ_U64(used0(), 800 * MiB); /* we hold it alone now */
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 800 * MiB); /* still mapped */
+    CHECK(unmap_rw(va, 800 * MiB) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK_EQ_U64(truth(false), 0);
+}
+
+/*
+ * Helper killed at random instants: imports, maps, unmaps and releases the
+ * parent's export (fd VGPU_TEST_VMM_FD, inherited), creates, maps, exports,
+ * re-imports, unmaps and releases memory of its own.
+ */
+int sc_vmm_share_churn(const char *seed_arg)
+{
+    enum { N = 4 };
+    unsigned seed = (unsigned)strtoul(seed_arg, NULL, 10);
+    const char *fd_env = getenv("VGPU_TEST_VMM_FD");
+    CUmemGenericAllocationHandle imp = 0, own[N] = {0}, back[N] = {0};
+    CUdeviceptr imp_va = 0, own_va[N] = {0};
+    int pfd = fd_env != NULL ? atoi(fd_env) : -1, ofd[N] = {-1, -1, -1, -1};
+
+    ctx_on(0);
+    if (pfd < 0)
+        return 1;
+    printf("ready\n");
+    fflush(stdout);
+    for (;;) {
+        int i = rand_r(&seed) % N;
+
+        switch (rand_r(&seed) % 5) {
+        case 0: /* the parent's allocation: import, map, release, unmap */
+            if (imp == 0 && imp_va == 0) {
+                if (import_fd(pfd, &imp) != CUDA_SUCCESS)
+                    imp = 0;
+            } else if (imp != 0 && imp_va == 0) {
+                imp_va = map_rw(imp, 100 * MiB);
+            } else if (imp != 0) {
+                if (cuMemRelease(imp) == CUDA_SUCCESS)
+                    imp = 0;
+            } else if (unmap_rw(imp_va, 100 * MiB) == CUDA_SUCCESS) {
+                imp_va = 0;
+            }
+            break;
+        case 1: /* our own: create, map */
+            if (own[i] == 0 && own_va[i] == 0) {
+                if (cuMemCreate(&own[i], VMM_GRAN * (1 + rand_r(&seed) % 8), &share_prop, 0) !=
+                    CUDA_SUCCESS)
+                    own[i] = 0;
+            } else if (own[i] != 0 && own_va[i] == 0) {
+                own_va[i] = map_rw(own[i], VMM_GRAN);
+            }
+            break;
+        case 2: /* export it, import our own export back */
+            if (own[i] != 0 && ofd[i] < 0) {
+                if (cuMemExportToShareableHandle(&ofd[i], own[i],
+                                                 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                                 0) != CUDA_SUCCESS)
+                    ofd[i] = -1;
+            } else if (ofd[i] >= 0 && back[i] == 0) {
+                if (import_fd(ofd[i], &back[i]) != CUDA_SUCCESS)
+                    back[i] = 0;
+            } else if (back[i] != 0 && cuMemRelease(back[i]) == CUDA_SUCCESS) {
+                back[i] = 0;
+            }
+            break;
+        case 3: /* release */
+            if (own[i] != 0 && cuMemRelease(own[i]) == CUDA_SUCCESS) {
+                own[i] = 0;
+                if (ofd[i] >= 0)
+                    close(ofd[i]);
+                ofd[i] = -1;
+            }
+            break;
+        default: /* unmap */
+            if (own_va[i] != 0 && unmap_rw(own_va[i], VMM_GRAN) == CUDA_SUCCESS)
+                own_va[i] = 0;
+            break;
+        }
+    }
+}
+
+/*
+ * SIGKILL at random instants of a process that imports this one's export
+ * and creates, exports, imports, maps, releases and unmaps its own, while
+ * this one holds 100 MiB it exported: after each kill the counter is what
+ * the survivors' driver allocations hold; 0 after the last holder is gone.
+ */
+void sc_vmm_share_kill(void)
+{
+    const char *kills_env = getenv("VGPU_TEST_KILLS");
+    int kills = kills_env != NULL ? atoi(kills_env) : 200, bad = 0, fd = -1, keep;
+    unsigned seed = (unsigned)getpid();
+    CUmemGenericAllocationHandle h = 0;
+    char num[16];
+
+    ctx_on(0);
+    CHECK(cuMemCreate(&h, 100 * MiB, &share_prop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+          CUDA_SUCCESS);
+    keep = dup(fd); /* without close-on-exec: the helpers inherit it */
+    close(fd);
+    snprintf(num, sizeof(num), "%d", keep);
+    setenv("VGPU_TEST_VMM_FD", num, 1);
+    for (int k = 0; k < kills; k++) {
+        struct region_view v;
+        int st = kill_helper_at_random("vmm_share_churn", &seed);
+
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        reclaim_dead();
+        CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
+        if (v.used != v.charged_sum + v.shared_sum || v.used != truth(false) ||
+            v.used != 100 * MiB || v.active != 1 || v.shared_live != 1 || v.lock != 0 ||
+            v.undo != 0) {
+            fprintf(stderr, "after kill %d: used %llu, charges %llu + shared %llu (%d live), "
+                    "driver holds %llu, %d active slot(s), lock %u undo %#x\n", k,
+                    (unsigned long long)v.used, (unsigned long long)v.charged_sum,
+                    (unsigned long long)v.shared_sum, v.shared_live,
+                    (unsigned long long)truth(false), v.active, v.lock, v.undo);
+            if (++bad == 3)
+                break;
+        }
+    }
+    CHECK_EQ_U64(bad, 0);
+    close(keep);
+    unsetenv("VGPU_TEST_VMM_FD");
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    CHECK_EXACT(0);
+}
+
+/* Helper: reads a fabric handle (hex) on stdin, imports and maps 400 MiB of it, as the fd one. */
+int sc_vmm_share_fabric_import(void)
+{
+    CUmemGenericAllocationHandle h = 0;
+    CUmemFabricHandle fh;
+    CUdeviceptr va = 0;
+    char line[256];
+    CUresult rc;
+
+    ctx_on(0);
+    read_line(0, line, sizeof(line));
+    if (!from_hex(line, (CUipcMemHandle *)(void *)&fh))
+        return 1;
+    rc = cuMemImportFromShareableHandle(&h, &fh, CU_MEM_HANDLE_TYPE_FABRIC);
+    if (rc == CUDA_SUCCESS && (va = map_rw(h, 400 * MiB)) == 0)
+        rc = CUDA_ERROR_UNKNOWN;
+    printf("imported %d\n", rc);
+    fflush(stdout);
+    for (;;) {
+        read_line(0, line, sizeof(line));
+        if (strcmp(line, "release") == 0) {
+            CUresult a = cuMemRelease(h), b = unmap_rw(va, 400 * MiB);
+
+            printf("released %d\n", a != CUDA_SUCCESS ? a : b);
+            fflush(stdout);
+        } else {
+            return 0;
+        }
+    }
+}
+
+/*
+ * A fabric handle (its 64 bytes are the key) exported here and imported by
+ * another process of the claim: charged once; the exporter releases first,
+ * the importer's death returns it.
+ */
+void sc_vmm_share_fabric(void)
+{
+    static const CUmemAllocationProp fprop = {
+        .type = CU_MEM_ALLOCATION_TYPE_PINNED,
+        .requestedHandleTypes = CU_MEM_HANDLE_TYPE_FABRIC,
+        .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    char *args[] = {self_exe, "vmm_share_fabric_import", NULL};
+    char hex[2 * CU_IPC_HANDLE_SIZE + 2], line[64];
+    CUmemGenericAllocationHandle h = 0;
+    CUmemFabricHandle fh;
+    CUdeviceptr x = 0;
+    struct helper a;
+    int rc = -1;
+
+    ctx_on(0);
+    CHECK(cuMemCreate(&h, 400 * MiB, &fprop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fh, h, CU_MEM_HANDLE_TYPE_FABRIC, 0) == CUDA_SUCCESS);
+    CHECK_EXACT(400 * MiB);
+    a.pid = spawn(args, false, &a.to, &a.from);
+    to_hex((const CUipcMemHandle *)(const void *)&fh, hex);
+    strcat(hex, "\n");
+    say(a.to, hex);
+    read_line(a.from, line, sizeof(line));
+    CHECK(sscanf(line, "imported %d", &rc) == 1);
+    CHECK_EQ_U64(rc, CUDA_SUCCESS);
+    CHECK_EXACT(400 * MiB);
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    CHECK_EXACT(400 * MiB); /* the importer holds it */
+    CHECK(cuMemAlloc_v2(&x, 700 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    finish(&a, true);
+    reclaim_dead();
+    CHECK_EXACT(0);
+}
+
+/*
+ * A driver that exports every allocation onto a fresh open of one device
+ * node (NVIDIA's control node; the fake with VGPU_FAKE_VMM_FD_DEVICE): the
+ * inode names no allocation, so no shared record is made from it and the
+ * charge stays with the allocating process.
+ */
+void sc_vmm_share_devfd(void)
+{
+    CUmemGenericAllocationHandle a = 0, b = 0;
+    struct region_view v;
+    int fa = -1, fb = -1;
+
+    ctx_on(0);
+    CHECK(cuMemCreate(&a, 300 * MiB, &share_prop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemCreate(&b, 500 * MiB, &share_prop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fa, a, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+          CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fb, b, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+          CUDA_SUCCESS);
+    CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
+    CHECK_EQ_U64(v.shared_live, 0);
+    CHECK_EQ_U64(v.charged_sum, 800 * MiB);
+    CHECK_EXACT(800 * MiB);
+    close(fa);
+    close(fb);
+    CHECK(cuMemRelease(a) == CUDA_SUCCESS);
+    CHECK_EXACT(500 * MiB);
+    CHECK(cuMemRelease(b) == CUDA_SUCCESS);
+    CHECK_EXACT(0);
+}

@@ -205,6 +205,22 @@ static int call_cuMemRetainAllocationHandle(void)
     return cuMemRetainAllocationHandle(&h, (void *)BOGUS_PTR);
 }
 
+static int call_cuMemExportToShareableHandle(void)
+{
+    int fd = -1;
+
+    return cuMemExportToShareableHandle(&fd, (CUmemGenericAllocationHandle)0x1234,
+                                        CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+}
+
+static int call_cuMemImportFromShareableHandle(void)
+{
+    CUmemGenericAllocationHandle h = 0;
+
+    return cuMemImportFromShareableHandle(&h, (void *)(intptr_t)-1,
+                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+}
+
 static int call_cuIpcGetMemHandle(void)
 {
     CUipcMemHandle h;
@@ -407,6 +423,8 @@ static const struct order_row rows[] = {
     ROW(cuMemMap, NI),
     ROW(cuMemUnmap, NI),
     ROW(cuMemRetainAllocationHandle, NI),
+    ROW(cuMemExportToShareableHandle, NI),
+    ROW(cuMemImportFromShareableHandle, NI),
     ROW(cuIpcGetMemHandle, NI),
     ROW(cuIpcOpenMemHandle_v2, NI),
     ROW(cuIpcCloseMemHandle, NI),

@@ -133,6 +133,9 @@ const (
 	sharedFree    = 0
 	sharedLive    = 1
 	sharedKindIPC = 1
+	// VMM shareable handles: a POSIX fd's (st_dev, st_ino), a fabric handle's bytes.
+	sharedKindVMMFD     = 2
+	sharedKindVMMFabric = 3
 
 	// device.undo_slot (minor 7): slot + 1 in bits 0-15, the shared record
 	// the change made or freed (index + 1) in bits 16-23, bit 24 when it was

@@ -119,6 +119,8 @@ func TestLayoutMatchesHeader(t *testing.T) {
 		"VGPU_SHARED_FREE":                        sharedFree,
 		"VGPU_SHARED_LIVE":                        sharedLive,
 		"VGPU_SHARED_KIND_IPC":                    sharedKindIPC,
+		"VGPU_SHARED_KIND_VMM_FD":                 sharedKindVMMFD,
+		"VGPU_SHARED_KIND_VMM_FABRIC":             sharedKindVMMFabric,
 		"VGPU_UNDO_SLOT_MASK":                     undoSlotMask,
 		"VGPU_UNDO_SHARED_SHIFT":                  undoSharedShift,
 		"VGPU_UNDO_SHARED_MASK":                   undoSharedMask,

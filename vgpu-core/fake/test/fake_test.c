@@ -319,6 +319,61 @@ static void test_vmm(void)
     CHECK_EQ(cuMemAddressFree(va, 16 * gran), CUDA_SUCCESS);
 }
 
+/* VMM shareable handles: one file per allocation, every fd export a new fd of it. */
+static void test_vmm_share(void)
+{
+    CUmemAllocationProp prop, got;
+    CUmemGenericAllocationHandle h, plain, back, fab_back;
+    CUmemFabricHandle fab;
+    struct stat a, b;
+    int fa = -1, fb = -1;
+    uint64_t base = nvml_used();
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    CHECK_EQ(cuMemCreate(&plain, 2 * MiB, &prop, 0), CUDA_SUCCESS);
+    /* Not asked for at creation: the driver refuses the export. */
+    CHECK_EQ(cuMemExportToShareableHandle(&fa, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+             CUDA_ERROR_INVALID_VALUE);
+    CHECK_EQ(cuMemRelease(plain), CUDA_SUCCESS);
+    prop.requestedHandleTypes =
+        (CUmemAllocationHandleType)(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC);
+    CHECK_EQ(cuMemCreate(&h, 8 * MiB, &prop, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemExportToShareableHandle(&fa, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+             CUDA_SUCCESS);
+    CHECK_EQ(cuMemExportToShareableHandle(&fb, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+             CUDA_SUCCESS);
+    CHECK(fa >= 0 && fb >= 0 && fa != fb);
+    CHECK_EQ(fstat(fa, &a), 0);
+    CHECK_EQ(fstat(fb, &b), 0);
+    CHECK(a.st_dev == b.st_dev && a.st_ino == b.st_ino); /* the same file names it */
+    CHECK_EQ((uint64_t)a.st_size, 8 * MiB);
+    CHECK_EQ(nvml_used(), base + 8 * MiB); /* exporting costs nothing */
+    CHECK_EQ(cuMemGetAllocationPropertiesFromHandle(&got, h), CUDA_SUCCESS);
+    CHECK_EQ(got.location.type, CU_MEM_LOCATION_TYPE_DEVICE);
+    CHECK_EQ(got.location.id, 0);
+    /* Imported where it is held already: another reference to the same allocation. */
+    CHECK_EQ(cuMemImportFromShareableHandle(&back, (void *)(intptr_t)fb,
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+             CUDA_SUCCESS);
+    CHECK_EQ(back, h);
+    CHECK_EQ(cuMemExportToShareableHandle(&fab, h, CU_MEM_HANDLE_TYPE_FABRIC, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuMemImportFromShareableHandle(&fab_back, &fab, CU_MEM_HANDLE_TYPE_FABRIC),
+             CUDA_SUCCESS);
+    CHECK_EQ(fab_back, h);
+    CHECK_EQ(cuMemImportFromShareableHandle(&back, (void *)(intptr_t)-1,
+                                            CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR),
+             CUDA_ERROR_INVALID_VALUE);
+    close(fa);
+    close(fb);
+    CHECK_EQ(cuMemRelease(h), CUDA_SUCCESS);
+    CHECK_EQ(cuMemRelease(h), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base + 8 * MiB); /* one reference left */
+    CHECK_EQ(cuMemRelease(h), CUDA_SUCCESS);
+    CHECK_EQ(nvml_used(), base);
+    CHECK_EQ(cuMemRelease(h), CUDA_ERROR_INVALID_VALUE);
+}
+
 static void test_arrays(void)
 {
     CUarray a;
@@ -1102,6 +1157,7 @@ int main(int argc, char **argv)
     test_linear();
     test_pools();
     test_vmm();
+    test_vmm_share();
     test_arrays();
     test_proc_address();
     test_launch_and_capture();
