@@ -507,6 +507,35 @@ static void cap_remove(int phys, unsigned int gi, int ci)
     rmdir(dir);
 }
 
+/*
+ * Makes GPU i's capability files match its instances in the shared state,
+ * under the GPU's MIG lock: the files follow the state, so neither a process
+ * killed between a change and its files nor two processes changing the GPU
+ * at once leave a file of a gone instance or miss one of a live instance
+ * (any later change of the GPU repairs what a kill left).
+ */
+static void cap_sync(int i)
+{
+    int phys = gpu_of(i)->phys;
+    if (fake_nvml_config()->mig_proc_root[0] == '\0' ||
+        fake_state_mig_lock(fake_nvml_state(), phys, true) != 0)
+        return;
+    for (unsigned int gi = 1; gi <= FAKE_MIG_MAX_GI; gi++) {
+        bool gi_live = live_gi(i, gi) != NULL;
+        for (unsigned int ci = 0; ci < FAKE_MIG_MAX_CI; ci++) {
+            if (gi_live && live_ci(i, gi, ci) != NULL)
+                cap_write(phys, gi, (int)ci);
+            else
+                cap_remove(phys, gi, (int)ci);
+        }
+        if (gi_live)
+            cap_write(phys, gi, -1);
+        else
+            cap_remove(phys, gi, -1);
+    }
+    fake_state_mig_lock(fake_nvml_state(), phys, false);
+}
+
 static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId,
                               const nvmlGpuInstancePlacement_t *placement,
                               nvmlGpuInstance_t *gpuInstance, bool with_placement)
@@ -528,7 +557,7 @@ static nvmlReturn_t create_gi(nvmlDevice_t device, unsigned int profileId,
                                          with_placement ? &pl : NULL, &id);
     if (r == NVML_SUCCESS) {
         *gpuInstance = gi_handle(i, id);
-        cap_write(gpu_of(i)->phys, id, -1);
+        cap_sync(i);
     }
     return r;
 }
@@ -552,7 +581,7 @@ nvmlReturn_t nvmlGpuInstanceDestroy(nvmlGpuInstance_t gpuInstance)
     nvmlReturn_t r =
         (nvmlReturn_t)fake_mig_destroy_gi(fake_nvml_state(), gpu_of(i), gpuInstance->gi);
     if (r == NVML_SUCCESS)
-        cap_remove(gpu_of(i)->phys, gpuInstance->gi, -1);
+        cap_sync(i);
     return r;
 }
 
@@ -767,7 +796,7 @@ static nvmlReturn_t create_ci(nvmlGpuInstance_t gpuInstance, unsigned int profil
                                          with_placement ? &pl : NULL, &id);
     if (r == NVML_SUCCESS) {
         *computeInstance = ci_handle(i, gpuInstance->gi, id);
-        cap_write(gpu_of(i)->phys, gpuInstance->gi, (int)id);
+        cap_sync(i);
     }
     return r;
 }
@@ -792,7 +821,7 @@ nvmlReturn_t nvmlComputeInstanceDestroy(nvmlComputeInstance_t computeInstance)
     nvmlReturn_t r = (nvmlReturn_t)fake_mig_destroy_ci(fake_nvml_state(), gpu_of(i),
                                                        computeInstance->gi, computeInstance->ci);
     if (r == NVML_SUCCESS)
-        cap_remove(gpu_of(i)->phys, computeInstance->gi, (int)computeInstance->ci);
+        cap_sync(i);
     return r;
 }
 
