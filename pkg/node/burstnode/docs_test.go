@@ -28,7 +28,7 @@ import (
 
 // Every metric the package registers has a row in docs/metrics.md.
 func TestMetricsDocumented(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "metrics.md"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "metrics.md"))
 	require.NoError(t, err)
 	reg := prometheus.NewRegistry()
 	n, err := New(Options{Registry: reg})
