@@ -142,6 +142,16 @@ func (e *migEnv) instances(t *testing.T) []string {
 	return out
 }
 
+// noInstancesLeft polls instances while the manager's background retry may
+// destroy an instance between NVML's listing and its query: a listing cut
+// short that way is "not yet", not a failure.
+func (e *migEnv) noInstancesLeft(t *testing.T) func() bool {
+	return func() bool {
+		list, err := e.lifecycle.Instances(testContext(t), e.dev.UUID)
+		return err == nil && len(list) == 0
+	}
+}
+
 // record is the checkpoint's record of the MIG GPU's only owned instance.
 func (e *migEnv) record(t *testing.T) *instanceRecord {
 	cp, err := loadCheckpoint(layout{stateRoot: e.stateRoot}.checkpointPath())
@@ -410,7 +420,7 @@ func TestInstanceInUseIsRetried(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{threeGAt4}, env.instances(t))
 	busy.set(false)
-	require.Eventually(t, func() bool { return len(env.instances(t)) == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, env.noInstancesLeft(t), 5*time.Second, 10*time.Millisecond)
 	require.Eventually(t, func() bool { return env.record(t) == nil }, 5*time.Second, 10*time.Millisecond)
 }
 
@@ -755,7 +765,7 @@ func TestInstanceInUseBlocksUntilBackgroundRetryDestroysIt(t *testing.T) {
 	assert.Equal(t, []string{threeGAt4}, env.instances(t), "still in use")
 
 	busy.set(false)
-	require.Eventually(t, func() bool { return len(env.instances(t)) == 0 }, 5*time.Second, 10*time.Millisecond,
+	require.Eventually(t, env.noInstancesLeft(t), 5*time.Second, 10*time.Millisecond,
 		"destroyed without another unprepare")
 	require.Eventually(t, func() bool { return len(m.BlockedMIGInstances()) == 0 }, 5*time.Second, 10*time.Millisecond)
 	select {
@@ -769,5 +779,5 @@ func TestInstanceInUseBlocksUntilBackgroundRetryDestroysIt(t *testing.T) {
 	busy.set(true)
 	require.ErrorIs(t, unprepare(t, m, claimB)[claimB], discovery.ErrMIGInUse)
 	busy.set(false)
-	require.Eventually(t, func() bool { return len(env.instances(t)) == 0 }, 5*time.Second, 10*time.Millisecond)
+	require.Eventually(t, env.noInstancesLeft(t), 5*time.Second, 10*time.Millisecond)
 }
