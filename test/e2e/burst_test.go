@@ -401,10 +401,23 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 		"after the restart a burst beyond what is left is still refused")
 	// A can still use its whole grant: what it frees it may allocate
 	// again, whether the grant is still there or asked for anew.
+	f.killProbes(podA2.Name, "c0")
 	holdA2.stop()
 	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc(podA2.Name, "c0", 0, uuid, 4*gib+left),
 		"after the restart A allocates its guarantee and what is left")
 	checkBooked("at the end", false)
+}
+
+// killProbes SIGKILLs every cuda-probe in a container and waits until
+// none is left: ending `kubectl exec` does not end the process it runs.
+func (f *framework) killProbes(pod, container string) {
+	f.t.Helper()
+	_, err := f.execIn(pod, container, "sh", "-c", "for p in $(pidof cuda-probe); do kill -9 $p; done")
+	require.NoError(f.t, err, "%s/%s: kill cuda-probe", pod, container)
+	f.poll("no cuda-probe left in "+pod+"/"+container, time.Minute, func() (bool, error) {
+		out, _ := f.execIn(pod, container, "sh", "-c", "pidof cuda-probe || true")
+		return strings.TrimSpace(out) == "", nil
+	})
 }
 
 func mustScrape(t *testing.T, addr string) string {
