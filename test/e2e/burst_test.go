@@ -334,9 +334,19 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 
 	// B needs 10 GiB of guarantee on the same GPU: only A's burst can
 	// free it, so A is evicted and B waits until it is gone.
+	createdB := time.Now()
 	f.createPod(podSpec{name: "b", node: node, claims: []podClaim{{name: "gpu", template: "steady"}}})
 	reclaimed := f.waitEvent(podA.Name, "MemoryBurstReclaimed", 2*time.Minute)
 	assert.Equal(t, corev1.EventTypeNormal, reclaimed.Type)
+	// The eviction gives A the class's grace period (A's own pod spec
+	// says 0); A's sleep ignores SIGTERM, so it is still terminating.
+	if p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, podA.Name, metav1.GetOptions{}); err == nil {
+		if assert.NotNil(t, p.DeletionGracePeriodSeconds, "A is being deleted") {
+			assert.Equal(t, int64(burstGrace), *p.DeletionGracePeriodSeconds, "the eviction's grace period is the class's reclaimGracePeriodSeconds")
+		}
+	} else {
+		t.Logf("pod %s already gone when its eviction Event was read: %v", podA.Name, err)
+	}
 	waiting := f.waitEvent("b", "WaitingForMemoryBurst", time.Minute)
 	t.Logf("events: %s: %q; b: %q", podA.Name, reclaimed.Message, waiting.Message)
 	claimB := f.claimOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, "gpu")
@@ -346,6 +356,10 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 		reclaimsBefore, "vgpu_dra_gpu_memory_reclaims_total counts the reclaim")
 
 	f.waitRunning("b")
+	msg := fmt.Sprintf("burst reclaim: pod b Running %v after its creation (A evicted with %ds of grace; the rest is the kubelet's retry of prepare)",
+		time.Since(createdB).Round(time.Second), burstGrace)
+	t.Log(msg)
+	fmt.Println("E2E-MEASURE " + msg)
 	holdB := f.probeHold("b", "c0", 0, uuid, 10*gib)
 	defer holdB.stop()
 	holdA.stop()
@@ -406,6 +420,18 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc(podA2.Name, "c0", 0, uuid, 4*gib+left),
 		"after the restart A allocates its guarantee and what is left")
 	checkBooked("at the end", false)
+
+	// What the plugin said about the burst, for whoever reads the run.
+	cmd := exec.CommandContext(f.ctx, cluster.driverSh, "logs", "400")
+	cmd.Env = append(os.Environ(), "E2E_DRIVER_NODE="+node)
+	out, _ := cmd.CombinedOutput()
+	var lines []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "urst") || strings.HasPrefix(l, "E") {
+			lines = append(lines, l)
+		}
+	}
+	t.Logf("plugin log of %s since its restart, burst lines and errors:\n%s", node, strings.Join(lines, "\n"))
 }
 
 // killProbes SIGKILLs every cuda-probe in a container and waits until
