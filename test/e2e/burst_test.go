@@ -298,7 +298,10 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 	onGPU := fmt.Sprintf(`device.attributes["vgpu.dra.dev"].uuid == %q`, uuid)
 	f.createClaimTemplate("bursty", claimRequest{memory: "4Gi", cel: onGPU, class: class,
 		config: rawJSON(t, map[string]any{"apiVersion": "vgpu.dra.dev/v1alpha1", "kind": "VGPUConfig", "memoryLimit": "12Gi"})})
-	f.createClaimTemplate("steady", claimRequest{memory: "10Gi", cel: onGPU, class: class})
+	// B may burst too (to 12Gi): after the plugin's restart its ask is
+	// what a ledger that forgot A's grant would answer wrongly.
+	f.createClaimTemplate("steady", claimRequest{memory: "10Gi", cel: onGPU, class: class,
+		config: rawJSON(t, map[string]any{"apiVersion": "vgpu.dra.dev/v1alpha1", "kind": "VGPUConfig", "memoryLimit": "12Gi"})})
 
 	// A: a Deployment of one pod (the pod the Deployment recreates after
 	// the eviction is the one that bursts into what is left).
@@ -413,6 +416,10 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 	checkBooked("after the plugin's restart", true)
 	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc(podA2.Name, "c0", 0, uuid, 256*mib),
 		"after the restart a burst beyond what is left is still refused")
+	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc("b", "c0", 0, uuid, 256*mib),
+		"after the restart B's burst is refused: A holds what is left")
+	checkBooked("after B's ask", true)
+	assert.Zero(t, burstGrantFiles(t, node, uuid)[string(claimB.UID)], "B is granted nothing")
 	// A can still use its whole grant: what it frees it may allocate
 	// again, whether the grant is still there or asked for anew.
 	f.killProbes(podA2.Name, "c0")
