@@ -516,21 +516,26 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 			}
 		}
 	}) {
+		// Only overhead that lasts evicts: a claim's new process counts
+		// as outside claims until the host pid mapper attributes it.
+		// Booked is what Reclaim compares, without its side effect
+		// (the claims it chooses may not grow).
+		if booked, usable := n.ledger.Booked(uuid); booked <= usable {
+			n.setOverSince(uuid, time.Time{})
+			continue
+		} else {
+			at := col.At
+			if at.IsZero() {
+				at = n.opts.Clock.Now()
+			}
+			if since := n.setOverSince(uuid, at); at.Sub(since) < n.opts.OverheadSettle {
+				logger.V(2).Info("GPU over its memory; reclaiming burst if it lasts", "gpu", uuid, "bytes", booked-usable, "since", since, "settle", n.opts.OverheadSettle)
+				continue
+			}
+		}
 		d, err := n.ledger.Reclaim(uuid)
 		if err != nil || d.Fits {
 			n.setOverSince(uuid, time.Time{})
-			continue
-		}
-		// Only overhead that lasts evicts: a claim's new process counts
-		// as outside claims until the host pid mapper attributes it.
-		at := col.At
-		if at.IsZero() {
-			at = n.opts.Clock.Now()
-		}
-		since := n.setOverSince(uuid, at)
-		if at.Sub(since) < n.opts.OverheadSettle {
-			booked, usable := n.ledger.Booked(uuid)
-			logger.V(2).Info("GPU over its memory; reclaiming burst if it lasts", "gpu", uuid, "bytes", booked-min(booked, usable), "since", since, "settle", n.opts.OverheadSettle)
 			continue
 		}
 		booked, usable := n.ledger.Booked(uuid)

@@ -143,6 +143,9 @@ func TestObserve(t *testing.T) {
 		unmapped.At = e.clock.Now()
 		e.node.Observe(e.ctx, unmapped)
 		assert.Empty(t, e.reclaim.calls, "within the settle time")
+		// Not chosen for reclaim: a's ask is refused for the room alone.
+		assert.True(t, strings.HasPrefix(ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 3*gib)), "refused full "),
+			"a is not marked as being reclaimed from")
 		writePIDs(t, b, 2001, 2002)
 		e.clock.Step(DefaultOverheadSettle)
 		unmapped.At = e.clock.Now()
