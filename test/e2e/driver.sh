@@ -39,6 +39,9 @@
 #   driver.sh outage SECS  chart: SIGKILL the plugin, keep it from restarting for
 #                          SECS seconds (its image withheld from the node), then
 #                          wait for the new instance
+#   driver.sh gpu-memory SIZE
+#                          set the memory of the node's simulated GPUs (e.g.
+#                          16Gi) and restart its plugin, which publishes it
 #   driver.sh logs [N]     the last N lines of the plugin's log
 #   driver.sh status       exit 0 when the plugin runs and its ResourceSlice is published
 #
@@ -486,6 +489,29 @@ cmd_reboot() {
   cmd_start
 }
 
+# cmd_gpu_memory SIZE sets gpu_memory in $DRIVER_NODE's fake configuration
+# and restarts its plugin, so that it publishes the new size. The file is
+# rewritten in place: the plugin's hostPath mount and the containers' CDI
+# mounts are of its inode. Containers started before keep what their
+# processes read; the burst spec changes the size only while no pod of its
+# own runs on the node.
+cmd_gpu_memory() {
+  local size=$1 f tmp
+  [[ $size =~ ^[0-9]+([KMGT]i?)?$ ]] || die "gpu-memory: bad size '$size' (e.g. 16Gi)"
+  f=$(node_path "$DRIVER_NODE" "$E2E_DRIVER_DIR/fake-config")
+  [ -f "$f" ] || die "no fake configuration $f: run driver.sh install"
+  if grep -qx "gpu_memory=$size" "$f"; then
+    log "the simulated GPUs of $DRIVER_NODE already have $size"
+    return 0
+  fi
+  tmp=$(mktemp)
+  sed "s/^gpu_memory=.*/gpu_memory=$size/" "$f" >"$tmp"
+  cat "$tmp" >"$f"
+  rm -f "$tmp"
+  cmd_restart
+  log "the simulated GPUs of $DRIVER_NODE have $size"
+}
+
 _chart_only() { [ "$E2E_DRIVER_MODE" = chart ] || die "$1 needs E2E_DRIVER_MODE=chart"; }
 
 case "${1:-}" in
@@ -497,6 +523,7 @@ case "${1:-}" in
   reboot) cmd_reboot ;;
   upgrade) _chart_only upgrade; chart_upgrade "${2:-}" ;;
   controller) _chart_only controller; chart_controller "${2:?controller needs a replica count}" ;;
+  gpu-memory) cmd_gpu_memory "${2:?gpu-memory needs a size, e.g. 16Gi}" ;;
   outage) _chart_only outage; chart_outage "${2:?outage needs a duration in seconds}" ;;
   logs)
     if [ "$E2E_DRIVER_MODE" = chart ]; then chart_logs "$DRIVER_NODE" "${2:-60}"; else tail -n "${2:-60}" "$E2E_LOGS/dra-kubelet-plugin.log"; fi ;;

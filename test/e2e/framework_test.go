@@ -353,10 +353,15 @@ type claimRequest struct {
 	// cel selects particular devices, e.g. by index; empty: any.
 	cel    string
 	config *runtime.RawExtension // opaque VGPUConfig parameters
+	// class is the DeviceClass; empty: the driver's default class.
+	class string
 }
 
 func (r claimRequest) spec() resourceapi.ResourceClaimSpec {
 	exact := &resourceapi.ExactDeviceRequest{DeviceClassName: deviceClass}
+	if r.class != "" {
+		exact.DeviceClassName = r.class
+	}
 	reqs := map[resourceapi.QualifiedName]resource.Quantity{}
 	if r.memory != "" {
 		reqs["memory"] = resource.MustParse(r.memory)

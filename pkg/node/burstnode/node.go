@@ -43,6 +43,14 @@ import (
 // (reclaimGracePeriodSeconds' default).
 const DefaultReclaimGracePeriod = 30 * time.Second
 
+// DefaultOverheadSettle is how long a GPU must stay over its memory from
+// overhead (driver reserve, use outside claims) before Observe reclaims
+// burst for it: longer than the host pid mapper takes to attribute a new
+// process of a claim (pkg/hostpids: every second, a process not found
+// looked for again after 10 s), during which NVML's use of that process
+// counts as outside claims on top of its claim's booking.
+const DefaultOverheadSettle = 15 * time.Second
+
 // ClaimRef names a claim for the Reclaimer.
 type ClaimRef struct {
 	Namespace, Name string
@@ -98,6 +106,9 @@ type Options struct {
 	MaxConnections int
 	// Clock stamps admissions (default the real clock).
 	Clock clock.PassiveClock
+	// OverheadSettle is how long overhead must keep a GPU over its memory
+	// before burst is reclaimed for it (default DefaultOverheadSettle).
+	OverheadSettle time.Duration
 }
 
 // Node is the burst side of one node's plugin: the Ledger, one socket
@@ -118,6 +129,9 @@ type Node struct {
 	servers map[types.UID]*server
 	// reclaiming holds the claims already handed to the Reclaimer.
 	reclaiming map[types.UID]bool
+	// overSince is, per GPU, the first collection of the run of
+	// collections in which the GPU did not fit (Observe's reclaim).
+	overSince map[string]time.Time
 }
 
 var _ prepare.BurstHooks = &Node{}
@@ -142,7 +156,10 @@ func New(opts Options) (*Node, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
-	n := &Node{opts: opts, ledger: opts.Ledger, ctx: context.Background(),
+	if opts.OverheadSettle == 0 {
+		opts.OverheadSettle = DefaultOverheadSettle
+	}
+	n := &Node{overSince: map[string]time.Time{}, opts: opts, ledger: opts.Ledger, ctx: context.Background(),
 		refs: map[types.UID]ClaimRef{}, graces: map[types.UID]time.Duration{}, rooms: map[types.UID]map[string]uint64{},
 		servers: map[types.UID]*server{}, reclaiming: map[types.UID]bool{}}
 	n.metrics = newMetrics(n)
@@ -499,8 +516,26 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 			}
 		}
 	}) {
+		// Only overhead that lasts evicts: a claim's new process counts
+		// as outside claims until the host pid mapper attributes it.
+		// Booked is what Reclaim compares, without its side effect
+		// (the claims it chooses may not grow).
+		if booked, usable := n.ledger.Booked(uuid); booked <= usable {
+			n.setOverSince(uuid, time.Time{})
+			continue
+		} else {
+			at := col.At
+			if at.IsZero() {
+				at = n.opts.Clock.Now()
+			}
+			if since := n.setOverSince(uuid, at); at.Sub(since) < n.opts.OverheadSettle {
+				logger.V(2).Info("GPU over its memory; reclaiming burst if it lasts", "gpu", uuid, "bytes", booked-usable, "since", since, "settle", n.opts.OverheadSettle)
+				continue
+			}
+		}
 		d, err := n.ledger.Reclaim(uuid)
 		if err != nil || d.Fits {
+			n.setOverSince(uuid, time.Time{})
 			continue
 		}
 		booked, usable := n.ledger.Booked(uuid)
@@ -511,6 +546,23 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 			logger.V(2).Info("More memory is booked or used outside claims than the GPU has; reclaiming burst cannot free it", "gpu", uuid, "bytes", short)
 		}
 	}
+}
+
+// setOverSince records that the GPU does not fit at at (the zero time:
+// it fits) and returns since when it has not fitted.
+func (n *Node) setOverSince(uuid string, at time.Time) time.Time {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if at.IsZero() {
+		delete(n.overSince, uuid)
+		return at
+	}
+	since, ok := n.overSince[uuid]
+	if !ok || at.Before(since) {
+		n.overSince[uuid] = at
+		since = at
+	}
+	return since
 }
 
 func allZero(m map[string]uint64) bool {

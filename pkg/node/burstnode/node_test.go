@@ -129,12 +129,41 @@ func TestObserve(t *testing.T) {
 			Claims: []monitor.ClaimReservation{{Claim: a}, {Claim: b}}})
 		assert.Equal(t, map[string]uint64{gpuA: 2 * gib}, e.ledger.Grants(uidA))
 	})
+	t.Run("a claim's process not mapped yet reclaims nothing", func(t *testing.T) {
+		// b's new process 2002 holds its 2 GiB; until the host pid mapper
+		// writes it into b's host/pids, NVML's use of it is outside
+		// claims, on top of b's booking: the GPU looks over by 1 GiB.
+		e.clock.Step(time.Second)
+		unmapped := monitor.Collection{At: e.clock.Now(),
+			GPUs: map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, ReservedBytes: 8 * gib,
+				Processes: map[uint32]uint64{1001: 6 * gib, 2002: 2 * gib}}},
+			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 6 * gib}}, {Claim: b, Reserved: map[string]uint64{gpuA: 2 * gib}}}}
+		e.node.Observe(e.ctx, unmapped)
+		e.clock.Step(DefaultOverheadSettle / 2)
+		unmapped.At = e.clock.Now()
+		e.node.Observe(e.ctx, unmapped)
+		assert.Empty(t, e.reclaim.calls, "within the settle time")
+		// Not chosen for reclaim: a's ask is refused for the room alone.
+		assert.True(t, strings.HasPrefix(ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 3*gib)), "refused full "),
+			"a is not marked as being reclaimed from")
+		writePIDs(t, b, 2001, 2002)
+		e.clock.Step(DefaultOverheadSettle)
+		unmapped.At = e.clock.Now()
+		e.node.Observe(e.ctx, unmapped)
+		assert.Empty(t, e.reclaim.calls, "mapped: b's own use, no overhead")
+		writePIDs(t, b, 2001)
+	})
 	t.Run("overhead that appears after the bookings reclaims burst", func(t *testing.T) {
 		e.clock.Step(time.Second)
-		e.node.Observe(e.ctx, monitor.Collection{At: e.clock.Now(),
+		over := monitor.Collection{At: e.clock.Now(),
 			GPUs: map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, ReservedBytes: 9 * gib,
 				Processes: map[uint32]uint64{1001: 6 * gib}}},
-			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 6 * gib}}, {Claim: b}}})
+			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 6 * gib}}, {Claim: b}}}
+		e.node.Observe(e.ctx, over)
+		require.Empty(t, e.reclaim.calls, "not before the overhead lasted the settle time")
+		e.clock.Step(DefaultOverheadSettle)
+		over.At = e.clock.Now()
+		e.node.Observe(e.ctx, over)
 		require.Len(t, e.reclaim.calls, 1)
 		assert.Equal(t, ClaimRef{}, e.reclaim.calls[0].needing, "no claim needs it: overhead")
 		assert.Equal(t, []ClaimRef{{Namespace: "ns", Name: "a", UID: uidA}}, e.reclaim.calls[0].from)
