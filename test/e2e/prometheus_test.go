@@ -376,9 +376,14 @@ func (f *framework) checkDashboard(uuids, claims map[string]string) {
 				if err != nil {
 					return false, err
 				}
-				if strings.Contains(q, "vgpu_dra_monitor_region_errors_total") {
-					// A counter without errors has no series: nothing broke.
-					return true, nil
+				// Series that exist only once something happened: a counter
+				// without region errors (nothing broke), the burst of claims
+				// that may burst and reclaims (none in this spec's namespace;
+				// the burst spec checks those). The query must still run.
+				for _, m := range []string{"vgpu_dra_monitor_region_errors_total", "vgpu_dra_claim_memory_burst_bytes", "vgpu_dra_gpu_memory_reclaims_total"} {
+					if strings.Contains(q, m) {
+						return true, nil
+					}
 				}
 				return len(samples) > 0, nil
 			})
