@@ -603,7 +603,17 @@ void vgpu_ipc_exported(uint64_t dptr, const uint8_t key[64])
                   "it stays charged to this process", g->uuid, (unsigned long long)moved.size);
 }
 
-CUresult vgpu_ipc_imported(CUdevice dev, uint64_t dptr, uint64_t size, const uint8_t key[64])
+/*
+ * An import on CUDA device dev of the shared memory named by key (record
+ * kind share_kind), tracked in map map_kind as proto: with a record of the
+ * claim, we become one of its holders (charged once already: nothing new);
+ * without one (another claim's memory, or a record gone) it is ours to pay
+ * for, size bytes against the limit, like a new allocation. size 0 (the
+ * driver would not say) fails closed.
+ */
+static CUresult import_shared(CUdevice dev, enum vgpu_kind map_kind, uint32_t share_kind,
+                              const uint8_t key[64], struct vgpu_ptrmap_entry proto,
+                              uint64_t size)
 {
     struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
     struct vgpu_charge c;
@@ -613,36 +623,43 @@ CUresult vgpu_ipc_imported(CUdevice dev, uint64_t dptr, uint64_t size, const uin
         return CUDA_SUCCESS;
     if (!g->fail_closed && (g->nparts == 0 || have_slots(g))) {
         for (int p = 0; p < g->nparts; p++) {
-            struct vgpu_ptrmap_entry e = {.key = dptr, .device = (int16_t)dev,
-                                          .part = (uint16_t)p};
+            struct vgpu_ptrmap_entry e = proto;
             uint64_t bytes = 0;
             int idx, put;
 
+            e.device = (int16_t)dev;
+            e.part = (uint16_t)p;
             vgpu_lock();
-            idx = vgpu_region_share_hold(g->parts[p].shm, g->parts[p].rec, VGPU_SHARED_KIND_IPC,
-                                         key, &bytes);
+            idx = vgpu_region_share_hold(g->parts[p].shm, g->parts[p].rec, share_kind, key, &bytes);
             if (idx < 0) {
                 vgpu_unlock();
                 continue;
             }
-            /* Memory of our own claim: held, charged once already. */
             e.size = bytes;
-            e.pool = (uint64_t)idx + 1;
-            put = vgpu_ptrmap_put(&maps[VGPU_KIND_IPC], &e);
+            if (map_kind == VGPU_KIND_IPC)
+                e.pool = (uint64_t)idx + 1;
+            else
+                e.shared = (uint32_t)idx + 1;
+            put = vgpu_ptrmap_put(&maps[map_kind], &e);
             vgpu_unlock();
             if (put != 0)
                 VGPU_WARN("out of memory tracking an import; it stays held until exit");
             return CUDA_SUCCESS;
         }
     }
-    /* Another claim's memory, or a record gone: ours to pay for, like a new allocation. */
     if (size == 0)
-        return CUDA_ERROR_OUT_OF_MEMORY; /* the driver would not say how much: fail closed */
+        return CUDA_ERROR_OUT_OF_MEMORY;
     rc = vgpu_charge_begin(dev, -1, size, &c);
     if (rc != CUDA_SUCCESS)
         return rc;
-    vgpu_charge_commit(&c, VGPU_KIND_IPC, dptr);
+    vgpu_charge_commit(&c, map_kind, proto.key);
     return CUDA_SUCCESS;
+}
+
+CUresult vgpu_ipc_imported(CUdevice dev, uint64_t dptr, uint64_t size, const uint8_t key[64])
+{
+    return import_shared(dev, VGPU_KIND_IPC, VGPU_SHARED_KIND_IPC, key,
+                         (struct vgpu_ptrmap_entry){.key = dptr}, size);
 }
 
 bool vgpu_ipc_untrack(uint64_t dptr, struct vgpu_ptrmap_entry *e)
@@ -729,9 +746,6 @@ CUresult vgpu_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_
                            const uint8_t key[64])
 {
     struct vgpu_ptrmap_entry *t;
-    struct vgpu_gpu *g;
-    struct vgpu_charge c;
-    CUresult rc;
 
     /* The driver handed back a handle we track (our own export): one more reference. */
     vgpu_lock();
@@ -741,40 +755,8 @@ CUresult vgpu_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_
     vgpu_unlock();
     if (t != NULL)
         return CUDA_SUCCESS;
-    g = vgpu_gpu_for_cuda(dev);
-    if (g == NULL || !g->enforce)
-        return CUDA_SUCCESS;
-    if (!g->fail_closed && (g->nparts == 0 || have_slots(g))) {
-        for (int p = 0; p < g->nparts; p++) {
-            struct vgpu_ptrmap_entry e = {.key = handle, .device = (int16_t)dev,
-                                          .part = (uint16_t)p, .refcount = 1};
-            uint64_t bytes = 0;
-            int idx, put;
-
-            vgpu_lock();
-            idx = vgpu_region_share_hold(g->parts[p].shm, g->parts[p].rec, kind, key, &bytes);
-            if (idx < 0) {
-                vgpu_unlock();
-                continue;
-            }
-            /* Memory of our own claim: held, charged once already. */
-            e.size = bytes;
-            e.shared = (uint32_t)idx + 1;
-            put = vgpu_ptrmap_put(&maps[VGPU_KIND_VMM], &e);
-            vgpu_unlock();
-            if (put != 0)
-                VGPU_WARN("out of memory tracking an import; it stays held until exit");
-            return CUDA_SUCCESS;
-        }
-    }
-    /* Another claim's memory, or no record: ours to pay for, like a cuMemCreate. */
-    if (size == 0)
-        return CUDA_ERROR_OUT_OF_MEMORY; /* the driver would not say how much: fail closed */
-    rc = vgpu_charge_begin(dev, -1, size, &c);
-    if (rc != CUDA_SUCCESS)
-        return rc;
-    vgpu_charge_commit(&c, VGPU_KIND_VMM, handle);
-    return CUDA_SUCCESS;
+    return import_shared(dev, VGPU_KIND_VMM, kind, key,
+                         (struct vgpu_ptrmap_entry){.key = handle, .refcount = 1}, size);
 }
 
 void vgpu_acct_forget_all(void)
