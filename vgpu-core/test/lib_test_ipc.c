@@ -374,6 +374,38 @@ void sc_ipc_foreign(void)
 }
 
 /*
+ * SIGKILLs the churn helper at random instants kills times while this
+ * process holds 100 MiB through one shared record: after each kill the
+ * claim counter must equal the live charges plus live records, the fake
+ * driver's truth and the 100 MiB, with no lock or undo record left.
+ */
+static void kill_churn_at_random(const char *helper, int kills, unsigned *seed)
+{
+    int bad = 0;
+
+    for (int k = 0; k < kills; k++) {
+        struct region_view v;
+        int st = kill_helper_at_random(helper, seed);
+
+        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+        reclaim_dead();
+        CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
+        if (v.used != v.charged_sum + v.shared_sum || v.used != truth(false) ||
+            v.used != 100 * MiB || v.active != 1 || v.shared_live != 1 || v.lock != 0 ||
+            v.undo != 0) {
+            fprintf(stderr, "after kill %d: used %llu, charges %llu + shared %llu (%d live), "
+                    "driver holds %llu, %d active slot(s), lock %u undo %#x\n", k,
+                    (unsigned long long)v.used, (unsigned long long)v.charged_sum,
+                    (unsigned long long)v.shared_sum, v.shared_live,
+                    (unsigned long long)truth(false), v.active, v.lock, v.undo);
+            if (++bad == 3)
+                break;
+        }
+    }
+    CHECK_EQ_U64(bad, 0);
+}
+
+/*
  * Helper killed at random instants: opens and closes the parent's export
  * (VGPU_TEST_IPC_HANDLE), allocates, exports and frees memory of its own,
  * and has a child importer of its own exports open and close them.
@@ -430,7 +462,7 @@ int sc_ipc_churn(const char *seed_arg)
 void sc_ipc_kill(void)
 {
     const char *kills_env = getenv("VGPU_TEST_KILLS");
-    int kills = kills_env != NULL ? atoi(kills_env) : 200, bad = 0;
+    int kills = kills_env != NULL ? atoi(kills_env) : 200;
     unsigned seed = (unsigned)getpid();
     char hex[2 * CU_IPC_HANDLE_SIZE + 1];
     CUipcMemHandle h;
@@ -441,26 +473,7 @@ void sc_ipc_kill(void)
     CHECK(cuIpcGetMemHandle(&h, p) == CUDA_SUCCESS);
     to_hex(&h, hex);
     setenv("VGPU_TEST_IPC_HANDLE", hex, 1);
-    for (int k = 0; k < kills; k++) {
-        struct region_view v;
-        int st = kill_helper_at_random("ipc_churn", &seed);
-
-        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-        reclaim_dead();
-        CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
-        if (v.used != v.charged_sum + v.shared_sum || v.used != truth(false) ||
-            v.used != 100 * MiB || v.active != 1 || v.shared_live != 1 || v.lock != 0 ||
-            v.undo != 0) {
-            fprintf(stderr, "after kill %d: used %llu, charges %llu + shared %llu (%d live), "
-                    "driver holds %llu, %d active slot(s), lock %u undo %#x\n", k,
-                    (unsigned long long)v.used, (unsigned long long)v.charged_sum,
-                    (unsigned long long)v.shared_sum, v.shared_live,
-                    (unsigned long long)truth(false), v.active, v.lock, v.undo);
-            if (++bad == 3)
-                break;
-        }
-    }
-    CHECK_EQ_U64(bad, 0);
+    kill_churn_at_random("ipc_churn", kills, &seed);
     CHECK(cuMemFree_v2(p) == CUDA_SUCCESS);
     CHECK_EXACT(0);
 }
@@ -943,7 +956,7 @@ int sc_vmm_share_churn(const char *seed_arg)
 void sc_vmm_share_kill(void)
 {
     const char *kills_env = getenv("VGPU_TEST_KILLS");
-    int kills = kills_env != NULL ? atoi(kills_env) : 200, bad = 0, fd = -1, keep;
+    int kills = kills_env != NULL ? atoi(kills_env) : 200, fd = -1, keep;
     unsigned seed = (unsigned)getpid();
     CUmemGenericAllocationHandle h = 0;
     char num[16];
@@ -956,26 +969,7 @@ void sc_vmm_share_kill(void)
     close(fd);
     snprintf(num, sizeof(num), "%d", keep);
     setenv("VGPU_TEST_VMM_FD", num, 1);
-    for (int k = 0; k < kills; k++) {
-        struct region_view v;
-        int st = kill_helper_at_random("vmm_share_churn", &seed);
-
-        CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-        reclaim_dead();
-        CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
-        if (v.used != v.charged_sum + v.shared_sum || v.used != truth(false) ||
-            v.used != 100 * MiB || v.active != 1 || v.shared_live != 1 || v.lock != 0 ||
-            v.undo != 0) {
-            fprintf(stderr, "after kill %d: used %llu, charges %llu + shared %llu (%d live), "
-                    "driver holds %llu, %d active slot(s), lock %u undo %#x\n", k,
-                    (unsigned long long)v.used, (unsigned long long)v.charged_sum,
-                    (unsigned long long)v.shared_sum, v.shared_live,
-                    (unsigned long long)truth(false), v.active, v.lock, v.undo);
-            if (++bad == 3)
-                break;
-        }
-    }
-    CHECK_EQ_U64(bad, 0);
+    kill_churn_at_random("vmm_share_churn", kills, &seed);
     close(keep);
     unsetenv("VGPU_TEST_VMM_FD");
     CHECK(cuMemRelease(h) == CUDA_SUCCESS);
