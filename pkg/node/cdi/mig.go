@@ -58,6 +58,12 @@ type MIGEdits struct {
 	// ProcRoot is the procfs the capability files are read from; empty
 	// means DefaultProcRoot. Tests point it at a temporary directory.
 	ProcRoot string
+	// HostDevRoot is the directory in which the container runtime finds the
+	// driver's device nodes, where that is not /dev (a driver root of its
+	// own, the e2e's fake one): each node then names its host path under
+	// it, as the GPU's own edits name /dev/nvidia<minor> (HostDevRoot
+	// derives it from them). Empty means /dev: no host paths.
+	HostDevRoot string
 }
 
 // Edits returns the edits of instance inst.
@@ -90,7 +96,11 @@ func (b MIGEdits) Edits(inst MIGInstance) (cdispec.ContainerEdits, error) {
 		"/dev/nvidia-caps/nvidia-cap" + strconv.Itoa(giCap),
 		"/dev/nvidia-caps/nvidia-cap" + strconv.Itoa(ciCap),
 	} {
-		nodes = append(nodes, &cdispec.DeviceNode{Path: p})
+		n := &cdispec.DeviceNode{Path: p}
+		if b.HostDevRoot != "" && filepath.Clean(b.HostDevRoot) != "/dev" {
+			n.HostPath = filepath.Join(b.HostDevRoot, strings.TrimPrefix(p, "/dev/"))
+		}
+		nodes = append(nodes, n)
 	}
 	return cdispec.ContainerEdits{
 		Env: []string{
@@ -99,6 +109,26 @@ func (b MIGEdits) Edits(inst MIGInstance) (cdispec.ContainerEdits, error) {
 		},
 		DeviceNodes: nodes,
 	}, nil
+}
+
+// HostDevRoot returns the host directory of the driver's device nodes as a
+// GPU's own edits name it: the directory of the host path of their node
+// /dev/nvidia<minor> (a vendor spec for a driver root other than /, e.g.
+// nvidia-ctk's --dev-root, names one). Empty when they name none, or the
+// node is /dev's own.
+func HostDevRoot(gpu cdispec.ContainerEdits, minor int) string {
+	want := "/dev/nvidia" + strconv.Itoa(minor)
+	for _, n := range gpu.DeviceNodes {
+		if n == nil || filepath.Clean(n.Path) != want || n.HostPath == "" {
+			continue
+		}
+		host := filepath.Clean(n.HostPath)
+		if filepath.Base(host) != filepath.Base(want) || host == want {
+			return ""
+		}
+		return filepath.Dir(host)
+	}
+	return ""
 }
 
 // capabilityMinor reads the "DeviceFileMinor: <n>" line of a capability's

@@ -72,6 +72,50 @@ func TestMIGEdits(t *testing.T) {
 	require.NotNil(t, cache.GetDevice(QualifiedName(name)))
 }
 
+func TestMIGEditsHostDevRoot(t *testing.T) {
+	proc := t.TempDir()
+	writeCapability(t, proc, "gpu1/mig/gi3", "5")
+	writeCapability(t, proc, "gpu1/mig/gi3/ci0", "6")
+	inst := MIGInstance{ParentMinor: 1, GPUInstanceID: 3, ComputeInstanceID: 0, UUID: testMIGUUID}
+
+	// A vendor spec for a driver root of its own names the GPU's node there.
+	gpu := cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{
+		{Path: "/dev/nvidia0", HostPath: "/elsewhere/nvidia0"},
+		{Path: "/dev/nvidia1", HostPath: "/run/driver-root/dev/nvidia1"},
+	}}
+	root := HostDevRoot(gpu, 1)
+	assert.Equal(t, "/run/driver-root/dev", root)
+	edits, err := MIGEdits{ProcRoot: proc, HostDevRoot: root}.Edits(inst)
+	require.NoError(t, err)
+	hosts := map[string]string{}
+	for _, n := range edits.DeviceNodes {
+		hosts[n.Path] = n.HostPath
+	}
+	assert.Equal(t, map[string]string{
+		"/dev/nvidiactl":               "/run/driver-root/dev/nvidiactl",
+		"/dev/nvidia-uvm":              "/run/driver-root/dev/nvidia-uvm",
+		"/dev/nvidia-uvm-tools":        "/run/driver-root/dev/nvidia-uvm-tools",
+		"/dev/nvidia1":                 "/run/driver-root/dev/nvidia1",
+		"/dev/nvidia-caps/nvidia-cap5": "/run/driver-root/dev/nvidia-caps/nvidia-cap5",
+		"/dev/nvidia-caps/nvidia-cap6": "/run/driver-root/dev/nvidia-caps/nvidia-cap6",
+	}, hosts)
+
+	// The host's own /dev, or no host path at all: the runtime uses the paths.
+	for _, g := range []cdispec.ContainerEdits{
+		{DeviceNodes: []*cdispec.DeviceNode{{Path: "/dev/nvidia1", HostPath: "/dev/nvidia1"}}},
+		{DeviceNodes: []*cdispec.DeviceNode{{Path: "/dev/nvidia1"}}},
+		{DeviceNodes: []*cdispec.DeviceNode{{Path: "/dev/nvidia1", HostPath: "/somewhere/gpu1"}}},
+		{},
+	} {
+		assert.Empty(t, HostDevRoot(g, 1), "%+v", g.DeviceNodes)
+	}
+	edits, err = MIGEdits{ProcRoot: proc, HostDevRoot: "/dev"}.Edits(inst)
+	require.NoError(t, err)
+	for _, n := range edits.DeviceNodes {
+		assert.Empty(t, n.HostPath, n.Path)
+	}
+}
+
 func TestMIGEditsErrors(t *testing.T) {
 	proc := t.TempDir()
 	inst := MIGInstance{ParentMinor: 0, GPUInstanceID: 1, ComputeInstanceID: 0, UUID: testMIGUUID}

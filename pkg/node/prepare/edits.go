@@ -78,7 +78,7 @@ func (m *Manager) claimSpec(ctx context.Context, c *PreparedClaim) (cdispec.Cont
 		if g.MIG == nil {
 			continue
 		}
-		edits, err := m.migEdits(g)
+		edits, err := m.migEdits(g, gpuEdits[i].Device)
 		if err != nil {
 			return cdispec.ContainerEdits{}, nil, err
 		}
@@ -97,8 +97,10 @@ func (m *Manager) claimSpec(ctx context.Context, c *PreparedClaim) (cdispec.Cont
 	return common, devices, nil
 }
 
-// migEdits returns the edits of the MIG instance limit g applies in.
-func (m *Manager) migEdits(g GPULimit) (cdispec.ContainerEdits, error) {
+// migEdits returns the edits of the MIG instance limit g applies in. Its
+// device nodes are where the runtime finds the parent GPU's (gpu, the
+// GPU's own edits), e.g. under a driver root of their own.
+func (m *Manager) migEdits(g GPULimit, gpu cdispec.ContainerEdits) (cdispec.ContainerEdits, error) {
 	info, ok := m.infoByUUID(g.UUID)
 	if !ok {
 		return cdispec.ContainerEdits{}, fmt.Errorf("GPU %s is not among the node's devices", g.UUID)
@@ -107,7 +109,7 @@ func (m *Manager) migEdits(g GPULimit) (cdispec.ContainerEdits, error) {
 	if r == nil || r.State != instanceReady {
 		return cdispec.ContainerEdits{}, fmt.Errorf("MIG instance of profile %d at slice %d of GPU %s is not ready", g.MIG.ProfileID, g.MIG.Placement.Start, g.UUID)
 	}
-	edits, err := cdi.MIGEdits{ProcRoot: m.opts.ProcRoot}.Edits(cdi.MIGInstance{
+	edits, err := cdi.MIGEdits{ProcRoot: m.opts.ProcRoot, HostDevRoot: cdi.HostDevRoot(gpu, info.Minor)}.Edits(cdi.MIGInstance{
 		ParentMinor: info.Minor, GPUInstanceID: *r.GPUInstanceID, ComputeInstanceID: *r.ComputeInstanceID, UUID: r.UUID,
 	})
 	if err != nil {
