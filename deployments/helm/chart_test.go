@@ -294,6 +294,7 @@ func TestDefaults(t *testing.T) {
 		"--state-root=/var/lib/vgpu-dra",
 		"--libvgpu-path=/usr/local/vgpu/libvgpu.so",
 		"--nvml-library=/driver-root/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.1",
+		"--proc-root=/host-proc",
 		"--gpu-edits=nvcdi",
 		"--nvidia-driver-root=/driver-root",
 		"--nvidia-host-driver-root=/",
@@ -321,6 +322,7 @@ func TestDefaults(t *testing.T) {
 		"/usr/local/vgpu":                       "/usr/local/vgpu:ro",
 		"/driver-root":                          "/:ro",
 		"/sys":                                  "/sys:ro",
+		"/host-proc":                            "/proc:ro", // MIG capability files
 	}, hostMounts(t, ds, plugin))
 
 	// Probes really check the gRPC sockets through /healthz, with more time
@@ -485,7 +487,11 @@ func TestSimulatedNode(t *testing.T) {
 	assert.Equal(t, "/var/lib/vgpu-dra-e2e/driver/fake-state", mounts["/var/lib/vgpu-dra-e2e/driver/fake-state"])
 	assert.Equal(t, "/var/lib/vgpu-dra-e2e/driver/driver-root:ro", mounts["/driver-root"])
 	assert.Equal(t, "/var/lib/vgpu-dra-e2e/cdi", mounts["/var/lib/vgpu-dra-e2e/cdi"], "the vendor dir is the CDI root: mounted once, writable")
-	assert.Len(t, mounts, 9)
+	// The fake NVML writes MIG capability files where the plugin reads them.
+	assert.Contains(t, plugin.Args, "--proc-root=/host-proc")
+	assert.Equal(t, "/var/lib/vgpu-dra-e2e/driver/fake-proc:ro", mounts["/host-proc"])
+	assert.Equal(t, "/var/lib/vgpu-dra-e2e/driver/fake-proc", mounts["/var/lib/vgpu-dra-e2e/driver/fake-proc"])
+	assert.Len(t, mounts, 11)
 
 	for _, v := range spec.Volumes {
 		if v.Name == "fake-config" {
