@@ -32,10 +32,13 @@ limitations under the License.
 #endif
 #include "fake_cuda.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define ARRAY_ALIGN (64ULL << 10)
@@ -1169,11 +1172,18 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
         } else if (getenv("VGPU_FAKE_VMM_FD_DEVICE") != NULL &&
                    *getenv("VGPU_FAKE_VMM_FD_DEVICE") != '\0') {
             /*
-             * As NVIDIA's driver does: a fresh open of a device node per
-             * export, the same inode for every allocation (tests only: such
-             * an fd cannot be imported here).
+             * As NVIDIA's driver does: every export a new open file
+             * description on one inode shared by all (every eventfd is on
+             * the one anonymous inode), the allocation named only by the
+             * description's own state (its counter: the record's index and
+             * export id), as the driver's per-open data names it.
              */
-            int out = open("/dev/null", O_RDWR | O_CLOEXEC);
+            uint64_t v = r->ipc_id * FAKE_MAX_IPC + (uint64_t)r->ipc;
+            int out = eventfd(0, EFD_CLOEXEC);
+            if (out >= 0 && write(out, &v, sizeof(v)) != (ssize_t)sizeof(v)) {
+                close(out);
+                out = -1;
+            }
             if (out < 0)
                 res = CUDA_ERROR_OUT_OF_MEMORY;
             else
@@ -1188,6 +1198,31 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
     }
     pthread_mutex_unlock(&g_fake.mu);
     return res;
+}
+
+/* The wire of an export as an eventfd (VGPU_FAKE_VMM_FD_DEVICE): its counter, read in place. */
+static int devfd_wire(int fd, ipc_wire *w)
+{
+    char path[64], buf[1024], *p;
+    unsigned long long v;
+    ssize_t n;
+    int in;
+
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    in = open(path, O_RDONLY | O_CLOEXEC);
+    if (in < 0)
+        return -1;
+    n = read(in, buf, sizeof(buf) - 1);
+    close(in);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    p = strstr(buf, "eventfd-count:");
+    if (p == NULL || sscanf(p, "eventfd-count: %llx", &v) != 1)
+        return -1;
+    *w = (ipc_wire){.magic = VMM_MAGIC, .idx = (uint32_t)(v % FAKE_MAX_IPC),
+                    .id = v / FAKE_MAX_IPC};
+    return 0;
 }
 
 /* A VMM record of ours on shared record idx of export id (mu held), or NULL. */
@@ -1212,9 +1247,19 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     if (handle == NULL)
         return CUDA_ERROR_INVALID_VALUE;
     if (shHandleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+        struct stat st;
+
         fd = (int)(intptr_t)osHandle;
-        if (pread(fd, &w, sizeof(w), 0) != (ssize_t)sizeof(w))
+        if (fstat(fd, &st) != 0)
             return CUDA_ERROR_INVALID_VALUE;
+        if (!S_ISREG(st.st_mode)) {
+            /* An eventfd export: the import keeps no reference to its description. */
+            if (devfd_wire(fd, &w) != 0)
+                return CUDA_ERROR_INVALID_VALUE;
+            fd = -1;
+        } else if (pread(fd, &w, sizeof(w), 0) != (ssize_t)sizeof(w)) {
+            return CUDA_ERROR_INVALID_VALUE;
+        }
     } else if (shHandleType == CU_MEM_HANDLE_TYPE_FABRIC && osHandle != NULL) {
         memcpy(&w, osHandle, sizeof(w));
     } else {
@@ -1242,7 +1287,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
                 dev = d;
         int keep = fd < 0 ? -1 : fcntl(fd, F_DUPFD_CLOEXEC, 0);
         rec *r = dev < 0 || (fd >= 0 && keep < 0) ? NULL
-                                                   : rec_new(next_handle, w.size, 0, dev, REC_VMM);
+                                                   : rec_new(next_handle, bytes, 0, dev, REC_VMM);
         if (r == NULL) {
             if (keep >= 0)
                 close(keep);

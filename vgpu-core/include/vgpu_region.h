@@ -139,7 +139,13 @@ limitations under the License.
 
 /* shared.kind: what the key is */
 #define VGPU_SHARED_KIND_IPC 1u   /* the 64 bytes of a CUipcMemHandle */
-/* A VMM handle exported as a POSIX fd: st_dev (8 bytes LE), st_ino (8), rest 0 */
+/*
+ * A VMM handle exported as a POSIX fd. A regular file: its st_dev (8 bytes
+ * LE), st_ino (8), rest 0. Any other file (NVIDIA's driver: an open of its
+ * control node, one inode for all): 16 zero bytes, then the nonce of the
+ * exporter's OFD lock on the open file description (8 bytes LE, never 0),
+ * rest 0; so the two forms never match each other.
+ */
 #define VGPU_SHARED_KIND_VMM_FD 2u
 #define VGPU_SHARED_KIND_VMM_FABRIC 3u /* a VMM handle exported as a CUmemFabricHandle (64 bytes) */
 

@@ -17,11 +17,14 @@ limitations under the License.
 /* acct.c - see acct.h. */
 #include "acct.h"
 
+#include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "burst.h"
 #include "log.h"
 #include "region.h"
+#include "sharefd.h"
 #include "vgpu_reserve.h"
 
 /* One map per kind for the whole process; guarded by vgpu_lock(). */
@@ -713,31 +716,72 @@ static void vmm_share_drop(struct vgpu_gpu *g, const struct vgpu_ptrmap_entry *e
     vgpu_unlock();
 }
 
-void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64])
+/*
+ * Marks lock_fd's open file description with the nonce that names the
+ * record of a nonce-keyed export (vgpu_region.h), filled into key: the
+ * nonce of record shared (index + 1) when the handle holds one already (a
+ * further export), else a fresh one. Returns 0, an errno value, or -1 for a
+ * handle shared under another key (a fabric handle, a regular file).
+ * vgpu_lock() held, so that two exports of one handle agree on the nonce.
+ */
+static int vmm_mark_locked(const struct vgpu_part *pt, uint32_t shared, int lock_fd,
+                           uint8_t key[VGPU_REGION_SHARED_KEY_LEN])
 {
+    uint64_t nonce = 0;
+
+    if (shared != 0) {
+        /* We hold the record: it stays live and its key unchanged meanwhile. */
+        const struct vgpu_region_shared *r = &pt->shm->r->shared[shared - 1];
+
+        if (__atomic_load_n(&r->kind, __ATOMIC_RELAXED) == VGPU_SHARED_KIND_VMM_FD)
+            memcpy(&nonce, r->key + VGPU_SHAREFD_KEY_NONCE, sizeof(nonce));
+        if (nonce == 0)
+            return -1;
+    } else if (vgpu_sharefd_nonce_new(&nonce) != 0) {
+        return errno;
+    }
+    memcpy(key + VGPU_SHAREFD_KEY_NONCE, &nonce, sizeof(nonce));
+    return vgpu_sharefd_mark(lock_fd, nonce) == 0 ? 0 : errno;
+}
+
+void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64], int lock_fd)
+{
+    uint8_t k[VGPU_REGION_SHARED_KEY_LEN];
     struct vgpu_ptrmap_entry *e;
     struct vgpu_gpu *g;
     struct vgpu_part *pt;
     uint64_t size = 0;
-    int idx = -1;
+    int idx = -1, err = 0;
+    bool made = false;
 
+    memcpy(k, key, sizeof(k));
     vgpu_lock();
     e = vgpu_ptrmap_get(&maps[VGPU_KIND_VMM], handle);
     g = e != NULL ? vgpu_gpu_for_cuda(e->device) : NULL;
-    /* Untracked, shared already (exported before, or an import), or private accounting. */
-    if (g == NULL || g->nparts == 0 || e->part >= g->nparts || e->shared != 0) {
+    /* Untracked, or private accounting (no other process to share the books). */
+    if (g == NULL || g->nparts == 0 || e->part >= g->nparts) {
         vgpu_unlock();
         return;
     }
     pt = &g->parts[e->part];
     size = e->size;
-    idx = vgpu_region_share_export(pt->shm, pt->rec, kind, key, size);
-    if (idx >= 0) {
-        e->shared = (uint32_t)idx + 1;
-        vgpu_region_slot_add(pt->shm, pt->rec, -(int64_t)size);
+    if (lock_fd >= 0)
+        err = vmm_mark_locked(pt, e->shared, lock_fd, k);
+    /* Shared already (exported before, or an import): the new fd is all there was to do. */
+    if (e->shared == 0 && err == 0) {
+        made = true;
+        idx = vgpu_region_share_export(pt->shm, pt->rec, kind, k, size);
+        if (idx >= 0) {
+            e->shared = (uint32_t)idx + 1;
+            vgpu_region_slot_add(pt->shm, pt->rec, -(int64_t)size);
+        }
     }
     vgpu_unlock();
-    if (idx < 0)
+    if (err != 0)
+        VGPU_INFO("GPU %s: an exported VMM fd of %llu bytes cannot be marked (%s); "
+                  "importers of that fd are refused", g->uuid, (unsigned long long)size,
+                  err > 0 ? strerror(err) : "its allocation is shared under another key");
+    else if (made && idx < 0)
         VGPU_INFO("GPU %s: no free shared record for an exported VMM allocation of %llu bytes; "
                   "it stays charged to this process", g->uuid, (unsigned long long)size);
 }

@@ -237,20 +237,23 @@ void vgpu_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc);
 /*
  * VMM shareable handles (cuMemExportToShareableHandle and
  * cuMemImportFromShareableHandle) use the same shared records, keyed by
- * what names the allocation in every process: for a POSIX fd the file's
- * (st_dev, st_ino) (VGPU_SHARED_KIND_VMM_FD), for a fabric handle its 64
- * bytes (VGPU_SHARED_KIND_VMM_FABRIC). The handle stays a tracked VMM
- * handle with its lifetime (release + last unmap); when it ends, our hold on
- * the record goes instead of the charge.
+ * what names the allocation in every process (VGPU_SHARED_KIND_VMM_FD,
+ * _VMM_FABRIC; layouts in vgpu_region.h): a regular file's (st_dev,
+ * st_ino), the nonce the exporter marked any other fd's open file
+ * description with (sharefd.h), a fabric handle's 64 bytes. The handle
+ * stays a tracked VMM handle with its lifetime (release + last unmap);
+ * when it ends, our hold on the record goes instead of the charge.
  */
 
 /*
  * cuMemExportToShareableHandle succeeded for handle, named by key of kind:
  * a tracked handle's charge moves into a shared record held by us (once;
  * a handle already shared stays as it is). Without a free record it stays
- * ours.
+ * ours. lock_fd >= 0 is an exported fd that is no regular file: key lacks
+ * the nonce, and lock_fd is marked with the handle's record's nonce (a
+ * fresh one for a new record) first; unmarked, nothing is shared.
  */
-void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64]);
+void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64], int lock_fd);
 
 /*
  * cuMemImportFromShareableHandle returned handle for an allocation on CUDA

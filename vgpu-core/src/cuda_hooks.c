@@ -34,6 +34,7 @@ limitations under the License.
 #include "nvml_query.h"
 #include "pools.h"
 #include "region.h"
+#include "sharefd.h"
 
 /* Loads the driver and our limits; a driver without the function reports NOT_INITIALIZED. */
 #define ENTER(name)                                                                                \
@@ -665,34 +666,30 @@ CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 }
 
 /*
- * The key that names a shareable handle in every process it reaches (acct.h):
- * a POSIX fd's file (st_dev, st_ino), the same file in every process it is
- * passed to, or a fabric handle's bytes. *size gets what the file says of the
- * allocation's size (0: nothing). Returns the VGPU_SHARED_KIND_* or 0 for a
- * handle the library does not share (Win32, an fd that is no regular file).
+ * The key that names a shareable handle in every process it reaches
+ * (acct.h; layouts in vgpu_region.h): a regular file's (st_dev, st_ino),
+ * the same file in every process the fd is passed to, or a fabric handle's
+ * bytes. *size gets what the file says of the allocation's size (0:
+ * nothing). *marked is set for an fd that is no regular file (NVIDIA's
+ * driver exports onto fresh opens of its control node, one inode for all):
+ * its key is the nonce marking its open file description, which the caller
+ * adds (sharefd.h). Returns the VGPU_SHARED_KIND_* or 0 for a handle the
+ * library does not share (Win32).
  */
 static uint32_t share_key(CUmemAllocationHandleType type, int fd, const void *fabric,
-                          uint8_t key[VGPU_REGION_SHARED_KEY_LEN], uint64_t *size)
+                          uint8_t key[VGPU_REGION_SHARED_KEY_LEN], uint64_t *size, bool *marked)
 {
     struct stat st;
     uint64_t dev, ino;
 
     memset(key, 0, VGPU_REGION_SHARED_KEY_LEN);
     *size = 0;
+    *marked = false;
     if (type == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
-        /*
-         * Only a regular file's inode is the allocation's own. NVIDIA's driver
-         * exports onto a fresh open of its control device node, whose inode is
-         * the same for every export: such a key would make one allocation's
-         * import hold another's record, so it is not shared (today's rule).
-         */
+        /* An fd fstat refuses is treated as one of no size: marked or refused, never free. */
         if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            static int said;
-
-            if (!__atomic_exchange_n(&said, 1, __ATOMIC_RELAXED))
-                VGPU_INFO("VMM shareable fds are not files of their own here; their memory "
-                          "stays charged to the allocating process only");
-            return 0;
+            *marked = true;
+            return VGPU_SHARED_KIND_VMM_FD;
         }
         dev = (uint64_t)st.st_dev;
         ino = (uint64_t)st.st_ino;
@@ -712,28 +709,28 @@ static uint32_t share_key(CUmemAllocationHandleType type, int fd, const void *fa
  * VMM shareable handles (acct.h): an export moves the handle's charge into
  * the claim's shared record; an import holds it (charged once per claim) or
  * is charged its size against the limit, and is released again with
- * CUDA_ERROR_OUT_OF_MEMORY when that does not fit.
+ * CUDA_ERROR_OUT_OF_MEMORY when that does not fit or the size is unknown.
  */
 CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType handleType,
                                       unsigned long long flags)
 {
     uint8_t key[VGPU_REGION_SHARED_KEY_LEN];
+    bool marked;
     uint64_t size;
     uint32_t kind;
     CUresult rc;
+    int fd;
 
     ENTER(cuMemExportToShareableHandle);
     rc = vgpu_cu.cuMemExportToShareableHandle(shareableHandle, handle, handleType, flags);
     if (rc != CUDA_SUCCESS || shareableHandle == NULL)
         return rc;
-    kind = share_key(handleType,
-                     handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
-                         ? *(const int *)shareableHandle
-                         : -1,
-                     shareableHandle, key, &size);
+    fd = handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? *(const int *)shareableHandle
+                                                                : -1;
+    kind = share_key(handleType, fd, shareableHandle, key, &size, &marked);
     if (kind != 0)
-        vgpu_vmm_exported(handle, kind, key);
+        vgpu_vmm_exported(handle, kind, key, marked ? fd : -1);
     return rc;
 }
 
@@ -742,18 +739,27 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
 {
     uint8_t key[VGPU_REGION_SHARED_KEY_LEN];
     CUmemAllocationProp prop;
-    uint64_t size;
+    uint64_t size, nonce = 0;
+    bool marked;
     uint32_t kind;
     CUdevice dev;
     CUresult rc;
+    int fd = (int)(intptr_t)osHandle;
 
     ENTER(cuMemImportFromShareableHandle);
     rc = vgpu_cu.cuMemImportFromShareableHandle(handle, osHandle, shHandleType);
     if (rc != CUDA_SUCCESS || handle == NULL)
         return rc;
-    kind = share_key(shHandleType, (int)(intptr_t)osHandle, osHandle, key, &size);
+    kind = share_key(shHandleType, fd, osHandle, key, &size, &marked);
     if (kind == 0)
         return rc;
+    /*
+     * Unmarked, marked twice, or unreadable (no /proc): the nonce stays 0,
+     * which no record has, and an fd's file tells no size: refused below
+     * unless the handle is our own (fail closed, never free).
+     */
+    if (marked && vgpu_sharefd_nonce(fd, &nonce) == 0)
+        memcpy(key + VGPU_SHAREFD_KEY_NONCE, &nonce, sizeof(nonce));
     /* The allocation's own device; the current one if the driver will not say. */
     memset(&prop, 0, sizeof(prop));
     if (vgpu_cu.cuMemGetAllocationPropertiesFromHandle != NULL &&
@@ -766,6 +772,10 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         return rc;
     }
     if (vgpu_vmm_imported(dev, *handle, size, kind, key) != CUDA_SUCCESS) {
+        if (marked)
+            VGPU_INFO("an imported VMM fd names no allocation of this claim (%s): its size is "
+                      "unknown, refused", nonce != 0 ? "another claim's, or a record gone"
+                                                     : "no single mark of an export on it");
         vgpu_cu.cuMemRelease(*handle);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

@@ -136,6 +136,11 @@ void sc_vmm_share_kill(void);
 int sc_vmm_share_fabric_import(void);
 void sc_vmm_share_fabric(void);
 void sc_vmm_share_devfd(void);
+void sc_vmm_devfd_exporter_gone(void);
+void sc_vmm_devfd_two_importers(void);
+void sc_vmm_devfd_kill(void);
+void sc_vmm_devfd_foreign(void);
+void sc_vmm_devfd_forged(void);
 
 /* lib_test_vmm.c */
 void sc_vmm_sample(void);

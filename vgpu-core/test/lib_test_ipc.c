@@ -32,10 +32,13 @@ limitations under the License.
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "claimns.h"
 #include "lib_test.h"
 #include "vgpu_cuda.h"
 #include "vgpu_region.h"
@@ -594,8 +597,36 @@ static int recv_fd(int sock)
     return fd;
 }
 
+/*
+ * Where a helper runs: in our claim, outside any claim (without
+ * libvgpu.so), or in another claim on GPU 0 (other_claim()).
+ */
+enum where { IN_CLAIM, OUTSIDE, OTHER_CLAIM };
+
+/* The claims root of the other claim, once other_claim() made it. */
+static char other_root[512];
+
+/* Makes a second claim (1 GiB on GPU 0) under a claims root of its own, once. */
+static void other_claim(void)
+{
+    if (other_root[0] != '\0')
+        return;
+    snprintf(other_root, sizeof(other_root), "%s-other", getenv("VGPU_CLAIMS_ROOT"));
+    CHECK(vgpu_test_make_claim(other_root, getenv("VGPU_TEST_UUID0")) == 0);
+}
+
+/* Removes the other claim's files (its helpers' mounts went with their namespaces). */
+static void other_claim_gone(void)
+{
+    char cmd[600];
+
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", other_root);
+    CHECK(system(cmd) == 0);
+    other_root[0] = '\0';
+}
+
 /* A helper as spawn() starts it, with a socketpair end at FD_SOCK; ours in *sock. */
-static pid_t spawn_sock(char *const args[], bool foreign, int *to, int *from, int *sock)
+static pid_t spawn_sock(char *const args[], enum where where, int *to, int *from, int *sock)
 {
     int in[2], out[2], sv[2];
     pid_t pid;
@@ -608,8 +639,12 @@ static pid_t spawn_sock(char *const args[], bool foreign, int *to, int *from, in
         dup2(in[0], 0);
         dup2(out[1], 1);
         dup2(sv[1], FD_SOCK); /* dup2 clears close-on-exec */
-        if (foreign)
+        if (where == OUTSIDE)
             unsetenv("LD_PRELOAD");
+        if (where == OTHER_CLAIM &&
+            (setenv("VGPU_CLAIMS_ROOT", other_root, 1) != 0 ||
+             vgpu_test_enter_claims_ns(other_root) != 0))
+            _exit(125);
         execv(self_exe, args);
         _exit(127);
     }
@@ -718,13 +753,13 @@ int sc_vmm_share_import(const char *mib)
 }
 
 /* Starts an exporter of mib MiB; its fd in *fd, its socket in *sock. */
-static struct helper vmm_exporter(const char *mib, bool foreign, int *fd, int *sock)
+static struct helper vmm_exporter(const char *mib, enum where where, int *fd, int *sock)
 {
     char *args[] = {self_exe, "vmm_share_export", (char *)mib, NULL};
     char line[64];
     struct helper x;
 
-    x.pid = spawn_sock(args, foreign, &x.to, &x.from, sock);
+    x.pid = spawn_sock(args, where, &x.to, &x.from, sock);
     *fd = recv_fd(*sock);
     CHECK(*fd >= 0);
     read_line(x.from, line, sizeof(line));
@@ -739,7 +774,7 @@ static struct helper vmm_importer(int fd, const char *mib, int *rc, int *sock)
     char line[64];
     struct helper x;
 
-    x.pid = spawn_sock(args, false, &x.to, &x.from, sock);
+    x.pid = spawn_sock(args, IN_CLAIM, &x.to, &x.from, sock);
     send_fd(*sock, fd);
     read_line(x.from, line, sizeof(line));
     CHECK(sscanf(line, "imported %d", rc) == 1);
@@ -766,7 +801,7 @@ void sc_vmm_share_exporter_gone(void)
         CUmemGenericAllocationHandle h = 0;
         CUdeviceptr va, x = 0;
         int fd, sock;
-        struct helper e = vmm_exporter("800", false, &fd, &sock);
+        struct helper e = vmm_exporter("800", IN_CLAIM, &fd, &sock);
 
         CHECK_EXACT(800 * MiB);
         CHECK(import_fd(fd, &h) == CUDA_SUCCESS);
@@ -848,7 +883,7 @@ void sc_vmm_share_foreign(void)
     int fd, sock;
 
     ctx_on(0);
-    e = vmm_exporter("800", true, &fd, &sock);
+    e = vmm_exporter("800", OUTSIDE, &fd, &sock);
     CHECK_EQ_U64(used0(), 0);
     CHECK(cuMemAlloc_v2(&a, 300 * MiB) == CUDA_SUCCESS);
     CHECK(import_fd(fd, &h) == CUDA_ERROR_OUT_OF_MEMORY);
@@ -1047,17 +1082,69 @@ void sc_vmm_share_fabric(void)
 }
 
 /*
- * A driver that exports every allocation onto a fresh open of one device
- * node (NVIDIA's control node; the fake with VGPU_FAKE_VMM_FD_DEVICE): the
- * inode names no allocation, so no shared record is made from it and the
- * charge stays with the allocating process.
+ * The fake as NVIDIA's driver: every fd export a fresh open file
+ * description on one inode shared by all (VGPU_FAKE_VMM_FD_DEVICE); its
+ * helpers inherit the setting.
+ */
+static void devfd_driver(void)
+{
+    CHECK(setenv("VGPU_FAKE_VMM_FD_DEVICE", "1", 1) == 0);
+}
+
+/*
+ * The OFD locks fd's open file description carries, from fdinfo: their
+ * count; the first one's range in *start, *end.
+ */
+static int ofd_locks(int fd, long long *start, long long *end)
+{
+    char path[64], line[256];
+    int n = 0;
+    FILE *f;
+
+    snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
+    f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f == NULL)
+        return -1;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        long long s, e;
+
+        if (strstr(line, "OFDLCK") == NULL ||
+            sscanf(line, "lock: %*d: %*s %*s %*s %*s %*s %lld %lld", &s, &e) != 2)
+            continue;
+        if (n++ == 0) {
+            *start = s;
+            *end = e;
+        }
+    }
+    fclose(f);
+    return n;
+}
+
+/* An OFD lock (F_RDLCK, or F_UNLCK) on fd's open file description over [start, start+len). */
+static int ofd_lock(int fd, short type, long long start, long long len)
+{
+    struct flock l = {.l_type = type, .l_whence = SEEK_SET, .l_start = start, .l_len = len};
+
+    return fcntl(fd, F_OFD_SETLK, &l);
+}
+
+/*
+ * Exports onto one inode (NVIDIA's control node): the inode names no
+ * allocation, so each export's open file description is marked with a
+ * one-byte OFD lock at a nonce of its own, the key of its allocation's
+ * record; a further export of the same handle carries the same nonce, and
+ * the export's charge moves into the record as with a file of its own.
  */
 void sc_vmm_share_devfd(void)
 {
-    CUmemGenericAllocationHandle a = 0, b = 0;
+    CUmemGenericAllocationHandle a = 0, b = 0, again = 0;
+    long long sa = 0, ea = 0, sa2 = 0, ea2 = 0, sb = 0, eb = 0;
+    struct stat st_a, st_b;
     struct region_view v;
-    int fa = -1, fb = -1;
+    int fa = -1, fa2 = -1, fb = -1;
 
+    devfd_driver();
     ctx_on(0);
     CHECK(cuMemCreate(&a, 300 * MiB, &share_prop, 0) == CUDA_SUCCESS);
     CHECK(cuMemCreate(&b, 500 * MiB, &share_prop, 0) == CUDA_SUCCESS);
@@ -1065,14 +1152,149 @@ void sc_vmm_share_devfd(void)
           CUDA_SUCCESS);
     CHECK(cuMemExportToShareableHandle(&fb, b, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
           CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&fa2, a, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+          CUDA_SUCCESS);
+    /* One inode for all, no regular file: only the description tells them apart. */
+    CHECK(fstat(fa, &st_a) == 0 && fstat(fb, &st_b) == 0);
+    CHECK(!S_ISREG(st_a.st_mode) && st_a.st_dev == st_b.st_dev && st_a.st_ino == st_b.st_ino);
+    CHECK_EQ_U64(ofd_locks(fa, &sa, &ea), 1);
+    CHECK_EQ_U64(ofd_locks(fa2, &sa2, &ea2), 1);
+    CHECK_EQ_U64(ofd_locks(fb, &sb, &eb), 1);
+    CHECK(sa > 0 && sa == ea && sa2 == sa && ea2 == ea && sb == eb && sb != sa);
     CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
-    CHECK_EQ_U64(v.shared_live, 0);
-    CHECK_EQ_U64(v.charged_sum, 800 * MiB);
+    CHECK_EQ_U64(v.shared_live, 2);
+    CHECK_EQ_U64(v.charged_sum, 0);
+    CHECK_EXACT(800 * MiB);
+    /* Our own export imported by ourselves: one more reference, no second charge. */
+    CHECK(import_fd(fa2, &again) == CUDA_SUCCESS);
     CHECK_EXACT(800 * MiB);
     close(fa);
+    close(fa2);
     close(fb);
     CHECK(cuMemRelease(a) == CUDA_SUCCESS);
+    CHECK_EXACT(800 * MiB);
+    CHECK(cuMemRelease(again) == CUDA_SUCCESS);
     CHECK_EXACT(500 * MiB);
     CHECK(cuMemRelease(b) == CUDA_SUCCESS);
+    CHECK_EXACT(0);
+}
+
+/* vmm_share_exporter_gone on exports onto one inode: the marks name the allocation. */
+void sc_vmm_devfd_exporter_gone(void)
+{
+    devfd_driver();
+    sc_vmm_share_exporter_gone();
+}
+
+/* vmm_share_two_importers on exports onto one inode. */
+void sc_vmm_devfd_two_importers(void)
+{
+    devfd_driver();
+    sc_vmm_share_two_importers();
+}
+
+/* vmm_share_kill on exports onto one inode: the churn's kills land in the marking too. */
+void sc_vmm_devfd_kill(void)
+{
+    devfd_driver();
+    sc_vmm_share_kill();
+}
+
+/*
+ * Imports an exported fd of 800 MiB that names no allocation of this claim
+ * with nothing else charged here: refused (its size is unknown: never
+ * free), and the driver's import released again.
+ */
+static void import_refused(int fd)
+{
+    CUmemGenericAllocationHandle h = 0;
+
+    CHECK(import_fd(fd, &h) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(truth(true), 0);
+}
+
+/*
+ * Exports onto one inode from outside the claim: from a process without
+ * the library (no mark) and from a process of another claim (its mark
+ * names its own claim's record): each import is refused, never free.
+ */
+void sc_vmm_devfd_foreign(void)
+{
+    char other[600];
+    long long s = 0, e = 0;
+    struct region_view v;
+    struct helper x;
+    int fd, sock;
+
+    devfd_driver();
+    ctx_on(0);
+    x = vmm_exporter("800", OUTSIDE, &fd, &sock);
+    CHECK_EQ_U64(ofd_locks(fd, &s, &e), 0);
+    import_refused(fd);
+    close(fd);
+    finish(&x, false);
+    close(sock);
+    other_claim();
+    x = vmm_exporter("800", OTHER_CLAIM, &fd, &sock);
+    /* Marked, its record in the other claim's region, none in ours. */
+    CHECK_EQ_U64(ofd_locks(fd, &s, &e), 1);
+    snprintf(other, sizeof(other), "%s/a/shm/region", other_root);
+    CHECK(region_view(other, getenv("VGPU_TEST_UUID0"), &v));
+    CHECK_EQ_U64(v.shared_live, 1);
+    CHECK_EQ_U64(v.used, 800 * MiB);
+    CHECK(region_view(claim_region(), getenv("VGPU_TEST_UUID0"), &v));
+    CHECK_EQ_U64(v.shared_live, 0);
+    import_refused(fd);
+    close(fd);
+    finish(&x, false);
+    close(sock);
+    other_claim_gone();
+    CHECK_EQ_U64(used0(), 0);
+}
+
+/*
+ * Forged marks: a lock of some number on an unmarked export (from outside
+ * the claim) names no record; a second lock beside a genuine mark, or one
+ * that extends it, leaves no single mark: refused each time (the driver's
+ * import released), while the genuine mark alone is held at no charge.
+ */
+void sc_vmm_devfd_forged(void)
+{
+    CUmemGenericAllocationHandle h = 0;
+    long long s = 0, e = 0;
+    uint64_t guess = 0;
+    struct helper x;
+    int fd, sock;
+
+    devfd_driver();
+    ctx_on(0);
+    x = vmm_exporter("800", OUTSIDE, &fd, &sock);
+    CHECK(getrandom(&guess, sizeof(guess), 0) == (ssize_t)sizeof(guess));
+    CHECK(ofd_lock(fd, F_RDLCK, (long long)(guess >> 2) + 1, 1) == 0);
+    import_refused(fd);
+    CHECK(ofd_lock(fd, F_RDLCK, 12345, 1) == 0); /* a second one: no better */
+    import_refused(fd);
+    close(fd);
+    finish(&x, false);
+    close(sock);
+    /* An export of the claim, 800 MiB charged once, its mark tampered with. */
+    x = vmm_exporter("800", IN_CLAIM, &fd, &sock);
+    CHECK_EXACT(800 * MiB);
+    CHECK_EQ_U64(ofd_locks(fd, &s, &e), 1);
+    CHECK(ofd_lock(fd, F_RDLCK, s + 1000, 1) == 0);
+    CHECK(import_fd(fd, &h) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(ofd_lock(fd, F_UNLCK, s + 1000, 1) == 0);
+    CHECK(ofd_lock(fd, F_RDLCK, s + 1, 1) == 0); /* merges with the mark: [s, s+1] */
+    CHECK(import_fd(fd, &h) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(ofd_lock(fd, F_UNLCK, s + 1, 1) == 0);
+    CHECK_EXACT(800 * MiB);
+    CHECK_EQ_U64(truth(true), 0);
+    /* The mark alone again: held, charged once. */
+    CHECK(import_fd(fd, &h) == CUDA_SUCCESS);
+    CHECK_EXACT(800 * MiB);
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    close(fd);
+    finish(&x, false);
+    close(sock);
     CHECK_EXACT(0);
 }
