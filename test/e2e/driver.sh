@@ -42,6 +42,13 @@
 #   driver.sh gpu-memory SIZE
 #                          set the memory of the node's simulated GPUs (e.g.
 #                          16Gi) and restart its plugin, which publishes it
+#   driver.sh mig on|off   make the node's simulated GPUs H200s in MIG mode
+#                          (or plain again) and restart its plugin, which
+#                          publishes their MIG devices (docs/mig.md)
+#   driver.sh kill-on-mig-create SECS
+#                          chart: SIGKILL the plugin as soon as the fake NVML
+#                          shows a new MIG GPU instance (within SECS), i.e.
+#                          in the middle of a prepare; prints what it hit
 #   driver.sh logs [N]     the last N lines of the plugin's log
 #   driver.sh status       exit 0 when the plugin runs and its ResourceSlice is published
 #
@@ -136,7 +143,7 @@ _clear_driver_dir() {
 # _node_files runs in the node's namespaces: the paths are the node's own.
 _node_files() {
   _clear_driver_dir
-  mkdir -p "$E2E_DRIVER_DIR/bin" "$E2E_DRIVER_DIR/state" "$E2E_DRIVER_DIR/fake-state" \
+  mkdir -p "$E2E_DRIVER_DIR/bin" "$E2E_DRIVER_DIR/state" "$E2E_DRIVER_DIR/fake-state" "$E2E_DRIVER_DIR/fake-proc" \
     "$E2E_KUBELET_DIR/plugins_registry" "$E2E_KUBELET_DIR/plugins/$DRIVER_NAME"
   # The plugin mounts each claim's region file system under its state
   # root, which must be a shared mount for the runtime to see them (the
@@ -151,11 +158,14 @@ _node_files() {
     cp "$REPO_ROOT/bin/dra-kubelet-plugin" "$PLUGIN"
     cp "$CORE_BUILD/libvgpu.so" "$E2E_DRIVER_DIR/vgpu/libvgpu.so"
   fi
-  # Each node's GPUs have their own UUIDs.
+  # Each node's GPUs have their own UUIDs. The fake NVML in the plugin
+  # writes the capability files of the MIG instances it creates where the
+  # plugin's --proc-root reads them (the chart's gpu.procRoot).
   cat >"$E2E_DRIVER_DIR/fake-config" <<CFG
 gpu_count=$E2E_FAKE_GPU_COUNT
 gpu_memory=$E2E_FAKE_GPU_MEMORY
 uuid_seed=$DRIVER_NODE
+mig_proc_root=$E2E_DRIVER_DIR/fake-proc
 CFG
   _fake_env
   "$REPO_ROOT/vgpu-core/fake/mkdriverroot.sh" "$E2E_DRIVER_DIR/driver-root" >/dev/null
@@ -228,7 +238,7 @@ host_start() {
     --state-root="$E2E_DRIVER_DIR/state" --cdi-root="$E2E_CDI_DIR" \
     --kubelet-registrar-directory-path="$E2E_KUBELET_DIR/plugins_registry" \
     --kubelet-plugin-data-directory-path="$E2E_KUBELET_DIR/plugins/$DRIVER_NAME" \
-    --libvgpu-path="$E2E_DRIVER_DIR/vgpu/libvgpu.so" \
+    --libvgpu-path="$E2E_DRIVER_DIR/vgpu/libvgpu.so" --proc-root="$E2E_DRIVER_DIR/fake-proc" \
     --nvml-library="$(_fake_lib libnvidia-ml.so.1)" \
     --gpu-edits=cdi-spec --vendor-cdi-kind=nvidia.com/gpu --vendor-cdi-dirs="$E2E_VENDOR_CDI_DIR" \
     --http-address="$E2E_PLUGIN_HTTP" --v="$E2E_PLUGIN_VERBOSITY"
@@ -393,6 +403,41 @@ chart_kill() {
   wait_for "the killed plugin container to exit" 30 _task_gone "$DRIVER_NODE" "$id"
 }
 
+# chart_kill_on_mig_create SECS: SIGKILLs the plugin process on $DRIVER_NODE
+# the moment a new MIG GPU instance appears on the node: the fake NVML
+# writes the instance's capability file right after creating it, before the
+# plugin creates its compute instance and writes the claim's files and CDI
+# spec. The pid is looked up first and polled for without forking, so that
+# the kill lands within milliseconds. Prints whether the compute instance
+# existed by then.
+chart_kill_on_mig_create() {
+  local secs=$1 id pid caps before now deadline g
+  id=$(_plugin_container_id "$DRIVER_NODE") || die "no plugin pod on $DRIVER_NODE"
+  [ -n "$id" ] || die "the plugin container on $DRIVER_NODE does not run"
+  pid=$(ctr_node "$DRIVER_NODE" tasks ls | awk -v id="$id" '$1 == id { print $2 }')
+  [ -n "$pid" ] || die "no task of the plugin container $id"
+  caps=$(node_path "$DRIVER_NODE" "$E2E_DRIVER_DIR/fake-proc")/driver/nvidia/capabilities
+  shopt -s nullglob
+  before=("$caps"/gpu*/mig/gi*/access)
+  _mark_kubelet_log "$DRIVER_NODE"
+  echo "waiting for a new MIG GPU instance (${#before[@]} now)"
+  deadline=$((SECONDS + secs))
+  while :; do
+    now=("$caps"/gpu*/mig/gi*/access)
+    [ "${#now[@]}" -gt "${#before[@]}" ] && break
+    [ "$SECONDS" -lt "$deadline" ] || die "no new MIG GPU instance on $DRIVER_NODE within ${secs}s"
+    sleep 0.002
+  done
+  kill -9 "$pid"
+  for g in "${now[@]}"; do
+    [[ " ${before[*]} " == *" $g "* ]] && continue
+    g=${g%/access}
+    if [ -e "$g/ci0/access" ]; then echo "killed after ${g#"$caps"/} and its compute instance were created"
+    else echo "killed after ${g#"$caps"/} was created, before its compute instance"; fi
+  done
+  wait_for "the killed plugin container to exit" 30 _task_gone "$DRIVER_NODE" "$id"
+}
+
 # chart_outage SECS: the plugin on $DRIVER_NODE is SIGKILLed and cannot come
 # back for SECS seconds: its image is withheld from the node's containerd (the
 # pull policy is Never), so every restart the kubelet tries fails. Then the
@@ -512,6 +557,48 @@ cmd_gpu_memory() {
   log "the simulated GPUs of $DRIVER_NODE have $size"
 }
 
+# MIG_BEGIN and MIG_END enclose what `driver.sh mig on` appends to a node's
+# fake configuration (later keys win); `mig off` removes it.
+MIG_BEGIN="# driver.sh mig on: begin"
+MIG_END="# driver.sh mig on: end"
+
+# cmd_mig on|off turns $DRIVER_NODE's simulated GPUs into H200s in MIG mode,
+# or back, the way an admin switches a drained node (docs/mig.md): the mode
+# changes while no claim uses the GPUs, then the node's plugin restarts and
+# re-discovers them. The fake driver root gains the GPUs'
+# /dev/nvidia-caps nodes. The configuration is rewritten in place (its
+# inode is mounted, see cmd_gpu_memory).
+cmd_mig() {
+  local want=$1 f tmp i
+  case "$want" in on|off) ;; *) die "mig: want on or off, not '$want'" ;; esac
+  f=$(node_path "$DRIVER_NODE" "$E2E_DRIVER_DIR/fake-config")
+  [ -f "$f" ] || die "no fake configuration $f: run driver.sh install"
+  if { [ "$want" = on ] && grep -qxF "$MIG_BEGIN" "$f"; } || { [ "$want" = off ] && ! grep -qxF "$MIG_BEGIN" "$f"; }; then
+    log "MIG already $want on $DRIVER_NODE"
+    return 0
+  fi
+  tmp=$(mktemp)
+  awk -v b="$MIG_BEGIN" -v e="$MIG_END" '$0 == b { skip = 1 } !skip { print } $0 == e { skip = 0 }' "$f" >"$tmp"
+  if [ "$want" = on ]; then
+    {
+      echo "$MIG_BEGIN"
+      echo "gpu_product=NVIDIA H200 141GB HBM3e"
+      echo "gpu_memory=141Gi"
+      for ((i = 0; i < E2E_FAKE_GPU_COUNT; i++)); do
+        echo "gpu${i}_mig_geometry=h200-141gb"
+        echo "gpu${i}_mig_mode=enabled"
+      done
+      echo "$MIG_END"
+    } >>"$tmp"
+  fi
+  cat "$tmp" >"$f"
+  rm -f "$tmp"
+  node_exec "$DRIVER_NODE" env VGPU_FAKE_CONFIG="$E2E_DRIVER_DIR/fake-config" \
+    "$REPO_ROOT/vgpu-core/fake/mkdriverroot.sh" "$E2E_DRIVER_DIR/driver-root" >/dev/null
+  cmd_restart
+  log "MIG $want on $DRIVER_NODE"
+}
+
 _chart_only() { [ "$E2E_DRIVER_MODE" = chart ] || die "$1 needs E2E_DRIVER_MODE=chart"; }
 
 case "${1:-}" in
@@ -524,6 +611,8 @@ case "${1:-}" in
   upgrade) _chart_only upgrade; chart_upgrade "${2:-}" ;;
   controller) _chart_only controller; chart_controller "${2:?controller needs a replica count}" ;;
   gpu-memory) cmd_gpu_memory "${2:?gpu-memory needs a size, e.g. 16Gi}" ;;
+  mig) cmd_mig "${2:?mig needs on or off}" ;;
+  kill-on-mig-create) _chart_only kill-on-mig-create; chart_kill_on_mig_create "${2:-60}" ;;
   outage) _chart_only outage; chart_outage "${2:?outage needs a duration in seconds}" ;;
   logs)
     if [ "$E2E_DRIVER_MODE" = chart ]; then chart_logs "$DRIVER_NODE" "${2:-60}"; else tail -n "${2:-60}" "$E2E_LOGS/dra-kubelet-plugin.log"; fi ;;

@@ -23,6 +23,14 @@
 #       created as the null device (1:3) so that nothing can reach real
 #       hardware through them; this needs root (CAP_MKNOD). Without it the
 #       nodes are skipped with a warning and nvcdi cannot list GPU devices.
+#   DIR/dev/nvidia-caps/nvidia-cap<N> for every MIG-capable GPU (a
+#       gpu<i>_mig_geometry or mig_geometry other than none): the capability
+#       nodes of the MIG instances the fake NVML can create on it, N as in
+#       the capability files it writes (fake_nvml_mig.c, cap_minor), also 1:3.
+#
+# Running it again over DIR keeps the libraries that did not change (their
+# inode: processes and containers that use them keep working) and adds the
+# nodes a changed configuration needs.
 #
 # Environment: FAKE_LIB_DIR (default: the build/fake next to this script),
 # VGPU_FAKE_CONFIG / VGPU_FAKE_DRIVER_VERSION / VGPU_FAKE_GPU_COUNT as for
@@ -64,14 +72,26 @@ done
 dest=$root/usr/lib/x86_64-linux-gnu
 mkdir -p "$dest" "$root/dev"
 for name in libcuda libnvidia-ml; do
-    install -m 0755 "$libdir/$name.so.1" "$dest/$name.so.$version"
+    cmp -s "$libdir/$name.so.1" "$dest/$name.so.$version" ||
+        install -m 0755 "$libdir/$name.so.1" "$dest/$name.so.$version"
     ln -sfn "$name.so.$version" "$dest/$name.so.1"
     ln -sfn "$name.so.1" "$dest/$name.so"
 done
 
 nodes=(nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset)
+# The fake's capability minors: 1 + (gpu * 8 + gi) * 9 + ci + 1, GPU
+# instances 1..7, compute instances 0..7 (ci -1: the GPU instance's own).
+max_gi=7 max_ci=8
 for ((i = 0; i < count; i++)); do
     nodes+=("nvidia$i")
+    geometry=$(setting "gpu${i}_mig_geometry" "$(setting mig_geometry none)")
+    [[ "$geometry" == none ]] && continue
+    mkdir -p "$root/dev/nvidia-caps"
+    for ((gi = 1; gi <= max_gi; gi++)); do
+        for ((ci = -1; ci < max_ci; ci++)); do
+            nodes+=("nvidia-caps/nvidia-cap$((1 + (i * (max_gi + 1) + gi) * (max_ci + 1) + ci + 1))")
+        done
+    done
 done
 for node in "${nodes[@]}"; do
     path=$root/dev/$node
