@@ -183,6 +183,12 @@ func run(ctx context.Context, o *options) error {
 		kubeletplugin.RegistrarDirectoryPath(o.registrarDir),
 		kubeletplugin.PluginDataDirectoryPath(o.pluginDataDir),
 		kubeletplugin.HealthService(o.deviceHealth),
+		// The claims manager serialises prepare and unprepare itself (a
+		// mutex, and a file lock across instances in a rolling update),
+		// and a prepare waiting for burst memory waits outside it: the
+		// helper's serialisation would hold every other claim of the node
+		// for that wait, the unprepare that frees the memory included.
+		kubeletplugin.Serialize(false),
 	}
 	if o.podUID != "" {
 		helperOpts = append(helperOpts, kubeletplugin.RollingUpdate(types.UID(o.podUID)))

@@ -456,6 +456,32 @@ func (l *Ledger) Admit(c Claim) (Decision, error) {
 	return d, nil
 }
 
+// Admitted reports, without changing anything, whether Admit would now let
+// a claim that it left pending go ahead: on each of its GPUs its guarantee
+// fits next to everything else booked there, or no grant is left there to
+// reclaim (what remains missing is memory reclaiming cannot free, which
+// Admit reports as Short and prepare does not wait for). A claim that is
+// not pending (added, removed, or its admission expired) reports true:
+// Admit decides it afresh.
+func (l *Ledger) Admitted(uid types.UID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p := l.pending[uid]
+	if p == nil || l.opts.Clock.Now().Sub(p.since) > l.opts.PendingTTL {
+		return true
+	}
+	for uuid, guarantee := range p.guarantees {
+		g := l.gpus[uuid]
+		if g == nil || l.booked(uuid, uid)+guarantee <= g.usable {
+			continue
+		}
+		if len(l.victims(uuid)) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
 // Reclaim decides what to reclaim on a GPU where what is booked exceeds
 // the usable memory although no claim was added: driver overhead or use
 // outside claims that appeared after the bookings (SetGPU,

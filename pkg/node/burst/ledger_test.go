@@ -296,6 +296,41 @@ func TestAdmitOrder(t *testing.T) {
 	assert.ErrorIs(t, err, ErrReclaiming)
 }
 
+func TestAdmittedWithoutChangingAnything(t *testing.T) {
+	f := newFixture(t)
+	f.add(uidA, 4*gib, 12*gib)
+	_, err := f.ledger.Grant(uidA, uuid0, 8*gib)
+	require.NoError(t, err)
+	assert.True(t, f.ledger.Admitted(uidB), "not pending: Admit decides afresh")
+
+	d, err := f.ledger.Admit(f.claim(uidB, 10*gib, 10*gib))
+	require.NoError(t, err)
+	require.Equal(t, []types.UID{uidA}, d.Reclaim)
+	assert.False(t, f.ledger.Admitted(uidB), "A's burst still holds the memory")
+	assert.False(t, f.ledger.Admitted(uidB), "asking again changes nothing")
+
+	f.clock.Step(time.Second)
+	_, err = f.ledger.Shrink(uidA, uuid0, 7*gib, f.clock.Now(), nil)
+	require.NoError(t, err)
+	assert.False(t, f.ledger.Admitted(uidB), "A gave back only part of its burst: 4+3+10 > 16")
+	_, err = f.ledger.Shrink(uidA, uuid0, 0, f.clock.Now(), nil)
+	require.NoError(t, err)
+	assert.True(t, f.ledger.Admitted(uidB), "A's processes are gone: B's guarantee fits")
+	booked, _ := f.ledger.Booked(uuid0)
+	assert.Equal(t, 14*gib, booked, "B stays pending: the question booked nothing more and dropped nothing")
+
+	// Memory that reclaiming cannot free (use outside claims) is not waited for.
+	f.ledger.SetOutsideUse(uuid0, 4*gib)
+	assert.True(t, f.ledger.Admitted(uidB), "no grant left to reclaim: prepare goes ahead on the scheduler's booking")
+	f.ledger.SetOutsideUse(uuid0, 0)
+
+	// A pending admission that expired is decided afresh.
+	_, err = f.ledger.Grant(uidA, uuid0, 3*gib)
+	require.ErrorIs(t, err, ErrNoRoom, "B's pending guarantee holds the memory")
+	f.clock.Step(DefaultPendingTTL + time.Second)
+	assert.True(t, f.ledger.Admitted(uidB))
+}
+
 func TestPendingAdmissionExpires(t *testing.T) {
 	f := newFixture(t)
 	f.add(uidA, 4*gib, 16*gib)

@@ -29,6 +29,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -264,14 +265,10 @@ func (n *Node) serveLocked(ctx context.Context, c *prepare.PreparedClaim) error 
 	return nil
 }
 
-// ErrWaitingForMemory marks a prepare that waits for burst to be reclaimed;
-// the kubelet retries it.
-var ErrWaitingForMemory = errors.New("waiting for burst memory to be reclaimed")
-
 // AdmitClaim decides, before any file of a claim not prepared yet, whether
 // its guarantees fit next to the node's bookings and grants. Where they do
 // not, it hands the claims chosen to reclaim from to the Reclaimer and
-// fails with ErrWaitingForMemory, naming the wait and the claims. A GPU
+// fails with prepare.ErrWaitingForMemory, naming the wait and the claims. A GPU
 // not measured yet, and memory that reclaiming burst cannot free, do not
 // fail it (the scheduler's booking holds; the latter is logged).
 func (n *Node) AdmitClaim(ctx context.Context, c *prepare.PreparedClaim) error {
@@ -327,7 +324,21 @@ func (n *Node) AdmitClaim(ctx context.Context, c *prepare.PreparedClaim) error {
 		}
 		waits = append(waits, fmt.Sprintf("%d bytes on GPU %s from %s", booked-usable, uuid, strings.Join(names, ", ")))
 	}
-	return fmt.Errorf("%w (retried by the kubelet; grace period %s): %s", ErrWaitingForMemory, grace, strings.Join(waits, "; "))
+	return fmt.Errorf("%w (grace period %s): %s", prepare.ErrWaitingForMemory, grace, strings.Join(waits, "; "))
+}
+
+// admissionPoll is how often WaitForMemory looks at the ledger: the
+// monitor's collections and unprepares change it, each at most a few
+// times a second.
+const admissionPoll = 200 * time.Millisecond
+
+// WaitForMemory waits until a claim that AdmitClaim made wait would now be
+// admitted (burst.Ledger.Admitted), or ctx ends; it reports which.
+func (n *Node) WaitForMemory(ctx context.Context, uid types.UID) bool {
+	err := wait.PollUntilContextCancel(ctx, admissionPoll, true, func(context.Context) (bool, error) {
+		return n.ledger.Admitted(uid), nil
+	})
+	return err == nil
 }
 
 // victims are the claims of chosen with a grant on the GPU.

@@ -17,6 +17,7 @@ limitations under the License.
 package burstnode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -45,7 +46,7 @@ func TestAdmitFitsOrWaitsRetryably(t *testing.T) {
 	b := preparedClaim(t, e.root, uidB, "b", map[string][2]uint64{gpuA: {10 * gib, 10 * gib}})
 	err := e.node.AdmitClaim(e.ctx, &b)
 	require.Error(t, err)
-	assert.True(t, errors.Is(err, ErrWaitingForMemory), "%v", err)
+	assert.True(t, errors.Is(err, prepare.ErrWaitingForMemory), "%v", err)
 	assert.Contains(t, err.Error(), "6442450944 bytes on GPU "+gpuA+" from ns/a ("+string(uidA)+")")
 	assert.Contains(t, err.Error(), "grace period 1m30s")
 	require.Len(t, e.reclaim.calls, 1)
@@ -59,11 +60,19 @@ func TestAdmitFitsOrWaitsRetryably(t *testing.T) {
 
 	// The kubelet retries before a's burst is gone: the same wait, no second eviction.
 	err = e.node.AdmitClaim(e.ctx, &b)
-	require.ErrorIs(t, err, ErrWaitingForMemory)
+	require.ErrorIs(t, err, prepare.ErrWaitingForMemory)
 	assert.Len(t, e.reclaim.calls, 1, "a is handed to the reclaimer once")
 
-	// a's pod is evicted and unprepared: b fits.
+	// Prepare waits for the memory: not while a holds it...
+	short, cancel := context.WithTimeout(e.ctx, 300*time.Millisecond)
+	defer cancel()
+	assert.False(t, e.node.WaitForMemory(short, uidB), "a's burst still holds the memory")
+	// ...and until a's pod is evicted and unprepared: then b fits.
+	released := make(chan bool)
+	go func() { released <- e.node.WaitForMemory(e.ctx, uidB) }()
+	time.Sleep(50 * time.Millisecond)
 	e.node.ReleaseClaim(e.ctx, uidA)
+	assert.True(t, <-released, "the wait ends once a's grant is gone")
 	assert.NoFileExists(t, a.BurstSocketPath)
 	require.NoError(t, e.node.AdmitClaim(e.ctx, &b))
 	require.NoError(t, e.node.EnsureClaim(e.ctx, &b))

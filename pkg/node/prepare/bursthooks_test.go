@@ -19,14 +19,18 @@ package prepare
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 )
 
 // recordingHooks records the burst hooks' calls and what was on disk then.
@@ -39,6 +43,11 @@ type recordingHooks struct {
 	// specAtEnsure: whether the CDI spec existed when EnsureClaim ran.
 	specAtEnsure []bool
 	seen         []PreparedClaim
+	// admitted, when set, receives one value per WaitForMemory call: the
+	// wait ends with it (nil: a wait that never ends before its context).
+	admitted chan bool
+	// waitCtxDeadline is the deadline of the last WaitForMemory context.
+	waitCtxDeadline time.Time
 }
 
 func (h *recordingHooks) AdmitClaim(_ context.Context, c *PreparedClaim) error {
@@ -57,6 +66,20 @@ func (h *recordingHooks) EnsureClaim(_ context.Context, c *PreparedClaim) error 
 	h.specAtEnsure = append(h.specAtEnsure, err == nil && h.e.diskState(nil, string(c.UID)).spec)
 	h.seen = append(h.seen, *c)
 	return h.ensureErr
+}
+
+func (h *recordingHooks) WaitForMemory(ctx context.Context, uid types.UID) bool {
+	h.mu.Lock()
+	h.calls = append(h.calls, "wait "+string(uid))
+	h.waitCtxDeadline, _ = ctx.Deadline()
+	admitted := h.admitted
+	h.mu.Unlock()
+	select {
+	case ok := <-admitted:
+		return ok
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (h *recordingHooks) ReleaseClaim(_ context.Context, uid types.UID) {
@@ -95,16 +118,82 @@ func TestBurstHooksInPrepareAndUnprepare(t *testing.T) {
 
 func TestBurstAdmitFailureFailsPrepareLeavingNothing(t *testing.T) {
 	env, m, hooks := newHookedManager(t)
-	hooks.admitErr = errors.New("waiting for burst memory to be reclaimed")
+	hooks.admitErr = errors.New("the GPU's ledger is broken")
 	results, err := m.PrepareResourceClaims(testContext(t), []*resourceapi.ResourceClaim{twoGPUClaim(claimA)})
 	require.NoError(t, err)
 	require.Error(t, results[claimA].Err)
-	assert.Contains(t, results[claimA].Err.Error(), "waiting for burst memory")
+	assert.Contains(t, results[claimA].Err.Error(), "ledger is broken")
 	assert.Equal(t, diskState{}, env.diskState(t, claimA), "nothing written")
-	assert.Equal(t, []string{"admit " + claimA}, hooks.calls, "nothing to release: the pending admission must stay")
+	assert.Equal(t, []string{"admit " + claimA}, hooks.calls, "not a wait for memory: no wait; nothing to release")
 
 	hooks.admitErr = nil
 	prepareOne(t, m, twoGPUClaim(claimA))
+}
+
+// A claim waiting for burst memory is waited for outside the manager's
+// lock (an unprepare, which frees the memory, runs meanwhile) and prepared
+// in the same call once it fits.
+func TestBurstWaitPreparesInTheSameCall(t *testing.T) {
+	env, m, hooks := newHookedManager(t)
+	prepareOne(t, m, twoGPUClaim(claimB))
+	hooks.admitErr = fmt.Errorf("%w: 6 GiB from ns/b", ErrWaitingForMemory)
+	hooks.admitted = make(chan bool)
+
+	done := make(chan kubeletplugin.PrepareResult)
+	go func() {
+		results, err := m.PrepareResourceClaims(testContext(t), []*resourceapi.ResourceClaim{twoGPUClaim(claimA)})
+		assert.NoError(t, err)
+		done <- results[claimA]
+	}()
+	require.Eventually(t, func() bool {
+		hooks.mu.Lock()
+		defer hooks.mu.Unlock()
+		return slices.Contains(hooks.calls, "wait "+claimA)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.NoError(t, unprepare(t, m, claimB)[claimB], "the waiting prepare holds no lock")
+	hooks.mu.Lock()
+	hooks.admitErr = nil
+	hooks.mu.Unlock()
+	hooks.admitted <- true
+
+	r := <-done
+	require.NoError(t, r.Err)
+	assert.NotEmpty(t, r.Devices)
+	assert.True(t, env.diskState(t, claimA).spec, "prepared by the first call")
+	assert.Equal(t, []string{"admit " + claimA, "wait " + claimA, "release " + claimB, "admit " + claimA, "ensure " + claimA},
+		hooks.calls[len(hooks.calls)-5:], "b's unprepare ran during a's wait")
+}
+
+// A wait that does not end in time leaves the claim failed with the wait's
+// error, for the kubelet to retry; the wait ends short of the call's deadline.
+func TestBurstWaitIsBounded(t *testing.T) {
+	env := newTestEnv(t)
+	hooks := &recordingHooks{e: env, admitErr: fmt.Errorf("%w: 6 GiB from ns/b", ErrWaitingForMemory)}
+	opts := env.options()
+	opts.Burst = hooks
+	opts.BurstAdmissionWait = time.Hour
+	m, err := NewManager(testContext(t), opts)
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(testContext(t), burstAdmissionMargin+200*time.Millisecond)
+	defer cancel()
+	callDeadline, _ := ctx.Deadline()
+	results, err := m.PrepareResourceClaims(ctx, []*resourceapi.ResourceClaim{twoGPUClaim(claimA)})
+	require.NoError(t, err)
+	require.ErrorIs(t, results[claimA].Err, ErrWaitingForMemory)
+	assert.Equal(t, diskState{}, env.diskState(t, claimA), "nothing written")
+	assert.Equal(t, []string{"admit " + claimA, "wait " + claimA}, hooks.calls)
+	assert.Equal(t, callDeadline.Add(-burstAdmissionMargin), hooks.waitCtxDeadline, "the wait leaves the margin of the kubelet's deadline")
+
+	// Without a deadline, Options.BurstAdmissionWait bounds it; negative: no wait.
+	opts.BurstAdmissionWait = -1
+	m2, err := NewManager(testContext(t), opts)
+	require.NoError(t, err)
+	hooks.calls = nil
+	results, err = m2.PrepareResourceClaims(testContext(t), []*resourceapi.ResourceClaim{twoGPUClaim(claimA)})
+	require.NoError(t, err)
+	require.ErrorIs(t, results[claimA].Err, ErrWaitingForMemory)
+	assert.Equal(t, []string{"admit " + claimA}, hooks.calls)
 }
 
 func TestBurstEnsureFailureRollsBackAndReleases(t *testing.T) {

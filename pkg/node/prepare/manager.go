@@ -69,14 +69,40 @@ type Options struct {
 	// Burst, when set, is told of claims as they are prepared and
 	// unprepared (burstable memory, docs/architecture.md).
 	Burst BurstHooks
+	// BurstAdmissionWait bounds how long one prepare call waits, outside
+	// the manager's lock, for burst memory to be reclaimed for a claim
+	// (default DefaultBurstAdmissionWait; negative: no wait, the kubelet
+	// retries at its next sync of the pod).
+	BurstAdmissionWait time.Duration
 }
+
+// DefaultBurstAdmissionWait is Options.BurstAdmissionWait's default: long
+// enough for a default 30 s reclaim grace period to run out within one
+// call, short of the kubelet's timeout for a NodePrepareResources call
+// (45 s in Kubernetes 1.37). A call never waits past its context's
+// deadline less burstAdmissionMargin.
+const DefaultBurstAdmissionWait = 35 * time.Second
+
+// burstAdmissionMargin is left of a call's deadline for the prepare that
+// follows the wait.
+const burstAdmissionMargin = 5 * time.Second
+
+// ErrWaitingForMemory marks a claim whose prepare waits for burst memory
+// to be reclaimed; BurstHooks.AdmitClaim wraps it, and PrepareResourceClaims
+// then waits (BurstHooks.WaitForMemory) and tries again within the same call.
+var ErrWaitingForMemory = errors.New("waiting for burst memory to be reclaimed")
 
 // BurstHooks is what the burst side of the plugin (pkg/node/burstnode) needs
 // from prepare and unprepare. The claim passed has its host paths set.
 type BurstHooks interface {
 	// AdmitClaim runs before any file of a claim that is not prepared yet;
-	// an error fails the claim's prepare, leaving nothing behind.
+	// an error fails the claim's prepare, leaving nothing behind. An error
+	// wrapping ErrWaitingForMemory makes the prepare wait and try again.
 	AdmitClaim(ctx context.Context, c *PreparedClaim) error
+	// WaitForMemory runs outside the manager's lock, after AdmitClaim made
+	// the claim wait: it returns true once the claim would be admitted,
+	// false when ctx ends first.
+	WaitForMemory(ctx context.Context, uid types.UID) bool
 	// EnsureClaim runs in every prepare (and restore) of a claim after its
 	// files, before its CDI spec is written; an error fails the prepare.
 	EnsureClaim(ctx context.Context, c *PreparedClaim) error
@@ -178,6 +204,9 @@ type Manager struct {
 // removed. A checkpoint that cannot be read or verified is an error:
 // the manager refuses to start rather than forget prepared claims.
 func NewManager(ctx context.Context, opts Options) (*Manager, error) {
+	if opts.BurstAdmissionWait == 0 {
+		opts.BurstAdmissionWait = DefaultBurstAdmissionWait
+	}
 	if opts.BootIDPath == "" {
 		opts.BootIDPath = DefaultBootIDPath
 	}

@@ -20,8 +20,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -32,8 +34,58 @@ import (
 // PrepareResourceClaims prepares every claim and reports the outcome per
 // claim: a bad claim gets an error in its result and leaves nothing behind,
 // the others are prepared. Preparing an already prepared claim returns the
-// same result and recreates anything that went missing.
+// same result and recreates anything that went missing. A claim whose
+// guarantee waits for burst memory to be reclaimed is waited for, outside
+// the manager's lock so that the unprepares freeing the memory can run,
+// for up to Options.BurstAdmissionWait, and prepared in the same call once
+// it fits: otherwise the kubelet would try again only at its next sync of
+// the pod, up to a minute later.
 func (m *Manager) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	results, err := m.prepareClaims(ctx, claims)
+	if err != nil || m.opts.Burst == nil || m.opts.BurstAdmissionWait < 0 {
+		return results, err
+	}
+	waitCtx, cancel := m.burstWaitContext(ctx)
+	defer cancel()
+	for {
+		var waiting []*resourceapi.ResourceClaim
+		for _, claim := range claims {
+			if errors.Is(results[claim.UID].Err, ErrWaitingForMemory) {
+				waiting = append(waiting, claim)
+			}
+		}
+		if len(waiting) == 0 || waitCtx.Err() != nil {
+			return results, nil
+		}
+		for _, claim := range waiting {
+			if !m.opts.Burst.WaitForMemory(waitCtx, claim.UID) {
+				klog.FromContext(ctx).V(2).Info("Claim still waits for burst memory; the kubelet retries", "claim", klog.KObj(claim), "claimUID", claim.UID)
+				return results, nil
+			}
+		}
+		retried, err := m.prepareClaims(ctx, waiting)
+		if err != nil {
+			// The first results stand; the kubelet retries.
+			return results, nil
+		}
+		maps.Copy(results, retried)
+	}
+}
+
+// burstWaitContext bounds the wait for burst memory by
+// Options.BurstAdmissionWait and by the call's deadline, less the time the
+// prepare after the wait needs.
+func (m *Manager) burstWaitContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(m.opts.BurstAdmissionWait)
+	if d, ok := ctx.Deadline(); ok && d.Add(-burstAdmissionMargin).Before(deadline) {
+		deadline = d.Add(-burstAdmissionMargin)
+	}
+	return context.WithDeadline(ctx, deadline)
+}
+
+// prepareClaims is one pass of PrepareResourceClaims under the manager's
+// lock.
+func (m *Manager) prepareClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	logger := klog.FromContext(ctx)
 	end, err := m.begin()
 	if err != nil {
