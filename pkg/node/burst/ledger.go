@@ -127,6 +127,7 @@ type Ledger struct {
 type gpuState struct {
 	usable  uint64 // memory - driver reserve
 	outside uint64 // use of processes no claim owns
+	recent  uint64 // the part of outside that may be unattributed claims' use
 }
 
 type claimState struct {
@@ -175,11 +176,19 @@ func (l *Ledger) SetGPU(uuid string, memory, reserved uint64) {
 }
 
 // SetOutsideUse records the memory that processes no claim owns use on a
-// GPU (NVML per-process use of the pids of no claim's host/pids).
-func (l *Ledger) SetOutsideUse(uuid string, bytes uint64) {
+// GPU (NVML per-process use of the pids of no claim's host/pids), and how
+// much of it is recent: used by processes first seen outside claims only
+// lately, which may be claims' new processes that the host pid mapper has
+// not attributed yet, their memory then already booked as their claims'.
+// All of it counts against grants at once; only the part that is not
+// recent makes Admit reclaim burst for a new guarantee (the monitor's side
+// waits as long before reclaiming for overhead).
+func (l *Ledger) SetOutsideUse(uuid string, bytes, recent uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.gpu(uuid).outside = bytes
+	g := l.gpu(uuid)
+	g.outside = bytes
+	g.recent = min(recent, bytes)
 }
 
 func (l *Ledger) gpu(uuid string) *gpuState {
@@ -420,7 +429,7 @@ type Decision struct {
 
 // Admit decides whether a claim about to be prepared fits: on each of its
 // GPUs, whether everything booked there plus its guarantee is within the
-// GPU's usable memory. Until AddClaim (or PendingTTL after the last
+// GPU's usable memory (recent outside use left out, SetOutsideUse). Until AddClaim (or PendingTTL after the last
 // Admit), its guarantees count as booked, so that no burst grows into the
 // memory being made room for. Where it does not fit, Admit chooses the
 // claims to reclaim from: the largest grant on that GPU first; ties: lower
@@ -442,7 +451,7 @@ func (l *Ledger) Admit(c Claim) (Decision, error) {
 		if g == nil {
 			return Decision{}, fmt.Errorf("GPU %s: %w", uuid, ErrUnknownGPU)
 		}
-		total := l.booked(uuid, c.UID) + c.Shares[uuid].Guarantee
+		total := l.booked(uuid, c.UID) + c.Shares[uuid].Guarantee - g.recent
 		if total <= g.usable {
 			continue
 		}
@@ -472,7 +481,7 @@ func (l *Ledger) Admitted(uid types.UID) bool {
 	}
 	for uuid, guarantee := range p.guarantees {
 		g := l.gpus[uuid]
-		if g == nil || l.booked(uuid, uid)+guarantee <= g.usable {
+		if g == nil || l.booked(uuid, uid)+guarantee-g.recent <= g.usable {
 			continue
 		}
 		if len(l.victims(uuid)) > 0 {

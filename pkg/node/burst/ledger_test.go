@@ -109,7 +109,7 @@ func TestGrantOnlyWhatFits(t *testing.T) {
 	f.ledger.SetGPU(uuid0, 16*gib, 512*mib) // the driver's reserve
 	f.add(uidA, 4*gib, 16*gib)
 	f.add(uidB, 2*gib, 16*gib)
-	f.ledger.SetOutsideUse(uuid0, 1*gib) // a process of no claim
+	f.ledger.SetOutsideUse(uuid0, 1*gib, 0) // a process of no claim
 
 	// 16 GiB - 512 MiB reserve - 1 GiB outside - 6 GiB guarantees = 8.5 GiB.
 	_, err := f.ledger.Grant(uidA, uuid0, 8*gib+2*ChunkBytes+1)
@@ -130,7 +130,7 @@ func TestGrantOnlyWhatFits(t *testing.T) {
 	assert.Equal(t, usable, booked)
 
 	// Overhead that appears after the bookings leaves no room to grow.
-	f.ledger.SetOutsideUse(uuid0, 2*gib)
+	f.ledger.SetOutsideUse(uuid0, 2*gib, 0)
 	_, err = f.ledger.Grant(uidA, uuid0, 6*gib+1)
 	assert.ErrorIs(t, err, ErrNoRoom)
 
@@ -320,15 +320,36 @@ func TestAdmittedWithoutChangingAnything(t *testing.T) {
 	assert.Equal(t, 14*gib, booked, "B stays pending: the question booked nothing more and dropped nothing")
 
 	// Memory that reclaiming cannot free (use outside claims) is not waited for.
-	f.ledger.SetOutsideUse(uuid0, 4*gib)
+	f.ledger.SetOutsideUse(uuid0, 4*gib, 0)
 	assert.True(t, f.ledger.Admitted(uidB), "no grant left to reclaim: prepare goes ahead on the scheduler's booking")
-	f.ledger.SetOutsideUse(uuid0, 0)
+	f.ledger.SetOutsideUse(uuid0, 0, 0)
 
 	// A pending admission that expired is decided afresh.
 	_, err = f.ledger.Grant(uidA, uuid0, 3*gib)
 	require.ErrorIs(t, err, ErrNoRoom, "B's pending guarantee holds the memory")
 	f.clock.Step(DefaultPendingTTL + time.Second)
 	assert.True(t, f.ledger.Admitted(uidB))
+}
+
+func TestAdmitLeavesOutRecentOutsideUse(t *testing.T) {
+	f := newFixture(t)
+	f.add(uidA, 4*gib, 14*gib)
+	_, err := f.ledger.Grant(uidA, uuid0, 8*gib)
+	require.NoError(t, err)
+	f.ledger.SetOutsideUse(uuid0, 3*gib, 3*gib) // maybe a claim's process not attributed yet
+	_, err = f.ledger.Grant(uidA, uuid0, 10*gib)
+	assert.ErrorIs(t, err, ErrNoRoom, "recent outside use counts against grants at once: 4+10+3 > 16")
+
+	d, err := f.ledger.Admit(f.claim(uidB, 4*gib, 4*gib))
+	require.NoError(t, err)
+	assert.Equal(t, Decision{Fits: true}, d, "15 booked + 4 fits 16 without the recent 3")
+	f.ledger.RemoveClaim(uidB)
+
+	f.ledger.SetOutsideUse(uuid0, 3*gib, 0) // it lasted: real overhead
+	d, err = f.ledger.Admit(f.claim(uidB, 4*gib, 4*gib))
+	require.NoError(t, err)
+	assert.Equal(t, []types.UID{uidA}, d.Reclaim)
+	assert.False(t, f.ledger.Admitted(uidB))
 }
 
 func TestPendingAdmissionExpires(t *testing.T) {
@@ -357,12 +378,12 @@ func TestReclaimAfterOverheadGrows(t *testing.T) {
 	assert.Equal(t, Decision{Fits: true}, d)
 
 	f.ledger.SetGPU(uuid0, 16*gib, gib)  // the driver reserves more
-	f.ledger.SetOutsideUse(uuid0, 2*gib) // a process outside every claim
+	f.ledger.SetOutsideUse(uuid0, 2*gib, 0) // a process outside every claim
 	d, err = f.ledger.Reclaim(uuid0)
 	require.NoError(t, err)
 	assert.Equal(t, Decision{Reclaim: []types.UID{uidA}}, d, "14 booked + 3 overhead > 16: A's 6 GiB burst goes")
 
-	f.ledger.SetOutsideUse(uuid0, 12*gib)
+	f.ledger.SetOutsideUse(uuid0, 12*gib, 0)
 	d, err = f.ledger.Reclaim(uuid0)
 	require.NoError(t, err)
 	assert.Equal(t, []types.UID{uidA}, d.Reclaim)

@@ -294,7 +294,7 @@ func (s *sim) restart() {
 	s.ledger = NewLedger(Options{Clock: s.clock})
 	for _, g := range simGPUs {
 		s.ledger.SetGPU(g, s.memory[g], s.reserve[g])
-		s.ledger.SetOutsideUse(g, s.outside[g])
+		s.ledger.SetOutsideUse(g, s.outside[g], 0)
 	}
 	var prepared []Claim
 	for _, uid := range slices.Sorted(func(yield func(types.UID) bool) {
@@ -322,7 +322,7 @@ func (s *sim) overhead() {
 	if slack := s.usable(g) - s.outside[g] - s.guarantees(g); slack > 0 {
 		s.outside[g] += s.rng.Uint64N(slack + 1)
 	}
-	s.ledger.SetOutsideUse(g, s.outside[g])
+	s.ledger.SetOutsideUse(g, s.outside[g], 0)
 	d, err := s.ledger.Reclaim(g)
 	require.NoError(s.t, err)
 	require.Empty(s.t, d.Short)
@@ -332,7 +332,7 @@ func (s *sim) overhead() {
 	}
 	if s.rng.IntN(2) == 0 {
 		s.outside[g] -= s.rng.Uint64N(s.outside[g] + 1)
-		s.ledger.SetOutsideUse(g, s.outside[g])
+		s.ledger.SetOutsideUse(g, s.outside[g], 0)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -133,6 +134,9 @@ type Node struct {
 	// overSince is, per GPU, the first collection of the run of
 	// collections in which the GPU did not fit (Observe's reclaim).
 	overSince map[string]time.Time
+	// outsideSince is, per GPU, when each process using it outside
+	// claims was first seen so (recent outside use, Ledger.SetOutsideUse).
+	outsideSince map[string]map[uint32]time.Time
 }
 
 var _ prepare.BurstHooks = &Node{}
@@ -160,7 +164,7 @@ func New(opts Options) (*Node, error) {
 	if opts.OverheadSettle == 0 {
 		opts.OverheadSettle = DefaultOverheadSettle
 	}
-	n := &Node{overSince: map[string]time.Time{}, opts: opts, ledger: opts.Ledger, ctx: context.Background(),
+	n := &Node{overSince: map[string]time.Time{}, outsideSince: map[string]map[uint32]time.Time{}, opts: opts, ledger: opts.Ledger, ctx: context.Background(),
 		refs: map[types.UID]ClaimRef{}, graces: map[types.UID]time.Duration{}, rooms: map[types.UID]map[string]uint64{},
 		servers: map[types.UID]*server{}, reclaiming: map[types.UID]bool{}}
 	n.metrics = newMetrics(n)
@@ -483,13 +487,8 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 		if g.Processes == nil {
 			continue
 		}
-		var outside uint64
-		for pid, b := range g.Processes {
-			if _, ok := owner[pid]; !ok {
-				outside += b
-			}
-		}
-		n.ledger.SetOutsideUse(uuid, outside)
+		outside, recent := n.outsideUse(uuid, g.Processes, owner, col.At)
+		n.ledger.SetOutsideUse(uuid, outside, recent)
 	}
 	for _, cr := range col.Claims {
 		c := cr.Claim
@@ -557,6 +556,42 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 			logger.V(2).Info("More memory is booked or used outside claims than the GPU has; reclaiming burst cannot free it", "gpu", uuid, "bytes", short)
 		}
 	}
+}
+
+// outsideUse sums the GPU's use by processes of no claim, and the part of
+// it by processes first seen outside claims less than OverheadSettle ago
+// (a claim's new process until the host pid mapper attributes it).
+func (n *Node) outsideUse(uuid string, processes map[uint32]uint64, owner map[uint32]types.UID, at time.Time) (outside, recent uint64) {
+	if at.IsZero() {
+		at = n.opts.Clock.Now()
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	since := n.outsideSince[uuid]
+	if since == nil {
+		since = map[uint32]time.Time{}
+		n.outsideSince[uuid] = since
+	}
+	for pid, b := range processes {
+		if _, ok := owner[pid]; ok {
+			continue
+		}
+		first, seen := since[pid]
+		if !seen {
+			first = at
+			since[pid] = at
+		}
+		outside += b
+		if at.Sub(first) < n.opts.OverheadSettle {
+			recent += b
+		}
+	}
+	maps.DeleteFunc(since, func(pid uint32, _ time.Time) bool {
+		_, running := processes[pid]
+		_, owned := owner[pid]
+		return !running || owned
+	})
+	return outside, recent
 }
 
 // setOverSince records that the GPU does not fit at at (the zero time:

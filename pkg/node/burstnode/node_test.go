@@ -91,6 +91,42 @@ func TestAdmitBeforeTheGPUIsMeasured(t *testing.T) {
 	assert.Equal(t, "refused gpu 0\n", ask(t, c, "grow "+c.GPUs[0].UUID+" 1\n"), "no grant before the GPU is measured")
 }
 
+// A claim's new process that the host pid mapper has not attributed yet
+// counts as use outside claims, on top of its claim's booking: it must not
+// make a new claim's admission evict a burst. Use outside claims that
+// lasts the settle time does.
+func TestAdmitLeavesOutUnattributedProcesses(t *testing.T) {
+	e := newEnv(t)
+	a := preparedClaim(t, e.root, uidA, "a", map[string][2]uint64{gpuA: {4 * gib, 12 * gib}})
+	b := preparedClaim(t, e.root, uidB, "b", map[string][2]uint64{gpuA: {2 * gib, 2 * gib}})
+	require.NoError(t, e.node.Start(e.ctx, []prepare.PreparedClaim{a, b}))
+	require.Equal(t, fmt.Sprintf("granted %d\n", 6*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 6*gib)))
+	writePIDs(t, a, 1001)
+	writePIDs(t, b, 2001)
+	// b's new process 2002 holds b's 2 GiB; b's host/pids does not list it yet.
+	observe := func() {
+		e.clock.Step(time.Second)
+		e.node.Observe(e.ctx, monitor.Collection{At: e.clock.Now(),
+			GPUs:   map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, Processes: map[uint32]uint64{1001: 10 * gib, 2002: 2 * gib}}},
+			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 10 * gib}}, {Claim: b, Reserved: map[string]uint64{gpuA: 2 * gib}}}})
+	}
+	observe()
+	booked, _ := e.ledger.Booked(gpuA)
+	require.Equal(t, 14*gib, booked, "4+6 for a, 2 for b, 2 for b's unattributed process")
+
+	c := preparedClaim(t, e.root, uidC, "c", map[string][2]uint64{gpuA: {4 * gib, 4 * gib}})
+	require.NoError(t, e.node.AdmitClaim(e.ctx, &c), "b's unattributed process is b's booked memory: c fits")
+	assert.Empty(t, e.reclaim.calls, "a's burst is not evicted for it")
+	e.node.ReleaseClaim(e.ctx, uidC) // c is not prepared after all
+
+	e.clock.Step(DefaultOverheadSettle)
+	observe()
+	err := e.node.AdmitClaim(e.ctx, &c)
+	require.ErrorIs(t, err, prepare.ErrWaitingForMemory, "use outside claims that lasted the settle time is real overhead")
+	require.Len(t, e.reclaim.calls, 1)
+	assert.Equal(t, []ClaimRef{{Namespace: "ns", Name: "a", UID: uidA}}, e.reclaim.calls[0].from)
+}
+
 func writePIDs(t *testing.T, c prepare.PreparedClaim, pids ...uint32) {
 	t.Helper()
 	var b strings.Builder
