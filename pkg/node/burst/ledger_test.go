@@ -377,7 +377,7 @@ func TestReclaimAfterOverheadGrows(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Decision{Fits: true}, d)
 
-	f.ledger.SetGPU(uuid0, 16*gib, gib)  // the driver reserves more
+	f.ledger.SetGPU(uuid0, 16*gib, gib)     // the driver reserves more
 	f.ledger.SetOutsideUse(uuid0, 2*gib, 0) // a process outside every claim
 	d, err = f.ledger.Reclaim(uuid0)
 	require.NoError(t, err)
