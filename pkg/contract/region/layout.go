@@ -133,7 +133,8 @@ const (
 	sharedFree    = 0
 	sharedLive    = 1
 	sharedKindIPC = 1
-	// VMM shareable handles: a POSIX fd's (st_dev, st_ino), a fabric handle's bytes.
+	// VMM shareable handles: a POSIX fd's (st_dev, st_ino) where it is a regular file, else the
+	// nonce of the OFD lock on its open file description; a fabric handle's bytes.
 	sharedKindVMMFD     = 2
 	sharedKindVMMFabric = 3
 
