@@ -74,6 +74,30 @@ func discoverMIG(ctx context.Context, d *discovery.Discoverer, infos []discovery
 	return st, nil
 }
 
+// withInstancesNow returns st with every GPU's instances as NVML lists them
+// now. The claims manager's recovery destroys the instances a crashed
+// prepare left (state Creating), which st, read before it, still lists:
+// published with a checkpoint that no longer owns them, they would be an
+// admin's fixed devices, blocking their placements and the whole GPU.
+func (st migState) withInstancesNow(ctx context.Context, d *discovery.Discoverer) (migState, error) {
+	list, err := d.MIG(ctx)
+	if err != nil {
+		return migState{}, fmt.Errorf("discover MIG after recovery: %w", err)
+	}
+	now := make(map[string]discovery.MIGInfo, len(list))
+	for _, m := range list {
+		now[m.UUID] = m.MIG
+	}
+	out := migState{byUUID: make(map[string]discovery.MIGInfo, len(st.byUUID)), enabled: st.enabled}
+	for uuid, m := range st.byUUID {
+		if n, ok := now[uuid]; ok {
+			m.Instances = n.Instances
+		}
+		out.byUUID[uuid] = m
+	}
+	return out, nil
+}
+
 // publishHelper is the part of the kubeletplugin helper that publishes.
 type publishHelper interface {
 	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
@@ -137,16 +161,20 @@ func (p *publisher) publishLocked(ctx context.Context) error {
 	return nil
 }
 
-// countersPublished says whether the current pool has counter sets.
-func (p *publisher) countersPublished(ctx context.Context) bool {
+// counterDevices returns the names of the current pool's devices that
+// consume counters (none: the pool has no counters to check).
+func (p *publisher) counterDevices(ctx context.Context) []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	var out []string
 	for _, s := range p.pool(ctx).Slices {
-		if len(s.SharedCounters) > 0 {
-			return true
+		for _, d := range s.Devices {
+			if len(d.ConsumesCounters) > 0 {
+				out = append(out, d.Name)
+			}
 		}
 	}
-	return false
+	return out
 }
 
 // checkCounters reads the node's slices back once they are published: an
@@ -157,11 +185,13 @@ func (p *publisher) countersPublished(ctx context.Context) bool {
 // --partitionable-devices=false.
 func (p *publisher) checkCounters(ctx context.Context, client kubernetes.Interface) {
 	logger := klog.FromContext(ctx)
-	if !p.countersPublished(ctx) {
+	want := p.counterDevices(ctx)
+	if len(want) == 0 {
 		return
 	}
 	var kept bool
 	err := wait.PollUntilContextTimeout(ctx, time.Second, counterCheckTimeout, true, func(ctx context.Context) (bool, error) {
+		kept = false
 		slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 			FieldSelector: resourceapi.ResourceSliceSelectorNodeName + "=" + p.node + "," + resourceapi.ResourceSliceSelectorDriver + "=" + names.DriverName,
 		})
@@ -175,6 +205,7 @@ func (p *publisher) checkCounters(ctx context.Context, client kubernetes.Interfa
 		for _, sl := range slices.Items {
 			gen = max(gen, sl.Spec.Pool.Generation)
 		}
+		got := map[string]bool{}
 		for _, sl := range slices.Items {
 			if sl.Spec.Pool.Generation != gen {
 				continue
@@ -184,8 +215,22 @@ func (p *publisher) checkCounters(ctx context.Context, client kubernetes.Interfa
 			if len(sl.Spec.SharedCounters) > 0 {
 				kept = true
 			}
+			for _, d := range sl.Spec.Devices {
+				got[d.Name] = true
+			}
 		}
-		return seen > 0 && seen >= count, nil
+		if seen == 0 || seen < count {
+			return false, nil
+		}
+		// Until this instance's slices are written, the newest pool may
+		// still be the previous instance's, e.g. from before an admin
+		// switched MIG on: it has none of the devices that consume counters.
+		for _, name := range want {
+			if !got[name] {
+				return false, nil
+			}
+		}
+		return true, nil
 	})
 	if err != nil || kept {
 		return

@@ -168,6 +168,41 @@ func TestCheckCountersRepublishesWithoutCounters(t *testing.T) {
 	}
 }
 
+// The previous plugin instance's pool, of plain GPUs (MIG was off then),
+// may still be the newest when this instance checks: it is no evidence
+// that the API server dropped the counters, and nothing is republished
+// once this instance's pool, counters kept, is there.
+func TestCheckCountersWaitsForItsOwnPool(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p, h := testPublisher(nil, true)
+	require.NoError(t, p.publish(ctx, nil))
+	client := fake.NewClientset()
+	old := &resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-a-old"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-a"),
+			Devices: []resourceapi.Device{{Name: "gpu-0"}, {Name: "gpu-1"}},
+			Pool:    resourceapi.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: 1}},
+	}
+	_, err := client.ResourceV1().ResourceSlices().Create(ctx, old, metav1.CreateOptions{})
+	require.NoError(t, err)
+	go func() {
+		time.Sleep(1500 * time.Millisecond)
+		_ = client.ResourceV1().ResourceSlices().Delete(ctx, old.Name, metav1.DeleteOptions{})
+		for i, s := range h.last(t).Slices {
+			_, _ = client.ResourceV1().ResourceSlices().Create(ctx, &resourceapi.ResourceSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: "node-a-" + string(rune('a'+i))},
+				Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-a"),
+					Devices: s.Devices, SharedCounters: s.SharedCounters,
+					Pool: resourceapi.ResourcePool{Name: "node-a", Generation: 2, ResourceSliceCount: int64(len(h.last(t).Slices))}},
+			}, metav1.CreateOptions{})
+		}
+	}()
+	p.checkCounters(ctx, client)
+	_, sets := deviceNames(h.last(t))
+	assert.Equal(t, 1, sets, "the counters are still published")
+	assert.Len(t, h.pools, 1, "nothing republished")
+}
+
 // fakeBlocked is the claims manager's view of instances being destroyed.
 type fakeBlocked struct {
 	mu      sync.Mutex

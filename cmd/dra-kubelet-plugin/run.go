@@ -129,6 +129,15 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("claim manager: %w", err)
 	}
+	// What the publisher offers: the instances the plugin owns, then those
+	// that exist, both after recovery (which may have destroyed some) and
+	// before the kubelet can call: nothing creates an instance in between.
+	owned := manager.OwnedMIGInstances()
+	if len(mig.byUUID) > 0 {
+		if mig, err = mig.withInstancesNow(ctx, discoverer); err != nil {
+			return err
+		}
+	}
 	// After recovery, before the kubelet can call: grants from host/burst,
 	// sockets of the recovered claims.
 	if err := burstNode.Start(ctx, manager.PreparedClaims()); err != nil {
@@ -199,7 +208,7 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer helper.Stop()
 
-	pub := newPublisher(helper, o.nodeName, infos, mig, manager.OwnedMIGInstances(), devOpts,
+	pub := newPublisher(helper, o.nodeName, infos, mig, owned, devOpts,
 		devices.MIGOptions{PartitionableDevices: o.partitionableDevices})
 	if err := pub.publish(ctx, nil); err != nil {
 		return err
