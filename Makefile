@@ -147,7 +147,7 @@ demo-down: ## remove the demo and stop its local cluster
 	./demo/run.sh down
 
 .PHONY: e2e
-e2e: build ## end-to-end specs on a fresh local cluster, always torn down, then scale-smoke (root; two nodes; first run ~25 min, then ~15 min)
+e2e: build ## end-to-end specs on a fresh local cluster, always torn down, then scale-smoke (root; two nodes; first run ~25 min, then ~18 min)
 	./test/e2e/run.sh
 	$(MAKE) scale-smoke
 
