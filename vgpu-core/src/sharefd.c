@@ -23,10 +23,11 @@ limitations under the License.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
+
+#include "parse.h"
 
 int vgpu_sharefd_nonce_new(uint64_t *nonce)
 {
@@ -54,18 +55,6 @@ int vgpu_sharefd_mark(int fd, uint64_t nonce)
     /* A read lock needs a readable fd, a write lock a writable one. */
     l.l_type = (flags & O_ACCMODE) == O_WRONLY ? F_WRLCK : F_RDLCK;
     return fcntl(fd, F_OFD_SETLK, &l) == 0 ? 0 : -1;
-}
-
-/* A decimal number that is all of s, into *v. */
-static int parse_u64(const char *s, uint64_t *v)
-{
-    char *end;
-
-    if (*s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    *v = strtoull(s, &end, 10);
-    return errno == 0 && *end == '\0' ? 0 : -1;
 }
 
 int vgpu_sharefd_nonce(int fd, uint64_t *nonce)
@@ -101,8 +90,8 @@ int vgpu_sharefd_nonce(int fd, uint64_t *nonce)
             continue;
         locks++;
         if (sscanf(line + 5, "%*d: %*s %*s %*s %*s %*s %23s %23s", start, end) != 2 ||
-            parse_u64(start, &s) != 0 || parse_u64(end, &e) != 0 || s != e || s == 0 ||
-            s > VGPU_SHAREFD_NONCE_MAX)
+            vgpu_parse_uint(start, VGPU_SHAREFD_NONCE_MAX, &s) != 0 ||
+            vgpu_parse_uint(end, VGPU_SHAREFD_NONCE_MAX, &e) != 0 || s != e || s == 0)
             return -1;
         found = s;
     }

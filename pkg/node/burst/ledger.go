@@ -451,11 +451,9 @@ func (l *Ledger) Admit(c Claim) (Decision, error) {
 		if g == nil {
 			return Decision{}, fmt.Errorf("GPU %s: %w", uuid, ErrUnknownGPU)
 		}
-		total := l.booked(uuid, c.UID) + c.Shares[uuid].Guarantee - g.recent
-		if total <= g.usable {
-			continue
+		if short := l.shortfall(g, uuid, c.UID, c.Shares[uuid].Guarantee); short > 0 {
+			l.choose(uuid, short, chosen, &d)
 		}
-		l.choose(uuid, total-g.usable, chosen, &d)
 	}
 	guarantees := map[string]uint64{}
 	for uuid, s := range c.Shares {
@@ -480,15 +478,22 @@ func (l *Ledger) Admitted(uid types.UID) bool {
 		return true
 	}
 	for uuid, guarantee := range p.guarantees {
-		g := l.gpus[uuid]
-		if g == nil || l.booked(uuid, uid)+guarantee-g.recent <= g.usable {
-			continue
-		}
-		if len(l.victims(uuid)) > 0 {
+		if g := l.gpus[uuid]; g != nil && l.shortfall(g, uuid, uid, guarantee) > 0 && len(l.victims(uuid)) > 0 {
 			return false
 		}
 	}
 	return true
+}
+
+// shortfall is what a guarantee of claim uid misses on a GPU next to
+// everything else booked there, recent outside use left out
+// (SetOutsideUse).
+func (l *Ledger) shortfall(g *gpuState, uuid string, uid types.UID, guarantee uint64) uint64 {
+	total := l.booked(uuid, uid) + guarantee - g.recent
+	if total <= g.usable {
+		return 0
+	}
+	return total - g.usable
 }
 
 // Reclaim decides what to reclaim on a GPU where what is booked exceeds

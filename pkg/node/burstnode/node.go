@@ -476,6 +476,10 @@ func (n *Node) refused(reason string) { n.metrics.refusals.WithLabelValues(reaso
 // Reclaim on each GPU.
 func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 	logger := klog.FromContext(ctx)
+	at := col.At
+	if at.IsZero() {
+		at = n.opts.Clock.Now()
+	}
 	owner := map[uint32]types.UID{}
 	for _, cr := range col.Claims {
 		for _, pid := range readHostPIDs(cr.Claim.HostPIDsPath) {
@@ -487,7 +491,7 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 		if g.Processes == nil {
 			continue
 		}
-		outside, recent := n.outsideUse(uuid, g.Processes, owner, col.At)
+		outside, recent := n.outsideUse(uuid, g.Processes, owner, at)
 		n.ledger.SetOutsideUse(uuid, outside, recent)
 	}
 	for _, cr := range col.Claims {
@@ -534,10 +538,6 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 			n.setOverSince(uuid, time.Time{})
 			continue
 		} else {
-			at := col.At
-			if at.IsZero() {
-				at = n.opts.Clock.Now()
-			}
 			if since := n.setOverSince(uuid, at); at.Sub(since) < n.opts.OverheadSettle {
 				logger.V(2).Info("GPU over its memory; reclaiming burst if it lasts", "gpu", uuid, "bytes", booked-usable, "since", since, "settle", n.opts.OverheadSettle)
 				continue
@@ -562,9 +562,6 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 // it by processes first seen outside claims less than OverheadSettle ago
 // (a claim's new process until the host pid mapper attributes it).
 func (n *Node) outsideUse(uuid string, processes map[uint32]uint64, owner map[uint32]types.UID, at time.Time) (outside, recent uint64) {
-	if at.IsZero() {
-		at = n.opts.Clock.Now()
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	since := n.outsideSince[uuid]
