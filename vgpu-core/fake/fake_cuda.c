@@ -349,6 +349,12 @@ static void context_close(fake_ctx *c)
     memset(c->limits, 0, sizeof(c->limits));
     fake_uncharge(dev, g_fake.cfg->context_memory);
     fake_state_contexts(&g_fake.state, g_fake.cfg->gpus[dev].phys, -1);
+    fake_events_close(c);
+}
+
+fake_ctx *fake_current_ctx(void)
+{
+    return tls_ctx;
 }
 
 CUresult cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active)

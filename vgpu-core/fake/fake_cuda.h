@@ -62,6 +62,20 @@ typedef struct fake_stream {
     struct fake_stream *next; /* created streams */
 } fake_stream;
 
+/* An event: where its stream stood when it was recorded, and its time once it completed. */
+typedef struct fake_event {
+    uint32_t magic;
+    unsigned int flags;
+    const fake_ctx *ctx;        /* the context it lives in */
+    struct fake_event *next;    /* live events */
+    int dev;
+    int recorded;
+    uint32_t stream;    /* the engine's stream id */
+    uint64_t last;      /* ticket + 1 of the stream's last kernel then, 0 = none */
+    uint64_t record_ns;
+    uint64_t at;        /* its GPU time once completed, 0 = not seen completed yet */
+} fake_event;
+
 typedef struct fake_pool {
     uint32_t magic;
     int dev;
@@ -92,6 +106,7 @@ typedef struct fake_process {
     fake_stream *streams;   /* created streams */
     uint64_t capture_seq;
     uint64_t rng; /* log-normal kernel durations (seeded by the pid) */
+    struct fake_event *events; /* live events */
 } fake_process;
 
 extern fake_process g_fake;
@@ -99,6 +114,8 @@ extern fake_process g_fake;
 #define FAKE_MAGIC_CTX 0x43545801u
 #define FAKE_MAGIC_STREAM 0x53545201u
 #define FAKE_MAGIC_POOL 0x504f4c01u
+#define FAKE_MAGIC_EVENT 0x45564e01u
+#define FAKE_MAGIC_EVENT_DEAD 0x45564e02u
 
 /* CUDA_SUCCESS when cuInit succeeded in this process (not a forked child). */
 CUresult fake_ready(void);
@@ -116,6 +133,16 @@ extern pthread_key_t ptds_key;
 
 /* The current context's device, or CUDA_ERROR_INVALID_CONTEXT. */
 CUresult fake_current_device(int *dev);
+
+/* The calling thread's current context, NULL if none. */
+fake_ctx *fake_current_ctx(void);
+
+/*
+ * A context closes (g_fake.mu held): its events die with it. A dead event's
+ * memory is kept and any later use of it aborts the process: on NVIDIA's
+ * driver it is a handle into freed memory.
+ */
+void fake_events_close(const fake_ctx *c);
 
 /* 1 when dev is a valid ordinal. */
 int fake_valid_device(int dev);

@@ -648,6 +648,165 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
 }
 
 /* ------------------------------------------------------------------------ */
+/* Events                                                                   */
+/* ------------------------------------------------------------------------ */
+
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags)
+{
+    REQUIRE_READY();
+    int dev;
+    if (phEvent == NULL || (Flags & ~0xfu) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_event *e = calloc(1, sizeof(*e));
+    if (e == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&g_fake.mu);
+    *e = (fake_event){.magic = FAKE_MAGIC_EVENT, .flags = Flags, .dev = dev,
+                      .ctx = fake_current_ctx(), .next = g_fake.events};
+    g_fake.events = e;
+    pthread_mutex_unlock(&g_fake.mu);
+    *phEvent = (CUevent)e;
+    return CUDA_SUCCESS;
+}
+
+void fake_events_close(const fake_ctx *c)
+{
+    for (fake_event **p = &g_fake.events; *p != NULL;) {
+        fake_event *e = *p;
+        if (e->ctx == c) {
+            e->magic = FAKE_MAGIC_EVENT_DEAD;
+            *p = e->next;
+        } else {
+            p = &e->next;
+        }
+    }
+}
+
+static fake_event *valid_event(CUevent h)
+{
+    fake_event *e = (fake_event *)h;
+    if (e != NULL && e->magic == FAKE_MAGIC_EVENT_DEAD) {
+        fprintf(stderr, "fake libcuda: an event of a destroyed context was used\n");
+        abort();
+    }
+    return e != NULL && e->magic == FAKE_MAGIC_EVENT ? e : NULL;
+}
+
+CUresult cuEventDestroy_v2(CUevent hEvent)
+{
+    REQUIRE_READY();
+    fake_event *e = valid_event(hEvent);
+    if (e == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    for (fake_event **p = &g_fake.events; *p != NULL; p = &(*p)->next) {
+        if (*p == e) {
+            *p = e->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    e->magic = 0;
+    free(e);
+    return CUDA_SUCCESS;
+}
+
+/* Records where the stream stands: the event completes when its work up to here has run. */
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream)
+{
+    REQUIRE_READY();
+    fake_event *e = valid_event(hEvent);
+    int dev;
+    if (e == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (fake_current_device(&dev) != CUDA_SUCCESS)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    fake_stream *s = fake_resolve_stream(hStream, 0, dev);
+    if (s == NULL || s->dev != e->dev)
+        return CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&g_fake.mu);
+    if (s->capture != CU_STREAM_CAPTURE_STATUS_NONE) {
+        /* Only the limiter records events here, never into a capture: not modelled. */
+        pthread_mutex_unlock(&g_fake.mu);
+        return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+    }
+    if (s->id == 0)
+        s->id = ++g_fake.stream_ids;
+    e->stream = s->id;
+    e->last = s->last;
+    e->record_ns = fake_now_ns();
+    e->at = 0;
+    e->recorded = 1;
+    pthread_mutex_unlock(&g_fake.mu);
+    return CUDA_SUCCESS;
+}
+
+/* Whether e has completed; its time then in e->at. */
+static int event_done(fake_event *e)
+{
+    if (!e->recorded || e->at != 0)
+        return 1;
+    uint64_t at;
+    if (!fake_state_event_time(&g_fake.state, g_fake.cfg->gpus[e->dev].phys, e->stream, e->last,
+                               e->record_ns, &at))
+        return 0;
+    e->at = at != 0 ? at : 1;
+    return 1;
+}
+
+CUresult cuEventQuery(CUevent hEvent)
+{
+    REQUIRE_READY();
+    fake_event *e = valid_event(hEvent);
+    if (e == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    return event_done(e) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+CUresult cuEventSynchronize(CUevent hEvent)
+{
+    REQUIRE_READY();
+    fake_event *e = valid_event(hEvent);
+    if (e == NULL)
+        return CUDA_ERROR_INVALID_HANDLE;
+    while (!event_done(e))
+        usleep(100);
+    return CUDA_SUCCESS;
+}
+
+/* As the real driver: both recorded with timing, both completed, else NOT_READY. */
+CUresult cuEventElapsedTime(float *pMilliseconds, CUevent hStart, CUevent hEnd)
+{
+    REQUIRE_READY();
+    fake_event *a = valid_event(hStart), *b = valid_event(hEnd);
+    if (pMilliseconds == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (a == NULL || b == NULL || (a->flags & CU_EVENT_DISABLE_TIMING) != 0 ||
+        (b->flags & CU_EVENT_DISABLE_TIMING) != 0)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!a->recorded || !b->recorded)
+        return CUDA_ERROR_INVALID_HANDLE;
+    if (!event_done(a) || !event_done(b))
+        return CUDA_ERROR_NOT_READY;
+    *pMilliseconds = (float)(((double)b->at - (double)a->at) / 1e6);
+    return CUDA_SUCCESS;
+}
+
+/* Capture interaction modes are not modelled: the previous mode is handed back. */
+CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)
+{
+    static __thread CUstreamCaptureMode current = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    if (mode == NULL || *mode > CU_STREAM_CAPTURE_MODE_RELAXED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUstreamCaptureMode old = current;
+    current = *mode;
+    *mode = old;
+    return CUDA_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------ */
 /* Graphs                                                                   */
 /* ------------------------------------------------------------------------ */
 

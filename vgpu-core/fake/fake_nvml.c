@@ -584,6 +584,9 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     REQUIRE_DEVICE_OR_MIG(device, i, mig);
     if (processSamplesCount == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
+    /* As the real driver: no per-process utilisation on MIG-enabled GPUs or their instances. */
+    if (mig != 0 || cfg->gpus[i].mig_current == NVML_DEVICE_MIG_ENABLE)
+        return NVML_ERROR_NOT_SUPPORTED;
     clock_gettime(CLOCK_REALTIME, &ts);
     uint64_t mono = fake_now_ns();
     unsigned long long real_us = (unsigned long long)ts.tv_sec * 1000000ULL +
@@ -615,15 +618,10 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     REQUIRE_DEVICE_OR_MIG(device, i, mig);
     if (utilization == NULL)
         return NVML_ERROR_INVALID_ARGUMENT;
-    /*
-     * A GPU in MIG mode has no GPU-wide utilisation (the real driver says
-     * NOT_SUPPORTED); a MIG device reports its GPU instance's own engine.
-     */
-    if (mig == 0 && cfg->gpus[i].mig_current == NVML_DEVICE_MIG_ENABLE)
+    /* As the real driver: no utilisation on a GPU in MIG mode, nor on its instances. */
+    if (mig != 0 || cfg->gpus[i].mig_current == NVML_DEVICE_MIG_ENABLE)
         return NVML_ERROR_NOT_SUPPORTED;
-    utilization->gpu = mig != 0 ? fake_state_mig_util(&state, cfg->gpus[i].phys, mig,
-                                                      fake_now_ns())
-                                : fake_state_device_util(&state, cfg->gpus[i].phys, fake_now_ns());
+    utilization->gpu = fake_state_device_util(&state, cfg->gpus[i].phys, fake_now_ns());
     /* Memory traffic is not simulated. */
     utilization->memory = 0;
     return NVML_SUCCESS;

@@ -706,6 +706,31 @@ void fake_state_wait_all(fake_state *st, int dev)
     wait_for(st, dev, 0, GPU_WAIT_ALL, true);
 }
 
+bool fake_state_event_time(fake_state *st, int dev, uint32_t stream, uint64_t last,
+                           uint64_t record_ns, uint64_t *at)
+{
+    struct engine_hold hold;
+    gpu_sched *s = engine_enter(st, own_engine(st, dev), dev, &hold);
+    const gpu_queue *q = &s->q[st->slot];
+    uint64_t t = record_ns;
+    bool done = true;
+
+    if (last != 0) {
+        uint64_t ticket = last - 1;
+
+        done = ticket < q->head || gpu_sched_wait(s, st->slot, ticket, (int64_t)stream) == 0;
+        /* A kernel whose record the ring has reused ended long ago: the record time stands. */
+        if (done && ticket < q->tail && q->tail - ticket <= GPU_QUEUE &&
+            q->k[ticket % GPU_QUEUE].end > t)
+            t = q->k[ticket % GPU_QUEUE].end;
+    }
+    done = done && t <= s->now;
+    engine_unlock(&hold);
+    if (done)
+        *at = t;
+    return done;
+}
+
 int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t from,
                              uint64_t to)
 {
@@ -791,15 +816,6 @@ uint64_t fake_state_used_mig(fake_state *st, int dev, unsigned int gi)
     fake_state_reclaim(st);
     fake_state_resolve_host_pids(st);
     return slots_used_mig(st->file, dev, gi, false);
-}
-
-unsigned int fake_state_mig_util(fake_state *st, int dev, uint32_t mig, uint64_t now)
-{
-    fake_dev_engine *e = mig_engine(st->file, dev, mig);
-    if (e == NULL)
-        return 0;
-    engine_catch_up(st, e, dev);
-    return gpu_sensor_percent(&e->busy, now, ((uint64_t)dev << 32) | mig, NULL);
 }
 
 int64_t fake_state_mig_true_busy(fake_state *st, int dev, uint32_t mig, uint64_t from,

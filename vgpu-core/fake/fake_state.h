@@ -237,6 +237,18 @@ void fake_state_wait_stream(fake_state *st, int dev, uint32_t stream, uint64_t t
 void fake_state_wait_all(fake_state *st, int dev);
 
 /*
+ * The GPU time of an event this process recorded on stream (its id) at
+ * record_ns, after ticket last - 1 of the stream (last 0: the stream had
+ * nothing queued then): when the stream's kernels before it have ended, or
+ * record_ns if later. A kernel timed between two events thus counts the
+ * time it waited for the engine (other streams' full grids, other
+ * processes' time slices) besides its run. Returns true and sets *at once
+ * the event has completed by now, false while it has not.
+ */
+bool fake_state_event_time(fake_state *st, int dev, uint32_t stream, uint64_t last,
+                           uint64_t record_ns, uint64_t *at);
+
+/*
  * Ground truth for tests: busy ns of the process with the given pid (as
  * the slot records it, the owner's own pid; 0 = the whole GPU) on dev in
  * [from, to), the engine run up to now first. Returns -1 when no live slot
@@ -303,9 +315,6 @@ uint64_t fake_state_used_mig(fake_state *st, int dev, unsigned int gi);
  */
 int fake_state_processes_mig(fake_state *st, int dev, uint32_t mig, bool gi_only, uint64_t now,
                              fake_proc *out, int max);
-
-/* NVML's sensor for compute instance mig (FAKE_MIG_TAG) of dev: its own engine; 0 if gone. */
-unsigned int fake_state_mig_util(fake_state *st, int dev, uint32_t mig, uint64_t now);
 
 /*
  * Ground truth for tests: busy ns of compute instance mig's engine on dev

@@ -502,6 +502,8 @@ VGPU_CU_API(cuCtxCreate_v3, (CUcontext *pctx, CUexecAffinityParam *paramsArray, 
 VGPU_CU_API(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
                              unsigned int flags, CUdevice dev));
 VGPU_CU_API(cuCtxDestroy_v2, (CUcontext ctx));
+/* Legacy (CUDA < 4.0) name the driver still exports. */
+VGPU_CU_API(cuCtxDestroy, (CUcontext ctx));
 VGPU_CU_API(cuCtxGetCurrent, (CUcontext *pctx));
 VGPU_CU_API(cuCtxSetCurrent, (CUcontext ctx));
 VGPU_CU_API(cuCtxGetDevice, (CUdevice *device));
@@ -687,6 +689,17 @@ VGPU_CU_API(cuStreamGetCaptureInfo_v3_ptsz, (CUstream hStream,
                                              const CUgraphNode **dependencies_out,
                                              const CUgraphEdgeData **edgeData_out,
                                              size_t *numDependencies_out));
+
+/* Events: the limiter times sampled launches with them where NVML cannot (MIG instances). */
+#define CU_EVENT_DEFAULT 0x0
+#define CU_EVENT_DISABLE_TIMING 0x2
+VGPU_CU_API(cuEventCreate, (CUevent *phEvent, unsigned int Flags));
+VGPU_CU_API(cuEventDestroy_v2, (CUevent hEvent));
+VGPU_CU_API(cuEventRecord, (CUevent hEvent, CUstream hStream));
+VGPU_CU_API(cuEventQuery, (CUevent hEvent));
+VGPU_CU_API(cuEventSynchronize, (CUevent hEvent));
+VGPU_CU_API(cuEventElapsedTime, (float *pMilliseconds, CUevent hStart, CUevent hEnd));
+VGPU_CU_API(cuThreadExchangeStreamCaptureMode, (CUstreamCaptureMode *mode));
 
 /* Entry points. */
 /* CUDA 11.3+ resolver. */

@@ -29,6 +29,7 @@ limitations under the License.
 #include "driver.h"
 #include "gpus.h"
 #include "graphs.h"
+#include "limiter.h"
 #include "log.h"
 #include "process.h"
 #include "nvml_query.h"
@@ -155,6 +156,54 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
         vgpu_cu.cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active)
         return vgpu_cu.cuDevicePrimaryCtxRetain(pctx, dev);
     CONTEXT_BODY(cuDevicePrimaryCtxRetain, pctx, dev, RELEASE_PRIMARY(dev), pctx, dev);
+}
+
+/* Not a context: a NULL context passed to a destroy ends no timing. */
+#define CU_CONTEXT_NONE ((CUcontext)(uintptr_t)1)
+
+/*
+ * Context ends: the compute limiter's timing events in the context go first,
+ * while it exists (limiter.h). A primary context's handle is not known from
+ * its device, so its release or reset ends every timing; the next timed
+ * launch starts new ones.
+ */
+#define CONTEXT_ENDING(name, ctx, ...)                                                             \
+    do {                                                                                           \
+        ENTER(name);                                                                               \
+        if (__atomic_load_n(&vgpu_any_sm_limit, __ATOMIC_RELAXED))                                  \
+            vgpu_limiter_context_ending(ctx);                                                      \
+        return vgpu_cu.name(__VA_ARGS__);                                                          \
+    } while (0)
+
+CUresult cuDevicePrimaryCtxRelease(CUdevice dev)
+{
+    CONTEXT_ENDING(cuDevicePrimaryCtxRelease, NULL, dev);
+}
+
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice dev)
+{
+    CONTEXT_ENDING(cuDevicePrimaryCtxRelease_v2, NULL, dev);
+}
+
+CUresult cuDevicePrimaryCtxReset(CUdevice dev)
+{
+    CONTEXT_ENDING(cuDevicePrimaryCtxReset, NULL, dev);
+}
+
+CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+    CONTEXT_ENDING(cuDevicePrimaryCtxReset_v2, NULL, dev);
+}
+
+/* A NULL context is the driver's error to report: no timing ends. */
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+    CONTEXT_ENDING(cuCtxDestroy, ctx != NULL ? ctx : CU_CONTEXT_NONE, ctx);
+}
+
+CUresult cuCtxDestroy_v2(CUcontext ctx)
+{
+    CONTEXT_ENDING(cuCtxDestroy_v2, ctx != NULL ? ctx : CU_CONTEXT_NONE, ctx);
 }
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)

@@ -84,6 +84,12 @@ limitations under the License.
     X(cuGraphExecDestroy)                                                                          \
     X(cuDeviceGraphMemTrim)                                                                        \
     X(cuDevicePrimaryCtxRetain)                                                                    \
+    X(cuDevicePrimaryCtxRelease)                                                                   \
+    X(cuDevicePrimaryCtxRelease_v2)                                                                \
+    X(cuDevicePrimaryCtxReset)                                                                     \
+    X(cuDevicePrimaryCtxReset_v2)                                                                  \
+    X(cuCtxDestroy)                                                                                \
+    X(cuCtxDestroy_v2)                                                                             \
     X(cuCtxCreate_v2)                                                                              \
     X(cuCtxCreate_v3)                                                                              \
     X(cuCtxCreate_v4)                                                                              \
@@ -112,10 +118,14 @@ limitations under the License.
     X(cuGraphMemAllocNodeGetParams)                                                                \
     X(cuGraphChildGraphNodeGetGraph)                                                               \
     X(cuDeviceGetGraphMemAttribute)                                                                \
-    X(cuDevicePrimaryCtxRelease_v2)                                                                \
-    X(cuCtxDestroy_v2)                                                                             \
     X(cuCtxGetCurrent)                                                                             \
     X(cuCtxSetCurrent)                                                                             \
+    X(cuEventCreate)                                                                               \
+    X(cuEventDestroy_v2)                                                                           \
+    X(cuEventRecord)                                                                               \
+    X(cuEventQuery)                                                                                \
+    X(cuEventElapsedTime)                                                                          \
+    X(cuThreadExchangeStreamCaptureMode)                                                           \
     X(cuDevicePrimaryCtxGetState)                                                                  \
     X(cuCtxGetLimit)                                                                               \
     X(cuMemGetAddressRange_v2)                                                                     \

@@ -666,6 +666,8 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
     vgpu_limiter_state_init(&g->compute, g->shm != NULL ? &g->shm->r->devices[g->rec] : NULL,
                       g->enforce && !g->fail_closed, sm.limit, sm.policy,
                       sm.priority == VGPU_PRIORITY_HIGH, mono_ns());
+    /* NVML reports no utilisation per process on a MIG instance: its launches are timed. */
+    g->compute.timed = g->compute.active && strncasecmp(g->uuid, "MIG-", 4) == 0;
     if (g->compute.active)
         VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm.limit,
                   sm.policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",

@@ -28,21 +28,34 @@ limitations under the License.
 #include "graphs.h"
 #include "process.h"
 
-/* Loads the driver and our limits, then waits for the launch's turn in the compute limiter. */
-#define ADMIT(name, stream, ptsz)                                                                  \
+/*
+ * Loads the driver and our limits, then waits for the launch's turn in the
+ * compute limiter; timed is set to the launch's GPU when the limiter times
+ * this launch (vgpu_limiter_launched follows it).
+ */
+#define ADMIT(name, stream, ptsz, timed)                                                           \
     do {                                                                                           \
         if (vgpu_cuda_load() != 0 || vgpu_cu.name == NULL)                                         \
             return CUDA_ERROR_NOT_INITIALIZED;                                                     \
         vgpu_process_init();                                                                        \
         if (__atomic_load_n(&vgpu_any_sm_limit, __ATOMIC_RELAXED))                                  \
-            vgpu_limiter_admit(stream, ptsz);                                                      \
+            timed = vgpu_limiter_admit(stream, ptsz);                                              \
+    } while (0)
+
+/* Admits, launches with launch (an expression), and closes a timed launch. */
+#define ADMITTED_LAUNCH(name, stream, ptsz, launch)                                                \
+    do {                                                                                           \
+        struct vgpu_gpu *timed = NULL;                                                             \
+        CUresult rc;                                                                               \
+        ADMIT(name, stream, ptsz, timed);                                                          \
+        rc = (launch);                                                                             \
+        if (timed != NULL)                                                                         \
+            vgpu_limiter_launched(timed, stream, ptsz, rc);                                        \
+        return rc;                                                                                 \
     } while (0)
 
 #define LAUNCH_BODY(name, stream, ptsz, ...)                                                       \
-    do {                                                                                           \
-        ADMIT(name, stream, ptsz);                                                                 \
-        return vgpu_cu.name(__VA_ARGS__);                                                          \
-    } while (0)
+    ADMITTED_LAUNCH(name, stream, ptsz, vgpu_cu.name(__VA_ARGS__))
 
 CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY,
                         unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY,
@@ -105,12 +118,12 @@ CUresult cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned int gridDimX,
  */
 CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)
 {
-    ADMIT(cuGraphLaunch, hStream, false);
-    return vgpu_graph_run(vgpu_cu.cuGraphLaunch, hGraphExec, hStream);
+    ADMITTED_LAUNCH(cuGraphLaunch, hStream, false,
+                    vgpu_graph_run(vgpu_cu.cuGraphLaunch, hGraphExec, hStream));
 }
 
 CUresult cuGraphLaunch_ptsz(CUgraphExec hGraphExec, CUstream hStream)
 {
-    ADMIT(cuGraphLaunch_ptsz, hStream, true);
-    return vgpu_graph_run(vgpu_cu.cuGraphLaunch_ptsz, hGraphExec, hStream);
+    ADMITTED_LAUNCH(cuGraphLaunch_ptsz, hStream, true,
+                    vgpu_graph_run(vgpu_cu.cuGraphLaunch_ptsz, hGraphExec, hStream));
 }

@@ -84,6 +84,206 @@ static uint32_t pending_us(uint64_t cost)
     return cost / 1000 < UINT32_MAX ? (uint32_t)(cost / 1000) : UINT32_MAX;
 }
 
+/*
+ * Launch timing, for a GPU whose NVML reports no per-process utilisation (a
+ * MIG instance): one launch at a time gets a CUDA event recorded before it
+ * and one after it in its stream, the helper thread reads their GPU time
+ * once the second completed and folds it into the process's cost estimate.
+ * The mutex covers the events: the launching thread holds it from the first
+ * record to the second (the launch between), the helper while it reads
+ * them, a context's destruction while it destroys them. Neither the launch
+ * path nor the helper ever waits for it.
+ */
+enum { TIMER_IDLE, TIMER_ARMED, TIMER_RECORDED };
+
+struct vgpu_launch_timer {
+    pthread_mutex_t mu;
+    int state;          /* TIMER_* */
+    CUcontext ctx;      /* the events' context, NULL = no events */
+    CUevent ev[2];      /* before and after the timed launch */
+    uint64_t due_ns;    /* no new timing before then */
+    struct vgpu_timed_cost cost; /* helper thread only */
+};
+
+static struct vgpu_launch_timer *timer_of(struct vgpu_limiter_state *c)
+{
+    struct vgpu_launch_timer *t = __atomic_load_n(&c->timer, __ATOMIC_ACQUIRE), *fresh;
+
+    if (t != NULL)
+        return t;
+    fresh = calloc(1, sizeof(*fresh));
+    if (fresh == NULL)
+        return NULL;
+    pthread_mutex_init(&fresh->mu, NULL);
+    if (__atomic_compare_exchange_n(&c->timer, &t, fresh, false, __ATOMIC_ACQ_REL,
+                                    __ATOMIC_ACQUIRE))
+        return fresh;
+    free(fresh);
+    return t;
+}
+
+/* Records ev into the launch's stream, relaxed towards other threads' stream captures. */
+static CUresult record(CUevent ev, CUstream s, bool ptsz)
+{
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    CUresult rc;
+
+    if (s == NULL && ptsz)
+        s = CU_STREAM_PER_THREAD;
+    if (vgpu_cu.cuThreadExchangeStreamCaptureMode != NULL &&
+        vgpu_cu.cuThreadExchangeStreamCaptureMode(&mode) != CUDA_SUCCESS)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    rc = vgpu_cu.cuEventRecord(ev, s);
+    if (vgpu_cu.cuThreadExchangeStreamCaptureMode != NULL)
+        vgpu_cu.cuThreadExchangeStreamCaptureMode(&mode);
+    return rc;
+}
+
+/* Destroys the events, if any (t->mu held; their context still exists). */
+static void timer_forget(struct vgpu_launch_timer *t, uint64_t due)
+{
+    for (int i = 0; i < 2 && t->ctx != NULL; i++) {
+        if (t->ev[i] != NULL && vgpu_cu.cuEventDestroy_v2 != NULL)
+            vgpu_cu.cuEventDestroy_v2(t->ev[i]);
+        t->ev[i] = NULL;
+    }
+    t->ctx = NULL;
+    t->state = TIMER_IDLE;
+    __atomic_store_n(&t->due_ns, due, __ATOMIC_RELAXED);
+}
+
+/*
+ * Whether to time this launch on g: a timing is due and nobody else's is
+ * under way. If so, the first event is recorded and t->mu stays held until
+ * vgpu_limiter_launched.
+ */
+static bool timer_arm(struct vgpu_gpu *g, CUstream s, bool ptsz)
+{
+    struct vgpu_launch_timer *t = timer_of(&g->compute);
+    CUcontext cur = NULL;
+    uint64_t now;
+
+    if (t == NULL || __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TIMER_IDLE)
+        return false;
+    now = mono_ns();
+    if (now < __atomic_load_n(&t->due_ns, __ATOMIC_RELAXED) || pthread_mutex_trylock(&t->mu) != 0)
+        return false;
+    if (t->state != TIMER_IDLE || vgpu_cu.cuEventCreate == NULL || vgpu_cu.cuEventRecord == NULL ||
+        vgpu_cu.cuEventQuery == NULL || vgpu_cu.cuEventElapsedTime == NULL ||
+        vgpu_cu.cuCtxGetCurrent == NULL || vgpu_cu.cuCtxGetCurrent(&cur) != CUDA_SUCCESS ||
+        cur == NULL)
+        goto skip;
+    /* Events live in a context: the launch's (the current one; it exists while it launches). */
+    if (t->ctx != cur) {
+        timer_forget(t, 0);
+        if (vgpu_cu.cuEventCreate(&t->ev[0], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+            t->ev[0] = NULL;
+            goto skip;
+        }
+        t->ctx = cur;
+        if (vgpu_cu.cuEventCreate(&t->ev[1], CU_EVENT_DEFAULT) != CUDA_SUCCESS) {
+            t->ev[1] = NULL;
+            timer_forget(t, 0);
+            goto skip;
+        }
+    }
+    if (record(t->ev[0], s, ptsz) != CUDA_SUCCESS)
+        goto skip;
+    __atomic_store_n(&t->state, TIMER_ARMED, __ATOMIC_RELEASE);
+    return true;
+skip:
+    /* Not this launch: the next try after a gap, so a failing driver costs no launch much. */
+    __atomic_store_n(&t->due_ns, now + VGPU_TIMED_GAP_NS, __ATOMIC_RELAXED);
+    pthread_mutex_unlock(&t->mu);
+    return false;
+}
+
+void vgpu_limiter_launched(struct vgpu_gpu *g, CUstream hStream, bool ptsz, CUresult rc)
+{
+    struct vgpu_launch_timer *t = g->compute.timer;
+
+    if (rc == CUDA_SUCCESS)
+        rc = record(t->ev[1], hStream, ptsz);
+    if (rc == CUDA_SUCCESS) {
+        __atomic_store_n(&t->state, TIMER_RECORDED, __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(&t->state, TIMER_IDLE, __ATOMIC_RELEASE);
+        __atomic_store_n(&t->due_ns, mono_ns() + VGPU_TIMED_GAP_NS, __ATOMIC_RELAXED);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Publishes a timed process's cost estimate, where its launches read it. */
+static void publish_cost(struct vgpu_gpu *g, double cost)
+{
+    struct vgpu_region_slot_device *sd = own_slot(g);
+    uint64_t c = cost >= 1 ? (uint64_t)cost : 1;
+
+    if (sd != NULL)
+        __atomic_store_n(&sd->launch_cost_ns, c, __ATOMIC_RELAXED);
+    else
+        __atomic_store_n(&g->compute.private_cost_ns, c, __ATOMIC_RELAXED);
+}
+
+/*
+ * The helper's look at g's timed launch: once the second event completed,
+ * the launch's GPU time goes into the estimate and the next timing is due
+ * after a gap; an error other than "not yet" (the context broke) drops the
+ * events.
+ */
+static void timer_poll(struct vgpu_gpu *g, uint64_t now)
+{
+    static bool relaxed; /* the helper thread's capture mode (only it runs this) */
+    struct vgpu_launch_timer *t = __atomic_load_n(&g->compute.timer, __ATOMIC_ACQUIRE);
+    CUresult rc;
+    float ms = -1;
+
+    if (t == NULL || __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TIMER_RECORDED ||
+        pthread_mutex_trylock(&t->mu) != 0)
+        return;
+    if (!relaxed && vgpu_cu.cuThreadExchangeStreamCaptureMode != NULL) {
+        CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+
+        relaxed = vgpu_cu.cuThreadExchangeStreamCaptureMode(&mode) == CUDA_SUCCESS;
+    }
+    if (t->state != TIMER_RECORDED) {
+        pthread_mutex_unlock(&t->mu);
+        return;
+    }
+    rc = vgpu_cu.cuCtxSetCurrent(t->ctx);
+    if (rc == CUDA_SUCCESS)
+        rc = vgpu_cu.cuEventQuery(t->ev[1]);
+    if (rc == CUDA_SUCCESS)
+        rc = vgpu_cu.cuEventElapsedTime(&ms, t->ev[0], t->ev[1]);
+    if (rc == CUDA_SUCCESS) {
+        publish_cost(g, vgpu_timed_cost_add(&t->cost, (double)ms * 1e6, now));
+        __atomic_store_n(&t->due_ns, now + VGPU_TIMED_GAP_NS, __ATOMIC_RELAXED);
+        __atomic_store_n(&t->state, TIMER_IDLE, __ATOMIC_RELEASE);
+    } else if (rc != CUDA_ERROR_NOT_READY) {
+        VGPU_DEBUG("GPU %s: timing a launch failed (%d): its events are dropped", g->uuid, rc);
+        timer_forget(t, now + VGPU_CTL_PERIOD_NS);
+    }
+    vgpu_cu.cuCtxSetCurrent(NULL);
+    pthread_mutex_unlock(&t->mu);
+}
+
+void vgpu_limiter_context_ending(CUcontext ctx)
+{
+    struct vgpu_gpu *gpus[VGPU_MAX_GPUS];
+    int n = vgpu_gpus_snapshot(gpus, VGPU_MAX_GPUS);
+
+    for (int i = 0; i < n; i++) {
+        struct vgpu_launch_timer *t = __atomic_load_n(&gpus[i]->compute.timer, __ATOMIC_ACQUIRE);
+
+        if (t == NULL)
+            continue;
+        pthread_mutex_lock(&t->mu);
+        if (t->ctx != NULL && (ctx == NULL || t->ctx == ctx))
+            timer_forget(t, 0);
+        pthread_mutex_unlock(&t->mu);
+    }
+}
+
 static void *helper_main(void *arg);
 
 static void start_helper(void)
@@ -109,7 +309,7 @@ static void start_helper(void)
     pthread_mutex_unlock(&T.mu);
 }
 
-void vgpu_limiter_admit(CUstream hStream, bool ptsz)
+struct vgpu_gpu *vgpu_limiter_admit(CUstream hStream, bool ptsz)
 {
     struct vgpu_gpu *g;
     struct vgpu_limiter_state *c;
@@ -117,11 +317,11 @@ void vgpu_limiter_admit(CUstream hStream, bool ptsz)
     uint64_t cost, wait, t0, now;
 
     if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
-        return;
+        return NULL;
     g = vgpu_gpu_for_cuda(dev);
     /* Launches into a capturing stream only build a graph: its launch is charged instead. */
     if (g == NULL || !g->compute.active || vgpu_stream_capturing(hStream, ptsz))
-        return;
+        return NULL;
     c = &g->compute;
     if (!__atomic_load_n(&T.started, __ATOMIC_ACQUIRE))
         start_helper();
@@ -148,7 +348,7 @@ void vgpu_limiter_admit(CUstream hStream, bool ptsz)
          * paced as a continuous refill would pay: the refiller's steps would
          * release them together and their small grids would run side by side.
          */
-        if (__atomic_fetch_add(&c->waiting, 1, __ATOMIC_RELAXED) > 0)
+        if (__atomic_fetch_add(&c->waiting, 1, __ATOMIC_RELAXED) > 0 || c->timed)
             wait = vgpu_bucket_paced_wait(c->bucket, wait, now);
         while (now - t0 < wait && !vgpu_bucket_paid(c->bucket)) {
             uint64_t now_cost = launch_cost(g);
@@ -190,6 +390,7 @@ void vgpu_limiter_admit(CUstream hStream, bool ptsz)
      */
     __atomic_store_n(&c->launches, __atomic_load_n(&c->launches, __ATOMIC_RELAXED) + 1,
                      __ATOMIC_RELAXED);
+    return c->timed && timer_arm(g, hStream, ptsz) ? g : NULL;
 }
 
 /* Copies our counters into our slot for the refiller and the monitor. */
@@ -342,7 +543,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     bool reclaim = false;
     struct vgpu_ctl_tick t = {.now = now, .policy = c->policy, .high_priority = c->high_priority,
                               .obs = obs, .cost_ns = cost};
-    int ns = __atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE)
+    int ns = __atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE) || c->timed
                  ? -1 : vgpu_nvml_query_sm_samples(g->uuid, samples, MAX_SAMPLES);
 
     t.util_known = ns >= 0;
@@ -352,7 +553,8 @@ static void control(struct vgpu_gpu *g, uint64_t now)
         uint32_t pid = vgpu_self_host_pid(g);
 
         obs[0] = (struct vgpu_ctl_obs){.slot = 0, .id = 1,
-            .launches = __atomic_load_n(&c->launches, __ATOMIC_RELAXED)};
+            .launches = __atomic_load_n(&c->launches, __ATOMIC_RELAXED),
+            .timed_cost_ns = __atomic_load_n(&c->private_cost_ns, __ATOMIC_RELAXED)};
         util_of(pid, samples, ns, matched, &obs[0]);
         t.util_known &= pid != 0;
         t.nobs = 1;
@@ -379,7 +581,8 @@ static void control(struct vgpu_gpu *g, uint64_t now)
                 vgpu_region_slot_dead(g->shm, s))
                 reclaim = true;
             obs[t.nobs] = (struct vgpu_ctl_obs){.slot = s, .id = slot_id(sl),
-                .launches = __atomic_load_n(&sd->kernel_launches, __ATOMIC_RELAXED)};
+                .launches = __atomic_load_n(&sd->kernel_launches, __ATOMIC_RELAXED),
+                .timed_cost_ns = __atomic_load_n(&sd->launch_cost_ns, __ATOMIC_RELAXED)};
             if (host_pid != 0)
                 util_of(host_pid, samples, ns, matched, &obs[t.nobs]);
             /* A launching process NVML cannot name would be counted as idle. */
@@ -395,6 +598,11 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     }
     for (int i = 0; i < ns; i++)
         t.foreign_busy |= !matched[i] && samples[i].sm_util > 0;
+    if (c->timed) {
+        /* Each process's share from its own timed cost; other claims' kernels cannot be seen. */
+        vgpu_ctl_timed_util(c->ctl, obs, t.nobs, now);
+        t.timed = t.util_known = t.foreign_busy = true;
+    }
     vgpu_ctl_tick(c->ctl, c->bucket, &t);
     if (t.share_updated)
         __atomic_store_n(&c->bucket->sm_share_time_ns, wall_ns(), __ATOMIC_RELAXED);
@@ -426,6 +634,8 @@ static void service(struct vgpu_gpu *g, uint64_t now)
 
     if (__atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE))
         return;
+    if (c->timed)
+        timer_poll(g, now);
     publish(g);
     if (!hold_lease(g, now))
         return;
@@ -472,6 +682,8 @@ void vgpu_limiter_forked(void)
         gpus[i]->compute.launches = 0;
         gpus[i]->compute.throttled_ns = 0;
         gpus[i]->compute.waiting = 0; /* the parent's threads waited, not ours */
+        /* The parent's events are not the child's (CUDA does not survive a fork): left behind. */
+        gpus[i]->compute.timer = NULL;
     }
 }
 

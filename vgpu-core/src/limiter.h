@@ -51,9 +51,27 @@ struct vgpu_gpu;
 /*
  * Admission of one launch into hStream (ptsz: the _ptsz variant). Returns
  * when the launch may go to the driver. Never delays or synchronizes a
- * launch into a capturing stream.
+ * launch into a capturing stream. Returns the launch's GPU when the launch
+ * is to be timed (a timed GPU's sample is due): the caller then launches and
+ * calls vgpu_limiter_launched at once; NULL otherwise.
  */
-void vgpu_limiter_admit(CUstream hStream, bool ptsz);
+struct vgpu_gpu *vgpu_limiter_admit(CUstream hStream, bool ptsz);
+
+/*
+ * After a launch that vgpu_limiter_admit chose to time (g), with the
+ * driver's answer rc: marks the launch's end in hStream with the second
+ * event (nothing when rc failed). The helper thread reads the pair once it
+ * completed.
+ */
+void vgpu_limiter_launched(struct vgpu_gpu *g, CUstream hStream, bool ptsz, CUresult rc);
+
+/*
+ * Before ctx is destroyed (NULL: a primary context is released or reset,
+ * whose handle is not known): timing events of that context (NULL: of any)
+ * are destroyed while it still exists, so that no handle of a destroyed
+ * context is ever used.
+ */
+void vgpu_limiter_context_ending(CUcontext ctx);
 
 /* Fork child: the helper thread did not survive the fork. */
 void vgpu_limiter_forked(void);

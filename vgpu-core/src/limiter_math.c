@@ -562,6 +562,12 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
 
     t->refund_ns = 0;
     for (int i = 0; i < t->nobs; i++) {
+        if (t->timed) {
+            t->cost_ns[i] = 0;
+            util += t->obs[i].util;
+            launching |= t->obs[i].util > 0;
+            continue;
+        }
         t->cost_ns[i] = vgpu_ctl_cost(c, &t->obs[i], t->util_known, t->now);
         util += t->obs[i].util;
         if (t->obs[i].slot >= 0 && t->obs[i].slot < VGPU_REGION_MAX_SLOTS) {
@@ -624,6 +630,42 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
         if (refund >= 1)
             vgpu_bucket_credit(d, (uint64_t)refund);
     }
+}
+
+void vgpu_ctl_timed_util(struct vgpu_ctl *c, struct vgpu_ctl_obs *obs, int nobs, uint64_t now)
+{
+    for (int i = 0; i < nobs; i++) {
+        struct vgpu_ctl_proc *p;
+
+        obs[i].util = 0;
+        if (obs[i].slot < 0 || obs[i].slot >= VGPU_REGION_MAX_SLOTS)
+            continue;
+        /* The history's first record holds the previous period's count. */
+        p = &c->procs[obs[i].slot];
+        if (p->id == obs[i].id && p->n > 0 && now > p->t[0] &&
+            obs[i].launches >= p->launches[0])
+            obs[i].util = clamp((double)(obs[i].launches - p->launches[0]) *
+                                    (double)obs[i].timed_cost_ns / (double)(now - p->t[0]),
+                                0, 1);
+        p->id = obs[i].id;
+        p->n = 1;
+        p->t[0] = now;
+        p->launches[0] = obs[i].launches;
+    }
+}
+
+double vgpu_timed_cost_add(struct vgpu_timed_cost *t, double elapsed_ns, uint64_t now)
+{
+    if (elapsed_ns >= 0 && elapsed_ns <= 1000.0 * VGPU_CTL_DEFAULT_COST_NS) {
+        double keep = t->weight > 0 && now > t->last_ns
+                          ? 1 - clamp((double)(now - t->last_ns) / VGPU_TIMED_TAU_NS, 0, 1)
+                          : 1;
+
+        t->sum_ns = t->sum_ns * keep + elapsed_ns;
+        t->weight = t->weight * keep + 1;
+        t->last_ns = now;
+    }
+    return t->weight > 0 ? t->sum_ns / t->weight : 0;
 }
 
 void vgpu_limiter_state_init(struct vgpu_limiter_state *c, struct vgpu_region_device *bucket,

@@ -79,6 +79,33 @@ limitations under the License.
 #define VGPU_CTL_SHARE_TAU_NS 10000000000ull
 
 /*
+ * Timed launches (where NVML reports no per-process utilisation: a MIG
+ * instance). A process times one launch at a time with a pair of CUDA
+ * events around it, the next no sooner than this after the last one ended.
+ */
+#define VGPU_TIMED_GAP_NS 1000000ull
+/* Time constant of the mean of timed launches. */
+#define VGPU_TIMED_TAU_NS 300000000ull
+
+/*
+ * The cost estimate of a process whose launches are timed: the mean GPU
+ * time of its timed launches, each weighing less as it ages (time constant
+ * VGPU_TIMED_TAU_NS), the first one alone at first. Zero-filled is empty.
+ */
+struct vgpu_timed_cost {
+    double sum_ns;
+    double weight;
+    uint64_t last_ns; /* when the last timed launch was added */
+};
+
+/*
+ * Adds a launch that took elapsed_ns of GPU time, as seen at now, and
+ * returns the estimate (ns per launch). A negative, NaN or absurd time
+ * (beyond the longest kernel the engine plans for x 1000) adds nothing.
+ */
+double vgpu_timed_cost_add(struct vgpu_timed_cost *t, double elapsed_ns, uint64_t now);
+
+/*
  * Sets the refill rate (fraction of GPU time) and the capacity derived from
  * it (depth_ns of refill). An open bucket (or a balance above the new
  * capacity) is reset to a full bucket, so throttling starts with at most one
@@ -218,7 +245,15 @@ struct vgpu_ctl_obs {
     double util;           /* NVML smUtil, fraction; 0 when NVML had no sample */
     uint64_t window_end;   /* end of the window util describes (same clock as now); 0 = no
                               sample: idle up to one sample period before now */
+    uint64_t timed_cost_ns; /* timed GPUs: the cost the process published (0 = none yet) */
 };
+
+/*
+ * Timed GPUs (no NVML utilisation per process): sets each obs's util to the
+ * launches its process made since the previous period times the cost it
+ * published, over the time between (0 for a process first seen now).
+ */
+void vgpu_ctl_timed_util(struct vgpu_ctl *c, struct vgpu_ctl_obs *obs, int nobs, uint64_t now);
 
 /*
  * Updates the launch-cost estimate of the observed process and returns it
@@ -275,6 +310,13 @@ struct vgpu_ctl_tick {
     double refund_ns;  /* out: tokens given back for launches charged beyond their GPU time */
     bool share_updated; /* out: the device's sm_share_permyriad was updated */
     bool limited;      /* out: the bucket is throttling */
+    /*
+     * The processes time their launches (a GPU whose NVML has no
+     * per-process utilisation): each obs's util is its launches of the
+     * period times the cost the process published, no cost is estimated
+     * here and nothing is refunded.
+     */
+    bool timed;
 };
 
 /*
@@ -305,6 +347,8 @@ struct vgpu_limiter_state {
     uint64_t launches;             /* this process's launches (single relaxed store) */
     uint64_t throttled_ns;         /* this process's time waiting for tokens */
     uint32_t waiting;              /* this process's launches waiting in the bucket now */
+    bool timed;                    /* launches are timed with events (VGPU_TIMED_GAP_NS) */
+    struct vgpu_launch_timer *timer; /* limiter.c's, from the first timed launch */
     /* refiller state (helper thread only) */
     bool owner;
     uint64_t lease_ns;             /* the lease value we wrote */

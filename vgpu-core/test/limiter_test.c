@@ -1442,12 +1442,70 @@ static int trace_streams(int argc, char **argv)
     return 0;
 }
 
+/*
+ * Timed launches (a MIG instance): the estimate is the decaying mean of
+ * the timed launches, absurd times add nothing; the tick takes each
+ * process's published cost as it is, estimates and refunds nothing, and
+ * measures the claim's share as launches x cost over the period.
+ */
+static void test_timed(void)
+{
+    static struct vgpu_ctl c;
+    struct vgpu_timed_cost tc = {0};
+    struct vgpu_region_device d;
+    struct vgpu_ctl_obs o[2] = {{.slot = 0, .id = 1}, {.slot = 3, .id = 7}};
+    double cost[2] = {-1, -1}, est;
+    struct vgpu_ctl_tick t = {.policy = VGPU_POLICY_STRICT, .util_known = true, .timed = true,
+                              .foreign_busy = true, .nobs = 2, .obs = o, .cost_ns = cost};
+    uint64_t now = 1 * S;
+
+    CHECK(absd(vgpu_timed_cost_add(&tc, 2e6, now) - 2e6) < 1);
+    CHECK(absd(vgpu_timed_cost_add(&tc, -1, now) - 2e6) < 1);
+    CHECK(absd(vgpu_timed_cost_add(&tc, 0.0 / 0.0, now) - 2e6) < 1);
+    CHECK(absd(vgpu_timed_cost_add(&tc, 1e15, now) - 2e6) < 1);
+    /* Two at once weigh alike; a second later the old ones are forgotten. */
+    CHECK(absd(vgpu_timed_cost_add(&tc, 4e6, now) - 3e6) < 1);
+    est = vgpu_timed_cost_add(&tc, 1e6, now + VGPU_TIMED_TAU_NS / 2);
+    CHECK(est > 1.5e6 && est < 2.5e6);
+    CHECK(absd(vgpu_timed_cost_add(&tc, 5e5, now + 10 * S) - 5e5) < 1);
+
+    memset(&d, 0, sizeof(d));
+    vgpu_ctl_takeover(&c, &d, 0.3, NULL, now);
+    d.bucket_tokens = -(int64_t)(10 * MS);
+    /* First sight: no share yet. Then 60 and 90 launches of 0.5 and 1 ms in 100 ms: 30 + 90 %. */
+    o[0].launches = 100;
+    o[1].launches = 5;
+    o[0].timed_cost_ns = 500 * US;
+    o[1].timed_cost_ns = 1 * MS;
+    vgpu_ctl_timed_util(&c, o, 2, now);
+    CHECK(o[0].util == 0 && o[1].util == 0);
+    now += VGPU_CTL_PERIOD_NS;
+    o[0].launches += 60;
+    o[1].launches += 90;
+    vgpu_ctl_timed_util(&c, o, 2, now);
+    CHECK(absd(o[0].util - 0.3) < 1e-9 && absd(o[1].util - 0.9) < 1e-9);
+    t.now = now;
+    vgpu_ctl_tick(&c, &d, &t);
+    CHECK(cost[0] == 0 && cost[1] == 0);
+    CHECK(absd(t.util - 1.2) < 1e-9);
+    CHECK(t.limited);
+    CHECK(t.refund_ns == 0);
+    CHECK_EQ(d.bucket_tokens, -(int64_t)(10 * MS));
+    /* A new process in a slot restarts its count; a count gone backwards measures nothing. */
+    now += VGPU_CTL_PERIOD_NS;
+    o[0].id = 2;
+    o[1].launches -= 10;
+    vgpu_ctl_timed_util(&c, o, 2, now);
+    CHECK(o[0].util == 0 && o[1].util == 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 6 && strcmp(argv[1], "trace") == 0)
         return trace_streams(argc, argv);
     test_bucket();
     test_contended_depth();
+    test_timed();
     test_hostile_bucket();
     test_hostile_counters();
     test_cost_estimate();

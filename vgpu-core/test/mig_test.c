@@ -37,11 +37,13 @@ limitations under the License.
 #include <strings.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "claimns.h"
 #include "fake_nvml_mig.h"
+#include "fake_state.h"
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
 #include "vgpu_region.h"
@@ -99,11 +101,96 @@ static int child_unlimited(void)
     return check_failures != 0;
 }
 
-/* Runs this program as name, preloaded, in root's claims namespace; returns its status. */
-static int run_child(const char *name, const char *root, const char *mig)
+/*
+ * The SM-limited child: launches kernel into nstreams streams of the
+ * instance (four per stream between synchronisations; grid blocks each,
+ * below the instance's SMs a small grid) for run_s seconds.
+ */
+static int child_sm(const char *kernel, int nstreams, unsigned grid, int run_s)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction f;
+    CUstream s[8];
+    struct timespec now;
+    time_t end;
+
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    end = now.tv_sec + run_s;
+
+    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+    CHECK_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleLoadData(&mod, "mig_test"), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleGetFunction(&f, mod, kernel), CUDA_SUCCESS);
+    for (int i = 0; i < nstreams; i++)
+        CHECK_EQ(cuStreamCreate(&s[i], CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    if (check_failures != 0)
+        return 1;
+    while (clock_gettime(CLOCK_MONOTONIC, &now) == 0 && now.tv_sec < end) {
+        for (int i = 0; i < nstreams; i++) {
+            CHECK_EQ(cuStreamSynchronize(s[i]), CUDA_SUCCESS);
+            for (int k = 0; k < 4; k++)
+                CHECK_EQ(cuLaunchKernel(f, grid, 1, 1, 128, 1, 1, 0, s[i], NULL, NULL),
+                         CUDA_SUCCESS);
+        }
+    }
+    CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    /* A released primary context ends the limiter's timing first (limiter.h). */
+    CHECK_EQ(cuDevicePrimaryCtxRelease(dev), CUDA_SUCCESS);
+    return check_failures != 0;
+}
+
+/*
+ * Contexts end while the limiter times launches in them: created contexts
+ * destroyed with kernels (and timing events) in flight, the primary context
+ * reset and released. The fake driver aborts on any use of an event of a
+ * destroyed context, as NVIDIA's would touch freed memory.
+ */
+static int child_ctx_churn(void)
+{
+    CUdevice dev;
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction f;
+    CUstream s;
+
+    CHECK_EQ(cuInit(0), CUDA_SUCCESS);
+    CHECK_EQ(cuDeviceGet(&dev, 0), CUDA_SUCCESS);
+    for (int round = 0; round < 40 && check_failures == 0; round++) {
+        bool primary = round % 2 == 1;
+
+        if (primary) {
+            CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, dev), CUDA_SUCCESS);
+            CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+        } else {
+            CHECK_EQ(cuCtxCreate_v2(&ctx, 0, dev), CUDA_SUCCESS);
+        }
+        CHECK_EQ(cuModuleLoadData(&mod, "mig_test"), CUDA_SUCCESS);
+        CHECK_EQ(cuModuleGetFunction(&f, mod, "k_300us"), CUDA_SUCCESS);
+        CHECK_EQ(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        /* Long enough for the helper to find a timing under way, short of the next one. */
+        for (int k = 0; k < 6; k++)
+            CHECK_EQ(cuLaunchKernel(f, 1024, 1, 1, 128, 1, 1, 0, s, NULL, NULL), CUDA_SUCCESS);
+        usleep((useconds_t)(round % 4) * 1500);
+        if (primary) {
+            CHECK_EQ(round % 4 == 1 ? cuDevicePrimaryCtxReset_v2(dev)
+                                    : cuDevicePrimaryCtxRelease_v2(dev),
+                     CUDA_SUCCESS);
+            CHECK_EQ(cuCtxSetCurrent(NULL), CUDA_SUCCESS);
+        } else {
+            CHECK_EQ(cuCtxDestroy_v2(ctx), CUDA_SUCCESS);
+        }
+    }
+    return check_failures != 0;
+}
+
+/* Starts this program as argv[0], preloaded, in root's claims namespace; returns its pid. */
+static pid_t start_child(char *const argv[], const char *root, const char *mig)
 {
     pid_t pid = fork();
-    int st;
 
     if (pid == 0) {
         setenv("LD_PRELOAD", getenv("VGPU_TEST_LIB"), 1);
@@ -112,12 +199,144 @@ static int run_child(const char *name, const char *root, const char *mig)
         setenv("MIG_TEST_UUID", mig, 1);
         if (vgpu_test_enter_claims_ns(root) != 0)
             _exit(125);
-        execl(self_exe, self_exe, name, (char *)NULL);
+        execv(self_exe, argv);
         _exit(127);
     }
-    waitpid(pid, &st, 0);
+    return pid;
+}
+
+static int wait_child(pid_t pid)
+{
+    int st;
+
+    if (pid < 0 || waitpid(pid, &st, 0) != pid)
+        return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+static int run_child_args(char *const argv[], const char *root, const char *mig)
+{
+    return wait_child(start_child(argv, root, mig));
+}
+
+static int run_child(const char *name, const char *root, const char *mig)
+{
+    char *argv[] = {self_exe, (char *)name, NULL};
+
+    return run_child_args(argv, root, mig);
+}
+
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * SM share inside an instance (docs/limiter.md, "Timed launches"): NVML
+ * reports no utilisation per process there, so the limiter times launches
+ * with CUDA events. A claim at 30 % of the instance runs one process of
+ * kernel on nstreams streams for SM_RUN_S seconds; its share is measured
+ * on the instance's own engine (the fake's ground truth): the mean from
+ * 2 s within 2 points of the limit, no second above the limit + 5. Without
+ * timing the limiter would charge every launch the 20 ms it assumes before
+ * a measurement: 3 % for 2 ms kernels.
+ */
+#define SM_RUN_S 8
+static void sm_case(fake_state *st, uint32_t tag, const char *root, const char *mig,
+                    unsigned limit, const char *kernel, int nstreams, unsigned grid)
+{
+    char streams[8], grid_s[16], run_s[8];
+    char *argv[] = {self_exe, "child-sm", (char *)kernel, streams, grid_s, run_s, NULL};
+    const uint64_t S = 1000000000ull;
+    uint64_t t0 = mono_ns(), t1, worst = 0;
+    int64_t busy;
+    double mean;
+
+    snprintf(streams, sizeof(streams), "%d", nstreams);
+    snprintf(grid_s, sizeof(grid_s), "%u", grid);
+    snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S);
+    CHECK_EQ(run_child_args(argv, root, mig), 0);
+    /* Up to the child's last whole second of launching (it ran SM_RUN_S - 1 s at least). */
+    t1 = mono_ns() - S;
+    busy = fake_state_mig_true_busy(st, 0, tag, t0 + 2 * S, t1);
+    CHECK(busy >= 0);
+    mean = 100.0 * (double)busy / (double)(t1 - t0 - 2 * S);
+    for (uint64_t t = t0; t + S <= t1; t += S / 10) {
+        int64_t b = fake_state_mig_true_busy(st, 0, tag, t, t + S);
+
+        worst = b > (int64_t)worst ? (uint64_t)b : worst;
+    }
+    printf("mig_test: %u %% of the instance, %s on %d stream(s), grid %u: %.2f%% from 2 s, "
+           "busiest second %.2f%%\n",
+           limit, kernel, nstreams, grid, mean, 100.0 * (double)worst / (double)S);
+    CHECK(mean >= limit - 2 && mean <= limit + 2);
+    CHECK(worst <= (limit + 5) * S / 100);
+}
+
+/* Writes claim a on root: the instance mig at sm percent, no memory limit. */
+static int make_sm_claim(const char *root, const char *mig, unsigned sm)
+{
+    char path[600];
+    FILE *f;
+
+    if (vgpu_test_make_claim(root, mig) != 0)
+        return -1;
+    snprintf(path, sizeof(path), "%s/a/config", root);
+    if ((f = fopen(path, "w")) == NULL)
+        return -1;
+    fprintf(f, "version=1\nclaim=a\ncompute_policy=strict\ndevice.count=1\n"
+               "device.0.uuid=%s\ndevice.0.memory_limit_bytes=0\ndevice.0.sm_limit_percent=%u\n",
+            mig, sm);
+    return fclose(f);
+}
+
+/*
+ * Two claims share the instance, 30 % and 70 %, one process each of 2 ms
+ * full grids: the engine time-slices their contexts, and a timed kernel
+ * counts the slices it waited through. Each claim's share of the
+ * instance from its process's true busy time.
+ */
+static void sm_pair(fake_state *st, const char *base, const char *mig)
+{
+    const uint64_t S = 1000000000ull;
+    const unsigned limit[2] = {30, 70};
+    char root[2][600], run_s[8];
+    char *argv[] = {self_exe, "child-sm", "k_2000us", "1", "1024", run_s, NULL};
+    pid_t pid[2];
+    uint64_t t0 = mono_ns(), t1;
+    double share[2];
+
+    snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S);
+    for (int i = 0; i < 2; i++) {
+        char cmd[700];
+
+        snprintf(root[i], sizeof(root[i]), "%s/pair%d", base, i);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", root[i]);
+        CHECK(system(cmd) == 0);
+        CHECK_EQ(make_sm_claim(root[i], mig, limit[i]), 0);
+        pid[i] = start_child(argv, root[i], mig);
+    }
+    t1 = t0 + (SM_RUN_S - 1) * S;
+    while (mono_ns() < t1)
+        usleep(100000);
+    for (int i = 0; i < 2; i++) {
+        int64_t b = fake_state_true_busy(st, 0, (unsigned)pid[i], t0 + 2 * S, t1);
+
+        CHECK(b >= 0);
+        share[i] = 100.0 * (double)b / (double)(t1 - t0 - 2 * S);
+    }
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(wait_child(pid[i]), 0);
+    printf("mig_test: claims at 30 %% and 70 %% of one instance, 2 ms kernels: %.2f%% / %.2f%%\n",
+           share[0], share[1]);
+    /* Never above the limits; the slices each kernel waited through are charged to it too. */
+    CHECK(share[0] <= 32 && share[1] <= 72);
+    CHECK(share[0] >= 15 && share[1] >= 35);
+}
+
 
 /* Whether the claim's region names the device uuid in its first device record. */
 static bool region_names(const char *root, const char *uuid)
@@ -180,6 +399,35 @@ static int driver(void)
     CHECK_EQ(vgpu_test_make_claim(root, parent), 0);
     CHECK_EQ(run_child("child-unlimited", root, mig), 0);
 
+    /* SM limits inside the instance: one process, 2 ms full grids; 8 streams of small grids. */
+    {
+        nvmlGpuInstanceInfo_t gi_info;
+        nvmlComputeInstanceInfo_t ci_info;
+        fake_state st;
+        char err[256];
+
+        CHECK_EQ(nvmlGpuInstanceGetInfo(gi, &gi_info), NVML_SUCCESS);
+        CHECK_EQ(nvmlComputeInstanceGetInfo(ci, &ci_info), NVML_SUCCESS);
+        CHECK_EQ(fake_state_open(&st, state, 0, err, sizeof(err)), 0);
+        static const struct {
+            unsigned limit;
+            const char *kernel;
+            int streams;
+            unsigned grid;
+        } cases[] = {{30, "k_2000us", 1, 1024}, {30, "k_2000us", 8, 4}, {70, "k_100us", 8, 4},
+                     {10, "k_ln20000us", 2, 1024}};
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && check_failures == 0; c++) {
+            snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+            CHECK(system(cmd) == 0);
+            CHECK_EQ(make_sm_claim(root, mig, cases[c].limit), 0);
+            sm_case(&st, FAKE_MIG_TAG(gi_info.id, ci_info.id), root, mig, cases[c].limit,
+                    cases[c].kernel, cases[c].streams, cases[c].grid);
+        }
+        sm_pair(&st, state, mig);
+        fake_state_close(&st);
+    }
+    CHECK_EQ(run_child("child-ctx-churn", root, mig), 0);
+
     CHECK_EQ(nvmlComputeInstanceDestroy(ci), NVML_SUCCESS);
     CHECK_EQ(nvmlGpuInstanceDestroy(gi), NVML_SUCCESS);
     nvmlShutdown();
@@ -198,5 +446,9 @@ int main(int argc, char **argv)
         return child_limited();
     if (argc > 1 && strcmp(argv[1], "child-unlimited") == 0)
         return child_unlimited();
+    if (argc > 1 && strcmp(argv[1], "child-ctx-churn") == 0)
+        return child_ctx_churn();
+    if (argc == 6 && strcmp(argv[1], "child-sm") == 0)
+        return child_sm(argv[2], atoi(argv[3]), (unsigned)atoi(argv[4]), atoi(argv[5]));
     return driver();
 }
