@@ -489,6 +489,12 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
+/* The legacy (CUDA < 4.0) name NVIDIA's driver still exports. */
+CUresult cuCtxDestroy(CUcontext ctx)
+{
+    return cuCtxDestroy_v2(ctx);
+}
+
 CUresult cuCtxGetCurrent(CUcontext *pctx)
 {
     REQUIRE_READY();

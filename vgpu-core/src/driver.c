@@ -46,7 +46,8 @@ static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
  * table is forgotten: vgpu_driver_revalidate). The library keeps a
  * reference only where it calls the driver on its own behalf: a copy it
  * opened itself because none was loaded, and NVML once the library uses it
- * for itself (vgpu_nvml_hold: the limiter's thread and the overhead rule).
+ * for itself (vgpu_nvml_hold: the limiter's thread and the overhead rule;
+ * vgpu_cuda_hold: the limiter's thread reading the events of timed launches).
  */
 struct driver_lib {
     const char *soname;
@@ -227,24 +228,34 @@ void vgpu_driver_revalidate(void)
     revalidate(&nvml_lib);
 }
 
-int vgpu_nvml_hold(void)
+/* Keeps the copy of l the table came from loaded for the life of the process. */
+static int hold(struct driver_lib *l)
 {
     void *h;
 
     /* A copy the application has unloaded since: found or opened again. */
-    revalidate(&nvml_lib);
-    if (load(&nvml_lib, true) != 0)
+    revalidate(l);
+    if (load(l, true) != 0)
         return -1;
     pthread_mutex_lock(&load_mu);
-    if (nvml_lib.held == NULL) {
+    if (l->held == NULL) {
         /* The copy the table came from, by the name the loader lists it under. */
-        h = dlopen(nvml_lib.path[0] != '\0' ? nvml_lib.path : nvml_lib.soname,
-                   RTLD_LAZY | RTLD_NOLOAD);
+        h = dlopen(l->path[0] != '\0' ? l->path : l->soname, RTLD_LAZY | RTLD_NOLOAD);
         if (h != NULL)
-            __atomic_store_n(&nvml_lib.held, h, __ATOMIC_RELEASE);
+            __atomic_store_n(&l->held, h, __ATOMIC_RELEASE);
     }
     pthread_mutex_unlock(&load_mu);
-    return nvml_lib.held != NULL ? 0 : -1;
+    return l->held != NULL ? 0 : -1;
+}
+
+int vgpu_nvml_hold(void)
+{
+    return hold(&nvml_lib);
+}
+
+int vgpu_cuda_hold(void)
+{
+    return hold(&cuda_lib);
 }
 
 bool vgpu_cuda_present(void)

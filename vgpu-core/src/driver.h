@@ -216,6 +216,12 @@ void vgpu_driver_revalidate(void);
  */
 int vgpu_nvml_hold(void);
 
+/*
+ * The same for the CUDA driver: the limiter's thread reads the events of
+ * timed launches on its own behalf, which must not find the driver unloaded.
+ */
+int vgpu_cuda_hold(void);
+
 /* Whether stream (a _ptsz call's when ptsz) is capturing: work sent to it only builds a graph. */
 bool vgpu_stream_capturing(CUstream stream, bool ptsz);
 

@@ -98,6 +98,7 @@ enum { TIMER_IDLE, TIMER_ARMED, TIMER_RECORDED };
 
 struct vgpu_launch_timer {
     pthread_mutex_t mu;
+    bool held;          /* the driver stays loaded for the helper's calls: else no timing */
     int state;          /* TIMER_* */
     CUcontext ctx;      /* the events' context, NULL = no events */
     CUevent ev[2];      /* before and after the timed launch */
@@ -105,8 +106,9 @@ struct vgpu_launch_timer {
     struct vgpu_timed_cost cost; /* helper thread only */
 };
 
-static struct vgpu_launch_timer *timer_of(struct vgpu_limiter_state *c)
+static struct vgpu_launch_timer *timer_of(struct vgpu_gpu *g)
 {
+    struct vgpu_limiter_state *c = &g->compute;
     struct vgpu_launch_timer *t = __atomic_load_n(&c->timer, __ATOMIC_ACQUIRE), *fresh;
 
     if (t != NULL)
@@ -115,6 +117,11 @@ static struct vgpu_launch_timer *timer_of(struct vgpu_limiter_state *c)
     if (fresh == NULL)
         return NULL;
     pthread_mutex_init(&fresh->mu, NULL);
+    /* The helper calls the driver on its own behalf: an application's dlclose must not unload it. */
+    fresh->held = vgpu_cuda_hold() == 0;
+    if (!fresh->held)
+        VGPU_ERROR("GPU %s: cannot keep the CUDA driver loaded: launches are not timed, each is "
+                   "charged the longest kernel planned for", g->uuid);
     if (__atomic_compare_exchange_n(&c->timer, &t, fresh, false, __ATOMIC_ACQ_REL,
                                     __ATOMIC_ACQUIRE))
         return fresh;
@@ -159,11 +166,11 @@ static void timer_forget(struct vgpu_launch_timer *t, uint64_t due)
  */
 static bool timer_arm(struct vgpu_gpu *g, CUstream s, bool ptsz)
 {
-    struct vgpu_launch_timer *t = timer_of(&g->compute);
+    struct vgpu_launch_timer *t = timer_of(g);
     CUcontext cur = NULL;
     uint64_t now;
 
-    if (t == NULL || __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TIMER_IDLE)
+    if (t == NULL || !t->held || __atomic_load_n(&t->state, __ATOMIC_ACQUIRE) != TIMER_IDLE)
         return false;
     now = mono_ns();
     if (now < __atomic_load_n(&t->due_ns, __ATOMIC_RELAXED) || pthread_mutex_trylock(&t->mu) != 0)

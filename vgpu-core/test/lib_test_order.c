@@ -173,6 +173,12 @@ static int call_cuGraphUpload_ptsz(void) { return cuGraphUpload_ptsz(NULL, NULL)
 static int call_cuGraphExecDestroy(void) { return cuGraphExecDestroy(NULL); }
 static int call_cuDeviceGraphMemTrim(void) { return cuDeviceGraphMemTrim(0); }
 static int call_cuDevicePrimaryCtxRetain(void) { return cuDevicePrimaryCtxRetain(&ctx, 0); }
+static int call_cuDevicePrimaryCtxRelease(void) { return cuDevicePrimaryCtxRelease(0); }
+static int call_cuDevicePrimaryCtxRelease_v2(void) { return cuDevicePrimaryCtxRelease_v2(0); }
+static int call_cuDevicePrimaryCtxReset(void) { return cuDevicePrimaryCtxReset(0); }
+static int call_cuDevicePrimaryCtxReset_v2(void) { return cuDevicePrimaryCtxReset_v2(0); }
+static int call_cuCtxDestroy(void) { return cuCtxDestroy(ctx); }
+static int call_cuCtxDestroy_v2(void) { return cuCtxDestroy_v2(ctx); }
 static int call_cuCtxCreate_v2(void) { return cuCtxCreate_v2(&ctx, 0, 0); }
 static int call_cuCtxCreate_v3(void) { return cuCtxCreate_v3(&ctx, NULL, 0, 0, 0); }
 static int call_cuCtxCreate_v4(void) { return cuCtxCreate_v4(&ctx, NULL, 0, 0); }
@@ -411,6 +417,12 @@ static const struct order_row rows[] = {
     ROW(cuGraphExecDestroy, NI),
     ROW(cuDeviceGraphMemTrim, NI),
     ROW(cuDevicePrimaryCtxRetain, NI),
+    ROW(cuDevicePrimaryCtxRelease, NI),
+    ROW(cuDevicePrimaryCtxRelease_v2, NI),
+    ROW(cuDevicePrimaryCtxReset, NI),
+    ROW(cuDevicePrimaryCtxReset_v2, NI),
+    ROW(cuCtxDestroy, NI),
+    ROW(cuCtxDestroy_v2, NI),
     ROW(cuCtxCreate_v2, NI),
     ROW(cuCtxCreate_v3, NI),
     ROW(cuCtxCreate_v4, NI),

@@ -82,8 +82,9 @@ type deviceUsage struct {
 }
 
 type gpuSample struct {
-	usedBytes   uint64
-	utilization uint32 // percent
+	usedBytes        uint64
+	utilization      uint32 // percent
+	utilizationKnown bool   // false on a GPU in MIG mode
 	// Read only with Options.OnCollect.
 	totalBytes, reservedBytes uint64
 	processes                 map[uint32]uint64

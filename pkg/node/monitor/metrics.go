@@ -155,7 +155,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(d.gpuClaims, float64(t.claims))
 		if s, ok := snap.gpus[uuid]; ok {
 			gauge(d.gpuMemoryUsed, float64(s.usedBytes))
-			gauge(d.gpuUtil, float64(s.utilization)/100)
+			if s.utilizationKnown {
+				gauge(d.gpuUtil, float64(s.utilization)/100)
+			}
 		}
 	}
 }

@@ -261,11 +261,16 @@ func (m *Monitor) sampleGPU(uuid string) (gpuSample, error) {
 	if ret != nvml.SUCCESS {
 		return gpuSample{}, fmt.Errorf("memory info: %w", ret)
 	}
+	s := gpuSample{usedBytes: min(mem.Used, mem.Total), totalBytes: mem.Total}
+	// NVIDIA's driver reports no utilisation for a GPU in MIG mode: its memory still counts.
 	util, ret := dev.GetUtilizationRates()
-	if ret != nvml.SUCCESS {
+	switch ret {
+	case nvml.SUCCESS:
+		s.utilization, s.utilizationKnown = min(util.Gpu, 100), true
+	case nvml.ERROR_NOT_SUPPORTED:
+	default:
 		return gpuSample{}, fmt.Errorf("utilisation: %w", ret)
 	}
-	s := gpuSample{usedBytes: min(mem.Used, mem.Total), utilization: min(util.Gpu, 100), totalBytes: mem.Total}
 	if m.opts.OnCollect != nil {
 		if v2, ret := dev.GetMemoryInfo_v2(); ret == nvml.SUCCESS {
 			s.reservedBytes = min(v2.Reserved, v2.Total)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2/ktesting"
@@ -52,9 +53,10 @@ func TestOnCollectReportsGPUMemoryProcessesAndReservations(t *testing.T) {
 	a := preparetest.Prepared(dir, uidA, "team-a", "train")
 	preparetest.WriteRegion(t, a.RegionPath, 1536*mib, 2*gib, 25)
 	var got []Collection
+	reg := prometheus.NewRegistry()
 	_, ctx := ktesting.NewTestContext(t)
 	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: preparetest.NewSource(a),
-		GPUs: []discovery.Info{{UUID: uuid, Index: 0, MemoryBytes: 80 * gib}}, Registry: prometheus.NewRegistry(), Interval: time.Second,
+		GPUs: []discovery.Info{{UUID: uuid, Index: 0, MemoryBytes: 80 * gib}}, Registry: reg, Interval: time.Second,
 		OnCollect: func(c Collection) { got = append(got, c) }})
 	require.NoError(t, err)
 	m.nvml = s
@@ -77,5 +79,21 @@ func TestOnCollectReportsGPUMemoryProcessesAndReservations(t *testing.T) {
 		m.snapshot(m.logger)
 		require.Len(t, got, 2)
 		assert.Nil(t, got[1].GPUs[uuid].Processes)
+	})
+
+	t.Run("a GPU in MIG mode: no utilisation, its memory still counts", func(t *testing.T) {
+		count := func(name string) int {
+			n, err := testutil.GatherAndCount(reg, name)
+			require.NoError(t, err)
+			return n
+		}
+		require.Equal(t, 1, count("vgpu_dra_gpu_utilization_ratio"))
+		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED }
+		at = at.Add(time.Minute)
+		m.snapshot(m.logger)
+		require.Len(t, got, 3)
+		assert.Equal(t, uint64(80*gib), got[2].GPUs[uuid].TotalBytes)
+		assert.Equal(t, 0, count("vgpu_dra_gpu_utilization_ratio"))
+		assert.Equal(t, 1, count("vgpu_dra_gpu_memory_used_bytes"))
 	})
 }
