@@ -538,6 +538,31 @@ static void util_of(uint32_t pid, const struct vgpu_sm_sample *s, int n, bool *m
     }
 }
 
+/*
+ * Timed GPUs (a MIG instance): whether a process outside the claim has a
+ * context there, from NVML's list of the instance's processes (it reports
+ * no utilisation to tell whether it runs kernels). Unknown counts as
+ * contended: the claim then holds its limit.
+ */
+static bool timed_contention(const struct vgpu_gpu *g, const uint32_t *ours, int nours)
+{
+    uint32_t pids[MAX_SAMPLES];
+    int n = vgpu_nvml_query_processes(g->uuid, pids, MAX_SAMPLES);
+
+    if (n < 0 || n == MAX_SAMPLES)
+        return true;
+    for (int i = 0; i < n; i++) {
+        int j = 0;
+
+        while (j < nours && ours[j] != pids[i])
+            j++;
+        /* Not ours, or one of ours whose host pid is unknown: either way, contended. */
+        if (j == nours)
+            return true;
+    }
+    return false;
+}
+
 /* One control period of the claim on g (we hold the lease). */
 static void control(struct vgpu_gpu *g, uint64_t now)
 {
@@ -546,6 +571,8 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     static double cost[VGPU_REGION_MAX_SLOTS];
     struct vgpu_sm_sample samples[MAX_SAMPLES];
     bool matched[MAX_SAMPLES] = {false};
+    uint32_t ours[VGPU_REGION_MAX_SLOTS]; /* host pids of the claim's processes, where known */
+    int nours = 0;
     struct vgpu_limiter_state *c = &g->compute;
     bool reclaim = false;
     struct vgpu_ctl_tick t = {.now = now, .policy = c->policy, .high_priority = c->high_priority,
@@ -564,6 +591,7 @@ static void control(struct vgpu_gpu *g, uint64_t now)
             .timed_cost_ns = __atomic_load_n(&c->private_cost_ns, __ATOMIC_RELAXED)};
         util_of(pid, samples, ns, matched, &obs[0]);
         t.util_known &= pid != 0;
+        ours[nours++] = pid;
         t.nobs = 1;
     } else {
         struct vgpu_region *r = g->shm->r;
@@ -592,6 +620,8 @@ static void control(struct vgpu_gpu *g, uint64_t now)
                 .timed_cost_ns = __atomic_load_n(&sd->launch_cost_ns, __ATOMIC_RELAXED)};
             if (host_pid != 0)
                 util_of(host_pid, samples, ns, matched, &obs[t.nobs]);
+            if (host_pid != 0)
+                ours[nours++] = host_pid;
             /* A launching process NVML cannot name would be counted as idle. */
             if (host_pid == 0 && obs[t.nobs].launches > 0)
                 t.util_known = false;
@@ -606,9 +636,12 @@ static void control(struct vgpu_gpu *g, uint64_t now)
     for (int i = 0; i < ns; i++)
         t.foreign_busy |= !matched[i] && samples[i].sm_util > 0;
     if (c->timed) {
-        /* Each process's share from its own timed cost; other claims' kernels cannot be seen. */
+        /* Each process's share from its own timed cost; other claims only by their contexts. */
         vgpu_ctl_timed_util(c->ctl, obs, t.nobs, now);
-        t.timed = t.util_known = t.foreign_busy = true;
+        t.timed = t.util_known = true;
+        t.foreign_busy = c->policy != VGPU_POLICY_WORK_CONSERVING ||
+                         __atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE) ||
+                         timed_contention(g, ours, nours);
     }
     vgpu_ctl_tick(c->ctl, c->bucket, &t);
     if (t.share_updated)

@@ -127,3 +127,20 @@ int vgpu_nvml_query_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int
     }
     return n;
 }
+
+int vgpu_nvml_query_processes(const char *uuid, uint32_t *out, int max)
+{
+    nvmlProcessInfo_t procs[256];
+    unsigned int count = 256;
+    nvmlDevice_t dev;
+    int n = 0;
+
+    if (nvml_init() != NVML_SUCCESS || vgpu_nvml.nvmlDeviceGetHandleByUUID == NULL ||
+        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3 == NULL ||
+        vgpu_nvml.nvmlDeviceGetHandleByUUID(uuid, &dev) != NVML_SUCCESS ||
+        vgpu_nvml.nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, procs) != NVML_SUCCESS)
+        return -1;
+    for (unsigned int i = 0; i < count && i < 256 && n < max; i++)
+        out[n++] = procs[i].pid;
+    return n;
+}

@@ -52,4 +52,12 @@ struct vgpu_sm_sample {
  */
 int vgpu_nvml_query_sm_samples(const char *uuid, struct vgpu_sm_sample *out, int max);
 
+/*
+ * Host pids of the processes NVML lists with a context on the GPU with uuid
+ * (on a MIG device: in that instance), for the limiter where NVML reports no
+ * utilisation. Returns the number stored in out (at most max), or -1 when
+ * NVML cannot tell.
+ */
+int vgpu_nvml_query_processes(const char *uuid, uint32_t *out, int max);
+
 #endif /* VGPU_NVML_QUERY_H */

@@ -276,8 +276,17 @@ static void sm_case(fake_state *st, uint32_t tag, const char *root, const char *
     CHECK(worst <= (limit + 5) * S / 100);
 }
 
-/* Writes claim a on root: the instance mig at sm percent, no memory limit. */
-static int make_sm_claim(const char *root, const char *mig, unsigned sm)
+/* The share of [from, to) the process pid ran on the fake GPU. */
+static double pid_share(fake_state *st, pid_t pid, uint64_t from, uint64_t to)
+{
+    int64_t b = fake_state_true_busy(st, 0, (unsigned)pid, from, to);
+
+    CHECK(b >= 0);
+    return 100.0 * (double)b / (double)(to - from);
+}
+
+/* Writes claim a on root: the instance mig at sm percent under policy, no memory limit. */
+static int make_claim_policy(const char *root, const char *mig, unsigned sm, const char *policy)
 {
     char path[600];
     FILE *f;
@@ -287,10 +296,61 @@ static int make_sm_claim(const char *root, const char *mig, unsigned sm)
     snprintf(path, sizeof(path), "%s/a/config", root);
     if ((f = fopen(path, "w")) == NULL)
         return -1;
-    fprintf(f, "version=1\nclaim=a\ncompute_policy=strict\ndevice.count=1\n"
+    fprintf(f, "version=1\nclaim=a\ncompute_policy=%s\ndevice.count=1\n"
                "device.0.uuid=%s\ndevice.0.memory_limit_bytes=0\ndevice.0.sm_limit_percent=%u\n",
-            mig, sm);
+            policy, mig, sm);
     return fclose(f);
+}
+
+static int make_sm_claim(const char *root, const char *mig, unsigned sm)
+{
+    return make_claim_policy(root, mig, sm, "strict");
+}
+
+/*
+ * workConserving at 30 % of the instance: alone there (NVML lists no other
+ * process in the instance) it uses what it can; beside another claim's
+ * process (strict 30 %) it holds its limit. NVML reports no utilisation on
+ * the instance, so the other claim counts while it has a context there.
+ */
+static void sm_work_conserving(fake_state *st, const char *base, const char *mig)
+{
+    const uint64_t S = 1000000000ull;
+    char root[2][600], run_s[8], cmd[700];
+    char *argv[] = {self_exe, "child-sm", "k_2000us", "1", "1024", run_s, NULL};
+    pid_t pid[2];
+    uint64_t t0, t1;
+    double alone, beside, other;
+
+    snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S);
+    for (int i = 0; i < 2; i++) {
+        snprintf(root[i], sizeof(root[i]), "%s/wc%d", base, i);
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", root[i]);
+        CHECK(system(cmd) == 0);
+        CHECK_EQ(make_claim_policy(root[i], mig, 30, i == 0 ? "workConserving" : "strict"), 0);
+    }
+    t0 = mono_ns();
+    pid[0] = start_child(argv, root[0], mig);
+    t1 = t0 + (SM_RUN_S - 1) * S;
+    while (mono_ns() < t1)
+        usleep(100000);
+    alone = pid_share(st, pid[0], t0 + 2 * S, t1);
+    CHECK_EQ(wait_child(pid[0]), 0);
+    t0 = mono_ns();
+    for (int i = 0; i < 2; i++)
+        pid[i] = start_child(argv, root[i], mig);
+    t1 = t0 + (SM_RUN_S - 1) * S;
+    while (mono_ns() < t1)
+        usleep(100000);
+    beside = pid_share(st, pid[0], t0 + 2 * S, t1);
+    other = pid_share(st, pid[1], t0 + 2 * S, t1);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(wait_child(pid[i]), 0);
+    printf("mig_test: workConserving 30 %% of the instance: %.2f%% alone, %.2f%% beside a "
+           "strict 30 %% claim (%.2f%%)\n",
+           alone, beside, other);
+    CHECK(alone >= 80);
+    CHECK(beside <= 32 && other <= 32);
 }
 
 /*
@@ -322,12 +382,8 @@ static void sm_pair(fake_state *st, const char *base, const char *mig)
     t1 = t0 + (SM_RUN_S - 1) * S;
     while (mono_ns() < t1)
         usleep(100000);
-    for (int i = 0; i < 2; i++) {
-        int64_t b = fake_state_true_busy(st, 0, (unsigned)pid[i], t0 + 2 * S, t1);
-
-        CHECK(b >= 0);
-        share[i] = 100.0 * (double)b / (double)(t1 - t0 - 2 * S);
-    }
+    for (int i = 0; i < 2; i++)
+        share[i] = pid_share(st, pid[i], t0 + 2 * S, t1);
     for (int i = 0; i < 2; i++)
         CHECK_EQ(wait_child(pid[i]), 0);
     printf("mig_test: claims at 30 %% and 70 %% of one instance, 2 ms kernels: %.2f%% / %.2f%%\n",
@@ -424,6 +480,7 @@ static int driver(void)
                     cases[c].kernel, cases[c].streams, cases[c].grid);
         }
         sm_pair(&st, state, mig);
+        sm_work_conserving(&st, state, mig);
         fake_state_close(&st);
     }
     CHECK_EQ(run_child("child-ctx-churn", root, mig), 0);
