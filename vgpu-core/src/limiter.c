@@ -240,7 +240,7 @@ static void publish_cost(struct vgpu_gpu *g, double cost)
  */
 static void timer_poll(struct vgpu_gpu *g, uint64_t now)
 {
-    static bool relaxed; /* the helper thread's capture mode (only it runs this) */
+    static __thread bool relaxed; /* the helper thread's capture mode (only it runs this) */
     struct vgpu_launch_timer *t = __atomic_load_n(&g->compute.timer, __ATOMIC_ACQUIRE);
     CUresult rc;
     float ms = -1;
