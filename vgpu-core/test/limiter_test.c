@@ -1497,6 +1497,14 @@ static void test_timed(void)
     o[1].launches -= 10;
     vgpu_ctl_timed_util(&c, o, 2, now);
     CHECK(o[0].util == 0 && o[1].util == 0);
+    /* A cost or a count a container wrote into its slot: a share of at most the whole GPU. */
+    now += VGPU_CTL_PERIOD_NS;
+    o[0].launches = UINT64_MAX;
+    o[0].timed_cost_ns = UINT64_MAX;
+    o[1].launches += 1;
+    o[1].timed_cost_ns = UINT64_MAX;
+    vgpu_ctl_timed_util(&c, o, 2, now);
+    CHECK(o[0].util <= 1 && o[1].util == 1);
 }
 
 int main(int argc, char **argv)
