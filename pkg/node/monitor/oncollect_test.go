@@ -92,7 +92,7 @@ func TestOnCollectReportsGPUMemoryProcessesAndReservations(t *testing.T) {
 		at = at.Add(time.Minute)
 		m.snapshot(m.logger)
 		require.Len(t, got, 3)
-		assert.Equal(t, uint64(80*gib), got[2].GPUs[uuid].TotalBytes)
+		assert.Equal(t, 80*gib, got[2].GPUs[uuid].TotalBytes)
 		assert.Equal(t, 0, count("vgpu_dra_gpu_utilization_ratio"))
 		assert.Equal(t, 1, count("vgpu_dra_gpu_memory_used_bytes"))
 	})
