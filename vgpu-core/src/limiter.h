@@ -21,8 +21,9 @@ limitations under the License.
  * token bucket in the shared region (limiter_math.h): one atomic operation while
  * tokens remain, a sleep otherwise. One process of the claim, elected by a
  * lease in the region, refills the bucket and runs the closed-loop controller
- * on NVML's per-process utilisation; the others take over when its lease
- * runs out. The work happens on one helper thread per process, started by
+ * on NVML's per-process utilisation (on a MIG instance, where NVML has none,
+ * on the launches each process times with CUDA events); the others take over
+ * when its lease runs out. The work happens on one helper thread per process, started by
  * the first launch on a limited GPU (never in an idle process).
  */
 #ifndef VGPU_LIMITER_H

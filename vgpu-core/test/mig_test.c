@@ -22,7 +22,10 @@ limitations under the License.
  * NVML show the limit as the instance's size, allocations past it are
  * refused, and the region's device record names the MIG- UUID, which the
  * plugin's monitor matches. A config naming only the parent GPU does not
- * limit the instance.
+ * limit the instance. SM limits hold as a share of the instance's time,
+ * learned from launches the library times with CUDA events (NVML reports no
+ * utilisation in MIG mode), also for claims sharing the instance and under
+ * workConserving, and contexts may end while a launch is timed.
  *
  * Run without arguments it is the driver: it creates a 3g.71gb instance on
  * the fake H200 (VGPU_FAKE_MIG_GEOMETRY, set by the Makefile) through the
@@ -116,6 +119,8 @@ static int child_sm(const char *kernel, int nstreams, unsigned grid, int run_s)
     struct timespec now;
     time_t end;
 
+    if (nstreams < 1 || nstreams > 8)
+        return 2;
     clock_gettime(CLOCK_MONOTONIC, &now);
     end = now.tv_sec + run_s;
 
