@@ -33,6 +33,7 @@ limitations under the License.
  * with libvgpu.so (VGPU_TEST_LIB) in a private mount namespace, as root.
  */
 #include <fcntl.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,6 +360,57 @@ static void sm_work_conserving(fake_state *st, const char *base, const char *mig
 }
 
 /*
+ * SIGKILL while launches are timed: one process of a 30 % claim launches
+ * all along while a second one, launching beside it, is SIGKILLed at
+ * random instants (mid-launch, mid-wait, mid-timing, as the refiller) and
+ * replaced, for SM_RUN_S - 2 seconds. No second of the instance goes above
+ * the limit + 5, and the claim is back within 2 points of it by 1.5 s after
+ * the last kill.
+ */
+static void sm_kills(fake_state *st, uint32_t tag, const char *root, const char *mig)
+{
+    const uint64_t S = 1000000000ull;
+    char run_s[8];
+    char *argv[] = {self_exe, "child-sm", "k_2000us", "2", "1024", run_s, NULL};
+    uint64_t t0, kills_end, t1, worst = 0;
+    unsigned seed = 7;
+    int kills = 0;
+    pid_t keep, victim;
+    double after;
+
+    snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S + 3);
+    t0 = mono_ns();
+    keep = start_child(argv, root, mig);
+    victim = start_child(argv, root, mig);
+    kills_end = t0 + (SM_RUN_S - 2) * S;
+    while (mono_ns() < kills_end) {
+        usleep(100000 + (useconds_t)(rand_r(&seed) % 300) * 1000);
+        kill(victim, SIGKILL);
+        waitpid(victim, NULL, 0);
+        kills++;
+        victim = start_child(argv, root, mig);
+    }
+    kill(victim, SIGKILL);
+    waitpid(victim, NULL, 0);
+    t1 = kills_end + 4 * S;
+    while (mono_ns() < t1)
+        usleep(100000);
+    for (uint64_t t = t0; t + S <= t1; t += S / 10) {
+        int64_t b = fake_state_mig_true_busy(st, 0, tag, t, t + S);
+
+        worst = b > (int64_t)worst ? (uint64_t)b : worst;
+    }
+    after = 100.0 * (double)fake_state_mig_true_busy(st, 0, tag, kills_end + 1500000000ull, t1) /
+            (double)(t1 - kills_end - 1500000000ull);
+    CHECK_EQ(wait_child(keep), 0);
+    printf("mig_test: 30 %% of the instance, %d SIGKILLs while launches are timed: busiest second "
+           "%.2f%%, %.2f%% from 1.5 s after the last\n",
+           kills, 100.0 * (double)worst / (double)S, after);
+    CHECK(worst <= 35 * S / 100);
+    CHECK(after >= 28 && after <= 32);
+}
+
+/*
  * Two claims share the instance, 30 % and 70 %, one process each of 2 ms
  * full grids: the engine time-slices their contexts, and a timed kernel
  * counts the slices it waited through. Each claim's share of the
@@ -484,6 +536,10 @@ static int driver(void)
             sm_case(&st, FAKE_MIG_TAG(gi_info.id, ci_info.id), root, mig, cases[c].limit,
                     cases[c].kernel, cases[c].streams, cases[c].grid);
         }
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+        CHECK(system(cmd) == 0);
+        CHECK_EQ(make_sm_claim(root, mig, 30), 0);
+        sm_kills(&st, FAKE_MIG_TAG(gi_info.id, ci_info.id), root, mig);
         sm_pair(&st, state, mig);
         sm_work_conserving(&st, state, mig);
         fake_state_close(&st);
