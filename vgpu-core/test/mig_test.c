@@ -240,6 +240,16 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* Sleeps until CLOCK_MONOTONIC reaches t (ns). */
+static void sleep_until(uint64_t t)
+{
+    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
+                          .tv_nsec = (long)(t % 1000000000ull)};
+
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+    }
+}
+
 /*
  * SM share inside an instance (docs/limiter.md, "Timed launches"): NVML
  * reports no utilisation per process there, so the limiter times launches
@@ -291,13 +301,17 @@ static double pid_share(fake_state *st, pid_t pid, uint64_t from, uint64_t to)
     return 100.0 * (double)b / (double)(to - from);
 }
 
-/* Writes claim a on root: the instance mig at sm percent under policy, no memory limit. */
+/*
+ * Writes claim a on root afresh (whatever root held goes): the instance mig
+ * at sm percent under policy, no memory limit.
+ */
 static int make_claim_policy(const char *root, const char *mig, unsigned sm, const char *policy)
 {
     char path[600];
     FILE *f;
 
-    if (vgpu_test_make_claim(root, mig) != 0)
+    snprintf(path, sizeof(path), "rm -rf %s", root);
+    if (system(path) != 0 || vgpu_test_make_claim(root, mig) != 0)
         return -1;
     snprintf(path, sizeof(path), "%s/a/config", root);
     if ((f = fopen(path, "w")) == NULL)
@@ -322,7 +336,7 @@ static int make_sm_claim(const char *root, const char *mig, unsigned sm)
 static void sm_work_conserving(fake_state *st, const char *base, const char *mig)
 {
     const uint64_t S = 1000000000ull;
-    char root[2][600], run_s[8], cmd[700];
+    char root[2][600], run_s[8];
     char *argv[] = {self_exe, "child-sm", "k_2000us", "1", "1024", run_s, NULL};
     pid_t pid[2];
     uint64_t t0, t1;
@@ -331,23 +345,19 @@ static void sm_work_conserving(fake_state *st, const char *base, const char *mig
     snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S);
     for (int i = 0; i < 2; i++) {
         snprintf(root[i], sizeof(root[i]), "%s/wc%d", base, i);
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", root[i]);
-        CHECK(system(cmd) == 0);
         CHECK_EQ(make_claim_policy(root[i], mig, 30, i == 0 ? "workConserving" : "strict"), 0);
     }
     t0 = mono_ns();
     pid[0] = start_child(argv, root[0], mig);
     t1 = t0 + (SM_RUN_S - 1) * S;
-    while (mono_ns() < t1)
-        usleep(100000);
+    sleep_until(t1);
     alone = pid_share(st, pid[0], t0 + 2 * S, t1);
     CHECK_EQ(wait_child(pid[0]), 0);
     t0 = mono_ns();
     for (int i = 0; i < 2; i++)
         pid[i] = start_child(argv, root[i], mig);
     t1 = t0 + (SM_RUN_S - 1) * S;
-    while (mono_ns() < t1)
-        usleep(100000);
+    sleep_until(t1);
     beside = pid_share(st, pid[0], t0 + 2 * S, t1);
     other = pid_share(st, pid[1], t0 + 2 * S, t1);
     for (int i = 0; i < 2; i++)
@@ -393,8 +403,7 @@ static void sm_kills(fake_state *st, uint32_t tag, const char *root, const char 
     kill(victim, SIGKILL);
     waitpid(victim, NULL, 0);
     t1 = kills_end + 4 * S;
-    while (mono_ns() < t1)
-        usleep(100000);
+    sleep_until(t1);
     for (uint64_t t = t0; t + S <= t1; t += S / 10) {
         int64_t b = fake_state_mig_true_busy(st, 0, tag, t, t + S);
 
@@ -408,6 +417,63 @@ static void sm_kills(fake_state *st, uint32_t tag, const char *root, const char 
            kills, 100.0 * (double)worst / (double)S, after);
     CHECK(worst <= 35 * S / 100);
     CHECK(after >= 28 && after <= 32);
+}
+
+/*
+ * Hostile values in the claim's region while launches are timed (every
+ * process of the claim maps it writable): at 3 s every slot's published
+ * cost becomes 1 ns and its launch count garbage, at 5 s the cost becomes
+ * the largest value. The process republishes its own cost at its next
+ * timing: no second of the instance goes above the limit + 5, and the last
+ * two seconds are within 2 points of it.
+ */
+static void sm_hostile(fake_state *st, uint32_t tag, const char *root, const char *mig)
+{
+    const uint64_t S = 1000000000ull;
+    char path[700], run_s[8];
+    char *argv[] = {self_exe, "child-sm", "k_2000us", "1", "1024", run_s, NULL};
+    uint64_t t0, t1, worst = 0;
+    struct vgpu_region *r;
+    double last;
+    pid_t pid;
+    int fd;
+
+    snprintf(path, sizeof(path), "%s/a/shm/region", root);
+    fd = open(path, O_RDWR);
+    CHECK(fd >= 0);
+    r = mmap(NULL, VGPU_REGION_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    CHECK(r != MAP_FAILED);
+    if (check_failures != 0)
+        return;
+    snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S + 2);
+    t0 = mono_ns();
+    pid = start_child(argv, root, mig);
+    for (int round = 0; round < 2; round++) {
+        sleep_until(t0 + (3 + 2 * (uint64_t)round) * S);
+        for (int i = 0; i < VGPU_REGION_MAX_SLOTS; i++) {
+            struct vgpu_region_slot_device *d = &r->slots[i].devices[0];
+
+            __atomic_store_n(&d->launch_cost_ns, round == 0 ? 1 : UINT64_MAX, __ATOMIC_RELAXED);
+            if (round == 0)
+                __atomic_store_n(&d->kernel_launches, 0xdeadbeefdeadbeefull, __ATOMIC_RELAXED);
+        }
+    }
+    t1 = t0 + (SM_RUN_S + 1) * S;
+    sleep_until(t1);
+    for (uint64_t t = t0; t + S <= t1; t += S / 10) {
+        int64_t b = fake_state_mig_true_busy(st, 0, tag, t, t + S);
+
+        worst = b > (int64_t)worst ? (uint64_t)b : worst;
+    }
+    last = 100.0 * (double)fake_state_mig_true_busy(st, 0, tag, t1 - 2 * S, t1) / (double)(2 * S);
+    CHECK_EQ(wait_child(pid), 0);
+    munmap(r, VGPU_REGION_SIZE);
+    printf("mig_test: 30 %% of the instance, costs of 1 ns at 3 s and of 2^64 - 1 ns at 5 s "
+           "written into the region: busiest second %.2f%%, last two seconds %.2f%%\n",
+           100.0 * (double)worst / (double)S, last);
+    CHECK(worst <= 35 * S / 100);
+    CHECK(last >= 28 && last <= 32);
 }
 
 /*
@@ -428,17 +494,12 @@ static void sm_pair(fake_state *st, const char *base, const char *mig)
 
     snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S);
     for (int i = 0; i < 2; i++) {
-        char cmd[700];
-
         snprintf(root[i], sizeof(root[i]), "%s/pair%d", base, i);
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", root[i]);
-        CHECK(system(cmd) == 0);
         CHECK_EQ(make_sm_claim(root[i], mig, limit[i]), 0);
         pid[i] = start_child(argv, root[i], mig);
     }
     t1 = t0 + (SM_RUN_S - 1) * S;
-    while (mono_ns() < t1)
-        usleep(100000);
+    sleep_until(t1);
     for (int i = 0; i < 2; i++)
         share[i] = pid_share(st, pid[i], t0 + 2 * S, t1);
     for (int i = 0; i < 2; i++)
@@ -530,16 +591,14 @@ static int driver(void)
         } cases[] = {{30, "k_2000us", 1, 1024}, {30, "k_2000us", 8, 4}, {70, "k_100us", 8, 4},
                      {10, "k_ln20000us", 2, 1024}};
         for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && check_failures == 0; c++) {
-            snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-            CHECK(system(cmd) == 0);
             CHECK_EQ(make_sm_claim(root, mig, cases[c].limit), 0);
             sm_case(&st, FAKE_MIG_TAG(gi_info.id, ci_info.id), root, mig, cases[c].limit,
                     cases[c].kernel, cases[c].streams, cases[c].grid);
         }
-        snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-        CHECK(system(cmd) == 0);
         CHECK_EQ(make_sm_claim(root, mig, 30), 0);
         sm_kills(&st, FAKE_MIG_TAG(gi_info.id, ci_info.id), root, mig);
+        CHECK_EQ(make_sm_claim(root, mig, 30), 0);
+        sm_hostile(&st, FAKE_MIG_TAG(gi_info.id, ci_info.id), root, mig);
         sm_pair(&st, state, mig);
         sm_work_conserving(&st, state, mig);
         fake_state_close(&st);
