@@ -354,6 +354,8 @@ struct vgpu_gpu *vgpu_limiter_admit(CUstream hStream, bool ptsz)
          * Behind another of our launches waiting (another stream's thread),
          * paced as a continuous refill would pay: the refiller's steps would
          * release them together and their small grids would run side by side.
+         * On a timed GPU every waiting launch is: a timing measures a
+         * kernel's run, not the busy time it adds beside the others.
          */
         if (__atomic_fetch_add(&c->waiting, 1, __ATOMIC_RELAXED) > 0 || c->timed)
             wait = vgpu_bucket_paced_wait(c->bucket, wait, now);
