@@ -275,7 +275,8 @@ struct vgpu_region_slot_device {
                                    back when its slot is reclaimed */
     uint64_t launch_cost_ns;  /* 48 estimated GPU ns per launch of this process, set by the
                                  refiller (minor 1; on a MIG instance by the process itself,
-                                 from its timed launches); 0 = not estimated yet */
+                                 from its timed launches, for the refiller only); 0 = not
+                                 estimated yet */
     uint64_t charged_bytes;   /* 56 bytes this process has added to the device's used_bytes:
                                  used + overhead + reservations in flight (minor 3) */
 };

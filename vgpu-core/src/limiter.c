@@ -69,9 +69,15 @@ static struct vgpu_region_slot_device *own_slot(const struct vgpu_gpu *g)
     return &g->shm->r->slots[g->shm->slot].devices[g->rec];
 }
 
+/*
+ * What a launch is charged: the estimate the refiller set in our slot, or
+ * our own where nobody else sets it (no slot; a timed GPU, whose slot only
+ * shows our estimate to the refiller: a value written there changes no
+ * charge).
+ */
 static uint64_t launch_cost(const struct vgpu_gpu *g)
 {
-    const struct vgpu_region_slot_device *sd = own_slot(g);
+    const struct vgpu_region_slot_device *sd = g->compute.timed ? NULL : own_slot(g);
     uint64_t c = sd != NULL ? __atomic_load_n(&sd->launch_cost_ns, __ATOMIC_RELAXED)
                             : __atomic_load_n(&g->compute.private_cost_ns, __ATOMIC_RELAXED);
 
@@ -220,16 +226,15 @@ void vgpu_limiter_launched(struct vgpu_gpu *g, CUstream hStream, bool ptsz, CUre
     pthread_mutex_unlock(&t->mu);
 }
 
-/* Publishes a timed process's cost estimate, where its launches read it. */
+/* Sets a timed process's cost estimate, and shows it in its slot for the refiller. */
 static void publish_cost(struct vgpu_gpu *g, double cost)
 {
     struct vgpu_region_slot_device *sd = own_slot(g);
     uint64_t c = cost >= 1 ? (uint64_t)cost : 1;
 
+    __atomic_store_n(&g->compute.private_cost_ns, c, __ATOMIC_RELAXED);
     if (sd != NULL)
         __atomic_store_n(&sd->launch_cost_ns, c, __ATOMIC_RELAXED);
-    else
-        __atomic_store_n(&g->compute.private_cost_ns, c, __ATOMIC_RELAXED);
 }
 
 /*

@@ -343,7 +343,7 @@ struct vgpu_limiter_state {
     bool high_priority;
     struct vgpu_region_device *bucket; /* region record, or private_bucket */
     struct vgpu_region_device private_bucket;
-    uint64_t private_cost_ns;      /* launch cost when there is no region slot */
+    uint64_t private_cost_ns;      /* launch cost without a region slot, or a timed GPU's own */
     uint64_t launches;             /* this process's launches (single relaxed store) */
     uint64_t throttled_ns;         /* this process's time waiting for tokens */
     uint32_t waiting;              /* this process's launches waiting in the bucket now */
