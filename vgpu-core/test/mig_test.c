@@ -251,60 +251,6 @@ static void sleep_until(uint64_t t)
 }
 
 /*
- * SM share inside an instance (docs/limiter.md, "Timed launches"): NVML
- * reports no utilisation per process there, so the limiter times launches
- * with CUDA events. A claim at 30 % of the instance runs one process of
- * kernel on nstreams streams for SM_RUN_S seconds; its share is measured
- * on the instance's own engine (the fake's ground truth): the mean from
- * 2 s at most 2 points above the limit and 3 below (the sweep's worst
- * run: one host thread pacing 7000 launches a second catches up on late
- * wake-ups in bursts whose small grids overlap), no second above the
- * limit + 5. Without
- * timing the limiter would charge every launch the 20 ms it assumes before
- * a measurement: 3 % for 2 ms kernels.
- */
-#define SM_RUN_S 8
-static void sm_case(fake_state *st, uint32_t tag, const char *root, const char *mig,
-                    unsigned limit, const char *kernel, int nstreams, unsigned grid)
-{
-    char streams[8], grid_s[16], run_s[8];
-    char *argv[] = {self_exe, "child-sm", (char *)kernel, streams, grid_s, run_s, NULL};
-    const uint64_t S = 1000000000ull;
-    uint64_t t0 = mono_ns(), t1, worst = 0;
-    int64_t busy;
-    double mean;
-
-    snprintf(streams, sizeof(streams), "%d", nstreams);
-    snprintf(grid_s, sizeof(grid_s), "%u", grid);
-    snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S);
-    CHECK_EQ(run_child_args(argv, root, mig), 0);
-    /* Up to the child's last whole second of launching (it ran SM_RUN_S - 1 s at least). */
-    t1 = mono_ns() - S;
-    busy = fake_state_mig_true_busy(st, 0, tag, t0 + 2 * S, t1);
-    CHECK(busy >= 0);
-    mean = 100.0 * (double)busy / (double)(t1 - t0 - 2 * S);
-    for (uint64_t t = t0; t + S <= t1; t += S / 10) {
-        int64_t b = fake_state_mig_true_busy(st, 0, tag, t, t + S);
-
-        worst = b > (int64_t)worst ? (uint64_t)b : worst;
-    }
-    printf("mig_test: %u %% of the instance, %s on %d stream(s), grid %u: %.2f%% from 2 s, "
-           "busiest second %.2f%%\n",
-           limit, kernel, nstreams, grid, mean, 100.0 * (double)worst / (double)S);
-    CHECK(mean >= limit - 3 && mean <= limit + 2);
-    CHECK(worst <= (limit + 5) * S / 100);
-}
-
-/* The share of [from, to) the process pid ran on the fake GPU. */
-static double pid_share(fake_state *st, pid_t pid, uint64_t from, uint64_t to)
-{
-    int64_t b = fake_state_true_busy(st, 0, (unsigned)pid, from, to);
-
-    CHECK(b >= 0);
-    return 100.0 * (double)b / (double)(to - from);
-}
-
-/*
  * Writes claim a on root afresh (whatever root held goes): the instance mig
  * at sm percent under policy, no memory limit.
  */
@@ -331,12 +277,74 @@ static int make_sm_claim(const char *root, const char *mig, unsigned sm)
 }
 
 /*
+ * The cases below run in real time on a shared host. Each returns whether
+ * it met its goals, and a case that missed runs once more: a stall of a
+ * busy host (a CI machine) delays one run, a fault of the limiter repeats.
+ */
+#define MET_IN_TWO_RUNS(run)                                                                       \
+    ((run) || (printf("mig_test: missed a goal, once more\n"), (run)))
+
+/*
+ * SM share inside an instance (docs/limiter.md, "Timed launches"): NVML
+ * reports no utilisation per process there, so the limiter times launches
+ * with CUDA events. A claim afresh at limit % of the instance runs one
+ * process of kernel on nstreams streams for SM_RUN_S seconds; its share is
+ * measured on the instance's own engine (the fake's ground truth). Goals:
+ * the mean from 2 s at most 2 points above the limit and 3 below (the
+ * sweep's worst run: one host thread pacing 7000 launches a second catches
+ * up on late wake-ups in bursts whose small grids overlap), no second above
+ * the limit + 5. Without timing the limiter would charge every launch the
+ * 20 ms it assumes before a measurement: 3 % for 2 ms kernels.
+ */
+#define SM_RUN_S 8
+static bool sm_case(fake_state *st, uint32_t tag, const char *root, const char *mig,
+                    unsigned limit, const char *kernel, int nstreams, unsigned grid)
+{
+    char streams[8], grid_s[16], run_s[8];
+    char *argv[] = {self_exe, "child-sm", (char *)kernel, streams, grid_s, run_s, NULL};
+    const uint64_t S = 1000000000ull;
+    uint64_t t0 = mono_ns(), t1, worst = 0;
+    int64_t busy;
+    double mean;
+
+    snprintf(streams, sizeof(streams), "%d", nstreams);
+    snprintf(grid_s, sizeof(grid_s), "%u", grid);
+    snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S);
+    CHECK_EQ(make_sm_claim(root, mig, limit), 0);
+    CHECK_EQ(run_child_args(argv, root, mig), 0);
+    /* Up to the child's last whole second of launching (it ran SM_RUN_S - 1 s at least). */
+    t1 = mono_ns() - S;
+    busy = fake_state_mig_true_busy(st, 0, tag, t0 + 2 * S, t1);
+    CHECK(busy >= 0);
+    mean = 100.0 * (double)busy / (double)(t1 - t0 - 2 * S);
+    for (uint64_t t = t0; t + S <= t1; t += S / 10) {
+        int64_t b = fake_state_mig_true_busy(st, 0, tag, t, t + S);
+
+        worst = b > (int64_t)worst ? (uint64_t)b : worst;
+    }
+    printf("mig_test: %u %% of the instance, %s on %d stream(s), grid %u: %.2f%% from 2 s, "
+           "busiest second %.2f%%\n",
+           limit, kernel, nstreams, grid, mean, 100.0 * (double)worst / (double)S);
+    return mean >= limit - 3 && mean <= limit + 2 && worst <= (limit + 5) * S / 100;
+}
+
+/* The share of [from, to) the process pid ran on the fake GPU. */
+static double pid_share(fake_state *st, pid_t pid, uint64_t from, uint64_t to)
+{
+    int64_t b = fake_state_true_busy(st, 0, (unsigned)pid, from, to);
+
+    CHECK(b >= 0);
+    return 100.0 * (double)b / (double)(to - from);
+}
+
+/*
  * workConserving at 30 % of the instance: alone there (NVML lists no other
  * process in the instance) it uses what it can; beside another claim's
  * process (strict 30 %) it holds its limit. NVML reports no utilisation on
  * the instance, so the other claim counts while it has a context there.
+ * Goals: at least 80 % alone, both claims at most 32 % together.
  */
-static void sm_work_conserving(fake_state *st, const char *base, const char *mig)
+static bool sm_work_conserving(fake_state *st, const char *base, const char *mig)
 {
     const uint64_t S = 1000000000ull;
     char root[2][600], run_s[8];
@@ -368,19 +376,18 @@ static void sm_work_conserving(fake_state *st, const char *base, const char *mig
     printf("mig_test: workConserving 30 %% of the instance: %.2f%% alone, %.2f%% beside a "
            "strict 30 %% claim (%.2f%%)\n",
            alone, beside, other);
-    CHECK(alone >= 80);
-    CHECK(beside <= 32 && other <= 32);
+    return alone >= 80 && beside <= 32 && other <= 32;
 }
 
 /*
  * SIGKILL while launches are timed: one process of a 30 % claim launches
  * all along while a second one, launching beside it, is SIGKILLed at
  * random instants (mid-launch, mid-wait, mid-timing, as the refiller) and
- * replaced, for SM_RUN_S - 2 seconds. No second of the instance goes above
- * the limit + 5, and the claim is back within 2 points of it by 1.5 s after
- * the last kill.
+ * replaced, for SM_RUN_S - 2 seconds, the claim made afresh. Goals: no
+ * second of the instance above the limit + 5, the claim back within 2 points
+ * of it by 1.5 s after the last kill.
  */
-static void sm_kills(fake_state *st, uint32_t tag, const char *root, const char *mig)
+static bool sm_kills(fake_state *st, uint32_t tag, const char *root, const char *mig)
 {
     const uint64_t S = 1000000000ull;
     char run_s[8];
@@ -392,6 +399,7 @@ static void sm_kills(fake_state *st, uint32_t tag, const char *root, const char 
     double after;
 
     snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S + 3);
+    CHECK_EQ(make_sm_claim(root, mig, 30), 0);
     t0 = mono_ns();
     keep = start_child(argv, root, mig);
     victim = start_child(argv, root, mig);
@@ -418,19 +426,18 @@ static void sm_kills(fake_state *st, uint32_t tag, const char *root, const char 
     printf("mig_test: 30 %% of the instance, %d SIGKILLs while launches are timed: busiest second "
            "%.2f%%, %.2f%% from 1.5 s after the last\n",
            kills, 100.0 * (double)worst / (double)S, after);
-    CHECK(worst <= 35 * S / 100);
-    CHECK(after >= 28 && after <= 32);
+    return worst <= 35 * S / 100 && after >= 28 && after <= 32;
 }
 
 /*
  * Hostile values in the claim's region while launches are timed (every
  * process of the claim maps it writable): at 3 s every slot's published
  * cost becomes 1 ns and its launch count garbage, at 5 s the cost becomes
- * the largest value. The process republishes its own cost at its next
- * timing: no second of the instance goes above the limit + 5, and the last
- * two seconds are within 2 points of it.
+ * the largest value (the claim made afresh at 30 %). The process republishes
+ * its own cost at its next timing. Goals: no second of the instance above
+ * the limit + 5, the last two seconds within 2 points of it.
  */
-static void sm_hostile(fake_state *st, uint32_t tag, const char *root, const char *mig)
+static bool sm_hostile(fake_state *st, uint32_t tag, const char *root, const char *mig)
 {
     const uint64_t S = 1000000000ull;
     char path[700], run_s[8];
@@ -441,6 +448,7 @@ static void sm_hostile(fake_state *st, uint32_t tag, const char *root, const cha
     pid_t pid;
     int fd;
 
+    CHECK_EQ(make_sm_claim(root, mig, 30), 0);
     snprintf(path, sizeof(path), "%s/a/shm/region", root);
     fd = open(path, O_RDWR);
     CHECK(fd >= 0);
@@ -448,7 +456,7 @@ static void sm_hostile(fake_state *st, uint32_t tag, const char *root, const cha
     close(fd);
     CHECK(r != MAP_FAILED);
     if (check_failures != 0)
-        return;
+        return false;
     snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S + 2);
     t0 = mono_ns();
     pid = start_child(argv, root, mig);
@@ -475,17 +483,18 @@ static void sm_hostile(fake_state *st, uint32_t tag, const char *root, const cha
     printf("mig_test: 30 %% of the instance, costs of 1 ns at 3 s and of 2^64 - 1 ns at 5 s "
            "written into the region: busiest second %.2f%%, last two seconds %.2f%%\n",
            100.0 * (double)worst / (double)S, last);
-    CHECK(worst <= 35 * S / 100);
-    CHECK(last >= 28 && last <= 32);
+    return worst <= 35 * S / 100 && last >= 28 && last <= 32;
 }
 
 /*
  * Two claims share the instance, 30 % and 70 %, one process each of 2 ms
  * full grids: the engine time-slices their contexts, and a timed kernel
  * counts the slices it waited through. Each claim's share of the
- * instance from its process's true busy time.
+ * instance from its process's true busy time. Goals: never more than 2
+ * points above the limits, and no less than half of them: the slices each
+ * kernel waited through are charged to it too.
  */
-static void sm_pair(fake_state *st, const char *base, const char *mig)
+static bool sm_pair(fake_state *st, const char *base, const char *mig)
 {
     const uint64_t S = 1000000000ull;
     const unsigned limit[2] = {30, 70};
@@ -509,9 +518,7 @@ static void sm_pair(fake_state *st, const char *base, const char *mig)
         CHECK_EQ(wait_child(pid[i]), 0);
     printf("mig_test: claims at 30 %% and 70 %% of one instance, 2 ms kernels: %.2f%% / %.2f%%\n",
            share[0], share[1]);
-    /* Never above the limits; the slices each kernel waited through are charged to it too. */
-    CHECK(share[0] <= 32 && share[1] <= 72);
-    CHECK(share[0] >= 15 && share[1] >= 35);
+    return share[0] <= 32 && share[1] <= 72 && share[0] >= 15 && share[1] >= 35;
 }
 
 
@@ -593,17 +600,15 @@ static int driver(void)
             unsigned grid;
         } cases[] = {{30, "k_2000us", 1, 1024}, {30, "k_2000us", 8, 4}, {70, "k_100us", 8, 4},
                      {10, "k_ln20000us", 2, 1024}};
-        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && check_failures == 0; c++) {
-            CHECK_EQ(make_sm_claim(root, mig, cases[c].limit), 0);
-            sm_case(&st, FAKE_MIG_TAG(gi_info.id, ci_info.id), root, mig, cases[c].limit,
-                    cases[c].kernel, cases[c].streams, cases[c].grid);
-        }
-        CHECK_EQ(make_sm_claim(root, mig, 30), 0);
-        sm_kills(&st, FAKE_MIG_TAG(gi_info.id, ci_info.id), root, mig);
-        CHECK_EQ(make_sm_claim(root, mig, 30), 0);
-        sm_hostile(&st, FAKE_MIG_TAG(gi_info.id, ci_info.id), root, mig);
-        sm_pair(&st, state, mig);
-        sm_work_conserving(&st, state, mig);
+        uint32_t tag = FAKE_MIG_TAG(gi_info.id, ci_info.id);
+
+        for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]) && check_failures == 0; c++)
+            CHECK(MET_IN_TWO_RUNS(sm_case(&st, tag, root, mig, cases[c].limit, cases[c].kernel,
+                                          cases[c].streams, cases[c].grid)));
+        CHECK(MET_IN_TWO_RUNS(sm_kills(&st, tag, root, mig)));
+        CHECK(MET_IN_TWO_RUNS(sm_hostile(&st, tag, root, mig)));
+        CHECK(MET_IN_TWO_RUNS(sm_pair(&st, state, mig)));
+        CHECK(MET_IN_TWO_RUNS(sm_work_conserving(&st, state, mig)));
         fake_state_close(&st);
     }
     CHECK_EQ(run_child("child-ctx-churn", root, mig), 0);
