@@ -1233,6 +1233,10 @@ int main(int argc, char **argv)
 
         snprintf(kernel, sizeof(kernel), "k_%dus", atoi(argv[4]));
         streams_batch(argv[0], base, uuid, &st, &r, 1);
+        printf("  seconds:");
+        for (int k = 0; k < RUN_S && r.second[k] >= 0; k++)
+            printf(" %.1f", r.second[k]);
+        printf("\n");
     } else if (streams_grid_run) {
         streams_grid(argv[0], base, uuid, &st, argc == 3 ? atoi(argv[2]) : 2);
     }
