@@ -42,7 +42,7 @@ limitations under the License.
  *   compute_test kills   that SIGKILL case alone.
  *   compute_test streams that 8-stream case alone; "streams LIMIT THREADS
  *                        KERNEL_US small|full" one such run of any cell,
- *                        printed, no goals checked.
+ *                        printed with its seconds, no goals checked.
  *   compute_test sweep   the accuracy table: limits 10..90 % x 1, 2, 4
  *                        processes per claim x 1 and 2 claims per GPU (the
  *                        second at 100 - limit) x kernels 0.1 ms, 2 ms,
