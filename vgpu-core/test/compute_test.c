@@ -786,6 +786,14 @@ static void streams_measure(fake_state *st, struct streams_run *r, uint64_t to)
                            : -1;
 }
 
+/* Prints the run's seconds measured so far. */
+static void streams_print_seconds(const struct streams_run *r)
+{
+    printf("seconds:");
+    for (int k = 0; k < RUN_S && r->second[k] >= 0; k++)
+        printf(" %.1f", r->second[k]);
+}
+
 static void streams_print(const struct streams_run *r)
 {
     printf("  %2u %%, %d thread(s) on as many streams, %s grids of %s: %.2f%% from %d s, first "
@@ -842,8 +850,8 @@ static bool streams_missed(const struct streams_run *r)
  * above the limit + 5 (a 20 ms kernel more for 20 ms kernels). A run that
  * misses is run again alone, up to twice, its seconds and the host's CPU
  * pressure printed: a stall of a shared host delays one run (on a busy
- * 2-core CI machine, 2 of 54 settled late, the later at 6.2 s), a fault of the limiter
- * repeats. No more than 6 runs may need a rerun.
+ * 2-core CI machine, 2 of 54 settled late, the later at 6.2 s), a fault of
+ * the limiter repeats. No more than 6 runs may need a rerun.
  */
 #define STREAMS_RERUNS 2
 #define STREAMS_MAX_MISSED 6
@@ -881,9 +889,7 @@ static void streams_grid(const char *self, const char *base, char uuid[][96], fa
             if (r->cpu_wait >= 0)
                 printf("a task of the host waiting for a CPU %.0f%% of the run, ",
                        r->cpu_wait * 100);
-            printf("seconds:");
-            for (int k = 0; k < RUN_S && r->second[k] >= 0; k++)
-                printf(" %.1f", r->second[k]);
+            streams_print_seconds(r);
             printf("; again alone:\n");
             r->ord = 0;
             streams_batch(self, base, uuid, st, r, 1);
@@ -1233,9 +1239,8 @@ int main(int argc, char **argv)
 
         snprintf(kernel, sizeof(kernel), "k_%dus", atoi(argv[4]));
         streams_batch(argv[0], base, uuid, &st, &r, 1);
-        printf("  seconds:");
-        for (int k = 0; k < RUN_S && r.second[k] >= 0; k++)
-            printf(" %.1f", r.second[k]);
+        printf("  ");
+        streams_print_seconds(&r);
         printf("\n");
     } else if (streams_grid_run) {
         streams_grid(argv[0], base, uuid, &st, argc == 3 ? atoi(argv[2]) : 2);
