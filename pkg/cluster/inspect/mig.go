@@ -178,7 +178,7 @@ func (inv *inventory) counterReasons(g *gpu) []string {
 				continue
 			}
 			switch {
-			case name == "compute-slices":
+			case name == names.CounterComputeSlices:
 				reasons = append(reasons, fmt.Sprintf("compute slices: %s needs %d, %d of %d are free", g.mig.profile, mine[name], max(total-used[name], 0), total))
 			case strings.HasSuffix(name, "-instances"):
 				reasons = append(reasons, fmt.Sprintf("%s: all %d instances the GPU allows are allocated", g.mig.profile, total))
@@ -223,7 +223,11 @@ type MIGInstanceRow struct {
 
 // migRows folds the MIG devices of inv into their GPU's row: rows holds
 // the rows of the other devices; a GPU whose whole-GPU device is not
-// published (an admin's instances) gets a row of its own.
+// published (an admin's instances) gets a row of its own, its memory
+// unknown (0). An instance that holds claims is allocated from its GPU
+// whole: its memory and its share of the GPU's compute slices count in
+// the row's allocated memory and cores, what its claims use in the row's
+// used memory.
 func migRows(inv *inventory, rows []GPURow) []GPURow {
 	byUUID := map[string]int{}
 	for i, r := range rows {
@@ -239,7 +243,7 @@ func migRows(inv *inventory, rows []GPURow) []GPURow {
 		i, ok := byUUID[key]
 		if !ok {
 			rows = append(rows, GPURow{Node: g.node, GPU: fmt.Sprintf("gpu-%d", g.mig.parentIndex), UUID: g.mig.parentUUID,
-				Product: g.product, Health: HealthHealthy})
+				Product: g.product, CoresCapacity: names.CoresCapacity, Health: HealthHealthy})
 			i = len(rows) - 1
 			byUUID[key] = i
 		}
@@ -252,6 +256,13 @@ func migRows(inv *inventory, rows []GPURow) []GPURow {
 			Static: g.mig.static, Claims: slices.Sorted(slices.Values(g.claims)),
 		})
 		rows[i].Claims += g.granted.shares
+		if g.granted.shares > 0 {
+			rows[i].MemoryAllocated += g.memory
+			rows[i].CoresAllocated += inv.computeShare(g)
+		}
+		if g.usedSeen {
+			rows[i].MemoryUsed = ptr.To(ptr.Deref(rows[i].MemoryUsed, 0) + g.usedSum)
+		}
 	}
 	slices.SortStableFunc(rows, func(a, b GPURow) int { return cmp.Or(cmp.Compare(a.Node, b.Node), gpuLess(a.GPU, b.GPU)) })
 	for i := range rows {
@@ -260,6 +271,19 @@ func migRows(inv *inventory, rows []GPURow) []GPURow {
 		})
 	}
 	return rows
+}
+
+// computeShare is the percent of its GPU's SM time MIG device g takes: its
+// compute slices over those of the GPU's counter set; 0 where the slices
+// publish no counters.
+func (inv *inventory) computeShare(g *gpu) int64 {
+	for _, c := range g.device.ConsumesCounters {
+		total := inv.counterTotals(g.key.pool)[c.CounterSet][names.CounterComputeSlices]
+		if used, ok := c.Counters[names.CounterComputeSlices]; ok && total > 0 {
+			return used.Value.Value() * names.CoresCapacity / total
+		}
+	}
+	return 0
 }
 
 // MIGModeOn is GPURow.MIG of a GPU in MIG mode.

@@ -210,9 +210,53 @@ func TestNodesMIGLayout(t *testing.T) {
 		{Device: "gpu-0-mig-3g-71gb-0", Profile: "3g.71gb", PlacementStart: 0, PlacementSize: 3, Static: true},
 		{Device: "gpu-0-mig-1g-18gb-4", Profile: "1g.18gb", PlacementStart: 4, PlacementSize: 1, Claims: []string{"team-a/a", "team-a/b"}},
 	}, m.Instances)
+	assert.Zero(t, m.MemoryCapacity, "no whole-GPU device publishes the GPU's memory")
+	assert.Equal(t, migDeviceMemory(t, snap, "gpu-0-mig-1g-18gb-4"), m.MemoryAllocated,
+		"the instance holding claims is allocated whole; the admin's idle one is not")
+	assert.Equal(t, int64(100*1/7), m.CoresAllocated, "1 of the H200's 7 compute slices")
 	assert.Empty(t, rows[1].MIG)
 
 	var out bytes.Buffer
 	require.NoError(t, PrintNodes(&out, rows, false))
 	golden(t, "nodes-mig.txt", out.String())
+}
+
+// A GPU in MIG mode with its whole-GPU device published: its memory is
+// the GPU's, the instances that hold claims count in what is allocated,
+// whatever the claims inside them booked, and what those claims use in
+// what is used.
+func TestNodesMIGAllocatedInstances(t *testing.T) {
+	snap := migCluster(t)
+	snap.Slices = snap.Slices[1:] // node-m only
+	snap.Claims = []resourceapi.ResourceClaim{
+		holding(migClaim("team-a", "big", "3g.71gb"), "gpu-0-mig-3g-71gb-4"),
+		allocated(migClaim("team-a", "s1", "1g.18gb"), "s1", "node-m", "gpu-0-mig-1g-18gb-0", "2Gi", "30", "1Gi", 0),
+		allocated(migClaim("team-a", "s2", "1g.18gb"), "s2", "node-m", "gpu-0-mig-1g-18gb-0", "3Gi", "30", "512Mi", 0),
+	}
+	rows := Nodes(snap)
+	require.Len(t, rows, 1)
+	m := rows[0]
+	assert.Equal(t, MIGModeOn, m.MIG)
+	assert.Positive(t, m.MemoryCapacity, "the whole-GPU device publishes the GPU's memory")
+	assert.Equal(t, migDeviceMemory(t, snap, "gpu-0-mig-3g-71gb-4")+migDeviceMemory(t, snap, "gpu-0-mig-1g-18gb-0"),
+		m.MemoryAllocated)
+	assert.Equal(t, int64(100*3/7+100*1/7), m.CoresAllocated, "3 and 1 of the H200's 7 compute slices")
+	assert.Equal(t, 3, m.Claims)
+	require.NotNil(t, m.MemoryUsed, "the claims inside the instance report their use")
+	assert.Equal(t, int64(1536)<<20, *m.MemoryUsed)
+}
+
+// migDeviceMemory is the memory device name publishes on node-m.
+func migDeviceMemory(t *testing.T, snap *Snapshot, name string) int64 {
+	t.Helper()
+	for _, s := range snap.Slices {
+		for _, d := range s.Spec.Devices {
+			if s.Spec.Pool.Name == "node-m" && d.Name == name {
+				v := d.Capacity[names.CapacityMemory].Value
+				return v.Value()
+			}
+		}
+	}
+	require.Failf(t, "no such device", "%s", name)
+	return 0
 }

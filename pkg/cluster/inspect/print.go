@@ -41,7 +41,11 @@ func PrintNodes(out io.Writer, rows []GPURow, wide bool) error {
 		if len(r.Taints) > 0 {
 			taints = strings.Join(r.Taints, ",")
 		}
-		line := strings.Join([]string{r.Node, r.GPU, orDash(r.Product), FormatBytes(r.MemoryCapacity),
+		capacity := FormatBytes(r.MemoryCapacity)
+		if r.MemoryCapacity == 0 {
+			capacity = "-" // a GPU seen only through its MIG devices
+		}
+		line := strings.Join([]string{r.Node, r.GPU, orDash(r.Product), capacity,
 			withShare(r.MemoryAllocated, r.MemoryCapacity, FormatBytes), optBytes(r.MemoryUsed),
 			strconv.FormatInt(r.CoresCapacity, 10), withShare(r.CoresAllocated, r.CoresCapacity, formatCores),
 			strconv.Itoa(r.Claims), r.Health, taints}, "\t")

@@ -42,6 +42,10 @@ const (
 	AttrMIGEnabled resourceapi.QualifiedName = "migEnabled"
 )
 
+// CounterComputeSlices is the counter of a MIG-mode GPU's counter set that
+// counts its compute slices (GPCs); each MIG device consumes its profile's.
+const CounterComputeSlices = "compute-slices"
+
 // MIGDeviceClass is the class of MIG devices (docs/mig.md); the other
 // classes select only devices without a profile.
 const MIGDeviceClass = "mig." + DriverName

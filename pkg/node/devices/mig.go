@@ -70,7 +70,7 @@ type MIGOptions struct {
 // Counter names of a GPU's counter set. Counter names must be DNS labels.
 const (
 	// CounterComputeSlices counts the GPU's compute slices (GPCs).
-	CounterComputeSlices = "compute-slices"
+	CounterComputeSlices = names.CounterComputeSlices
 	// counterMemorySlicePrefix is followed by the memory slice's number;
 	// each memory slice is a counter of 1.
 	counterMemorySlicePrefix = "memory-slice-"
