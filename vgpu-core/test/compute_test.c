@@ -808,7 +808,7 @@ static void streams_batch(const char *self, const char *base, char uuid[][96], f
 {
     uint64_t to;
     int status;
-    double waited = cpu_wait_us(), began = now_s();
+    double waited = cpu_wait_us(), began = now_s(), cpu_wait;
 
     CHECK(pipe(stop_pipe) == 0);
     for (int i = 0; i < n; i++)
@@ -816,10 +816,10 @@ static void streams_batch(const char *self, const char *base, char uuid[][96], f
     close(stop_pipe[0]);
     sleep(RUN_S);
     to = measurable_until();
+    cpu_wait = waited < 0 ? -1 : (cpu_wait_us() - waited) / ((now_s() - began) * 1e6);
     for (int i = 0; i < n; i++) {
         streams_measure(st, &r[i], to);
-        r[i].cpu_wait =
-            waited < 0 ? -1 : (cpu_wait_us() - waited) / ((now_s() - began) * 1e6);
+        r[i].cpu_wait = cpu_wait;
     }
     close(stop_pipe[1]);
     stop_pipe[0] = stop_pipe[1] = -1;

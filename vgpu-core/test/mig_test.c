@@ -232,22 +232,54 @@ static int run_child(const char *name, const char *root, const char *mig)
     return run_child_args(argv, root, mig);
 }
 
+#define S 1000000000ull
+
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)ts.tv_sec * S + (uint64_t)ts.tv_nsec;
 }
 
 /* Sleeps until CLOCK_MONOTONIC reaches t (ns). */
 static void sleep_until(uint64_t t)
 {
-    struct timespec ts = {.tv_sec = (time_t)(t / 1000000000ull),
-                          .tv_nsec = (long)(t % 1000000000ull)};
+    struct timespec ts = {.tv_sec = (time_t)(t / S), .tv_nsec = (long)(t % S)};
 
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
     }
+}
+
+/* The instance's share of [from, to), in percent, on its own engine (the fake's ground truth). */
+static double instance_share(fake_state *st, uint32_t tag, uint64_t from, uint64_t to)
+{
+    int64_t busy = fake_state_mig_true_busy(st, 0, tag, from, to);
+
+    CHECK(busy >= 0);
+    return 100.0 * (double)busy / (double)(to - from);
+}
+
+/* The share of [from, to) the process pid ran on the fake GPU. */
+static double pid_share(fake_state *st, pid_t pid, uint64_t from, uint64_t to)
+{
+    int64_t b = fake_state_true_busy(st, 0, (unsigned)pid, from, to);
+
+    CHECK(b >= 0);
+    return 100.0 * (double)b / (double)(to - from);
+}
+
+/* The instance's busiest second within [from, to), sliding by 0.1 s, in percent. */
+static double busiest_second(fake_state *st, uint32_t tag, uint64_t from, uint64_t to)
+{
+    double worst = 0;
+
+    for (uint64_t t = from; t + S <= to; t += S / 10) {
+        double share = instance_share(st, tag, t, t + S);
+
+        worst = share > worst ? share : worst;
+    }
+    return worst;
 }
 
 /*
@@ -302,10 +334,8 @@ static bool sm_case(fake_state *st, uint32_t tag, const char *root, const char *
 {
     char streams[8], grid_s[16], run_s[8];
     char *argv[] = {self_exe, "child-sm", (char *)kernel, streams, grid_s, run_s, NULL};
-    const uint64_t S = 1000000000ull;
-    uint64_t t0 = mono_ns(), t1, worst = 0;
-    int64_t busy;
-    double mean;
+    uint64_t t0 = mono_ns(), t1;
+    double mean, worst;
 
     snprintf(streams, sizeof(streams), "%d", nstreams);
     snprintf(grid_s, sizeof(grid_s), "%u", grid);
@@ -314,27 +344,12 @@ static bool sm_case(fake_state *st, uint32_t tag, const char *root, const char *
     CHECK_EQ(run_child_args(argv, root, mig), 0);
     /* Up to the child's last whole second of launching (it ran SM_RUN_S - 1 s at least). */
     t1 = mono_ns() - S;
-    busy = fake_state_mig_true_busy(st, 0, tag, t0 + 2 * S, t1);
-    CHECK(busy >= 0);
-    mean = 100.0 * (double)busy / (double)(t1 - t0 - 2 * S);
-    for (uint64_t t = t0; t + S <= t1; t += S / 10) {
-        int64_t b = fake_state_mig_true_busy(st, 0, tag, t, t + S);
-
-        worst = b > (int64_t)worst ? (uint64_t)b : worst;
-    }
+    mean = instance_share(st, tag, t0 + 2 * S, t1);
+    worst = busiest_second(st, tag, t0, t1);
     printf("mig_test: %u %% of the instance, %s on %d stream(s), grid %u: %.2f%% from 2 s, "
            "busiest second %.2f%%\n",
-           limit, kernel, nstreams, grid, mean, 100.0 * (double)worst / (double)S);
-    return mean >= limit - 3 && mean <= limit + 2 && worst <= (limit + 5) * S / 100;
-}
-
-/* The share of [from, to) the process pid ran on the fake GPU. */
-static double pid_share(fake_state *st, pid_t pid, uint64_t from, uint64_t to)
-{
-    int64_t b = fake_state_true_busy(st, 0, (unsigned)pid, from, to);
-
-    CHECK(b >= 0);
-    return 100.0 * (double)b / (double)(to - from);
+           limit, kernel, nstreams, grid, mean, worst);
+    return mean >= limit - 3 && mean <= limit + 2 && worst <= limit + 5;
 }
 
 /*
@@ -346,7 +361,6 @@ static double pid_share(fake_state *st, pid_t pid, uint64_t from, uint64_t to)
  */
 static bool sm_work_conserving(fake_state *st, const char *base, const char *mig)
 {
-    const uint64_t S = 1000000000ull;
     char root[2][600], run_s[8];
     char *argv[] = {self_exe, "child-sm", "k_2000us", "1", "1024", run_s, NULL};
     pid_t pid[2];
@@ -389,14 +403,13 @@ static bool sm_work_conserving(fake_state *st, const char *base, const char *mig
  */
 static bool sm_kills(fake_state *st, uint32_t tag, const char *root, const char *mig)
 {
-    const uint64_t S = 1000000000ull;
     char run_s[8];
     char *argv[] = {self_exe, "child-sm", "k_2000us", "2", "1024", run_s, NULL};
-    uint64_t t0, kills_end, t1, worst = 0;
+    uint64_t t0, kills_end, t1;
     unsigned seed = 7;
     int kills = 0;
     pid_t keep, victim;
-    double after;
+    double worst, after;
 
     snprintf(run_s, sizeof(run_s), "%d", SM_RUN_S + 3);
     CHECK_EQ(make_sm_claim(root, mig, 30), 0);
@@ -415,18 +428,13 @@ static bool sm_kills(fake_state *st, uint32_t tag, const char *root, const char 
     waitpid(victim, NULL, 0);
     t1 = kills_end + 4 * S;
     sleep_until(t1);
-    for (uint64_t t = t0; t + S <= t1; t += S / 10) {
-        int64_t b = fake_state_mig_true_busy(st, 0, tag, t, t + S);
-
-        worst = b > (int64_t)worst ? (uint64_t)b : worst;
-    }
-    after = 100.0 * (double)fake_state_mig_true_busy(st, 0, tag, kills_end + 1500000000ull, t1) /
-            (double)(t1 - kills_end - 1500000000ull);
+    worst = busiest_second(st, tag, t0, t1);
+    after = instance_share(st, tag, kills_end + 3 * S / 2, t1);
     CHECK_EQ(wait_child(keep), 0);
     printf("mig_test: 30 %% of the instance, %d SIGKILLs while launches are timed: busiest second "
            "%.2f%%, %.2f%% from 1.5 s after the last\n",
-           kills, 100.0 * (double)worst / (double)S, after);
-    return worst <= 35 * S / 100 && after >= 28 && after <= 32;
+           kills, worst, after);
+    return worst <= 35 && after >= 28 && after <= 32;
 }
 
 /*
@@ -439,12 +447,11 @@ static bool sm_kills(fake_state *st, uint32_t tag, const char *root, const char 
  */
 static bool sm_hostile(fake_state *st, uint32_t tag, const char *root, const char *mig)
 {
-    const uint64_t S = 1000000000ull;
     char path[700], run_s[8];
     char *argv[] = {self_exe, "child-sm", "k_2000us", "1", "1024", run_s, NULL};
-    uint64_t t0, t1, worst = 0;
+    uint64_t t0, t1;
     struct vgpu_region *r;
-    double last;
+    double worst, last;
     pid_t pid;
     int fd;
 
@@ -472,18 +479,14 @@ static bool sm_hostile(fake_state *st, uint32_t tag, const char *root, const cha
     }
     t1 = t0 + (SM_RUN_S + 1) * S;
     sleep_until(t1);
-    for (uint64_t t = t0; t + S <= t1; t += S / 10) {
-        int64_t b = fake_state_mig_true_busy(st, 0, tag, t, t + S);
-
-        worst = b > (int64_t)worst ? (uint64_t)b : worst;
-    }
-    last = 100.0 * (double)fake_state_mig_true_busy(st, 0, tag, t1 - 2 * S, t1) / (double)(2 * S);
+    worst = busiest_second(st, tag, t0, t1);
+    last = instance_share(st, tag, t1 - 2 * S, t1);
     CHECK_EQ(wait_child(pid), 0);
     munmap(r, VGPU_REGION_SIZE);
     printf("mig_test: 30 %% of the instance, costs of 1 ns at 3 s and of 2^64 - 1 ns at 5 s "
            "written into the region: busiest second %.2f%%, last two seconds %.2f%%\n",
-           100.0 * (double)worst / (double)S, last);
-    return worst <= 35 * S / 100 && last >= 28 && last <= 32;
+           worst, last);
+    return worst <= 35 && last >= 28 && last <= 32;
 }
 
 /*
@@ -496,7 +499,6 @@ static bool sm_hostile(fake_state *st, uint32_t tag, const char *root, const cha
  */
 static bool sm_pair(fake_state *st, const char *base, const char *mig)
 {
-    const uint64_t S = 1000000000ull;
     const unsigned limit[2] = {30, 70};
     char root[2][600], run_s[8];
     char *argv[] = {self_exe, "child-sm", "k_2000us", "1", "1024", run_s, NULL};
