@@ -82,6 +82,8 @@ type inventory struct {
 	ordered []*gpu
 	// newest is the newest generation of each pool.
 	newest map[string]int64
+	// totals caches counterTotals by pool.
+	totals map[string]map[string]map[string]int64
 }
 
 func newInventory(snap *Snapshot) *inventory {

@@ -77,8 +77,12 @@ func (m *migDev) describe() string {
 	return fmt.Sprintf("%s at slice %d", m.profile, m.start)
 }
 
-// counterTotals are the published counter sets of a pool, by set name.
+// counterTotals are the published counter sets of a pool, by set name,
+// read from the slices once per pool.
 func (inv *inventory) counterTotals(pool string) map[string]map[string]int64 {
+	if out, ok := inv.totals[pool]; ok {
+		return out
+	}
 	out := map[string]map[string]int64{}
 	for i := range inv.snap.Slices {
 		s := &inv.snap.Slices[i]
@@ -93,6 +97,10 @@ func (inv *inventory) counterTotals(pool string) map[string]map[string]int64 {
 			out[set.Name] = m
 		}
 	}
+	if inv.totals == nil {
+		inv.totals = map[string]map[string]map[string]int64{}
+	}
+	inv.totals[pool] = out
 	return out
 }
 
