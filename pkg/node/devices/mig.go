@@ -67,10 +67,9 @@ type MIGOptions struct {
 	PartitionableDevices bool
 }
 
-// Counter names of a GPU's counter set. Counter names must be DNS labels.
+// Counter names of a GPU's counter set besides names.CounterComputeSlices.
+// Counter names must be DNS labels.
 const (
-	// CounterComputeSlices counts the GPU's compute slices (GPCs).
-	CounterComputeSlices = names.CounterComputeSlices
 	// counterMemorySlicePrefix is followed by the memory slice's number;
 	// each memory slice is a counter of 1.
 	counterMemorySlicePrefix = "memory-slice-"
@@ -199,7 +198,7 @@ func counter(n int64) resourceapi.Counter {
 // whose instance count the placements do not already bound.
 func MIGCounters(mig discovery.MIGInfo) map[string]resourceapi.Counter {
 	counters := map[string]resourceapi.Counter{
-		CounterComputeSlices: counter(int64(mig.ComputeSlices())),
+		names.CounterComputeSlices: counter(int64(mig.ComputeSlices())),
 	}
 	for i := 0; i < mig.MemorySlices(); i++ {
 		counters[MemorySliceCounter(i)] = counter(1)
@@ -217,7 +216,7 @@ func MIGCounters(mig discovery.MIGInfo) map[string]resourceapi.Counter {
 // instance counter.
 func PlacementCounters(p discovery.MIGProfile, pl discovery.MIGPlacement) map[string]resourceapi.Counter {
 	counters := map[string]resourceapi.Counter{
-		CounterComputeSlices: counter(int64(p.Slices)),
+		names.CounterComputeSlices: counter(int64(p.Slices)),
 	}
 	for i := pl.Start; i < pl.End(); i++ {
 		counters[MemorySliceCounter(i)] = counter(1)

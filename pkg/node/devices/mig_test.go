@@ -94,7 +94,7 @@ func counterValues(c map[string]resourceapi.Counter) map[string]int64 {
 }
 
 func slicesCounters(n int, extra map[string]int64) map[string]int64 {
-	out := map[string]int64{CounterComputeSlices: 7}
+	out := map[string]int64{names.CounterComputeSlices: 7}
 	for i := 0; i < n; i++ {
 		out[MemorySliceCounter(i)] = 1
 	}
@@ -137,15 +137,15 @@ func TestMIGPlacementCounters(t *testing.T) {
 		want map[string]int64
 	}{
 		{"A100 3g at 4 takes four memory slices", profile(a100, nvml.GPU_INSTANCE_PROFILE_3_SLICE), discovery.MIGPlacement{Start: 4, Size: 4},
-			map[string]int64{"memory-slice-4": 1, "memory-slice-5": 1, "memory-slice-6": 1, "memory-slice-7": 1, CounterComputeSlices: 3}},
+			map[string]int64{"memory-slice-4": 1, "memory-slice-5": 1, "memory-slice-6": 1, "memory-slice-7": 1, names.CounterComputeSlices: 3}},
 		{"A100 7g takes all", profile(a100, nvml.GPU_INSTANCE_PROFILE_7_SLICE), discovery.MIGPlacement{Start: 0, Size: 8},
 			slicesCounters(8, map[string]int64{})},
 		{"H200 1g at 4", profile(h200, nvml.GPU_INSTANCE_PROFILE_1_SLICE), discovery.MIGPlacement{Start: 4, Size: 1},
-			map[string]int64{"memory-slice-4": 1, CounterComputeSlices: 1}},
+			map[string]int64{"memory-slice-4": 1, names.CounterComputeSlices: 1}},
 		{"H200 1g+me at 6 takes the one +me", profile(h200, nvml.GPU_INSTANCE_PROFILE_1_SLICE_REV1), discovery.MIGPlacement{Start: 6, Size: 1},
-			map[string]int64{"memory-slice-6": 1, CounterComputeSlices: 1, "1g-18gb-me-instances": 1}},
+			map[string]int64{"memory-slice-6": 1, names.CounterComputeSlices: 1, "1g-18gb-me-instances": 1}},
 		{"H200 4g", profile(h200, nvml.GPU_INSTANCE_PROFILE_4_SLICE), discovery.MIGPlacement{Start: 0, Size: 4},
-			map[string]int64{"memory-slice-0": 1, "memory-slice-1": 1, "memory-slice-2": 1, "memory-slice-3": 1, CounterComputeSlices: 4}},
+			map[string]int64{"memory-slice-0": 1, "memory-slice-1": 1, "memory-slice-2": 1, "memory-slice-3": 1, names.CounterComputeSlices: 4}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -217,7 +217,7 @@ func TestGPUDevicesH200(t *testing.T) {
 	assert.Equal(t, int64(72704)<<20, mem.RequestPolicy.Default.Value(), "no request takes the whole instance")
 	cores := threeG.Capacity[names.CapacityCores]
 	assert.Equal(t, int64(100), cores.Value.Value(), "percent of the instance")
-	assert.Equal(t, map[string]int64{"memory-slice-4": 1, "memory-slice-5": 1, "memory-slice-6": 1, CounterComputeSlices: 3},
+	assert.Equal(t, map[string]int64{"memory-slice-4": 1, "memory-slice-5": 1, "memory-slice-6": 1, names.CounterComputeSlices: 3},
 		counterValues(threeG.ConsumesCounters[0].Counters))
 }
 
@@ -539,7 +539,7 @@ func TestAllocateMIGPlacements(t *testing.T) {
 					assert.False(t, pl.Overlaps(o), "%s: %v overlaps %v", g.name, pl, o)
 				}
 				taken = append(taken, pl)
-				n := dev.ConsumesCounters[0].Counters[CounterComputeSlices].Value
+				n := dev.ConsumesCounters[0].Counters[names.CounterComputeSlices].Value
 				slices += int(n.Value())
 			}
 			assert.LessOrEqual(t, slices, 7, g.name)
