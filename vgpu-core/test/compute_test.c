@@ -769,8 +769,13 @@ static void streams_measure(fake_state *st, struct streams_run *r, uint64_t to)
 {
     uint64_t settled;
 
+    for (int k = 0; k < RUN_S; k++)
+        r->second[k] = r->start + (uint64_t)(k + 1) * S <= to
+                           ? gpu_share(st, r->ord, r->start + (uint64_t)k * S,
+                                       r->start + (uint64_t)(k + 1) * S)
+                           : -1;
     r->mean = gpu_share(st, r->ord, r->start + MEASURE_FROM_S * S, to);
-    r->first_s = gpu_share(st, r->ord, r->start, r->start + S);
+    r->first_s = r->second[0];
     r->worst = 0;
     for (uint64_t t = r->start; t + S <= to; t += GPU_SAMPLE_NS) {
         double share = gpu_share(st, r->ord, t, t + S);
@@ -779,19 +784,20 @@ static void streams_measure(fake_state *st, struct streams_run *r, uint64_t to)
     }
     settled = settled_after(st, r->ord, NULL, 0, r->start, to, r->limit, 2);
     r->settled_s = (double)(settled - r->start) / 1e9;
-    for (int k = 0; k < RUN_S; k++)
-        r->second[k] = r->start + (uint64_t)(k + 1) * S <= to
-                           ? gpu_share(st, r->ord, r->start + (uint64_t)k * S,
-                                       r->start + (uint64_t)(k + 1) * S)
-                           : -1;
 }
 
-/* Prints the run's seconds measured so far. */
+/*
+ * Prints the run's seconds and, where the kernel tells, how long some task
+ * of the host waited for a CPU.
+ */
 static void streams_print_seconds(const struct streams_run *r)
 {
-    printf("seconds:");
+    printf("    seconds:");
     for (int k = 0; k < RUN_S && r->second[k] >= 0; k++)
         printf(" %.1f", r->second[k]);
+    if (r->cpu_wait >= 0)
+        printf("; a task of the host waiting for a CPU %.0f%% of the run", r->cpu_wait * 100);
+    printf("\n");
 }
 
 static void streams_print(const struct streams_run *r)
@@ -884,13 +890,10 @@ static void streams_grid(const char *self, const char *base, char uuid[][96], fa
 
         missed += streams_missed(r);
         for (int attempt = 0; attempt < STREAMS_RERUNS && streams_missed(r); attempt++) {
-            printf("  missed: %u %%, %d thread(s), %s grids of %s, ", r->limit, r->threads,
-                   r->grid < 132 ? "small" : "full", r->kernel + 2);
-            if (r->cpu_wait >= 0)
-                printf("a task of the host waiting for a CPU %.0f%% of the run, ",
-                       r->cpu_wait * 100);
+            printf("  missed a goal:\n");
+            streams_print(r);
             streams_print_seconds(r);
-            printf("; again alone:\n");
+            printf("  again alone:\n");
             r->ord = 0;
             streams_batch(self, base, uuid, st, r, 1);
         }
@@ -1239,9 +1242,7 @@ int main(int argc, char **argv)
 
         snprintf(kernel, sizeof(kernel), "k_%dus", atoi(argv[4]));
         streams_batch(argv[0], base, uuid, &st, &r, 1);
-        printf("  ");
         streams_print_seconds(&r);
-        printf("\n");
     } else if (streams_grid_run) {
         streams_grid(argv[0], base, uuid, &st, argc == 3 ? atoi(argv[2]) : 2);
     }
