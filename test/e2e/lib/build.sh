@@ -216,10 +216,25 @@ _run_build() {
 # its directory unless it is there, saying what it builds and how long it took
 # last time (else ESTIMATE). Output goes to $E2E_CACHE_DIR/build-NAME-VERSION.log;
 # on failure the log's end is shown, with the step that failed, and the
-# partial directory is removed.
+# partial directory is removed. Builds run without the cluster's lock, so two
+# runs may want the same piece at once: the second waits for the first.
 build_piece() {
+  local dir lock rc=0
+  dir=$(piece_dir "$1") || return 1
+  [ -f "$dir/.built" ] && return 0
+  mkdir -p "$(dirname "$dir")" && exec {lock}>>"$dir.lock" || return 1
+  if ! flock -n "$lock"; then
+    log "waiting for another run's build of $2"
+    flock "$lock"
+  fi
+  _build_piece_locked "$@" || rc=$?
+  exec {lock}>&-
+  return $rc
+}
+
+_build_piece_locked() {
   local name=$1 what=$2 estimate=$3 version dir log last t0=$SECONDS rc=0 failed
-  version=$(piece_version "$name") || return 1
+  version=$(piece_version "$name")
   dir=$(piece_dir "$name")
   [ -f "$dir/.built" ] && return 0
   log=$E2E_CACHE_DIR/build-$name-$version.log

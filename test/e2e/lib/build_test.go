@@ -38,7 +38,8 @@ import (
 // module's go directive is $STUB_GO_DIRECTIVE, or $STUB_GO_DIRECTIVE_138 for
 // Kubernetes 1.38. `build -o DIR/ PKG...` and `install PKG@V...` make one
 // file per package, named as the go command names the binary; with
-// STUB_NO_ETCD=1 the build makes no etcd ("server").
+// STUB_NO_ETCD=1 the build makes no etcd ("server"); a build takes
+// $STUB_BUILD_SECONDS.
 const stubGo = `#!/usr/bin/env bash
 echo "${GOTOOLCHAIN:-unset} $*" >>"$STUB_CALLS"
 if [ -n "${STUB_FAIL:-}" ] && [[ "$*" =~ $STUB_FAIL ]]; then
@@ -63,6 +64,7 @@ case "$1 $2" in
     ;;
   "mod tidy") ;;
   build\ *)
+    sleep "${STUB_BUILD_SECONDS:-0}"
     out= pkgs=()
     while [ $# -gt 0 ]; do
       case "$1" in
@@ -246,6 +248,26 @@ func TestVersionWithoutModuleFailsAndEachVersionHasItsOwnDirectory(t *testing.T)
 	assert.Empty(t, h.goCalls())
 	assert.NotContains(t, out, "building")
 	assert.Contains(t, out, filepath.Join(h.cache, "kubernetes", "v1.36.3")+" "+filepath.Join(h.cache, "kubelet", "v1.36.3"))
+}
+
+func TestTwoRunsBuildAPieceOnce(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t)
+	// The first run holds the piece's lock while its build takes 2 s; the
+	// second finds the piece built once it gets the lock.
+	out, err := h.bash(`build_piece kubelet kubelet soon & sleep 1; build_piece kubelet kubelet soon; wait $!`,
+		"K8S_VERSION=v1.37.2", "STUB_BUILD_SECONDS=2")
+	require.NoError(t, err, out)
+	assert.Contains(t, out, "waiting for another run's build of kubelet")
+	assert.Equal(t, 1, strings.Count(out, "built kubelet in"), out)
+	builds := 0
+	for _, c := range h.goCalls() {
+		if strings.HasPrefix(c, "local build ") {
+			builds++
+		}
+	}
+	assert.Equal(t, 1, builds)
+	h.requireBuilt("kubelet", "v1.37.2", "kubelet")
 }
 
 func TestBuildAllStopsAtTheFirstFailure(t *testing.T) {
