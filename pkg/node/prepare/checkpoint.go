@@ -213,7 +213,7 @@ func decodeCheckpoint(data []byte) (*checkpoint, error) {
 		}
 		if canonicalSection == nil {
 			// An empty section is written as none; hash what was read.
-			canonicalSection, _ = json.Marshal(json.RawMessage(raw))
+			canonicalSection, _ = json.Marshal(raw)
 		}
 		sections = append(sections, canonicalSection)
 	}
