@@ -163,7 +163,9 @@ func TestLifecycleOnFakeControl(t *testing.T) {
 
 func TestStartFailureNamesGPUAndQuotesLog(t *testing.T) {
 	const reason = "Failed to start: the GPU is in exclusive-process mode for another user"
-	cfg := fakeConfig(t, fakeFailEnv+"="+reason)
+	failFile := filepath.Join(t.TempDir(), "fail")
+	require.NoError(t, os.WriteFile(failFile, []byte(reason), 0o644))
+	cfg := fakeConfig(t, fakeFailEnv+"="+failFile)
 	_, err := Start(testContext(t), cfg, Settings{ActiveThreadPercent: 50})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), testGPU)
@@ -225,4 +227,57 @@ func TestProcStatNameWithParenthesis(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotZero(t, start)
 	assert.True(t, strings.HasPrefix(filepath.Base(os.Args[0]), comm), comm)
+}
+
+// startWatcher passes every run to the exec runner and sends the result
+// of each start (-d, then the pid file) on starts while it has room.
+type startWatcher struct {
+	cfg    *Config
+	starts chan error
+}
+
+func (w startWatcher) Run(ctx context.Context, inv Invocation) ([]byte, error) {
+	out, err := ExecRunner{}.Run(ctx, inv)
+	if len(inv.Args) == 1 && inv.Args[0] == "-d" {
+		if err == nil {
+			_, err = running(*w.cfg)
+		}
+		select {
+		case w.starts <- err:
+		default: // the test reads the first few only
+		}
+	}
+	return out, err
+}
+
+func TestSupervisorRetriesFailedRestarts(t *testing.T) {
+	ctx := testContext(t)
+	failFile := filepath.Join(t.TempDir(), "fail")
+	cfg := fakeConfig(t, fakeFailEnv+"="+failFile)
+	starts := make(chan error, 16)
+	cfg.Runner = startWatcher{cfg: &cfg, starts: starts}
+	s := Settings{ActiveThreadPercent: 40}
+	p, err := Start(ctx, cfg, s)
+	require.NoError(t, err)
+	require.NoError(t, <-starts)
+
+	restarted := make(chan Process, 1)
+	sv := Supervise(ctx, cfg, s, p, quickBackoff, func(np Process) { restarted <- np })
+	// The daemon dies and cannot start for a while (e.g. the driver being
+	// upgraded): the supervisor keeps trying.
+	require.NoError(t, os.WriteFile(failFile, []byte("Failed to start: driver/library version mismatch"), 0o644))
+	require.NoError(t, unix.Kill(p.PID, unix.SIGKILL))
+	for range 2 {
+		assert.Error(t, <-starts)
+	}
+	assert.Equal(t, 0, sv.Restarts())
+	require.NoError(t, os.Remove(failFile))
+	np := <-restarted
+	t.Cleanup(func() { _ = kill(np, cfg) })
+	assert.Equal(t, 1, sv.Restarts())
+	have, err := Read(ctx, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, s, have)
+	require.NoError(t, sv.Quit(ctx))
+	exited(t, np)
 }

@@ -39,7 +39,8 @@ import (
 // standard input's lines through the pipe directory's "control" socket.
 const (
 	fakeControlEnv = "MPSDAEMON_FAKE_CONTROL"
-	// fakeFailEnv makes the fake daemon log this line and exit at start.
+	// fakeFailEnv names a file; while it exists, the fake daemon logs
+	// its content and exits at start.
 	fakeFailEnv = "MPSDAEMON_FAKE_FAIL"
 	fakeServe   = "--fake-serve"
 )
@@ -96,8 +97,8 @@ func fakeServeDaemon(pipe, logDir string) int {
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(logFile, "[%s Control %d] %s\n", time.Now().Format("2006-01-02 15:04:05.000"), os.Getpid(), fmt.Sprintf(format, args...))
 	}
-	if reason := os.Getenv(fakeFailEnv); reason != "" {
-		logf("%s", reason)
+	if reason, err := os.ReadFile(os.Getenv(fakeFailEnv)); err == nil {
+		logf("%s", strings.TrimSpace(string(reason)))
 		return 1
 	}
 	sock := filepath.Join(pipe, "control")
