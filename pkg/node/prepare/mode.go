@@ -64,7 +64,8 @@ type sharingMode interface {
 	// whether a reference changed (the config and CDI spec then change).
 	realise(ctx context.Context, c *PreparedClaim) (bool, error)
 	// deviceEdits returns the container edits of limit g, which replace
-	// the GPU's own device edits (gpu).
+	// the GPU's own device edits (gpu); a mode that only adds to them
+	// returns gpu with its additions.
 	deviceEdits(g GPULimit, gpu cdispec.ContainerEdits) (cdispec.ContainerEdits, error)
 	// release drops claim uid from the mode's records (in memory; the
 	// caller saves them) and reports whether any changed. complete says
