@@ -222,7 +222,7 @@ func TestParseGiB(t *testing.T) {
 	}
 }
 
-func TestProcStatNameWithParenthesis(t *testing.T) {
+func TestProcStatOfSelf(t *testing.T) {
 	comm, start, err := procStat(os.Getpid())
 	require.NoError(t, err)
 	assert.NotZero(t, start)
