@@ -62,7 +62,7 @@ func (m *Manager) checkCapacity(c *PreparedClaim, use map[string]deviceUse) erro
 		mine[d.Device] = u
 	}
 	for name, u := range mine {
-		info, _, _ := m.deviceInfo(name)
+		info, _, _ := m.resolve(name)
 		prepared := use[name]
 		if prepared.memoryBytes+u.memoryBytes > info.MemoryBytes {
 			return fmt.Errorf("device %s (%s): the claim's %d bytes of memory and the %d bytes prepared for other claims exceed its %d bytes; the allocation overbooks the GPU",

@@ -34,10 +34,10 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/atomicfile"
 )
 
-// Checkpoint versions. Version 1 holds claims only; version 2 adds the MIG
-// instances the plugin owns. A checkpoint without instances is still
-// written as version 1, so a node that uses no MIG can go back to a plugin
-// that reads only version 1.
+// Checkpoint versions. Version 1 holds claims only; each later version
+// adds a sharing mode's section (version 2: MIG's instances). A checkpoint
+// is written with the lowest version its sections allow, so a node that
+// does not use a mode can go back to a plugin that predates it.
 const (
 	checkpointVersion1 = 1
 	checkpointVersion2 = 2
@@ -67,30 +67,65 @@ type checkpoint struct {
 	// different one on load means the node rebooted (tmpfs CDI specs gone).
 	BootID string
 	Claims map[types.UID]*claimRecord
-	// Instances are the MIG instances the plugin owns, by the UUID of
-	// their GPU (version 2).
+	// Instances are the MIG mode's records (migSection).
 	Instances map[string][]*instanceRecord
 }
 
-// checkpointFile is the JSON encoding. Checksum is the SHA-256 of the
-// compact JSON encoding of Claims, which is canonical because encoding/json
-// sorts map keys; in version 2 that of Claims, a newline and Instances.
-type checkpointFile struct {
-	Version   int             `json:"version"`
-	Checksum  string          `json:"checksum"`
-	BootID    string          `json:"bootID"`
-	Claims    json.RawMessage `json:"claims"`
-	Instances json.RawMessage `json:"instances,omitempty"`
+// checkpointSection is a sharing mode's part of the checkpoint: its
+// records, under a key of their own next to "claims", read and written by
+// the mode's functions. The file's checksum covers the claims and every
+// section present, in checkpointSections' order.
+type checkpointSection struct {
+	mode modeName
+	key  string
+	// version is the checkpoint version that added the section; a file
+	// holding the section has at least this version.
+	version int
+	// encode returns the section's JSON, nil when it holds nothing (the
+	// key is then left out).
+	encode func(*checkpoint) ([]byte, error)
+	// decode sets the section's records from its JSON, refusing unknown
+	// fields.
+	decode func(*checkpoint, []byte) error
+	// validateLimit checks a claim's limit of the mode (path: the limit).
+	validateLimit func(path *field.Path, g GPULimit) field.ErrorList
+	// validate checks the records against the claims.
+	validate func(*checkpoint) error
 }
+
+// checkpointSections are the sections of every sharing mode, in the
+// order of the checksum.
+var checkpointSections = []checkpointSection{migSection}
+
+// sectionOf returns the checkpoint section of mode.
+func sectionOf(mode modeName) *checkpointSection {
+	for i := range checkpointSections {
+		if checkpointSections[i].mode == mode {
+			return &checkpointSections[i]
+		}
+	}
+	return nil
+}
+
+// Keys of the checkpoint file besides the sections'.
+const (
+	keyVersion  = "version"
+	keyChecksum = "checksum"
+	keyBootID   = "bootID"
+	keyClaims   = "claims"
+)
 
 func newCheckpoint(bootID string) *checkpoint {
 	return &checkpoint{BootID: bootID, Claims: map[types.UID]*claimRecord{}}
 }
 
-func checksum(claims []byte, instances ...[]byte) string {
+// checksum is the SHA-256 of the compact JSON encoding of the claims,
+// which is canonical because encoding/json sorts map keys, followed by a
+// newline and the compact encoding of each section present.
+func checksum(claims []byte, sections ...[]byte) string {
 	h := sha256.New()
 	h.Write(claims)
-	for _, b := range instances {
+	for _, b := range sections {
 		h.Write([]byte("\n"))
 		h.Write(b)
 	}
@@ -103,18 +138,25 @@ func (c *checkpoint) encode() ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encode checkpoint claims: %w", err)
 	}
-	file := checkpointFile{
-		Version:  checkpointVersion1,
-		Checksum: checksum(claims),
-		BootID:   c.BootID,
-		Claims:   claims,
-	}
-	if len(c.Instances) > 0 {
-		instances, err := json.Marshal(c.Instances)
+	file := map[string]json.RawMessage{keyClaims: claims}
+	version := checkpointVersion1
+	var sections [][]byte
+	for _, sec := range checkpointSections {
+		data, err := sec.encode(c)
 		if err != nil {
-			return nil, fmt.Errorf("encode checkpoint instances: %w", err)
+			return nil, fmt.Errorf("encode checkpoint %s: %w", sec.key, err)
 		}
-		file.Version, file.Checksum, file.Instances = checkpointVersion2, checksum(claims, instances), instances
+		if data == nil {
+			continue
+		}
+		file[sec.key] = data
+		sections = append(sections, data)
+		version = max(version, sec.version)
+	}
+	for key, v := range map[string]any{keyVersion: version, keyChecksum: checksum(claims, sections...), keyBootID: c.BootID} {
+		if file[key], err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("encode checkpoint %s: %w", key, err)
+		}
 	}
 	data, err := json.MarshalIndent(file, "", "  ")
 	if err != nil {
@@ -127,24 +169,24 @@ func (c *checkpoint) encode() ([]byte, error) {
 // inconsistency is an error: a checkpoint that cannot be trusted must not be
 // acted on.
 func decodeCheckpoint(data []byte) (*checkpoint, error) {
-	var file checkpointFile
+	var file map[string]json.RawMessage
 	if err := json.Unmarshal(data, &file); err != nil {
 		return nil, fmt.Errorf("parse: %w", err)
 	}
-	if file.Version != checkpointVersion1 && file.Version != checkpointVersion2 {
-		return nil, fmt.Errorf("version: unsupported value %d, this plugin reads versions %d and %d", file.Version, checkpointVersion1, checkpointVersion2)
+	var version int
+	var sum, bootID string
+	for key, into := range map[string]any{keyVersion: &version, keyChecksum: &sum, keyBootID: &bootID} {
+		if raw, ok := file[key]; ok {
+			if err := json.Unmarshal(raw, into); err != nil {
+				return nil, fmt.Errorf("parse: %s: %w", key, err)
+			}
+		}
 	}
-	if file.Version == checkpointVersion1 && len(file.Instances) > 0 {
-		return nil, errors.New("instances: version 1 has none")
+	if version < checkpointVersion1 || version > checkpointVersion {
+		return nil, fmt.Errorf("version: unsupported value %d, this plugin reads versions %d to %d", version, checkpointVersion1, checkpointVersion)
 	}
-	var compact bytes.Buffer
-	if err := json.Compact(&compact, file.Claims); err != nil {
-		return nil, fmt.Errorf("claims: %w", err)
-	}
-	claims := map[types.UID]*claimRecord{}
-	dec := json.NewDecoder(bytes.NewReader(compact.Bytes()))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&claims); err != nil {
+	claims, err := decodeStrict[map[types.UID]*claimRecord](file[keyClaims])
+	if err != nil {
 		return nil, fmt.Errorf("claims: %w", err)
 	}
 	// Re-encoding gives the canonical form even if the file was reformatted.
@@ -152,34 +194,52 @@ func decodeCheckpoint(data []byte) (*checkpoint, error) {
 	if err != nil {
 		return nil, fmt.Errorf("claims: %w", err)
 	}
-	var instances map[string][]*instanceRecord
-	sum := checksum(canonical)
-	if file.Version == checkpointVersion2 {
-		if instances, err = decodeStrict[map[string][]*instanceRecord](file.Instances); err != nil {
-			return nil, fmt.Errorf("instances: %w", err)
+	cp := &checkpoint{BootID: bootID, Claims: claims}
+	var sections [][]byte
+	for _, sec := range checkpointSections {
+		raw, ok := file[sec.key]
+		if !ok || isJSONNull(raw) {
+			continue
 		}
-		canonicalInstances, err := json.Marshal(instances)
+		if version < sec.version {
+			return nil, fmt.Errorf("%s: version %d has none", sec.key, version)
+		}
+		if err := sec.decode(cp, raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", sec.key, err)
+		}
+		canonicalSection, err := sec.encode(cp)
 		if err != nil {
-			return nil, fmt.Errorf("instances: %w", err)
+			return nil, fmt.Errorf("%s: %w", sec.key, err)
 		}
-		sum = checksum(canonical, canonicalInstances)
+		if canonicalSection == nil {
+			// An empty section is written as none; hash what was read.
+			canonicalSection, _ = json.Marshal(raw)
+		}
+		sections = append(sections, canonicalSection)
 	}
-	if sum != file.Checksum {
-		return nil, fmt.Errorf("checksum: have %q, the content hashes to %q", file.Checksum, sum)
+	if want := checksum(canonical, sections...); want != sum {
+		return nil, fmt.Errorf("checksum: have %q, the content hashes to %q", sum, want)
 	}
-	if claims == nil {
-		claims = map[types.UID]*claimRecord{}
+	if cp.Claims == nil {
+		cp.Claims = map[types.UID]*claimRecord{}
 	}
-	for uid, rec := range claims {
+	for uid, rec := range cp.Claims {
 		if err := rec.validate(field.NewPath("claims").Key(string(uid)), uid); err != nil {
 			return nil, err
 		}
 	}
-	cp := &checkpoint{BootID: file.BootID, Claims: claims, Instances: instances}
-	if err := cp.validateInstances(); err != nil {
-		return nil, err
+	for _, sec := range checkpointSections {
+		if err := sec.validate(cp); err != nil {
+			return nil, err
+		}
 	}
 	return cp, nil
+}
+
+// isJSONNull reports whether raw is JSON null (what an omitted section may
+// have been hand-edited to).
+func isJSONNull(raw json.RawMessage) bool {
+	return strings.TrimSpace(string(raw)) == "null"
 }
 
 // decodeStrict decodes data into a T, refusing unknown fields.
@@ -222,11 +282,11 @@ func (r *claimRecord) validate(path *field.Path, key types.UID) error {
 		if g.UUID == "" || strings.ContainsAny(g.UUID, "\n=") {
 			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("uuid"), g.UUID, "must be a GPU UUID"))
 		}
-		if g.MIG != nil && g.MIG.UUID != "" && (!strings.HasPrefix(g.MIG.UUID, "MIG-") || strings.ContainsAny(g.MIG.UUID, "\n=")) {
-			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("mig", "uuid"), g.MIG.UUID, "must be a MIG UUID"))
+		if g.BurstLimitBytes != 0 && g.BurstLimitBytes <= g.MemoryLimitBytes {
+			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("burstLimitBytes"), g.BurstLimitBytes, "must be 0 or above memoryLimitBytes"))
 		}
-		if g.BurstLimitBytes != 0 && (g.BurstLimitBytes <= g.MemoryLimitBytes || g.MIG != nil) {
-			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("burstLimitBytes"), g.BurstLimitBytes, "must be 0 or above memoryLimitBytes, and 0 in a MIG instance"))
+		if mode := g.mode(); mode != "" {
+			errs = append(errs, sectionOf(mode).validateLimit(path.Child("gpus").Index(i), g)...)
 		}
 		if g.SMLimitPercent < 0 || g.SMLimitPercent > maxCores {
 			errs = append(errs, field.Invalid(path.Child("gpus").Index(i).Child("smLimitPercent"), g.SMLimitPercent, "must be 0..100"))
@@ -269,4 +329,8 @@ func (c *checkpoint) save(path string) error {
 		return fmt.Errorf("write checkpoint: %w", err)
 	}
 	return nil
+}
+
+func (m *Manager) saveCheckpoint() error {
+	return m.cp.save(m.layout.checkpointPath())
 }

@@ -35,7 +35,9 @@ limitations under the License.
 // DRAPlugin interface. One claim's prepare pipeline is in prepare.go (after
 // plan.go turns the allocation into limits), unprepare in unprepare.go,
 // recovery at startup in recovery.go, the on-disk layout in files.go and
-// the region file system in regionfs.go.
+// the region file system in regionfs.go. A limit realised by a sharing
+// mode beyond the software slice (MIG, mig.go) goes through the
+// sharingMode interface in mode.go; a plain slice calls no mode.
 // docs/prepare.md describes the files, the checkpoint format and the
 // recovery rules.
 package prepare

@@ -71,51 +71,31 @@ func (m *Manager) claimSpec(ctx context.Context, c *PreparedClaim) (cdispec.Cont
 			appendEdits(&common, &edits.Common)
 		}
 	}
-	// A MIG instance gets its own nodes and UUID instead of the whole GPU's
-	// device edits (which would hand out the parent GPU itself).
-	migEdits := make([]*cdispec.ContainerEdits, len(c.GPUs))
+	// A limit of a sharing mode gets the mode's device edits instead of
+	// the whole GPU's (a MIG instance: its own nodes and UUID).
+	modeEdits := make([]*cdispec.ContainerEdits, len(c.GPUs))
 	for i, g := range c.GPUs {
-		if g.MIG == nil {
+		mode := m.modeOf(g)
+		if mode == nil {
 			continue
 		}
-		edits, err := m.migEdits(g, gpuEdits[i].Device)
+		edits, err := mode.deviceEdits(g, gpuEdits[i].Device)
 		if err != nil {
 			return cdispec.ContainerEdits{}, nil, err
 		}
-		migEdits[i] = &edits
+		modeEdits[i] = &edits
 	}
 	devices := make([]cdispec.Device, 0, len(c.Devices))
 	for _, d := range c.Devices {
 		edits := limitEdits(c, d.GPU)
-		if migEdits[d.GPU] != nil {
-			appendEdits(&edits, migEdits[d.GPU])
+		if modeEdits[d.GPU] != nil {
+			appendEdits(&edits, modeEdits[d.GPU])
 		} else {
 			appendEdits(&edits, &gpuEdits[d.GPU].Device)
 		}
 		devices = append(devices, cdispec.Device{Name: cdiDeviceName(c.UID, d), ContainerEdits: edits})
 	}
 	return common, devices, nil
-}
-
-// migEdits returns the edits of the MIG instance limit g applies in. Its
-// device nodes are where the runtime finds the parent GPU's (gpu, the
-// GPU's own edits), e.g. under a driver root of their own.
-func (m *Manager) migEdits(g GPULimit, gpu cdispec.ContainerEdits) (cdispec.ContainerEdits, error) {
-	info, ok := m.infoByUUID(g.UUID)
-	if !ok {
-		return cdispec.ContainerEdits{}, fmt.Errorf("GPU %s is not among the node's devices", g.UUID)
-	}
-	r := m.cp.instance(g.UUID, g.MIG)
-	if r == nil || r.State != instanceReady {
-		return cdispec.ContainerEdits{}, fmt.Errorf("MIG instance of profile %d at slice %d of GPU %s is not ready", g.MIG.ProfileID, g.MIG.Placement.Start, g.UUID)
-	}
-	edits, err := cdi.MIGEdits{ProcRoot: m.opts.ProcRoot, HostDevRoot: cdi.HostDevRoot(gpu, info.Minor)}.Edits(cdi.MIGInstance{
-		ParentMinor: info.Minor, GPUInstanceID: *r.GPUInstanceID, ComputeInstanceID: *r.ComputeInstanceID, UUID: r.UUID,
-	})
-	if err != nil {
-		return cdispec.ContainerEdits{}, fmt.Errorf("CDI edits of MIG instance %s: %w", r.UUID, err)
-	}
-	return edits, nil
 }
 
 // limitEdits sets the HAMi variables for the claim's GPU at gpuIndex.

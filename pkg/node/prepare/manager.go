@@ -131,14 +131,7 @@ func (o *Options) validate() error {
 			errs = append(errs, fmt.Errorf("device %s has no UUID", name))
 		}
 	}
-	for name := range o.MIGGPUs {
-		if _, ok := o.Devices[name]; !ok {
-			errs = append(errs, fmt.Errorf("GPU %s in MIG mode is not among the devices", name))
-		}
-	}
-	if len(o.MIGGPUs) > 0 && o.MIG == nil {
-		errs = append(errs, errors.New("GPUs in MIG mode need a MIG lifecycle"))
-	}
+	errs = append(errs, o.validateMIG()...)
 	return errors.Join(errs...)
 }
 
@@ -153,20 +146,17 @@ type step string
 
 const (
 	stepCheckpointStarted step = "checkpoint-started"
-	// MIG instances (docs/mig.md): each id is checkpointed before the step.
-	stepGPUInstanceCreate      step = "gpu-instance-create"
-	stepComputeInstanceCreate  step = "compute-instance-create"
-	stepComputeInstanceDestroy step = "compute-instance-destroy"
-	stepGPUInstanceDestroy     step = "gpu-instance-destroy"
-	stepConfig                 step = "config"
-	stepRegionMount            step = "region-mount"
-	stepRegion                 step = "region"
-	stepCDISpec                step = "cdi-spec"
-	stepCheckpointCompleted    step = "checkpoint-completed"
-	stepRemoveCDISpec          step = "remove-cdi-spec"
-	stepRegionUnmount          step = "region-unmount"
-	stepRemoveClaimDir         step = "remove-claim-dir"
-	stepCheckpointRemoved      step = "checkpoint-removed"
+	// A sharing mode's steps (a MIG instance's: mig.go) come here in
+	// prepare, after stepCheckpointRemoved in unprepare.
+	stepConfig              step = "config"
+	stepRegionMount         step = "region-mount"
+	stepRegion              step = "region"
+	stepCDISpec             step = "cdi-spec"
+	stepCheckpointCompleted step = "checkpoint-completed"
+	stepRemoveCDISpec       step = "remove-cdi-spec"
+	stepRegionUnmount       step = "region-unmount"
+	stepRemoveClaimDir      step = "remove-claim-dir"
+	stepCheckpointRemoved   step = "checkpoint-removed"
 )
 
 // Manager prepares and unprepares claims on one node. All methods are safe
@@ -188,12 +178,11 @@ type Manager struct {
 
 	// bgCtx is NewManager's context: background retries end with it.
 	bgCtx context.Context
-	// migChanged receives (without blocking) after MIG instances being
-	// destroyed may have changed; see MIGChanges.
-	migChanged chan struct{}
-	// retryingDestroy says a background retry of instances left
-	// Destroying runs; m.mu held.
-	retryingDestroy bool
+	// modes are the sharing modes by name (mode.go); deviceModes those
+	// with devices on this node, which plan asks to resolve device names.
+	modes       map[modeName]sharingMode
+	deviceModes []sharingMode
+	mig         *migMode
 }
 
 // NewManager loads the checkpoint, writes StateRoot/ld.so.preload and
@@ -221,7 +210,12 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m := &Manager{opts: opts, layout: layout{stateRoot: opts.StateRoot}, specs: specs, staleDirAge: DefaultStaleDirAge,
-		bgCtx: ctx, migChanged: make(chan struct{}, 1)}
+		bgCtx: ctx}
+	m.mig = newMIGMode(m)
+	m.modes = map[modeName]sharingMode{modeMIG: m.mig}
+	if len(opts.MIGGPUs) > 0 {
+		m.deviceModes = append(m.deviceModes, m.mig)
+	}
 	if err := m.start(ctx); err != nil {
 		return nil, err
 	}

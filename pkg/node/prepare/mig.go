@@ -18,18 +18,53 @@ package prepare
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/klog/v2"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
+
+// The MIG sharing mode (docs/mig.md): a limit inside a MIG instance that
+// prepare creates at the placement the scheduler allocated, for a MIG
+// device or the whole-GPU device of a GPU in MIG mode, and destroys when
+// its last claim is gone.
+
+// modeMIG names the MIG mode; GPULimit.MIG set means a limit of it.
+const modeMIG modeName = "mig"
+
+// Steps of a MIG instance, each id checkpointed before the step.
+const (
+	stepGPUInstanceCreate      step = "gpu-instance-create"
+	stepComputeInstanceCreate  step = "compute-instance-create"
+	stepComputeInstanceDestroy step = "compute-instance-destroy"
+	stepGPUInstanceDestroy     step = "gpu-instance-destroy"
+)
+
+// validateMIG checks the options of the GPUs in MIG mode.
+func (o *Options) validateMIG() []error {
+	var errs []error
+	for name := range o.MIGGPUs {
+		if _, ok := o.Devices[name]; !ok {
+			errs = append(errs, fmt.Errorf("GPU %s in MIG mode is not among the devices", name))
+		}
+	}
+	if len(o.MIGGPUs) > 0 && o.MIG == nil {
+		errs = append(errs, errors.New("GPUs in MIG mode need a MIG lifecycle"))
+	}
+	return errs
+}
 
 // MIGLifecycle creates and destroys the MIG instances that realise MIG
 // devices and the whole-GPU device of a GPU in MIG mode. discovery.MIGController
@@ -54,6 +89,22 @@ type MIGLifecycle interface {
 }
 
 var _ MIGLifecycle = (*discovery.MIGController)(nil)
+
+// MIGRef names the MIG instance a limit applies to: the GPU-instance
+// profile and placement the scheduler allocated, and, once prepare has
+// created it, the instance's MIG UUID (which keys the claim's config).
+type MIGRef struct {
+	ProfileID int          `json:"profileID"`
+	Placement migPlacement `json:"placement"`
+	// UUID is the instance's "MIG-<uuid>"; empty until the instance exists.
+	UUID string `json:"uuid,omitempty"`
+}
+
+// migPlacement is a placement as the checkpoint stores it.
+type migPlacement struct {
+	Start int `json:"start"`
+	Size  int `json:"size"`
+}
 
 // instanceState is the progress of an owned MIG instance in the checkpoint.
 type instanceState string
@@ -94,13 +145,31 @@ func (r *instanceRecord) placement() discovery.MIGPlacement {
 	return discovery.MIGPlacement{Start: r.Placement.Start, Size: r.Placement.Size}
 }
 
-// migTarget resolves a device name to the MIG instance that realises it:
+// migMode is the MIG sharing mode of one Manager.
+type migMode struct {
+	m *Manager
+	// changed receives (without blocking) after instances being destroyed
+	// may have changed; see Manager.MIGChanges.
+	changed chan struct{}
+	// retrying says a background retry of instances left Destroying runs;
+	// m.mu held.
+	retrying bool
+}
+
+var _ sharingMode = (*migMode)(nil)
+
+func newMIGMode(m *Manager) *migMode {
+	return &migMode{m: m, changed: make(chan struct{}, 1)}
+}
+
+// target resolves a device name to the MIG instance that realises it:
 // "gpu-<i>-mig-<label>-<start>" of a GPU in MIG mode, or "gpu-<i>" itself
 // when that GPU is in MIG mode (its full-size instance at placement 0).
 // ok is false for a plain GPU or an unknown name; parent is the GPU's
 // device name.
-func (m *Manager) migTarget(name string) (parent string, p discovery.MIGProfile, ref *MIGRef, ok bool) {
-	if mig, found := m.opts.MIGGPUs[name]; found && mig.Enabled {
+func (mm *migMode) target(name string) (parent string, p discovery.MIGProfile, ref *MIGRef, ok bool) {
+	migGPUs := mm.m.opts.MIGGPUs
+	if mig, found := migGPUs[name]; found && mig.Enabled {
 		full, ok := mig.FullProfile()
 		if !ok {
 			return "", discovery.MIGProfile{}, nil, false
@@ -113,7 +182,7 @@ func (m *Manager) migTarget(name string) (parent string, p discovery.MIGProfile,
 		return "", discovery.MIGProfile{}, nil, false
 	}
 	parent = devices.Name(index)
-	mig, found := m.opts.MIGGPUs[parent]
+	mig, found := migGPUs[parent]
 	if !found || !mig.Enabled {
 		return "", discovery.MIGProfile{}, nil, false
 	}
@@ -129,53 +198,36 @@ func (m *Manager) migTarget(name string) (parent string, p discovery.MIGProfile,
 	return "", discovery.MIGProfile{}, nil, false
 }
 
-// deviceInfo returns what a published device offers a claim: a GPU's
-// Info, or for a MIG device (or a GPU in MIG mode) its parent's Info with
-// the instance's memory and SM count, and the instance it needs.
-func (m *Manager) deviceInfo(name string) (discovery.Info, *MIGRef, bool) {
-	if parent, p, ref, ok := m.migTarget(name); ok {
-		info, found := m.opts.Devices[parent]
-		if !found {
-			return discovery.Info{}, nil, false
-		}
-		info.MemoryBytes = p.MemoryBytes
-		info.Multiprocessors = p.Multiprocessors
-		return info, ref, true
+// resolve returns, for a MIG device (or a GPU in MIG mode), its parent's
+// Info with the instance's memory and SM count, and the instance it needs.
+func (mm *migMode) resolve(name string) (discovery.Info, GPULimit, bool) {
+	parent, p, ref, ok := mm.target(name)
+	if !ok {
+		return discovery.Info{}, GPULimit{}, false
 	}
-	info, ok := m.opts.Devices[name]
-	return info, nil, ok
+	info, found := mm.m.opts.Devices[parent]
+	if !found {
+		return discovery.Info{}, GPULimit{}, false
+	}
+	info.MemoryBytes = p.MemoryBytes
+	info.Multiprocessors = p.Multiprocessors
+	return info, GPULimit{UUID: info.UUID, MIG: ref}, true
 }
 
-// infoByUUID finds the GPU with the given UUID.
-func (m *Manager) infoByUUID(uuid string) (discovery.Info, bool) {
-	for _, info := range m.opts.Devices {
-		if info.UUID == uuid {
-			return info, true
-		}
-	}
-	return discovery.Info{}, false
+// limitKey tells the instances of one GPU apart.
+func (mm *migMode) limitKey(g GPULimit) string {
+	return strconv.Itoa(g.MIG.ProfileID) + "/" + strconv.Itoa(g.MIG.Placement.Start)
 }
 
-// limitKey tells the GPU limits of one claim apart: one per GPU, or one per
-// MIG instance of a GPU.
-func limitKey(uuid string, ref *MIGRef) string {
-	if ref == nil {
-		return uuid
-	}
-	return uuid + "/mig/" + strconv.Itoa(ref.ProfileID) + "/" + strconv.Itoa(ref.Placement.Start)
-}
+// order sorts the instances of one GPU by placement.
+func (mm *migMode) order(g GPULimit) int { return g.MIG.Placement.Start }
 
-// withoutMIGUUIDs returns a copy of c as plan produces it: without the MIG
-// UUIDs prepare fills in.
-func withoutMIGUUIDs(c *PreparedClaim) PreparedClaim {
-	out := c.deepCopy()
-	for i := range out.GPUs {
-		if out.GPUs[i].MIG != nil {
-			out.GPUs[i].MIG.UUID = ""
-		}
-	}
-	return out
-}
+// burstable is false: a MIG instance's memory is its own, it has no
+// unbooked memory of the GPU to burst into.
+func (mm *migMode) burstable() bool { return false }
+
+// planned clears the MIG UUID prepare fills in.
+func (mm *migMode) planned(g *GPULimit) { g.MIG.UUID = "" }
 
 // instance returns the owned instance record of GPU gpuUUID for ref,
 // leaving out one being destroyed (still in use): a new claim on its
@@ -190,10 +242,11 @@ func (c *checkpoint) instance(gpuUUID string, ref *MIGRef) *instanceRecord {
 	return nil
 }
 
-// reserveInstances records that claim c uses its MIG instances, adding a
-// Creating record for each instance that does not exist yet. The caller
-// saves the checkpoint.
-func (c *checkpoint) reserveInstances(pc *PreparedClaim) {
+// reserve records that claim pc uses its MIG instances, adding a Creating
+// record for each instance that does not exist yet (or gaining the claim,
+// if another claim made it).
+func (mm *migMode) reserve(pc *PreparedClaim) {
+	c := mm.m.cp
 	for _, g := range pc.GPUs {
 		if g.MIG == nil {
 			continue
@@ -212,9 +265,11 @@ func (c *checkpoint) reserveInstances(pc *PreparedClaim) {
 	}
 }
 
-// releaseClaim drops uid from every instance record and marks the records
-// left without claims Destroying. It reports whether any record changed.
-func (c *checkpoint) releaseClaim(uid types.UID) bool {
+// release drops uid from every instance record and marks the records left
+// without claims Destroying. With complete, a record without ids was never
+// created (this process records each id NVML returns) and is dropped.
+func (mm *migMode) release(uid types.UID, complete bool) bool {
+	c := mm.m.cp
 	changed := false
 	for _, list := range c.Instances {
 		for _, r := range list {
@@ -228,7 +283,17 @@ func (c *checkpoint) releaseClaim(uid types.UID) bool {
 			}
 		}
 	}
-	return changed
+	if !changed || !complete {
+		return changed
+	}
+	for gpuUUID, list := range c.Instances {
+		for _, r := range slices.Clone(list) {
+			if r.State == instanceDestroying && r.GPUInstanceID == nil && len(r.Claims) == 0 {
+				c.dropInstance(gpuUUID, r)
+			}
+		}
+	}
+	return true
 }
 
 // dropInstance removes record r of GPU gpuUUID.
@@ -239,36 +304,36 @@ func (c *checkpoint) dropInstance(gpuUUID string, r *instanceRecord) {
 	}
 }
 
-func (m *Manager) saveCheckpoint() error {
-	return m.cp.save(m.layout.checkpointPath())
-}
-
-// realiseInstances creates the MIG instances claim c needs that are not
-// Ready yet, checkpointing each id before the next step, and fills in the
-// claim's MIG UUIDs.
-func (m *Manager) realiseInstances(ctx context.Context, c *PreparedClaim) error {
+// realise creates the MIG instances claim c needs that are not Ready yet,
+// checkpointing each id before the next step, and fills in the claim's MIG
+// UUIDs. A changed UUID (an instance recreated) changes the config and the
+// CDI spec.
+func (mm *migMode) realise(ctx context.Context, c *PreparedClaim) (bool, error) {
+	changed := false
 	for i := range c.GPUs {
 		g := &c.GPUs[i]
 		if g.MIG == nil {
 			continue
 		}
-		r := m.cp.instance(g.UUID, g.MIG)
+		r := mm.m.cp.instance(g.UUID, g.MIG)
 		if r == nil {
-			return fmt.Errorf("MIG instance of profile %d at slice %d of GPU %s is not in the checkpoint", g.MIG.ProfileID, g.MIG.Placement.Start, g.UUID)
+			return changed, fmt.Errorf("MIG instance of profile %d at slice %d of GPU %s is not in the checkpoint", g.MIG.ProfileID, g.MIG.Placement.Start, g.UUID)
 		}
 		if r.State != instanceReady {
-			if err := m.createInstance(ctx, g.UUID, r, c.UID); err != nil {
-				return err
+			if err := mm.createInstance(ctx, g.UUID, r, c.UID); err != nil {
+				return changed, err
 			}
 		}
+		changed = changed || g.MIG.UUID != r.UUID
 		g.MIG.UUID = r.UUID
 	}
-	return nil
+	return changed, nil
 }
 
 // createInstance takes Creating record r through GPU-instance and
 // compute-instance creation to Ready, saving the checkpoint after each.
-func (m *Manager) createInstance(ctx context.Context, gpuUUID string, r *instanceRecord, uid types.UID) error {
+func (mm *migMode) createInstance(ctx context.Context, gpuUUID string, r *instanceRecord, uid types.UID) error {
+	m := mm.m
 	if m.opts.MIG == nil {
 		return errors.New("no MIG lifecycle configured")
 	}
@@ -302,20 +367,48 @@ func (m *Manager) createInstance(ctx context.Context, gpuUUID string, r *instanc
 	return nil
 }
 
-// destroyUnused destroys every instance record without claims (or left
-// Creating or Destroying by a crash when recovering), compute instance
-// first, saving the checkpoint after each step. Instances NVML reports in
-// use stay Destroying and are retried later. live, when not nil, is what
-// NVML listed per GPU (recovery): a record without ids then matches an
-// existing instance by profile and placement.
-func (m *Manager) destroyUnused(ctx context.Context, uid types.UID, live map[string][]discovery.MIGInstanceState) error {
+// deviceEdits returns the edits of the MIG instance limit g applies in:
+// its own nodes and UUID instead of the whole GPU's device edits (which
+// would hand out the parent GPU itself). Its device nodes are where the
+// runtime finds the parent GPU's (gpu, the GPU's own edits), e.g. under a
+// driver root of their own.
+func (mm *migMode) deviceEdits(g GPULimit, gpu cdispec.ContainerEdits) (cdispec.ContainerEdits, error) {
+	m := mm.m
+	info, ok := m.infoByUUID(g.UUID)
+	if !ok {
+		return cdispec.ContainerEdits{}, fmt.Errorf("GPU %s is not among the node's devices", g.UUID)
+	}
+	r := m.cp.instance(g.UUID, g.MIG)
+	if r == nil || r.State != instanceReady {
+		return cdispec.ContainerEdits{}, fmt.Errorf("MIG instance of profile %d at slice %d of GPU %s is not ready", g.MIG.ProfileID, g.MIG.Placement.Start, g.UUID)
+	}
+	edits, err := cdi.MIGEdits{ProcRoot: m.opts.ProcRoot, HostDevRoot: cdi.HostDevRoot(gpu, info.Minor)}.Edits(cdi.MIGInstance{
+		ParentMinor: info.Minor, GPUInstanceID: *r.GPUInstanceID, ComputeInstanceID: *r.ComputeInstanceID, UUID: r.UUID,
+	})
+	if err != nil {
+		return cdispec.ContainerEdits{}, fmt.Errorf("CDI edits of MIG instance %s: %w", r.UUID, err)
+	}
+	return edits, nil
+}
+
+// teardown destroys every instance record without claims, compute
+// instance first, saving the checkpoint after each step. Instances NVML
+// reports in use stay Destroying and are retried later.
+func (mm *migMode) teardown(ctx context.Context, uid types.UID) error {
+	return mm.destroyUnused(ctx, uid, nil)
+}
+
+// destroyUnused destroys every record left Destroying. live, when not nil,
+// is what NVML listed per GPU (recovery): a record without ids then
+// matches an existing instance by profile and placement.
+func (mm *migMode) destroyUnused(ctx context.Context, uid types.UID, live map[string][]discovery.MIGInstanceState) error {
 	var errs []error
-	for _, gpuUUID := range sortedKeys(m.cp.Instances) {
-		for _, r := range slices.Clone(m.cp.Instances[gpuUUID]) {
+	for _, gpuUUID := range sortedKeys(mm.m.cp.Instances) {
+		for _, r := range slices.Clone(mm.m.cp.Instances[gpuUUID]) {
 			if r.State != instanceDestroying {
 				continue
 			}
-			if err := m.destroyInstance(ctx, gpuUUID, r, uid, live[gpuUUID]); err != nil {
+			if err := mm.destroyInstance(ctx, gpuUUID, r, uid, live[gpuUUID]); err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -325,20 +418,21 @@ func (m *Manager) destroyUnused(ctx context.Context, uid types.UID, live map[str
 		// Besides the kubelet's retry of the call: an instance the kubelet
 		// no longer asks about must go too, so that its placement is
 		// offered again.
-		m.startRetryDestroy()
+		mm.startRetryDestroy()
 	}
 	return err
 }
 
 // destroyInstance destroys record r (destroySteps) and then tells the
 // publisher, whether the instance went or is left blocking its placement.
-func (m *Manager) destroyInstance(ctx context.Context, gpuUUID string, r *instanceRecord, uid types.UID, live []discovery.MIGInstanceState) error {
-	err := m.destroySteps(ctx, gpuUUID, r, uid, live)
-	m.notifyMIG()
+func (mm *migMode) destroyInstance(ctx context.Context, gpuUUID string, r *instanceRecord, uid types.UID, live []discovery.MIGInstanceState) error {
+	err := mm.destroySteps(ctx, gpuUUID, r, uid, live)
+	mm.notify()
 	return err
 }
 
-func (m *Manager) destroySteps(ctx context.Context, gpuUUID string, r *instanceRecord, uid types.UID, live []discovery.MIGInstanceState) error {
+func (mm *migMode) destroySteps(ctx context.Context, gpuUUID string, r *instanceRecord, uid types.UID, live []discovery.MIGInstanceState) error {
+	m := mm.m
 	logger := klog.FromContext(ctx)
 	if m.opts.MIG == nil {
 		return errors.New("no MIG lifecycle configured")
@@ -411,9 +505,193 @@ func (m *Manager) destroySteps(ctx context.Context, gpuUUID string, r *instanceR
 	return nil
 }
 
+// recover compares the owned MIG instances of the checkpoint with those
+// NVML lists (docs/mig.md): a Ready instance of prepared claims that still
+// exists is kept; one that is gone is marked Creating, to be recreated
+// when its claims are restored; every other record (Creating or Destroying
+// after a crash, or used by no prepared claim) is destroyed, matched by id
+// or, without one, by profile and placement. Instances the checkpoint does
+// not know are never touched. Those left Destroying (NVML said in use, or
+// could not be asked) are retried in the background.
+func (mm *migMode) recover(ctx context.Context) {
+	m := mm.m
+	logger := klog.FromContext(ctx)
+	if len(m.cp.Instances) == 0 {
+		return
+	}
+	if m.opts.MIG == nil {
+		logger.Error(nil, "The checkpoint holds MIG instances but no GPU is in MIG mode; they are kept until the plugin runs with MIG again", "gpus", len(m.cp.Instances))
+		return
+	}
+	for _, gpuUUID := range sortedKeys(m.cp.Instances) {
+		list, err := m.opts.MIG.Instances(ctx, gpuUUID)
+		if err != nil {
+			// Ready instances are then taken as they are: a missing one
+			// fails its claims' restore, which is retried.
+			logger.Error(err, "Listing MIG instances failed", "gpu", gpuUUID)
+		}
+		for _, r := range slices.Clone(m.cp.Instances[gpuUUID]) {
+			r.Claims = slices.DeleteFunc(r.Claims, func(uid types.UID) bool {
+				rec, ok := m.cp.Claims[uid]
+				return !ok || rec.State != statePrepareCompleted
+			})
+			switch {
+			case len(r.Claims) == 0 || r.State == instanceDestroying:
+				r.State = instanceDestroying
+			case r.State == instanceCreating:
+				// Recreating it for prepared claims was cut short: what
+				// exists of it is destroyed, and a fresh record takes
+				// the claims, to be created when they are restored.
+				m.cp.Instances[gpuUUID] = append(m.cp.Instances[gpuUUID], &instanceRecord{
+					ProfileID: r.ProfileID, Placement: r.Placement, Claims: r.Claims, State: instanceCreating,
+				})
+				r.Claims, r.State = nil, instanceDestroying
+			case err == nil && !liveMatch(list, r):
+				logger.Info("A MIG instance of prepared claims is gone; recreating it", "gpu", gpuUUID,
+					"profile", r.ProfileID, "placementStart", r.Placement.Start, "migUUID", r.UUID)
+				r.GPUInstanceID, r.ComputeInstanceID, r.UUID, r.State = nil, nil, "", instanceCreating
+			}
+		}
+	}
+	if err := m.saveCheckpoint(); err != nil {
+		logger.Error(err, "Recording the MIG instances' recovery failed")
+	}
+	if mm.destroyLeftovers(ctx) {
+		mm.startRetryDestroy()
+	}
+}
+
+// destroyLeftovers destroys the instances left Destroying, matched against
+// what NVML lists. It reports whether some are still left.
+func (mm *migMode) destroyLeftovers(ctx context.Context) bool {
+	m := mm.m
+	logger := klog.FromContext(ctx)
+	left := false
+	for _, gpuUUID := range sortedKeys(m.cp.Instances) {
+		var destroying []*instanceRecord
+		for _, r := range m.cp.Instances[gpuUUID] {
+			if r.State == instanceDestroying {
+				destroying = append(destroying, r)
+			}
+		}
+		if len(destroying) == 0 {
+			continue
+		}
+		list, err := m.opts.MIG.Instances(ctx, gpuUUID)
+		if err != nil {
+			logger.Error(err, "Listing MIG instances failed; will retry", "gpu", gpuUUID)
+			left = true
+			continue
+		}
+		for _, r := range destroying {
+			if err := mm.destroyInstance(ctx, gpuUUID, r, "", list); err != nil {
+				logger.Error(err, "Destroying a MIG instance the plugin no longer needs failed; will retry", "gpu", gpuUUID)
+				left = true
+			}
+		}
+	}
+	return left
+}
+
+// liveMatch reports whether Ready record r exists as NVML lists it.
+func liveMatch(list []discovery.MIGInstanceState, r *instanceRecord) bool {
+	for _, inst := range list {
+		if inst.ID != *r.GPUInstanceID || inst.ProfileID != r.ProfileID || inst.Placement != r.placement() {
+			continue
+		}
+		for _, ci := range inst.Compute {
+			if ci.ID == *r.ComputeInstanceID && ci.UUID == r.UUID {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// startRetryDestroy starts retryDestroy unless it runs already; m.mu held.
+func (mm *migMode) startRetryDestroy() {
+	if mm.retrying || mm.m.bgCtx == nil {
+		return
+	}
+	mm.retrying = true
+	go mm.retryDestroy(mm.m.bgCtx, restoreRetryInterval)
+}
+
+// retryDestroy runs recovery of the MIG instances again with exponential
+// backoff until none is left Destroying or ctx ends. Until then such an
+// instance still blocks its placement on the GPU (BlockedMIGInstances).
+func (mm *migMode) retryDestroy(ctx context.Context, delay time.Duration) {
+	m := mm.m
+	for {
+		select {
+		case <-ctx.Done():
+			m.mu.Lock()
+			mm.retrying = false
+			m.mu.Unlock()
+			return
+		case <-time.After(delay):
+		}
+		end, err := m.begin()
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Retrying MIG instance recovery failed; will retry")
+		} else {
+			left := mm.destroyLeftovers(ctx)
+			if !left {
+				// Cleared under the lock: an unprepare that finds an
+				// instance in use after this starts a new retry.
+				mm.retrying = false
+				end()
+				klog.FromContext(ctx).Info("Destroyed the MIG instances left from earlier")
+				return
+			}
+			end()
+		}
+		delay = min(2*delay, maxRestoreRetryInterval)
+	}
+}
+
+// notify tells MIGChanges' reader that the instances being destroyed may
+// have changed, without waiting for it.
+func (mm *migMode) notify() {
+	select {
+	case mm.changed <- struct{}{}:
+	default:
+	}
+}
+
+// migSection is the MIG mode's part of the checkpoint: the instances the
+// plugin owns, by the UUID of their GPU (version 2).
+var migSection = checkpointSection{
+	mode:    modeMIG,
+	key:     "instances",
+	version: checkpointVersion2,
+	encode: func(c *checkpoint) ([]byte, error) {
+		if len(c.Instances) == 0 {
+			return nil, nil
+		}
+		return json.Marshal(c.Instances)
+	},
+	decode: func(c *checkpoint, data []byte) error {
+		instances, err := decodeStrict[map[string][]*instanceRecord](data)
+		c.Instances = instances
+		return err
+	},
+	validateLimit: func(path *field.Path, g GPULimit) field.ErrorList {
+		var errs field.ErrorList
+		if g.MIG.UUID != "" && (!strings.HasPrefix(g.MIG.UUID, "MIG-") || strings.ContainsAny(g.MIG.UUID, "\n=")) {
+			errs = append(errs, field.Invalid(path.Child("mig", "uuid"), g.MIG.UUID, "must be a MIG UUID"))
+		}
+		if g.BurstLimitBytes > g.MemoryLimitBytes {
+			errs = append(errs, field.Invalid(path.Child("burstLimitBytes"), g.BurstLimitBytes, "must be 0 in a MIG instance: its memory is its own"))
+		}
+		return errs
+	},
+	validate: validateInstances,
+}
+
 // validateInstances checks the instance records against the claims: each
 // has a known state, a placement, and only claims the checkpoint holds.
-func (c *checkpoint) validateInstances() error {
+func validateInstances(c *checkpoint) error {
 	var errs []error
 	for gpuUUID, list := range c.Instances {
 		if !configUUID.MatchString(gpuUUID) {
@@ -444,15 +722,6 @@ func (c *checkpoint) validateInstances() error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // OwnedMIGInstances returns, by GPU UUID, the MIG instances the plugin owns
@@ -490,20 +759,11 @@ func (m *Manager) migInstances(keep func(*instanceRecord) bool) map[string][]dis
 	return out
 }
 
-// notifyMIG tells MIGChanges' reader that the instances being destroyed
-// may have changed, without waiting for it.
-func (m *Manager) notifyMIG() {
-	select {
-	case m.migChanged <- struct{}{}:
-	default:
-	}
-}
-
 // MIGChanges receives after the instances BlockedMIGInstances returns may
 // have changed: an instance NVML refused to destroy (in use), or one that
 // is gone at last. One value stands for any number of changes.
 func (m *Manager) MIGChanges() <-chan struct{} {
-	return m.migChanged
+	return m.mig.changed
 }
 
 // BlockedMIGInstances returns, by GPU UUID, the owned MIG instances being

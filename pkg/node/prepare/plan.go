@@ -102,8 +102,8 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 			continue
 		}
 
-		info, ref, _ := m.deviceInfo(r.Device)
-		key := limitKey(info.UUID, ref)
+		info, target, _ := m.resolve(r.Device)
+		key := m.limitKey(target)
 		idx, ok := gpuOf[key]
 		if !ok && !configUUID.MatchString(info.UUID) {
 			// libvgpu.so would refuse the whole config, failing the container closed.
@@ -115,14 +115,13 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 			idx = len(out.GPUs)
 			gpuOf[key] = idx
 			infos[info.UUID] = info
-			out.GPUs = append(out.GPUs, GPULimit{UUID: info.UUID, SMLimitPercent: dev.Cores, MIG: ref})
+			target.SMLimitPercent = dev.Cores
+			out.GPUs = append(out.GPUs, target)
 		} else {
 			out.GPUs[idx].SMLimitPercent = mergeCores(out.GPUs[idx].SMLimitPercent, dev.Cores)
 		}
 		out.GPUs[idx].MemoryLimitBytes += dev.MemoryBytes
-		if ref == nil {
-			// A MIG instance's memory is its own: it has no unbooked
-			// memory of the GPU to burst into.
+		if m.burstable(target) {
 			out.GPUs[idx].BurstLimitBytes = addSaturating(out.GPUs[idx].BurstLimitBytes, ceilingOf(limit, dev.MemoryBytes))
 		}
 		if lerr := m.checkMemoryLimit(alloc.Devices.Config, r, limit, info, dev.MemoryBytes, burstLimits); lerr != nil {
@@ -158,7 +157,7 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 		out.ReclaimGracePeriodSeconds = 0
 	}
 	out.Settings = *settings
-	orderGPUs(out, infos)
+	m.orderGPUs(out, infos)
 	return out, nil
 }
 
@@ -170,7 +169,7 @@ func (m *Manager) planResult(path *field.Path, r resourceapi.DeviceRequestAlloca
 	if r.Pool != m.opts.NodeName {
 		errs = append(errs, field.Invalid(path.Child("pool"), r.Pool, fmt.Sprintf("not the pool of node %s", m.opts.NodeName)))
 	}
-	info, _, ok := m.deviceInfo(r.Device)
+	info, _, ok := m.resolve(r.Device)
 	if !ok {
 		errs = append(errs, field.NotFound(path.Child("device"), r.Device))
 	}
@@ -332,7 +331,7 @@ func addSaturating(a, b uint64) uint64 {
 
 // orderGPUs sorts the claim's GPUs by PCI bus ID, the order CUDA numbers
 // devices in with CUDA_DEVICE_ORDER=PCI_BUS_ID, and renumbers the devices.
-func orderGPUs(c *PreparedClaim, infos map[string]discovery.Info) {
+func (m *Manager) orderGPUs(c *PreparedClaim, infos map[string]discovery.Info) {
 	order := make([]int, len(c.GPUs))
 	for i := range order {
 		order[i] = i
@@ -340,7 +339,7 @@ func orderGPUs(c *PreparedClaim, infos map[string]discovery.Info) {
 	slices.SortFunc(order, func(a, b int) int {
 		ia, ib := infos[c.GPUs[a].UUID], infos[c.GPUs[b].UUID]
 		return cmp.Or(cmp.Compare(ia.PCIBusID, ib.PCIBusID), cmp.Compare(ia.UUID, ib.UUID),
-			cmp.Compare(migStart(c.GPUs[a]), migStart(c.GPUs[b])))
+			cmp.Compare(m.limitOrder(c.GPUs[a]), m.limitOrder(c.GPUs[b])))
 	})
 	newIndex := make([]int, len(order))
 	gpus := make([]GPULimit, len(order))
@@ -352,13 +351,4 @@ func orderGPUs(c *PreparedClaim, infos map[string]discovery.Info) {
 	for i := range c.Devices {
 		c.Devices[i].GPU = newIndex[c.Devices[i].GPU]
 	}
-}
-
-// migStart orders the MIG instances of one GPU by placement, after the
-// whole GPU.
-func migStart(g GPULimit) int {
-	if g.MIG == nil {
-		return -1
-	}
-	return g.MIG.Placement.Start
 }

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"slices"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -132,7 +131,7 @@ func (m *Manager) prepareClaims(ctx context.Context, claims []*resourceapi.Resou
 				continue
 			}
 			fresh = append(fresh, c)
-		case !reflect.DeepEqual(withoutMIGUUIDs(&rec.PreparedClaim), *c):
+		case !reflect.DeepEqual(m.planned(&rec.PreparedClaim), *c):
 			results[c.UID] = failed(c.UID, errors.New("claim is already prepared with a different allocation; unprepare it first"))
 		default:
 			if err := m.ensure(klog.NewContext(ctx, claimLogger), &rec.PreparedClaim, false); err != nil {
@@ -155,9 +154,8 @@ func (m *Manager) prepareFresh(ctx context.Context, claims []*PreparedClaim, res
 	logger := klog.FromContext(ctx)
 	for _, c := range claims {
 		m.cp.Claims[c.UID] = &claimRecord{State: statePrepareStarted, PreparedClaim: c.deepCopy()}
-		// A MIG instance is checkpointed Creating (or gains the claim, if
-		// another claim made it) before it is created.
-		m.cp.reserveInstances(c)
+		// What a sharing mode realises is checkpointed before it exists.
+		m.reserve(c)
 	}
 	if err := m.cp.save(m.layout.checkpointPath()); err != nil {
 		for _, c := range claims {
@@ -171,12 +169,12 @@ func (m *Manager) prepareFresh(ctx context.Context, claims []*PreparedClaim, res
 	for i, c := range claims {
 		claimLogger := klog.LoggerWithValues(logger, "claim", klog.KRef(c.Namespace, c.Name), "claimUID", c.UID)
 		claimCtx := klog.NewContext(ctx, claimLogger)
-		// The checkpoint's copy gains the MIG UUIDs of the instances.
+		// The checkpoint's copy gains the references the modes fill in.
 		c = &m.cp.Claims[c.UID].PreparedClaim
 		claims[i] = c
 		err := m.step(stepCheckpointStarted, c.UID)
 		if err == nil {
-			err = m.realiseInstances(claimCtx, c)
+			_, err = m.realise(claimCtx, c)
 		}
 		if err == nil {
 			err = m.ensure(claimCtx, c, true)
@@ -214,7 +212,8 @@ func (m *Manager) prepareFresh(ctx context.Context, claims []*PreparedClaim, res
 }
 
 // undo rolls back a claim whose prepare failed with cause (nil: an earlier
-// attempt's) and forgets it, destroying the MIG instances only it used.
+// attempt's) and forgets it, tearing down what its sharing modes realised
+// for it alone.
 func (m *Manager) undo(ctx context.Context, uid types.UID, cause error) error {
 	if err := m.rollback(uid); err != nil {
 		// The entry stays PrepareStarted so that the rollback is retried.
@@ -226,37 +225,30 @@ func (m *Manager) undo(ctx context.Context, uid types.UID, cause error) error {
 	if m.opts.Burst != nil {
 		m.opts.Burst.ReleaseClaim(ctx, uid)
 	}
-	if m.forget(uid) {
-		// Instances left Destroying are retried by the next unprepare or
-		// start; the claim itself is rolled back.
+	if changed := m.forget(uid); len(changed) > 0 {
+		// What is left is retried by the next unprepare or start; the
+		// claim itself is rolled back.
 		err := m.saveCheckpoint()
 		if err == nil {
-			err = m.destroyUnused(ctx, uid, nil)
+			err = teardown(ctx, changed, uid)
 		}
 		if err != nil {
-			klog.FromContext(ctx).Error(err, "Destroying the MIG instances of a failed prepare failed; will retry", "claimUID", uid)
+			klog.FromContext(ctx).Error(err, "Tearing down what the sharing modes realised for a failed prepare failed; will retry", "claimUID", uid)
 		}
 	}
 	return cause
 }
 
-// forget drops the claim from the checkpoint (in memory) and from the MIG
-// instances it used; an instance that was never created is dropped, one
-// left without claims is marked Destroying. It reports whether any
-// instance record changed.
-func (m *Manager) forget(uid types.UID) bool {
+// forget drops the claim from the checkpoint (in memory) and from the
+// records of its sharing modes, all of them this process's, and returns the
+// modes whose records changed.
+func (m *Manager) forget(uid types.UID) []sharingMode {
+	rec, ok := m.cp.Claims[uid]
+	if !ok {
+		return nil
+	}
 	delete(m.cp.Claims, uid)
-	if !m.cp.releaseClaim(uid) {
-		return false
-	}
-	for gpuUUID, list := range m.cp.Instances {
-		for _, r := range slices.Clone(list) {
-			if r.State == instanceDestroying && r.GPUInstanceID == nil && len(r.Claims) == 0 {
-				m.cp.dropInstance(gpuUUID, r)
-			}
-		}
-	}
-	return true
+	return m.release(&rec.PreparedClaim, true)
 }
 
 func failed(uid types.UID, err error) kubeletplugin.PrepareResult {

@@ -30,7 +30,6 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/atomicfile"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
 // maxRestoreRetryInterval caps the backoff of restoring claims whose files
@@ -106,9 +105,10 @@ func (m *Manager) start(ctx context.Context) error {
 			continue
 		}
 		delete(cp.Claims, uid)
-		// Its MIG instances are destroyed below unless other claims use
-		// them; records without ids are kept to match live instances.
-		cp.releaseClaim(uid)
+		// What its sharing modes realised goes in their recovery below
+		// unless other claims use it; a crash may have cut a step short
+		// before its record, so the records are not complete.
+		m.release(&rec.PreparedClaim, false)
 		changed = true
 		claimLogger.Info("Rolled back an incomplete prepare")
 	}
@@ -117,8 +117,8 @@ func (m *Manager) start(ctx context.Context) error {
 			return err
 		}
 	}
-	if destroying := m.recoverInstances(ctx); destroying {
-		m.startRetryDestroy()
+	for _, mode := range m.allModes() {
+		mode.recover(ctx)
 	}
 	// A claim that cannot be restored yet (NVML not ready after a reboot, a
 	// full disk) does not stop the plugin: the kubelet may never prepare it
@@ -152,18 +152,18 @@ func (m *Manager) restoreLocked(ctx context.Context, uids []types.UID) []types.U
 			continue
 		}
 		claimLogger := klog.LoggerWithValues(logger, "claim", klog.KRef(rec.Namespace, rec.Name), "claimUID", uid)
-		// A MIG instance that vanished (reboot, GPU reset) is recreated;
-		// its new MIG UUID means a new config and CDI spec.
-		before := migUUIDs(&rec.PreparedClaim)
-		if err := m.realiseInstances(klog.NewContext(ctx, claimLogger), &rec.PreparedClaim); err != nil {
-			claimLogger.Error(err, "Recreating the claim's MIG instance failed; will retry")
+		// What a sharing mode realised and lost (a MIG instance gone with
+		// a reboot or GPU reset) is realised again; a new reference means
+		// a new config and CDI spec.
+		rewrite, err := m.realise(klog.NewContext(ctx, claimLogger), &rec.PreparedClaim)
+		if err != nil {
+			claimLogger.Error(err, "Realising the claim's sharing mode again failed; will retry")
 			pending = append(pending, uid)
 			continue
 		}
-		rewrite := !slices.Equal(before, migUUIDs(&rec.PreparedClaim))
 		if rewrite {
 			if err := m.saveCheckpoint(); err != nil {
-				claimLogger.Error(err, "Recording the claim's new MIG UUID failed; will retry")
+				claimLogger.Error(err, "Recording the claim's new sharing-mode references failed; will retry")
 				pending = append(pending, uid)
 				continue
 			}
@@ -189,155 +189,4 @@ func (m *Manager) retryRestore(ctx context.Context, pending []types.UID, delay t
 		delay = min(2*delay, maxRestoreRetryInterval)
 	}
 	klog.FromContext(ctx).Info("Restored all prepared claims")
-}
-
-// migUUIDs lists the MIG UUIDs the claim's limits are keyed by.
-func migUUIDs(c *PreparedClaim) []string {
-	var out []string
-	for _, g := range c.GPUs {
-		if g.MIG != nil {
-			out = append(out, g.MIG.UUID)
-		}
-	}
-	return out
-}
-
-// recoverInstances compares the owned MIG instances of the checkpoint with
-// those NVML lists (docs/mig.md): a Ready instance of prepared claims that
-// still exists is kept; one that is gone is marked Creating, to be
-// recreated when its claims are restored; every other record (Creating or
-// Destroying after a crash, or used by no prepared claim) is destroyed,
-// matched by id or, without one, by profile and placement. Instances the
-// checkpoint does not know are never touched. It reports whether some are
-// left Destroying (NVML said in use, or could not be asked).
-func (m *Manager) recoverInstances(ctx context.Context) bool {
-	logger := klog.FromContext(ctx)
-	if len(m.cp.Instances) == 0 {
-		return false
-	}
-	if m.opts.MIG == nil {
-		logger.Error(nil, "The checkpoint holds MIG instances but no GPU is in MIG mode; they are kept until the plugin runs with MIG again", "gpus", len(m.cp.Instances))
-		return false
-	}
-	for _, gpuUUID := range sortedKeys(m.cp.Instances) {
-		list, err := m.opts.MIG.Instances(ctx, gpuUUID)
-		if err != nil {
-			// Ready instances are then taken as they are: a missing one
-			// fails its claims' restore, which is retried.
-			logger.Error(err, "Listing MIG instances failed", "gpu", gpuUUID)
-		}
-		for _, r := range slices.Clone(m.cp.Instances[gpuUUID]) {
-			r.Claims = slices.DeleteFunc(r.Claims, func(uid types.UID) bool {
-				rec, ok := m.cp.Claims[uid]
-				return !ok || rec.State != statePrepareCompleted
-			})
-			switch {
-			case len(r.Claims) == 0 || r.State == instanceDestroying:
-				r.State = instanceDestroying
-			case r.State == instanceCreating:
-				// Recreating it for prepared claims was cut short: what
-				// exists of it is destroyed, and a fresh record takes
-				// the claims, to be created when they are restored.
-				m.cp.Instances[gpuUUID] = append(m.cp.Instances[gpuUUID], &instanceRecord{
-					ProfileID: r.ProfileID, Placement: r.Placement, Claims: r.Claims, State: instanceCreating,
-				})
-				r.Claims, r.State = nil, instanceDestroying
-			case err == nil && !liveMatch(list, r):
-				logger.Info("A MIG instance of prepared claims is gone; recreating it", "gpu", gpuUUID,
-					"profile", r.ProfileID, "placementStart", r.Placement.Start, "migUUID", r.UUID)
-				r.GPUInstanceID, r.ComputeInstanceID, r.UUID, r.State = nil, nil, "", instanceCreating
-			}
-		}
-	}
-	if err := m.saveCheckpoint(); err != nil {
-		logger.Error(err, "Recording the MIG instances' recovery failed")
-	}
-	return m.destroyLeftovers(ctx)
-}
-
-// destroyLeftovers destroys the instances left Destroying, matched against
-// what NVML lists. It reports whether some are still left.
-func (m *Manager) destroyLeftovers(ctx context.Context) bool {
-	logger := klog.FromContext(ctx)
-	left := false
-	for _, gpuUUID := range sortedKeys(m.cp.Instances) {
-		var destroying []*instanceRecord
-		for _, r := range m.cp.Instances[gpuUUID] {
-			if r.State == instanceDestroying {
-				destroying = append(destroying, r)
-			}
-		}
-		if len(destroying) == 0 {
-			continue
-		}
-		list, err := m.opts.MIG.Instances(ctx, gpuUUID)
-		if err != nil {
-			logger.Error(err, "Listing MIG instances failed; will retry", "gpu", gpuUUID)
-			left = true
-			continue
-		}
-		for _, r := range destroying {
-			if err := m.destroyInstance(ctx, gpuUUID, r, "", list); err != nil {
-				logger.Error(err, "Destroying a MIG instance the plugin no longer needs failed; will retry", "gpu", gpuUUID)
-				left = true
-			}
-		}
-	}
-	return left
-}
-
-// liveMatch reports whether Ready record r exists as NVML lists it.
-func liveMatch(list []discovery.MIGInstanceState, r *instanceRecord) bool {
-	for _, inst := range list {
-		if inst.ID != *r.GPUInstanceID || inst.ProfileID != r.ProfileID || inst.Placement != r.placement() {
-			continue
-		}
-		for _, ci := range inst.Compute {
-			if ci.ID == *r.ComputeInstanceID && ci.UUID == r.UUID {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// startRetryDestroy starts retryDestroy unless it runs already; m.mu held.
-func (m *Manager) startRetryDestroy() {
-	if m.retryingDestroy || m.bgCtx == nil {
-		return
-	}
-	m.retryingDestroy = true
-	go m.retryDestroy(m.bgCtx, restoreRetryInterval)
-}
-
-// retryDestroy runs recovery of the MIG instances again with exponential
-// backoff until none is left Destroying or ctx ends. Until then such an
-// instance still blocks its placement on the GPU (BlockedMIGInstances).
-func (m *Manager) retryDestroy(ctx context.Context, delay time.Duration) {
-	for {
-		select {
-		case <-ctx.Done():
-			m.mu.Lock()
-			m.retryingDestroy = false
-			m.mu.Unlock()
-			return
-		case <-time.After(delay):
-		}
-		end, err := m.begin()
-		if err != nil {
-			klog.FromContext(ctx).Error(err, "Retrying MIG instance recovery failed; will retry")
-		} else {
-			left := m.destroyLeftovers(ctx)
-			if !left {
-				// Cleared under the lock: an unprepare that finds an
-				// instance in use after this starts a new retry.
-				m.retryingDestroy = false
-				end()
-				klog.FromContext(ctx).Info("Destroyed the MIG instances left from earlier")
-				return
-			}
-			end()
-		}
-		delay = min(2*delay, maxRestoreRetryInterval)
-	}
 }

@@ -102,24 +102,15 @@ type GPULimit struct {
 	MIG *MIGRef `json:"mig,omitempty"`
 }
 
-// MIGRef names the MIG instance a limit applies to: the GPU-instance
-// profile and placement the scheduler allocated, and, once prepare has
-// created it, the instance's MIG UUID (which keys the claim's config).
-type MIGRef struct {
-	ProfileID int          `json:"profileID"`
-	Placement migPlacement `json:"placement"`
-	// UUID is the instance's "MIG-<uuid>"; empty until the instance exists.
-	UUID string `json:"uuid,omitempty"`
+// mode names the sharing mode that realises the limit (mode.go), "" for a
+// plain software slice: the mode whose reference the limit carries.
+func (g GPULimit) mode() modeName {
+	if g.MIG != nil {
+		return modeMIG
+	}
+	return ""
 }
 
-// migPlacement is a placement as the checkpoint stores it.
-type migPlacement struct {
-	Start int `json:"start"`
-	Size  int `json:"size"`
-}
-
-// configUUID is the UUID the claim's config and libvgpu.so know the
-// device by: the MIG instance's when there is one.
 // Ceiling is the most the claim may use on the GPU: BurstLimitBytes, or
 // the guarantee MemoryLimitBytes where that is unset or lower.
 func (g GPULimit) Ceiling() uint64 { return max(g.BurstLimitBytes, g.MemoryLimitBytes) }

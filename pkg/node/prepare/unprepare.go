@@ -67,14 +67,15 @@ func (m *Manager) unprepare(ctx context.Context, claims []kubeletplugin.Namespac
 		if rec, ok := m.cp.Claims[claim.UID]; ok {
 			removed[claim.UID] = rec
 			delete(m.cp.Claims, claim.UID)
-			// The MIG instances only this claim used are checkpointed
-			// Destroying with the claim's removal, and destroyed below.
-			m.cp.releaseClaim(claim.UID)
+			// What its sharing modes realised for it alone is
+			// checkpointed as going with the claim's removal, and torn
+			// down below.
+			m.release(&rec.PreparedClaim, false)
 		}
 	}
 	if len(removed) == 0 {
-		// Instances a crash or an earlier failure left Destroying.
-		if err := m.destroyUnused(ctx, "", nil); err != nil {
+		// What a crash or an earlier failure left to tear down.
+		if err := teardown(ctx, m.allModes(), ""); err != nil {
 			for _, claim := range claims {
 				if results[claim.UID] == nil {
 					results[claim.UID] = fmt.Errorf("unprepare claim %s: %w", claim.UID, err)
@@ -93,9 +94,11 @@ func (m *Manager) unprepare(ctx context.Context, claims []kubeletplugin.Namespac
 			stepErr = m.step(stepCheckpointRemoved, uid)
 		}
 		if stepErr == nil {
-			// An instance NVML reports in use stays Destroying and fails
-			// the call, so that the kubelet's retry destroys it.
-			stepErr = m.destroyUnused(ctx, uid, nil)
+			// What cannot be torn down yet (a MIG instance in use) fails
+			// the call, so that the kubelet's retry tears it down; like
+			// the call without claims, this also retries what earlier
+			// calls left.
+			stepErr = teardown(ctx, m.allModes(), uid)
 		}
 		if stepErr != nil {
 			results[uid] = fmt.Errorf("unprepare claim %s: %w", uid, stepErr)

@@ -1,0 +1,196 @@
+/*
+Copyright 2026 The vgpu-dra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package mpsdaemon
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The test binary doubles as a small fake of nvidia-cuda-mps-control when
+// fakeControlEnv is set, answering the commands the supervisor uses the
+// way NVIDIA's daemon does (checked against the real one in
+// real_test.go): "-d" starts the daemon in the background and returns
+// once it serves; without arguments it is the client, sending its
+// standard input's lines through the pipe directory's "control" socket.
+const (
+	fakeControlEnv = "MPSDAEMON_FAKE_CONTROL"
+	// fakeFailEnv names a file; while it exists, the fake daemon logs
+	// its content and exits at start.
+	fakeFailEnv = "MPSDAEMON_FAKE_FAIL"
+	fakeServe   = "--fake-serve"
+)
+
+func fakeControl(args []string) int {
+	pipe, logDir := os.Getenv(EnvPipeDir), os.Getenv(EnvLogDir)
+	switch {
+	case len(args) == 1 && args[0] == "-d":
+		return fakeDaemonize(pipe)
+	case len(args) == 1 && args[0] == fakeServe:
+		return fakeServeDaemon(pipe, logDir)
+	case len(args) == 0:
+		return fakeClient(pipe)
+	}
+	fmt.Fprintln(os.Stderr, "usage: nvidia-cuda-mps-control [-d]")
+	return 1
+}
+
+func fakeDaemonize(pipe string) int {
+	if st, err := os.Stat(pipe); err != nil || !st.IsDir() {
+		fmt.Fprintf(os.Stderr, "Cannot access %s=%s\n", EnvPipeDir, pipe)
+		return 1
+	}
+	if data, err := os.ReadFile(filepath.Join(pipe, pidFileName)); err == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && syscall.Kill(pid, 0) == nil {
+			fmt.Fprintln(os.Stderr, "An instance of this daemon is already running")
+			return 1
+		}
+	}
+	ready, w, err := os.Pipe()
+	if err != nil {
+		return 1
+	}
+	cmd := exec.Command(os.Args[0], fakeServe)
+	cmd.ExtraFiles = []*os.File{w}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_ = w.Close()
+	// The daemon closes its end once it serves (or exits).
+	_, _ = io.Copy(io.Discard, ready)
+	_ = cmd.Process.Release()
+	return 0
+}
+
+func fakeServeDaemon(pipe, logDir string) int {
+	ready := os.NewFile(3, "ready")
+	logFile, err := os.OpenFile(filepath.Join(logDir, controlLogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return 1
+	}
+	logf := func(format string, args ...any) {
+		_, _ = fmt.Fprintf(logFile, "[%s Control %d] %s\n", time.Now().Format("2006-01-02 15:04:05.000"), os.Getpid(), fmt.Sprintf(format, args...))
+	}
+	if reason, err := os.ReadFile(os.Getenv(fakeFailEnv)); err == nil {
+		logf("%s", strings.TrimSpace(string(reason)))
+		return 1
+	}
+	sock := filepath.Join(pipe, "control")
+	_ = os.Remove(sock)
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		logf("Failed to listen on %s: %v", sock, err)
+		return 1
+	}
+	pidFile := filepath.Join(pipe, pidFileName)
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o666); err != nil {
+		return 1
+	}
+	logf("Starting control daemon using socket %s", sock)
+	_ = ready.Close()
+	st := &fakeState{percentage: 100}
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return 1
+		}
+		logf("NEW UI")
+		quit := st.serve(conn, logf)
+		_ = conn.Close()
+		if quit {
+			logf("Exit with status 0")
+			_ = os.Remove(pidFile)
+			return 0
+		}
+	}
+}
+
+type fakeState struct {
+	percentage float64
+	pinned     string
+}
+
+// serve answers one client's commands; it reports whether one was quit.
+func (st *fakeState) serve(conn net.Conn, logf func(string, ...any)) bool {
+	sc := bufio.NewScanner(conn)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		logf("Cmd:%s", line)
+		f := strings.Fields(line)
+		answer := ""
+		switch {
+		case line == "quit":
+			return true
+		case line == "get_default_active_thread_percentage":
+			answer = fmt.Sprintf("%.1f", st.percentage)
+		case f[0] == "set_default_active_thread_percentage" && len(f) == 2:
+			// Like NVIDIA's: a value out of range is ignored silently.
+			if v, err := strconv.ParseFloat(f[1], 64); err == nil && v >= 1 && v <= 100 {
+				st.percentage = v
+				answer = fmt.Sprintf("%.1f", v)
+			}
+		case f[0] == "set_default_device_pinned_mem_limit" && len(f) == 3:
+			st.pinned = f[2]
+		case f[0] == "get_default_device_pinned_mem_limit" && len(f) == 2:
+			answer = st.pinned
+		case line == "get_server_list":
+		default:
+			answer = fmt.Sprintf("Unknown command %q", line)
+		}
+		if answer != "" {
+			logf("%s", answer)
+			if _, err := fmt.Fprintln(conn, answer); err != nil {
+				return false
+			}
+		}
+	}
+	return false
+}
+
+func fakeClient(pipe string) int {
+	conn, err := net.Dial("unix", filepath.Join(pipe, "control"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "Cannot find MPS control daemon process")
+		return 1
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := io.Copy(conn, os.Stdin); err != nil {
+		return 1
+	}
+	if err := conn.(*net.UnixConn).CloseWrite(); err != nil {
+		return 1
+	}
+	if _, err := io.Copy(os.Stdout, conn); err != nil && !errors.Is(err, net.ErrClosed) {
+		return 1
+	}
+	return 0
+}
