@@ -24,6 +24,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -31,6 +32,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -48,9 +50,11 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/admission"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/allocator"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/allocmetrics"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/apiprobe"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/hami"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/hami/templates"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/quota"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/apifeatures"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/version"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
@@ -161,6 +165,13 @@ func run(ctx context.Context, o *options) error {
 		}
 	}()
 
+	features, stopEvents, err := newFeatureReporter(ctx, o, client, registry)
+	if err != nil {
+		return err
+	}
+	defer stopEvents()
+	go probeAPI(ctx, client, o.podNamespace, features)
+
 	lead := func(ctx context.Context) {
 		leaderGauge.Set(1)
 		runLeader(ctx, o, client, factory, matcher, templateLister, enforcer)
@@ -178,6 +189,52 @@ func run(ctx context.Context, o *options) error {
 		return cause
 	}
 	return nil
+}
+
+// newFeatureReporter reports missing feature gates with Events on the
+// controller's own pod (none when --pod-name is unset).
+func newFeatureReporter(ctx context.Context, o *options, client kubernetes.Interface, reg prometheus.Registerer) (*apifeatures.Reporter, func(), error) {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	var pod runtime.Object
+	if o.podName != "" {
+		pod = &corev1.ObjectReference{Kind: "Pod", Namespace: o.podNamespace, Name: o.podName}
+	}
+	r, err := apifeatures.NewReporter(reg, b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "vgpu-dra-controller"}), pod)
+	if err != nil {
+		b.Shutdown()
+		return nil, nil, err
+	}
+	return r, b.Shutdown, nil
+}
+
+// apiProbeInterval is how often the feature-gate probe is retried while
+// the API server does not answer it.
+const apiProbeInterval = 10 * time.Second
+
+// probeAPI asks the API server, in a dry run, whether it keeps the fields
+// of the gates the driver relies on, retrying until it answers, and
+// reports each gate found off.
+func probeAPI(ctx context.Context, client kubernetes.Interface, namespace string, features *apifeatures.Reporter) {
+	logger := klog.FromContext(ctx)
+	var dropped []apifeatures.Dropped
+	err := wait.PollUntilContextCancel(ctx, apiProbeInterval, true, func(ctx context.Context) (bool, error) {
+		var err error
+		if dropped, err = apiprobe.Probe(ctx, client, namespace); err != nil {
+			logger.Error(err, "Probing the API server's feature gates failed; trying again", "in", apiProbeInterval)
+			return false, nil
+		}
+		return true, nil
+	})
+	if err != nil {
+		return
+	}
+	for _, d := range dropped {
+		features.Missing(ctx, d.Gate, d.Field, "claims that ask for part of a GPU are stored asking for a whole one: every GPU is exclusive, one claim per GPU")
+	}
+	if len(dropped) == 0 {
+		logger.Info("The API server keeps the fields of the feature gates the driver relies on")
+	}
 }
 
 // newPolicyGate builds the scheduling-gate webhook. It reads every

@@ -24,21 +24,27 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/apifeatures"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
-// counterCheckTimeout bounds how long the plugin waits for its published
-// slices to read back whether the API server kept their counters.
-const counterCheckTimeout = time.Minute
+// readBackTimeout bounds how long the plugin waits for its published
+// slices to read back whether the API server kept every field.
+const readBackTimeout = time.Minute
 
 // migState is the MIG state of the node's GPUs, read at start.
 type migState struct {
@@ -106,10 +112,11 @@ type publishHelper interface {
 // publisher publishes the node's pool and republishes it with taints, or
 // without counters once the cluster turns out not to keep them.
 type publisher struct {
-	helper  publishHelper
-	node    string
-	gpus    []devices.GPU
-	devOpts devices.Options
+	helper   publishHelper
+	reporter *apifeatures.Reporter
+	node     string
+	gpus     []devices.GPU
+	devOpts  devices.Options
 
 	mu      sync.Mutex
 	migOpts devices.MIGOptions
@@ -119,9 +126,9 @@ type publisher struct {
 
 // newPublisher describes infos (with their MIG state and the instances the
 // plugin owns, by GPU UUID) for publishing.
-func newPublisher(helper publishHelper, node string, infos []discovery.Info, mig migState, owned map[string][]discovery.MIGInstance,
+func newPublisher(helper publishHelper, reporter *apifeatures.Reporter, node string, infos []discovery.Info, mig migState, owned map[string][]discovery.MIGInstance,
 	devOpts devices.Options, migOpts devices.MIGOptions) *publisher {
-	p := &publisher{helper: helper, node: node, devOpts: devOpts, migOpts: migOpts, logged: map[string]bool{}}
+	p := &publisher{helper: helper, reporter: reporter, node: node, devOpts: devOpts, migOpts: migOpts, logged: map[string]bool{}}
 	for _, info := range infos {
 		g := devices.GPU{Info: info, Owned: owned[info.UUID]}
 		if m, ok := mig.byUUID[info.UUID]; ok {
@@ -161,37 +168,22 @@ func (p *publisher) publishLocked(ctx context.Context) error {
 	return nil
 }
 
-// counterDevices returns the names of the current pool's devices that
-// consume counters (none: the pool has no counters to check).
-func (p *publisher) counterDevices(ctx context.Context) []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []string
-	for _, s := range p.pool(ctx).Slices {
-		for _, d := range s.Devices {
-			if len(d.ConsumesCounters) > 0 {
-				out = append(out, d.Name)
-			}
-		}
-	}
-	return out
-}
-
-// checkCounters reads the node's slices back once they are published: an
-// API server without DRAPartitionableDevices drops sharedCounters (and
-// consumesCounters), and then the scheduler could allocate nothing of a GPU
-// in MIG mode. The plugin then says so once and republishes without
-// counters: each such GPU as its whole-GPU device, as with
-// --partitionable-devices=false.
-func (p *publisher) checkCounters(ctx context.Context, client kubernetes.Interface) {
+// checkReadBack reads the node's slices back once they are published and
+// reports every field the API server dropped for want of a feature gate
+// (docs/install.md): never silently. Without DRAPartitionableDevices the
+// scheduler could allocate nothing of a GPU in MIG mode, so the plugin
+// republishes without counters: each such GPU as its whole-GPU device, as
+// with --partitionable-devices=false. Without DRAConsumableCapacity the
+// stored devices are exclusive, one claim per GPU, and stay published so
+// (whole GPUs still work); without DRADeviceTaints a GPU with a fatal XID
+// is reported unhealthy but not tainted.
+func (p *publisher) checkReadBack(ctx context.Context, client kubernetes.Interface) {
 	logger := klog.FromContext(ctx)
-	want := p.counterDevices(ctx)
-	if len(want) == 0 {
-		return
-	}
-	var kept bool
-	err := wait.PollUntilContextTimeout(ctx, time.Second, counterCheckTimeout, true, func(ctx context.Context) (bool, error) {
-		kept = false
+	p.mu.Lock()
+	published := p.pool(ctx)
+	p.mu.Unlock()
+	var dropped []apifeatures.Dropped
+	err := wait.PollUntilContextTimeout(ctx, time.Second, readBackTimeout, true, func(ctx context.Context) (bool, error) {
 		slices, err := client.ResourceV1().ResourceSlices().List(ctx, metav1.ListOptions{
 			FieldSelector: resourceapi.ResourceSliceSelectorNodeName + "=" + p.node + "," + resourceapi.ResourceSliceSelectorDriver + "=" + names.DriverName,
 		})
@@ -199,50 +191,44 @@ func (p *publisher) checkCounters(ctx context.Context, client kubernetes.Interfa
 			logger.V(2).Info("Listing the node's ResourceSlices failed; trying again", "err", err)
 			return false, nil
 		}
-		// Judge only a complete pool of the newest generation: the slices
-		// are created one by one.
-		var gen, count, seen int64
-		for _, sl := range slices.Items {
-			gen = max(gen, sl.Spec.Pool.Generation)
-		}
-		got := map[string]bool{}
-		for _, sl := range slices.Items {
-			if sl.Spec.Pool.Generation != gen {
-				continue
-			}
-			seen++
-			count = sl.Spec.Pool.ResourceSliceCount
-			if len(sl.Spec.SharedCounters) > 0 {
-				kept = true
-			}
-			for _, d := range sl.Spec.Devices {
-				got[d.Name] = true
-			}
-		}
-		if seen == 0 || seen < count {
-			return false, nil
-		}
-		// Until this instance's slices are written, the newest pool may
-		// still be the previous instance's, e.g. from before an admin
-		// switched MIG on: it has none of the devices that consume counters.
-		for _, name := range want {
-			if !got[name] {
-				return false, nil
-			}
-		}
-		return true, nil
+		var complete bool
+		dropped, complete = devices.ReadBack(published, slices.Items)
+		return complete, nil
 	})
-	if err != nil || kept {
+	if err != nil {
+		logger.V(2).Info("The node's published ResourceSlices were not read back", "err", err)
 		return
 	}
-	logger.Info("The API server dropped the published counters (DRAPartitionableDevices is off): republishing GPUs in MIG mode as their whole-GPU device only")
-	p.mu.Lock()
-	p.migOpts.PartitionableDevices = false
-	taints := p.taints
-	p.mu.Unlock()
-	if err := p.publish(ctx, taints); err != nil {
-		logger.Error(err, "Republishing without counters failed")
+	for _, d := range dropped {
+		switch d.Gate.Name {
+		case apifeatures.PartitionableDevices.Name:
+			p.reporter.Missing(ctx, d.Gate, d.Field, "republishing GPUs in MIG mode as their whole-GPU device only")
+			p.mu.Lock()
+			p.migOpts.PartitionableDevices = false
+			taints := p.taints
+			p.mu.Unlock()
+			if err := p.publish(ctx, taints); err != nil {
+				logger.Error(err, "Republishing without counters failed")
+			}
+		case apifeatures.ConsumableCapacity.Name:
+			p.reporter.Missing(ctx, d.Gate, d.Field, "every GPU of this node is stored exclusive: one claim per GPU, no sharing")
+		case apifeatures.DeviceTaints.Name:
+			p.reporter.Missing(ctx, d.Gate, d.Field, "GPUs with fatal XID errors are reported unhealthy but not tainted: the scheduler still places claims on them")
+		}
 	}
+}
+
+// newNodeEventRecorder records Events about the node itself, as the
+// kubelet does (the node's name is its reference's UID).
+func newNodeEventRecorder(ctx context.Context, client kubernetes.Interface, nodeName string) (record.EventRecorder, func()) {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: names.DriverName + "/kubelet-plugin", Host: nodeName}), b.Shutdown
+}
+
+// nodeRef is the reference of Events about the node.
+func nodeRef(nodeName string) *corev1.ObjectReference {
+	return &corev1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
 }
 
 // blockedSource is what the publisher needs of the claims manager to keep

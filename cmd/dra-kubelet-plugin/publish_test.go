@@ -18,19 +18,26 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2/ktesting"
 	"k8s.io/utils/ptr"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/apifeatures"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
@@ -74,7 +81,39 @@ func testPublisher(owned map[string][]discovery.MIGInstance, partitionable bool)
 	}
 	mig := migState{byUUID: map[string]discovery.MIGInfo{infos[0].UUID: migInfo()}, enabled: map[string]discovery.MIGInfo{"gpu-0": migInfo()}}
 	h := &recordingHelper{}
-	return newPublisher(h, "node-a", infos, mig, owned, devices.Options{}, devices.MIGOptions{PartitionableDevices: partitionable}), h
+	reporter, err := apifeatures.NewReporter(prometheus.NewRegistry(), nil, nil)
+	if err != nil {
+		panic(err)
+	}
+	return newPublisher(h, reporter, "node-a", infos, mig, owned, devices.Options{}, devices.MIGOptions{PartitionableDevices: partitionable}), h
+}
+
+// withEvents gives p a reporter whose Events and metric the test reads.
+func withEvents(t *testing.T, p *publisher) (*record.FakeRecorder, *prometheus.Registry) {
+	events := record.NewFakeRecorder(10)
+	reg := prometheus.NewRegistry()
+	reporter, err := apifeatures.NewReporter(reg, events, nodeRef("node-a"))
+	require.NoError(t, err)
+	p.reporter = reporter
+	return events, reg
+}
+
+// storeAsAPIServer creates pool's slices in client as an API server does,
+// each passed through keep first.
+func storeAsAPIServer(ctx context.Context, t *testing.T, client *fake.Clientset, pool resourceslice.Pool, generation int64, keep func(*resourceapi.ResourceSliceSpec)) {
+	for i, s := range pool.Slices {
+		slice := &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-a-%d-%d", generation, i)},
+			Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-a"),
+				Devices: slices.Clone(s.Devices), SharedCounters: s.SharedCounters,
+				Pool: resourceapi.ResourcePool{Name: "node-a", Generation: generation, ResourceSliceCount: int64(len(pool.Slices))}},
+		}
+		if keep != nil {
+			keep(&slice.Spec)
+		}
+		_, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
 }
 
 func deviceNames(p resourceslice.Pool) (names []string, counterSets int) {
@@ -135,46 +174,84 @@ func TestPublisherTellsOwnedFromStaticInstances(t *testing.T) {
 }
 
 // An API server without DRAPartitionableDevices drops the counters; the
-// plugin reads its slices back and republishes without them.
-func TestCheckCountersRepublishesWithoutCounters(t *testing.T) {
+// plugin reads its slices back, says so (log, Event on the node, metric)
+// and republishes without them.
+func TestCheckReadBackRepublishesWithoutCounters(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	for name, keep := range map[string]bool{"kept": true, "dropped": false} {
 		t.Run(name, func(t *testing.T) {
 			p, h := testPublisher(nil, true)
+			events, reg := withEvents(t, p)
 			require.NoError(t, p.publish(ctx, nil))
 			client := fake.NewClientset()
-			for i, s := range h.last(t).Slices {
-				slice := &resourceapi.ResourceSlice{
-					ObjectMeta: metav1.ObjectMeta{Name: "node-a-" + string(rune('a'+i))},
-					Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-a"), Devices: s.Devices,
-						Pool: resourceapi.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: int64(len(h.last(t).Slices))}},
+			storeAsAPIServer(ctx, t, client, h.last(t), 1, func(s *resourceapi.ResourceSliceSpec) {
+				if !keep {
+					s.SharedCounters = nil
 				}
-				if keep {
-					slice.Spec.SharedCounters = s.SharedCounters
-				}
-				_, err := client.ResourceV1().ResourceSlices().Create(ctx, slice, metav1.CreateOptions{})
-				require.NoError(t, err)
-			}
-			p.checkCounters(ctx, client)
+			})
+			p.checkReadBack(ctx, client)
 			got, sets := deviceNames(h.last(t))
 			if keep {
 				assert.Equal(t, 1, sets)
 				assert.Len(t, h.pools, 1, "nothing republished")
+				assert.Empty(t, events.Events)
+				assert.Zero(t, testutil.CollectAndCount(reg, apifeatures.MetricName))
 				return
 			}
 			assert.Zero(t, sets)
 			assert.ElementsMatch(t, []string{"gpu-0", "gpu-1"}, got, "the whole GPU only")
+			require.Len(t, events.Events, 1)
+			ev := <-events.Events
+			assert.Contains(t, ev, "Warning FeatureGateMissing")
+			assert.Contains(t, ev, "DRAPartitionableDevices is off on kube-apiserver")
+			assert.Contains(t, ev, "whole-GPU device only")
+			assert.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP vgpu_dra_api_feature_missing 1 for each Kubernetes feature gate the driver relies on that the API server turned out to have off (the fields it gates came back dropped).
+# TYPE vgpu_dra_api_feature_missing gauge
+vgpu_dra_api_feature_missing{feature_gate="DRAPartitionableDevices"} 1
+`), apifeatures.MetricName))
 		})
 	}
+}
+
+// An API server without DRAConsumableCapacity stores every GPU exclusive:
+// never silent, but nothing to republish (whole GPUs still work). One
+// without DRADeviceTaints drops a sick GPU's taint: said too.
+func TestCheckReadBackReportsExclusiveGPUsAndDroppedTaints(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p, h := testPublisher(nil, false)
+	events, reg := withEvents(t, p)
+	taint := devices.TaintPolicy{}.XIDTaint(79, metav1.Now().Time)
+	require.NoError(t, p.publish(ctx, map[string][]resourceapi.DeviceTaint{"gpu-1": {taint}}))
+	client := fake.NewClientset()
+	storeAsAPIServer(ctx, t, client, h.last(t), 1, func(s *resourceapi.ResourceSliceSpec) {
+		for i := range s.Devices {
+			s.Devices[i].AllowMultipleAllocations = nil
+			s.Devices[i].Taints = nil
+		}
+	})
+	p.checkReadBack(ctx, client)
+	assert.Len(t, h.pools, 1, "nothing republished")
+	require.Len(t, events.Events, 2)
+	first, second := <-events.Events, <-events.Events
+	assert.Contains(t, first, "allowMultipleAllocations of device gpu-0: feature gate DRAConsumableCapacity is off on kube-apiserver")
+	assert.Contains(t, first, "one claim per GPU")
+	assert.Contains(t, second, "the taints of device gpu-1: feature gate DRADeviceTaints is off")
+	assert.Equal(t, 2, testutil.CollectAndCount(reg, apifeatures.MetricName))
+
+	// Reported once per process, however often the pool is read back.
+	p.checkReadBack(ctx, client)
+	assert.Empty(t, events.Events)
 }
 
 // The previous plugin instance's pool, of plain GPUs (MIG was off then),
 // may still be the newest when this instance checks: it is no evidence
 // that the API server dropped the counters, and nothing is republished
 // once this instance's pool, counters kept, is there.
-func TestCheckCountersWaitsForItsOwnPool(t *testing.T) {
+func TestCheckReadBackWaitsForItsOwnPool(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	p, h := testPublisher(nil, true)
+	events, _ := withEvents(t, p)
 	require.NoError(t, p.publish(ctx, nil))
 	client := fake.NewClientset()
 	old := &resourceapi.ResourceSlice{
@@ -188,19 +265,13 @@ func TestCheckCountersWaitsForItsOwnPool(t *testing.T) {
 	go func() {
 		time.Sleep(1500 * time.Millisecond)
 		_ = client.ResourceV1().ResourceSlices().Delete(ctx, old.Name, metav1.DeleteOptions{})
-		for i, s := range h.last(t).Slices {
-			_, _ = client.ResourceV1().ResourceSlices().Create(ctx, &resourceapi.ResourceSlice{
-				ObjectMeta: metav1.ObjectMeta{Name: "node-a-" + string(rune('a'+i))},
-				Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-a"),
-					Devices: s.Devices, SharedCounters: s.SharedCounters,
-					Pool: resourceapi.ResourcePool{Name: "node-a", Generation: 2, ResourceSliceCount: int64(len(h.last(t).Slices))}},
-			}, metav1.CreateOptions{})
-		}
+		storeAsAPIServer(ctx, t, client, h.last(t), 2, nil)
 	}()
-	p.checkCounters(ctx, client)
+	p.checkReadBack(ctx, client)
 	_, sets := deviceNames(h.last(t))
 	assert.Equal(t, 1, sets, "the counters are still published")
 	assert.Len(t, h.pools, 1, "nothing republished")
+	assert.Empty(t, events.Events)
 }
 
 // fakeBlocked is the claims manager's view of instances being destroyed.

@@ -27,10 +27,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/apifeatures"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/daemon"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/version"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
@@ -208,18 +210,32 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer helper.Stop()
 
-	pub := newPublisher(helper, o.nodeName, infos, mig, owned, devOpts,
+	nodeEvents, stopNodeEvents := newNodeEventRecorder(ctx, client, o.nodeName)
+	defer stopNodeEvents()
+	features, err := apifeatures.NewReporter(registry, nodeEvents, nodeRef(o.nodeName))
+	if err != nil {
+		return err
+	}
+	pub := newPublisher(helper, features, o.nodeName, infos, mig, owned, devOpts,
 		devices.MIGOptions{PartitionableDevices: o.partitionableDevices})
 	if err := pub.publish(ctx, nil); err != nil {
 		return err
 	}
 	logger.Info("Published ResourceSlice", "pool", o.nodeName, "gpus", len(infos), "gpusInMIGMode", len(mig.enabled))
-	go pub.checkCounters(ctx, client)
+	go pub.checkReadBack(ctx, client)
 	if len(mig.enabled) > 0 {
 		go pub.watchBlocked(ctx, manager)
 	}
 	if d.health != nil {
-		publish := pub.publish
+		// A publish with taints is read back too: an API server without
+		// DRADeviceTaints drops them.
+		publish := func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+			err := pub.publish(ctx, taints)
+			if err == nil && len(taints) > 0 {
+				go pub.checkReadBack(ctx, client)
+			}
+			return err
+		}
 		if !o.deviceTaints {
 			publish = nil
 		}
