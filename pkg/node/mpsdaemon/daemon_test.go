@@ -30,12 +30,12 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/mpsdaemon/mpsdaemontest"
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv(fakeControlEnv) != "" {
-		os.Exit(fakeControl(os.Args[1:]))
-	}
+	mpsdaemontest.Main()
 	os.Exit(m.Run())
 }
 
@@ -54,15 +54,12 @@ func testContext(t *testing.T) context.Context {
 // fakeConfig is a GPU's daemon run by the fake control program: the test
 // binary under the control program's name.
 func fakeConfig(t *testing.T, extraEnv ...string) Config {
-	bin := filepath.Join(t.TempDir(), daemonName)
-	self, err := os.Executable()
-	require.NoError(t, err)
-	require.NoError(t, os.Symlink(self, bin))
+	bin, env := mpsdaemontest.Control(t)
 	return Config{
 		Control: bin,
 		Dir:     filepath.Join(shortTempDir(t), testGPU),
 		GPU:     testGPU,
-		Env:     append([]string{fakeControlEnv + "=1"}, extraEnv...),
+		Env:     append(env, extraEnv...),
 	}
 }
 
@@ -165,7 +162,7 @@ func TestStartFailureNamesGPUAndQuotesLog(t *testing.T) {
 	const reason = "Failed to start: the GPU is in exclusive-process mode for another user"
 	failFile := filepath.Join(t.TempDir(), "fail")
 	require.NoError(t, os.WriteFile(failFile, []byte(reason), 0o644))
-	cfg := fakeConfig(t, fakeFailEnv+"="+failFile)
+	cfg := fakeConfig(t, mpsdaemontest.FailEnv+"="+failFile)
 	_, err := Start(testContext(t), cfg, Settings{ActiveThreadPercent: 50})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), testGPU)
@@ -253,7 +250,7 @@ func (w startWatcher) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 func TestSupervisorRetriesFailedRestarts(t *testing.T) {
 	ctx := testContext(t)
 	failFile := filepath.Join(t.TempDir(), "fail")
-	cfg := fakeConfig(t, fakeFailEnv+"="+failFile)
+	cfg := fakeConfig(t, mpsdaemontest.FailEnv+"="+failFile)
 	starts := make(chan error, 16)
 	cfg.Runner = startWatcher{cfg: &cfg, starts: starts}
 	s := Settings{ActiveThreadPercent: 40}

@@ -14,7 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package mpsdaemon
+// Package mpsdaemontest is a small fake of NVIDIA's nvidia-cuda-mps-control
+// for tests of packages that run the MPS control daemon: a test binary calls
+// Main first in its TestMain and runs Control's path as the control program.
+package mpsdaemontest
 
 import (
 	"bufio"
@@ -28,25 +31,62 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"testing"
 	"time"
 )
 
 // The test binary doubles as a small fake of nvidia-cuda-mps-control when
 // fakeControlEnv is set, answering the commands the supervisor uses the
-// way NVIDIA's daemon does (checked against the real one in
+// way NVIDIA's daemon does (checked against the real one in mpsdaemon's
 // real_test.go): "-d" starts the daemon in the background and returns
 // once it serves; without arguments it is the client, sending its
 // standard input's lines through the pipe directory's "control" socket.
 const (
 	fakeControlEnv = "MPSDAEMON_FAKE_CONTROL"
-	// fakeFailEnv names a file; while it exists, the fake daemon logs
-	// its content and exits at start.
-	fakeFailEnv = "MPSDAEMON_FAKE_FAIL"
-	fakeServe   = "--fake-serve"
+	// FailEnv names a file; while it exists, the fake daemon logs its
+	// content and exits at start.
+	FailEnv   = "MPSDAEMON_FAKE_FAIL"
+	fakeServe = "--fake-serve"
 )
 
+// The names NVIDIA's daemon uses (package mpsdaemon's, repeated here so
+// that mpsdaemon's own tests can use this package).
+const (
+	envPipeDir     = "CUDA_MPS_PIPE_DIRECTORY"
+	envLogDir      = "CUDA_MPS_LOG_DIRECTORY"
+	pidFileName    = "nvidia-cuda-mps-control.pid"
+	controlLogName = "control.log"
+	// ControlName is the control program's name, which the supervisor
+	// checks a daemon's process name against.
+	ControlName = "nvidia-cuda-mps-control"
+)
+
+// Main runs the fake when the test binary was started as it, and exits;
+// otherwise it returns. Call it first in TestMain.
+func Main() {
+	if os.Getenv(fakeControlEnv) != "" {
+		os.Exit(fakeControl(os.Args[1:]))
+	}
+}
+
+// Control returns the path of the fake control program (the test binary
+// under ControlName, in a directory of t's) and the environment every run
+// of it needs.
+func Control(t testing.TB) (string, []string) {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), ControlName)
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(self, bin); err != nil {
+		t.Fatal(err)
+	}
+	return bin, []string{fakeControlEnv + "=1"}
+}
+
 func fakeControl(args []string) int {
-	pipe, logDir := os.Getenv(EnvPipeDir), os.Getenv(EnvLogDir)
+	pipe, logDir := os.Getenv(envPipeDir), os.Getenv(envLogDir)
 	switch {
 	case len(args) == 1 && args[0] == "-d":
 		return fakeDaemonize(pipe)
@@ -61,7 +101,7 @@ func fakeControl(args []string) int {
 
 func fakeDaemonize(pipe string) int {
 	if st, err := os.Stat(pipe); err != nil || !st.IsDir() {
-		fmt.Fprintf(os.Stderr, "Cannot access %s=%s\n", EnvPipeDir, pipe)
+		fmt.Fprintf(os.Stderr, "Cannot access %s=%s\n", envPipeDir, pipe)
 		return 1
 	}
 	if data, err := os.ReadFile(filepath.Join(pipe, pidFileName)); err == nil {
@@ -97,7 +137,7 @@ func fakeServeDaemon(pipe, logDir string) int {
 	logf := func(format string, args ...any) {
 		_, _ = fmt.Fprintf(logFile, "[%s Control %d] %s\n", time.Now().Format("2006-01-02 15:04:05.000"), os.Getpid(), fmt.Sprintf(format, args...))
 	}
-	if reason, err := os.ReadFile(os.Getenv(fakeFailEnv)); err == nil {
+	if reason, err := os.ReadFile(os.Getenv(FailEnv)); err == nil {
 		logf("%s", strings.TrimSpace(string(reason)))
 		return 1
 	}
