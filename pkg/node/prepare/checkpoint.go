@@ -35,13 +35,15 @@ import (
 )
 
 // Checkpoint versions. Version 1 holds claims only; each later version
-// adds a sharing mode's section (version 2: MIG's instances). A checkpoint
+// adds a sharing mode's section (version 2: MIG's instances, version 3:
+// MPS's control daemons). A checkpoint
 // is written with the lowest version its sections allow, so a node that
 // does not use a mode can go back to a plugin that predates it.
 const (
 	checkpointVersion1 = 1
 	checkpointVersion2 = 2
-	checkpointVersion  = checkpointVersion2
+	checkpointVersion3 = 3
+	checkpointVersion  = checkpointVersion3
 )
 
 // claimState is the progress of a claim recorded in the checkpoint.
@@ -69,6 +71,8 @@ type checkpoint struct {
 	Claims map[types.UID]*claimRecord
 	// Instances are the MIG mode's records (migSection).
 	Instances map[string][]*instanceRecord
+	// Daemons are the MPS mode's records (mpsSection).
+	Daemons map[string]*daemonRecord
 }
 
 // checkpointSection is a sharing mode's part of the checkpoint: its
@@ -95,7 +99,7 @@ type checkpointSection struct {
 
 // checkpointSections are the sections of every sharing mode, in the
 // order of the checksum.
-var checkpointSections = []checkpointSection{migSection}
+var checkpointSections = []checkpointSection{migSection, mpsSection}
 
 // sectionOf returns the checkpoint section of mode.
 func sectionOf(mode modeName) *checkpointSection {

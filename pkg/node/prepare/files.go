@@ -128,6 +128,14 @@ func renderConfig(c *PreparedClaim) []byte {
 		line(prefix+"memory_limit_bytes", strconv.FormatUint(g.MemoryLimitBytes, 10))
 		line(prefix+"sm_limit_percent", strconv.FormatInt(g.SMLimitPercent, 10))
 	}
+	// The MPS client settings libvgpu.so sets before CUDA reads them
+	// (docs/mps.md); by the GPU's index in the claim.
+	for k, g := range c.GPUs {
+		if g.MPS {
+			line("mps.activeThreadPercent."+strconv.Itoa(k), strconv.FormatInt(g.SMLimitPercent, 10))
+			line("mps.pinnedMemoryLimit."+strconv.Itoa(k), strconv.FormatUint(g.MemoryLimitBytes, 10))
+		}
+	}
 	return []byte(b.String())
 }
 

@@ -29,6 +29,8 @@ import (
 	"github.com/moby/sys/mountinfo"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/mpsdaemon/mpsdaemontest"
 )
 
 // inMountNamespaceEnv marks the test binary re-run in a private mount
@@ -40,6 +42,8 @@ const inMountNamespaceEnv = "VGPU_CLAIMS_TEST_MOUNT_NAMESPACE"
 // As root the namespace is a plain mount namespace; otherwise it sits in a
 // user namespace that maps the caller to root, which may mount tmpfs.
 func TestMain(m *testing.M) {
+	// The test binary is also the fake MPS control program (mps_test.go).
+	mpsdaemontest.Main()
 	if os.Getenv(inMountNamespaceEnv) == "" {
 		os.Exit(rerunInMountNamespace())
 	}

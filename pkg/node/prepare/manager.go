@@ -63,6 +63,10 @@ type Options struct {
 	MIGGPUs map[string]discovery.MIGInfo
 	// MIG creates and destroys the instances; required with MIGGPUs.
 	MIG MIGLifecycle
+	// MPS, when set, realises the MPS devices ("gpu-<index>-mps") of the
+	// GPUs not in MIG mode with one MPS control daemon per GPU
+	// (docs/mps.md). Nil: no MPS device resolves.
+	MPS *MPSOptions
 	// ProcRoot is where the NVIDIA driver's capability files are read for
 	// the CDI specs of MIG instances; empty means /proc.
 	ProcRoot string
@@ -132,6 +136,7 @@ func (o *Options) validate() error {
 		}
 	}
 	errs = append(errs, o.validateMIG()...)
+	errs = append(errs, o.validateMPS()...)
 	return errors.Join(errs...)
 }
 
@@ -146,7 +151,8 @@ type step string
 
 const (
 	stepCheckpointStarted step = "checkpoint-started"
-	// A sharing mode's steps (a MIG instance's: mig.go) come here in
+	// A sharing mode's steps (a MIG instance's: mig.go; an MPS daemon's:
+	// mps.go) come here in
 	// prepare, after stepCheckpointRemoved in unprepare.
 	stepConfig              step = "config"
 	stepRegionMount         step = "region-mount"
@@ -212,9 +218,13 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	m := &Manager{opts: opts, layout: layout{stateRoot: opts.StateRoot}, specs: specs, staleDirAge: DefaultStaleDirAge,
 		bgCtx: ctx}
 	m.mig = newMIGMode(m)
-	m.modes = map[modeName]sharingMode{modeMIG: m.mig}
+	mps := &mpsMode{m: m}
+	m.modes = map[modeName]sharingMode{modeMIG: m.mig, modeMPS: mps}
 	if len(opts.MIGGPUs) > 0 {
 		m.deviceModes = append(m.deviceModes, m.mig)
+	}
+	if opts.MPS != nil {
+		m.deviceModes = append(m.deviceModes, mps)
 	}
 	if err := m.start(ctx); err != nil {
 		return nil, err

@@ -103,6 +103,12 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 		}
 
 		info, target, _ := m.resolve(r.Device)
+		if target.MPS {
+			if merrs := checkMPSResult(path, r.Request, dev, s); len(merrs) > 0 {
+				errs = append(errs, merrs...)
+				continue
+			}
+		}
 		key := m.limitKey(target)
 		idx, ok := gpuOf[key]
 		if !ok && !configUUID.MatchString(info.UUID) {
@@ -136,6 +142,7 @@ func (m *Manager) plan(claim *resourceapi.ResourceClaim) (*PreparedClaim, error)
 		dev.GPU = idx
 		out.Devices = append(out.Devices, dev)
 	}
+	errs = append(errs, checkMPSAlone(resultsPath, out)...)
 	if len(out.GPUs) > region.MaxDevices {
 		// The config format (and the region) hold this many GPUs; more cannot be enforced.
 		tooMany := field.TooMany(resultsPath, len(out.GPUs), region.MaxDevices)

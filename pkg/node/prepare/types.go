@@ -100,6 +100,9 @@ type GPULimit struct {
 	// (a MIG device, or the whole-GPU device of a GPU in MIG mode); UUID
 	// then stays the physical GPU's.
 	MIG *MIGRef `json:"mig,omitempty"`
+	// MPS is set when the limit is a share of the GPU's MPS device: its
+	// processes run under the GPU's MPS control daemon (docs/mps.md).
+	MPS bool `json:"mps,omitempty"`
 }
 
 // mode names the sharing mode that realises the limit (mode.go), "" for a
@@ -107,6 +110,9 @@ type GPULimit struct {
 func (g GPULimit) mode() modeName {
 	if g.MIG != nil {
 		return modeMIG
+	}
+	if g.MPS {
+		return modeMPS
 	}
 	return ""
 }
