@@ -61,3 +61,17 @@ func TestEnvironmentConfiguresTheCommand(t *testing.T) {
 	assert.Equal(t, "cdi-spec", cmd.Flags().Lookup("gpu-edits").Value.String())
 	assert.Equal(t, "/tmp/x", cmd.Flags().Lookup("state-root").Value.String())
 }
+
+func TestMPSIsOffByDefault(t *testing.T) {
+	cmd := newCommand()
+	require.NoError(t, cmd.ParseFlags(nil))
+	assert.Equal(t, "false", cmd.Flags().Lookup("mps").Value.String())
+	assert.Nil(t, newOptions().mpsOptions(), "without --mps no MPS device is prepared")
+
+	o := newOptions()
+	o.mps, o.nvidiaDriverRoot = true, "/driver-root"
+	require.NotNil(t, o.mpsOptions())
+	assert.Equal(t, "/driver-root/usr/bin/nvidia-cuda-mps-control", o.mpsOptions().Control, "the driver's own program")
+	o.mpsControl = "/opt/nvidia/nvidia-cuda-mps-control"
+	assert.Equal(t, "/opt/nvidia/nvidia-cuda-mps-control", o.mpsOptions().Control)
+}

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
@@ -102,6 +103,9 @@ func run(ctx context.Context, o *options) error {
 			info := byName[name]
 			migHealth.gpus[info.UUID] = migGPU{index: info.Index, mig: m}
 		}
+	}
+	if claimOpts.MPS = o.mpsOptions(); claimOpts.MPS != nil {
+		logger.Info("Claims of MPS devices are prepared", "control", claimOpts.MPS.Control)
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -307,4 +311,19 @@ func newGPUEditsSource(ctx context.Context, o *options, lib nvml.Interface) (cdi
 		}
 		return src, nil
 	}
+}
+
+// mpsOptions is how prepare runs the MPS control daemons, nil without
+// --mps (no MPS device resolves). The program is --mps-control, or the
+// driver's own under the driver root; it runs with the plugin's
+// environment.
+func (o *options) mpsOptions() *prepare.MPSOptions {
+	if !o.mps {
+		return nil
+	}
+	control := o.mpsControl
+	if control == "" {
+		control = filepath.Join(o.nvidiaDriverRoot, "usr", "bin", "nvidia-cuda-mps-control")
+	}
+	return &prepare.MPSOptions{Control: control, Env: os.Environ()}
 }
