@@ -73,8 +73,8 @@ func TestCorruptCheckpointRefusesToStart(t *testing.T) {
 		{"garbage", func([]byte) []byte { return []byte("\x00\x01not json") }, "parse"},
 		{"truncated", func(b []byte) []byte { return b[:len(b)/2] }, "parse"},
 		{"unknown version", func(b []byte) []byte {
-			return []byte(strings.Replace(string(b), `"version": 1`, `"version": 3`, 1))
-		}, "version: unsupported value 3"},
+			return []byte(strings.Replace(string(b), `"version": 1`, `"version": 4`, 1))
+		}, "version: unsupported value 4"},
 		{"changed limit", func(b []byte) []byte {
 			return []byte(strings.Replace(string(b), `"memoryLimitBytes": 4294967296`, `"memoryLimitBytes": 8294967296`, 1))
 		}, "checksum"},

@@ -429,3 +429,33 @@ func TestCheckpointVersion2StillLoadsWithMPS(t *testing.T) {
 	env.newManager(t)
 	assert.Equal(t, prepared, env.diskState(t, claimA))
 }
+
+func TestCheckpointWithDaemons(t *testing.T) {
+	cp := newCheckpoint("boot-1")
+	cp.Daemons = map[string]*daemonRecord{uuid0: {State: daemonRunning, PID: 42, StartTime: 7}}
+	data, err := cp.encode()
+	require.NoError(t, err)
+	back, err := decodeCheckpoint(data)
+	require.NoError(t, err)
+	assert.Equal(t, cp.Daemons, back.Daemons)
+	var file struct {
+		Version int `json:"version"`
+	}
+	require.NoError(t, json.Unmarshal(data, &file))
+	assert.Equal(t, checkpointVersion3, file.Version)
+
+	// A hand-edited section is refused, naming the entry.
+	cp.Daemons = map[string]*daemonRecord{uuid0: {State: daemonRunning, Claims: []types.UID{claimA}}, "gpu-0": {State: "Gone"}}
+	data, err = cp.encode()
+	require.NoError(t, err)
+	_, err = decodeCheckpoint(data)
+	require.Error(t, err)
+	for _, want := range []string{
+		"mpsDaemons[" + uuid0 + "]: a Running daemon has a pid",
+		"mpsDaemons[" + uuid0 + "].claims: " + claimA + " is not a claim of the checkpoint",
+		"mpsDaemons[gpu-0]: must be a GPU UUID",
+		`mpsDaemons[gpu-0].state: unsupported value "Gone"`,
+	} {
+		assert.Contains(t, err.Error(), want)
+	}
+}
