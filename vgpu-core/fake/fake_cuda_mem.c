@@ -1145,6 +1145,20 @@ static int vmm_file(rec *r)
     return fd;
 }
 
+/*
+ * Shared VMM allocation r was exported as fd (of kind, eventfd counter tag):
+ * the fd's description holds the allocation from now on, as NVIDIA's
+ * resource manager holds an exported object until its fd closes (mu held).
+ */
+static void vmm_fd_held(rec *r, int fd, uint32_t kind, uint64_t tag)
+{
+    struct stat st;
+
+    if (fd >= 0 && fstat(fd, &st) == 0)
+        fake_state_ipc_fd_exported(&g_fake.state, r->ipc, kind, (uint64_t)st.st_dev,
+                                   (uint64_t)st.st_ino, tag);
+}
+
 CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType handleType,
                                       unsigned long long flags)
@@ -1188,12 +1202,14 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
                 res = CUDA_ERROR_OUT_OF_MEMORY;
             else
                 *(int *)shareableHandle = out;
+            vmm_fd_held(r, out, FAKE_FDSCAN_EVENTFD, v);
         } else {
             int fd = vmm_file(r), out = fd < 0 ? -1 : dup(fd);
             if (out < 0)
                 res = CUDA_ERROR_OUT_OF_MEMORY;
             else
                 *(int *)shareableHandle = out;
+            vmm_fd_held(r, out, FAKE_FDSCAN_MEMFD, 0);
         }
     }
     pthread_mutex_unlock(&g_fake.mu);

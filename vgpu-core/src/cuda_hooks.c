@@ -22,6 +22,7 @@ limitations under the License.
  * driver and commit or roll back after; frees of pointers never tracked go
  * straight to the driver. Out-parameters are only touched after success.
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -766,7 +767,7 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
 {
     uint8_t key[VGPU_REGION_SHARED_KEY_LEN];
     bool marked;
-    uint64_t size;
+    uint64_t size, nonce;
     uint32_t kind;
     CUresult rc;
     int fd;
@@ -778,9 +779,43 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
     fd = handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? *(const int *)shareableHandle
                                                                 : -1;
     kind = share_key(handleType, fd, shareableHandle, key, &size, &marked);
+    /*
+     * A regular file's description is marked too, at a random offset: the
+     * fd holds the memory while it is open, and the mark shows that
+     * (sharefd.h). Unmarked, the charge goes with the last handle.
+     */
+    if (kind == VGPU_SHARED_KIND_VMM_FD && !marked &&
+        (vgpu_sharefd_nonce_new(&nonce) != 0 || vgpu_sharefd_mark(fd, nonce) != 0))
+        VGPU_INFO("an exported VMM fd cannot be marked (%s): its charge ends with the "
+                  "allocation's last handle and mapping", strerror(errno));
     if (kind != 0)
         vgpu_vmm_exported(handle, kind, key, marked ? fd : -1);
     return rc;
+}
+
+/*
+ * Whether imported allocation h (of properties prop) is larger than bytes:
+ * the driver maps one granule at offset bytes only then (a mapping past an
+ * allocation's end is refused). Unable to tell: true.
+ */
+static bool larger_than(CUmemGenericAllocationHandle h, const CUmemAllocationProp *prop,
+                        uint64_t bytes)
+{
+    size_t gran = 0;
+    CUdeviceptr va = 0;
+    CUresult rc;
+
+    if (vgpu_cu.cuMemGetAllocationGranularity == NULL || vgpu_cu.cuMemAddressReserve == NULL ||
+        vgpu_cu.cuMemAddressFree == NULL ||
+        vgpu_cu.cuMemGetAllocationGranularity(&gran, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+            CUDA_SUCCESS ||
+        gran == 0 || vgpu_cu.cuMemAddressReserve(&va, gran, 0, 0, 0) != CUDA_SUCCESS)
+        return true;
+    rc = vgpu_cu.cuMemMap(va, gran, (size_t)bytes, h, 0);
+    if (rc == CUDA_SUCCESS)
+        vgpu_cu.cuMemUnmap(va, gran);
+    vgpu_cu.cuMemAddressFree(va, gran);
+    return rc == CUDA_SUCCESS;
 }
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
@@ -819,6 +854,22 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         dev = prop.location.id;
     } else if (!current_device(&dev)) {
         return rc;
+    }
+    /*
+     * A mark names a record, but any holder of the fd can move it
+     * (security.md): the allocation must not be larger than the record it
+     * names, as the driver tells, else it names none (refused below).
+     */
+    if (nonce != 0) {
+        uint64_t bytes = vgpu_vmm_shared_bytes(dev, kind, key);
+
+        if (bytes != 0 && larger_than(*handle, &prop, bytes)) {
+            VGPU_INFO("an imported VMM fd is larger than the record of this claim its mark "
+                      "names (%llu bytes): the mark was moved, refused",
+                      (unsigned long long)bytes);
+            nonce = 0;
+            memset(key + VGPU_SHAREFD_KEY_NONCE, 0, sizeof(nonce));
+        }
     }
     if (vgpu_vmm_imported(dev, *handle, size, kind, key) != CUDA_SUCCESS) {
         if (marked)

@@ -129,7 +129,10 @@ limitations under the License.
     X(cuDevicePrimaryCtxGetState)                                                                  \
     X(cuCtxGetLimit)                                                                               \
     X(cuMemGetAddressRange_v2)                                                                     \
-    X(cuMemGetAllocationPropertiesFromHandle)
+    X(cuMemGetAllocationPropertiesFromHandle)                                                      \
+    X(cuMemGetAllocationGranularity)                                                               \
+    X(cuMemAddressReserve)                                                                         \
+    X(cuMemAddressFree)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \

@@ -532,6 +532,7 @@ static int run_driver(void)
         expect("vmm_share_foreign", NULL, 0, true);
         expect("vmm_share_kill", env, 0, true);
         expect("vmm_share_fabric", NULL, 0, true);
+        expect("vmm_share_fd_hold", NULL, 0, true);
         /* Exports onto one inode, as NVIDIA's driver's: the open file description's mark. */
         expect("vmm_share_devfd", NULL, 0, true);
         expect("vmm_devfd_exporter_gone", NULL, 0, true);
@@ -539,6 +540,8 @@ static int run_driver(void)
         expect("vmm_devfd_foreign", NULL, 0, true);
         expect("vmm_devfd_forged", NULL, 0, true);
         expect("vmm_devfd_kill", env, 0, true);
+        expect("vmm_devfd_fd_hold", NULL, 0, true);
+        expect("vmm_devfd_moved", NULL, 0, true);
         /* Last: it leaves forged records in the claim's region. */
         expect("ipc_hostile", NULL, 0, false);
     }
@@ -733,7 +736,8 @@ int main(int argc, char **argv)
         {"vmm_devfd_exporter_gone", sc_vmm_devfd_exporter_gone},
         {"vmm_devfd_two_importers", sc_vmm_devfd_two_importers},
         {"vmm_devfd_foreign", sc_vmm_devfd_foreign}, {"vmm_devfd_forged", sc_vmm_devfd_forged},
-        {"vmm_devfd_kill", sc_vmm_devfd_kill},
+        {"vmm_devfd_kill", sc_vmm_devfd_kill}, {"vmm_share_fd_hold", sc_vmm_share_fd_hold},
+        {"vmm_devfd_fd_hold", sc_vmm_devfd_fd_hold}, {"vmm_devfd_moved", sc_vmm_devfd_moved},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {
