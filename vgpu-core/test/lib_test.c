@@ -562,6 +562,18 @@ static int run_driver(void)
         make_claim(cfg);
         expect_hostpid();
     }
+    /* Without an SM limit (none, or policy disabled): launches and utilisation still counted. */
+    make_std_claim(GiB, "");
+    expect("unlimited_counted", NULL, 0, true);
+    {
+        char cfg[1024];
+        snprintf(cfg, sizeof(cfg),
+                 "version=1\nclaim=a\ncompute_policy=disabled\ndevice.count=1\n"
+                 "device.0.uuid=%s\ndevice.0.memory_limit_bytes=1073741824\n"
+                 "device.0.sm_limit_percent=30\n", uuids[0]);
+        make_claim(cfg);
+        expect("unlimited_counted", NULL, 0, true);
+    }
     /* Env may lower a configured limit, never raise it. */
     {
         const char *lower[] = {"CUDA_DEVICE_MEMORY_LIMIT_0=512m", "VGPU_TEST_EXPECT=536870912",
@@ -716,6 +728,7 @@ int main(int argc, char **argv)
         {"expect_total", sc_expect_total}, {"nvml", sc_nvml},
         {"overhead", sc_overhead}, {"fork", sc_fork},
         {"hostpid", sc_hostpid},   {"pools", sc_pools},
+        {"unlimited_counted", sc_unlimited_counted},
         {"pool_race", sc_pool_race},
         {"killstress", sc_killstress}, {"lastkill", sc_lastkill},
         {"closed", sc_closed},     {"replaced", sc_replaced},

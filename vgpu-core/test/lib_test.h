@@ -116,6 +116,7 @@ void sc_expect_total(void);
 void sc_nvml(void);
 void sc_overhead(void);
 void sc_hostpid(void);
+void sc_unlimited_counted(void);
 int sc_busyhold(const char *bytes);
 void sc_nvml_procs(void);
 void sc_fork(void);

@@ -173,6 +173,51 @@ void sc_hostpid(void)
 }
 
 
+/*
+ * A claim's GPU without an SM limit (no limit, or compute_policy=disabled)
+ * is limited by nothing but watched all the same: every launch is counted
+ * in our slot, and within seconds NVML's utilisation of our busy kernels
+ * shows in our slot and, summed over the claim's processes, in the device
+ * record, for the monitor.
+ */
+void sc_unlimited_counted(void)
+{
+    struct vgpu_region r;
+    uint64_t launched = 0, counted = 0;
+    uint32_t mine = 0, claim = 0;
+    CUmodule mod;
+    CUfunction f;
+    int fd;
+
+    ctx_on(0);
+    CHECK(cuModuleLoadData(&mod, "lib_test") == CUDA_SUCCESS);
+    CHECK(cuModuleGetFunction(&f, mod, "busy_10000us") == CUDA_SUCCESS);
+    for (int i = 0; i < 100 && (counted != launched || mine == 0 || claim == 0); i++) {
+        for (int k = 0; k < 10; k++) {
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS);
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS);
+            CHECK(cuStreamSynchronize(NULL) == CUDA_SUCCESS);
+            launched += 2;
+        }
+        usleep(20000); /* the helper publishes every 5 ms */
+        fd = open(claim_region(), O_RDONLY);
+        CHECK(fd >= 0 && pread(fd, &r, sizeof(r), 0) == (ssize_t)sizeof(r));
+        if (fd >= 0)
+            close(fd);
+        for (int s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
+            if (r.slots[s].state == VGPU_SLOT_ACTIVE && r.slots[s].pid == (uint32_t)getpid()) {
+                counted = r.slots[s].devices[0].kernel_launches;
+                mine = r.slots[s].devices[0].sm_util_percent;
+            }
+        }
+        claim = r.devices[0].sm_util_percent;
+    }
+    CHECK_EQ_U64(counted, launched);
+    CHECK(mine > 0);
+    CHECK(claim >= mine);
+    CHECK_EQ_U64(r.devices[0].bucket_tokens, 0); /* never a bucket: nothing limited */
+}
+
 int sc_busyhold(const char *bytes)
 {
     struct pollfd pfd = {.fd = 0, .events = POLLIN};
