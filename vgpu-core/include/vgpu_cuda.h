@@ -404,6 +404,52 @@ typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
     unsigned int Flags;
 } CUDA_ARRAY3D_DESCRIPTOR;
 
+/* External memory interop (Vulkan, OpenGL, Direct3D, NvSciBuf; CUDA 10.0+). */
+typedef struct CUextMemory_st *CUexternalMemory;
+
+typedef enum CUexternalMemoryHandleType_enum {
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD = 1,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32 = 2,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32_KMT = 3,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_D3D12_HEAP = 4,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_D3D12_RESOURCE = 5,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_D3D11_RESOURCE = 6,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_D3D11_RESOURCE_KMT = 7,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_NVSCIBUF = 8
+} CUexternalMemoryHandleType;
+
+/* CUDA_EXTERNAL_MEMORY_HANDLE_DESC.flags: a dedicated (Vulkan) allocation. */
+#define CUDA_EXTERNAL_MEMORY_DEDICATED 0x1
+
+typedef struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st {
+    CUexternalMemoryHandleType type;
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+        const void *nvSciBufObject;
+    } handle;
+    unsigned long long size;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_HANDLE_DESC;
+
+typedef struct CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st {
+    unsigned long long offset;
+    unsigned long long size;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_BUFFER_DESC;
+
+typedef struct CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st {
+    unsigned long long offset;
+    CUDA_ARRAY3D_DESCRIPTOR arrayDesc;
+    unsigned int numLevels;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC;
+
 typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
     size_t size;
     size_t alignment;
@@ -573,6 +619,16 @@ VGPU_CU_API(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle *handl
                                              CUmemAllocationHandleType shHandleType));
 VGPU_CU_API(cuMemGetAllocationPropertiesFromHandle, (CUmemAllocationProp *prop,
                                                      CUmemGenericAllocationHandle handle));
+
+/* External memory interop. */
+VGPU_CU_API(cuImportExternalMemory, (CUexternalMemory *extMem_out,
+                                     const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc));
+VGPU_CU_API(cuExternalMemoryGetMappedBuffer, (CUdeviceptr *devPtr, CUexternalMemory extMem,
+                                              const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc));
+VGPU_CU_API(cuExternalMemoryGetMappedMipmappedArray,
+            (CUmipmappedArray *mipmap, CUexternalMemory extMem,
+             const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *mipmapDesc));
+VGPU_CU_API(cuDestroyExternalMemory, (CUexternalMemory extMem));
 
 /* Legacy IPC (cuIpc*) and address ranges. */
 VGPU_CU_API(cuIpcGetMemHandle, (CUipcMemHandle *pHandle, CUdeviceptr dptr));

@@ -43,6 +43,7 @@ enum vgpu_kind {
     VGPU_KIND_ARRAY,   /* cuArrayCreate / cuArray3DCreate */
     VGPU_KIND_MIPMAP,  /* cuMipmappedArrayCreate */
     VGPU_KIND_IPC,     /* exported allocations and imports (cuIpc*): pool = shared record + 1 */
+    VGPU_KIND_EXT,     /* imported external memory objects (cuImportExternalMemory) */
     VGPU_KIND_COUNT,
 };
 

@@ -882,6 +882,43 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     return rc;
 }
 
+/*
+ * External memory: another API's allocation (a Vulkan or OpenGL buffer, a
+ * Direct3D heap, an NvSciBuf object) imported into the current context's
+ * device is that device's memory, and the import keeps it alive: charged at
+ * its declared size against the limit before the driver call (refused with
+ * CUDA_ERROR_OUT_OF_MEMORY, the caller keeping its fd, when it does not
+ * fit) and returned when the object is destroyed. Its mapped buffers and
+ * mipmapped arrays are views with no memory of their own: not wrapped, and
+ * their frees pass through as frees of untracked pointers.
+ */
+CUresult cuImportExternalMemory(CUexternalMemory *extMem_out,
+                                const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc)
+{
+    struct vgpu_charge c;
+    CUdevice dev;
+    CUresult rc;
+
+    ENTER(cuImportExternalMemory);
+    if (extMem_out == NULL || memHandleDesc == NULL || memHandleDesc->size == 0 ||
+        !current_device(&dev))
+        return vgpu_cu.cuImportExternalMemory(extMem_out, memHandleDesc);
+    rc = vgpu_charge_begin(dev, -1, memHandleDesc->size, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = vgpu_cu.cuImportExternalMemory(extMem_out, memHandleDesc);
+    if (rc == CUDA_SUCCESS)
+        vgpu_charge_commit(&c, VGPU_KIND_EXT, (uintptr_t)*extMem_out);
+    else
+        vgpu_charge_abort(&c);
+    return rc;
+}
+
+CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
+{
+    FREE_BODY(cuDestroyExternalMemory, VGPU_KIND_EXT, (uintptr_t)extMem, extMem);
+}
+
 /* Bytes per element of an array format; unknown (newer) formats count as 16. */
 static uint64_t format_bytes(CUarray_format f)
 {

@@ -57,6 +57,8 @@ limitations under the License.
     X(cuMemUnmap)                                                                                  \
     X(cuMemExportToShareableHandle)                                                                \
     X(cuMemImportFromShareableHandle)                                                              \
+    X(cuImportExternalMemory)                                                                      \
+    X(cuDestroyExternalMemory)                                                                     \
     X(cuIpcGetMemHandle)                                                                           \
     X(cuIpcOpenMemHandle_v2)                                                                       \
     X(cuIpcCloseMemHandle)                                                                         \

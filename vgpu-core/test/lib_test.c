@@ -483,6 +483,7 @@ static int run_driver(void)
     }
     expect("limit", NULL, 0, true);
     expect("paths", NULL, 0, true);
+    expect("ext_memory", NULL, 0, true);
     expect("procaddr", NULL, 0, true);
     /* Whatever a program calls first, before cuInit, GPU 0 is limited afterwards. */
     expect_call_order(expect_quiet);
@@ -515,6 +516,7 @@ static int run_driver(void)
         expect("vmm_expandable", NULL, 0, true);
         expect("vmm_kill", env, 0, true);
         expect("vmm_threads", NULL, 0, true);
+        expect("vmm_host_numa", NULL, 0, true);
     }
     /* Memory shared between processes is charged once, while any holder lives (lib_test_ipc.c). */
     {
@@ -728,7 +730,8 @@ int main(int argc, char **argv)
         {"expect_total", sc_expect_total}, {"nvml", sc_nvml},
         {"overhead", sc_overhead}, {"fork", sc_fork},
         {"hostpid", sc_hostpid},   {"pools", sc_pools},
-        {"unlimited_counted", sc_unlimited_counted},
+        {"unlimited_counted", sc_unlimited_counted}, {"ext_memory", sc_ext_memory},
+        {"vmm_host_numa", sc_vmm_host_numa},
         {"pool_race", sc_pool_race},
         {"killstress", sc_killstress}, {"lastkill", sc_lastkill},
         {"closed", sc_closed},     {"replaced", sc_replaced},

@@ -117,6 +117,8 @@ void sc_nvml(void);
 void sc_overhead(void);
 void sc_hostpid(void);
 void sc_unlimited_counted(void);
+void sc_ext_memory(void);
+void sc_vmm_host_numa(void);
 int sc_busyhold(const char *bytes);
 void sc_nvml_procs(void);
 void sc_fork(void);
