@@ -99,7 +99,7 @@ static CUresult refused(struct vgpu_gpu *g, const char *what)
     do {                                                                                           \
         struct vgpu_gpu *g;                                                                        \
         uint64_t before;                                                                           \
-        CUcontext saved;                                                                           \
+        __typeof__(*(pctx)) saved;                                                                 \
         CUresult rc;                                                                               \
         ENTER(name);                                                                               \
         g = NULL;                                                                                  \
@@ -159,6 +159,21 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     CONTEXT_BODY(cuDevicePrimaryCtxRetain, pctx, dev, RELEASE_PRIMARY(dev), pctx, dev);
 }
 
+/*
+ * A green context (CUDA 12.4+) is a context of its own on part of the
+ * device's SMs: the memory it takes is charged by the context rule like
+ * cuCtxCreate's, and past the limit it is destroyed again and refused
+ * (creation does not make it current: nothing else to undo). Its launches
+ * go through the launch wrappers like any context's; the SM limit is the
+ * claim's share of the whole GPU's time, whatever partition runs them.
+ */
+CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                          unsigned int flags)
+{
+    CONTEXT_BODY(cuGreenCtxCreate, phCtx, dev, vgpu_cu.cuGreenCtxDestroy(*phCtx), phCtx, desc,
+                 dev, flags);
+}
+
 /* Not a context: a NULL context passed to a destroy ends no timing. */
 #define CU_CONTEXT_NONE ((CUcontext)(uintptr_t)1)
 
@@ -205,6 +220,12 @@ CUresult cuCtxDestroy(CUcontext ctx)
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     CONTEXT_ENDING(cuCtxDestroy_v2, ctx != NULL ? ctx : CU_CONTEXT_NONE, ctx);
+}
+
+/* Its CUcontext is not known here: every timing ends, as for a primary context. */
+CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    CONTEXT_ENDING(cuGreenCtxDestroy, NULL, hCtx);
 }
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)

@@ -95,6 +95,8 @@ limitations under the License.
     X(cuCtxCreate_v2)                                                                              \
     X(cuCtxCreate_v3)                                                                              \
     X(cuCtxCreate_v4)                                                                              \
+    X(cuGreenCtxCreate)                                                                            \
+    X(cuGreenCtxDestroy)                                                                           \
     X(cuCtxSetLimit)                                                                               \
     X(cuMemAlloc)                                                                                  \
     X(cuMemFree)                                                                                   \

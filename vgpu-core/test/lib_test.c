@@ -553,6 +553,7 @@ static int run_driver(void)
 
         expect("overhead", env, 0, true);
         expect("contexts", big, 0, true);
+        expect("green_ctx", big, 0, true);
     }
     /* A process in its own pid namespace learns its host pid from the claim's map. */
     {
@@ -731,7 +732,7 @@ int main(int argc, char **argv)
         {"overhead", sc_overhead}, {"fork", sc_fork},
         {"hostpid", sc_hostpid},   {"pools", sc_pools},
         {"unlimited_counted", sc_unlimited_counted}, {"ext_memory", sc_ext_memory},
-        {"vmm_host_numa", sc_vmm_host_numa},
+        {"vmm_host_numa", sc_vmm_host_numa}, {"green_ctx", sc_green_ctx},
         {"pool_race", sc_pool_race},
         {"killstress", sc_killstress}, {"lastkill", sc_lastkill},
         {"closed", sc_closed},     {"replaced", sc_replaced},

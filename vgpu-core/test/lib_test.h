@@ -88,6 +88,7 @@ int sc_grab(void);
 void sc_pools(void);
 void sc_graphs(void);
 void sc_contexts(void);
+void sc_green_ctx(void);
 int sc_pgrab(void);
 void sc_pool_race(void);
 void sc_pooldev(void);

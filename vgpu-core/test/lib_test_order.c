@@ -243,6 +243,15 @@ static int call_cuIpcOpenMemHandle_v2(void)
 
 static int call_cuIpcCloseMemHandle(void) { return cuIpcCloseMemHandle(BOGUS_PTR); }
 
+static int call_cuGreenCtxCreate(void)
+{
+    CUgreenCtx g = NULL;
+
+    return cuGreenCtxCreate(&g, NULL, 0, CU_GREEN_CTX_DEFAULT_STREAM);
+}
+
+static int call_cuGreenCtxDestroy(void) { return cuGreenCtxDestroy(NULL); }
+
 static int call_cuImportExternalMemory(void)
 {
     CUDA_EXTERNAL_MEMORY_HANDLE_DESC d = {.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
@@ -437,6 +446,8 @@ static const struct order_row rows[] = {
     ROW(cuCtxCreate_v2, NI),
     ROW(cuCtxCreate_v3, NI),
     ROW(cuCtxCreate_v4, NI),
+    ROW(cuGreenCtxCreate, NI),
+    ROW(cuGreenCtxDestroy, NI),
     ROW(cuCtxSetLimit, NI),
     ROW(cuStreamSynchronize, NI),
     ROW(cuStreamSynchronize_ptsz, NI),
