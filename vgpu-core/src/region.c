@@ -905,8 +905,15 @@ int vgpu_region_share_export(struct vgpu_region_map *s, int rec, uint32_t kind,
     struct vgpu_region_device *d = &s->r->devices[rec];
     int me = s->slot, found = -1;
 
+    bool any_free = false;
+
     if (me < 0 || bytes == 0 || lock_region(s) != 0)
         return -1;
+    /* Every record taken: those that only closed fds held are freed first. */
+    for (int idx = 0; idx < VGPU_REGION_MAX_SHARED && !any_free; idx++)
+        any_free = __atomic_load_n(&s->r->shared[idx].state, __ATOMIC_ACQUIRE) == VGPU_SHARED_FREE;
+    if (!any_free)
+        share_sweep_locked(s, me);
     charge_lock(s, rec, me);
     for (int idx = 0; idx < VGPU_REGION_MAX_SHARED; idx++) {
         struct vgpu_region_shared *r = &s->r->shared[idx];

@@ -535,6 +535,7 @@ static int run_driver(void)
         expect("vmm_share_kill", env, 0, true);
         expect("vmm_share_fabric", NULL, 0, true);
         expect("vmm_share_fd_hold", NULL, 0, true);
+        expect("vmm_share_fd_many", NULL, 0, true);
         /* Exports onto one inode, as NVIDIA's driver's: the open file description's mark. */
         expect("vmm_share_devfd", NULL, 0, true);
         expect("vmm_devfd_exporter_gone", NULL, 0, true);
@@ -754,6 +755,7 @@ int main(int argc, char **argv)
         {"vmm_devfd_two_importers", sc_vmm_devfd_two_importers},
         {"vmm_devfd_foreign", sc_vmm_devfd_foreign}, {"vmm_devfd_forged", sc_vmm_devfd_forged},
         {"vmm_devfd_kill", sc_vmm_devfd_kill}, {"vmm_share_fd_hold", sc_vmm_share_fd_hold},
+        {"vmm_share_fd_many", sc_vmm_share_fd_many},
         {"vmm_devfd_fd_hold", sc_vmm_devfd_fd_hold}, {"vmm_devfd_moved", sc_vmm_devfd_moved},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {

@@ -141,6 +141,7 @@ int sc_vmm_share_fabric_import(void);
 void sc_vmm_share_fabric(void);
 void sc_vmm_share_devfd(void);
 void sc_vmm_share_fd_hold(void);
+void sc_vmm_share_fd_many(void);
 void sc_vmm_devfd_fd_hold(void);
 void sc_vmm_devfd_moved(void);
 void sc_vmm_devfd_exporter_gone(void);

@@ -1152,6 +1152,33 @@ void sc_vmm_share_fd_hold(void)
 }
 
 /*
+ * More exports than the region has shared records, each released while
+ * its fd is open and the fd closed after: the records only closed fds held
+ * are freed when an export finds none free, so the last export still gets
+ * one, and its open fd keeps the claim charged after its release.
+ */
+void sc_vmm_share_fd_many(void)
+{
+    CUmemGenericAllocationHandle h = 0;
+    int fd = -1;
+
+    ctx_on(0);
+    for (int i = 0; i < VGPU_REGION_MAX_SHARED + 6; i++) {
+        if (fd >= 0)
+            close(fd);
+        CHECK(cuMemCreate(&h, VMM_GRAN, &share_prop, 0) == CUDA_SUCCESS);
+        CHECK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+              CUDA_SUCCESS);
+        CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    }
+    reclaim_dead(); /* the closed ones' records go; the open one's stays */
+    CHECK_EXACT(VMM_GRAN);
+    close(fd);
+    reclaim_dead();
+    CHECK_EXACT(0);
+}
+
+/*
  * The fake as NVIDIA's driver: every fd export a fresh open file
  * description on one inode shared by all (VGPU_FAKE_VMM_FD_DEVICE); its
  * helpers inherit the setting.
