@@ -24,7 +24,8 @@ limitations under the License.
  * on NVML's per-process utilisation (on a MIG instance, where NVML has none,
  * on the launches each process times with CUDA events); the others take over
  * when its lease runs out. The work happens on one helper thread per process, started by
- * the first launch on a limited GPU (never in an idle process).
+ * the first launch on a limited GPU, or on a claim's GPU without a limit, which it only
+ * counts (below); never in an idle process.
  */
 #ifndef VGPU_LIMITER_H
 #define VGPU_LIMITER_H
