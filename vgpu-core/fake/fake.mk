@@ -35,7 +35,7 @@ SAN ?= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 # must keep its own address, so dladdr() names the exact variant.
 FAKE_CFLAGS := $(CFLAGS_BASE) -I$(FAKE_DIR) -fno-ipa-icf
 FAKE_COMMON := $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_gpu.c \
-	$(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c
+	$(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c $(FAKE_DIR)/fake_fdscan.c
 FAKE_HDRS := $(wildcard $(FAKE_DIR)/*.h) include/vgpu_cuda.h include/vgpu_nvml.h
 FAKE_CUDA_SRCS := $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake_cuda_stream.c $(FAKE_DIR)/fake_cuda_mem.c \
 	$(FAKE_DIR)/fake_cuda_host.c $(FAKE_DIR)/fake_cuda_procaddr.c $(FAKE_COMMON)
@@ -86,7 +86,7 @@ $(BUILD)/fake-san/cuda-probe: tools/cuda-probe.c include/vgpu_cuda.h
 # runs cuda-probe (from the same directory set) as a second process.
 FAKE_TEST_SRCS := $(FAKE_DIR)/test/fake_test.c $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c \
 	$(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c \
-	$(FAKE_DIR)/fake_gpu.c
+	$(FAKE_DIR)/fake_gpu.c $(FAKE_DIR)/fake_fdscan.c
 FAKE_TEST_DEPS := $(FAKE_TEST_SRCS) test/check.h $(FAKE_HDRS)
 
 define fake_test
@@ -100,7 +100,8 @@ $(eval $(call fake_test,$(BUILD)/fake-san,-O1 -g $(SAN)))
 
 # The MIG model's tests (fake NVML MIG, CUDA view of a MIG instance), linked the same way.
 FAKE_MIG_TEST_SRCS := $(FAKE_DIR)/test/fake_mig_test.c $(FAKE_DIR)/fake_config.c \
-	$(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c $(FAKE_DIR)/fake_gpu.c
+	$(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c $(FAKE_DIR)/fake_gpu.c \
+	$(FAKE_DIR)/fake_fdscan.c
 
 define fake_mig_test
 $(1)/fake_mig_test: $$(FAKE_MIG_TEST_SRCS) test/check.h $$(FAKE_HDRS) $(1)/libcuda.so $(1)/libnvidia-ml.so

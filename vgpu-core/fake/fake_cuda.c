@@ -489,6 +489,218 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     return CUDA_SUCCESS;
 }
 
+/*
+ * Green contexts (CUDA 12.4+). A device's SM resource is all its SMs; a
+ * split gives groups of minCount SMs rounded up to the split granularity
+ * (2), at most as many as fit, and the rest as the remainder; a
+ * descriptor names one SM resource; a green context is a context of its
+ * own (it takes context memory as cuCtxCreate does, and is not made
+ * current) on those SMs, reached as a CUcontext with cuCtxFromGreenCtx.
+ * The fake's kernels still run on the whole GPU: it models the calls'
+ * answers and their memory, not the partition.
+ */
+#define FAKE_MAGIC_GREEN 0x4e455247u /* "GREN" */
+#define FAKE_SM_GRANULARITY 2u
+
+/* Tags a resource as the fake's, of device dev (in its internal padding). */
+static void resource_fill(CUdevResource *r, int dev, unsigned int sms)
+{
+    uint32_t tag[2] = {FAKE_MAGIC_GREEN, (uint32_t)dev};
+
+    memset(r, 0, sizeof(*r));
+    r->type = CU_DEV_RESOURCE_TYPE_SM;
+    memcpy(r->_internal_padding, tag, sizeof(tag));
+    r->sm.smCount = sms;
+}
+
+/* The device of a resource the fake filled, or -1. */
+static int resource_dev(const CUdevResource *r)
+{
+    uint32_t tag[2];
+
+    memcpy(tag, r->_internal_padding, sizeof(tag));
+    if (r->type != CU_DEV_RESOURCE_TYPE_SM || tag[0] != FAKE_MAGIC_GREEN ||
+        !fake_valid_device((int)tag[1]))
+        return -1;
+    return (int)tag[1];
+}
+
+typedef struct fake_green_desc {
+    uint32_t magic;
+    int dev;
+    unsigned int sms;
+} fake_green_desc;
+
+typedef struct fake_green {
+    uint32_t magic;
+    unsigned int sms;
+    fake_ctx *ctx;
+} fake_green;
+
+CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type)
+{
+    REQUIRE_DEVICE(device);
+    if (resource == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_DEV_RESOURCE_TYPE_SM)
+        return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    resource_fill(resource, device, (unsigned int)g_fake.cfg->gpus[device].multiprocessors);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups,
+                                     const CUdevResource *input, CUdevResource *remaining,
+                                     unsigned int useFlags, unsigned int minCount)
+{
+    REQUIRE_READY();
+    int dev = input != NULL ? resource_dev(input) : -1;
+    unsigned int count, n;
+    if (nbGroups == NULL || input == NULL || useFlags > 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    count = minCount < FAKE_SM_GRANULARITY ? FAKE_SM_GRANULARITY
+                                           : (minCount + FAKE_SM_GRANULARITY - 1) /
+                                                 FAKE_SM_GRANULARITY * FAKE_SM_GRANULARITY;
+    n = input->sm.smCount / count;
+    if (n == 0)
+        return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    /* Without a result array the call only says how many groups a split makes. */
+    if (result != NULL && *nbGroups < n)
+        n = *nbGroups;
+    for (unsigned int i = 0; result != NULL && i < n; i++)
+        resource_fill(&result[i], dev, count);
+    if (remaining != NULL)
+        resource_fill(remaining, dev, input->sm.smCount - (result != NULL ? n : 0) * count);
+    *nbGroups = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources,
+                                   unsigned int nbResources)
+{
+    REQUIRE_READY();
+    unsigned int sms = 0;
+    int dev = -1;
+    if (phDesc == NULL || resources == NULL || nbResources == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned int i = 0; i < nbResources; i++) {
+        int d = resource_dev(&resources[i]);
+        if (d < 0 || (dev >= 0 && d != dev))
+            return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+        dev = d;
+        sms += resources[i].sm.smCount;
+    }
+    fake_green_desc *g = malloc(sizeof(*g));
+    if (g == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *g = (fake_green_desc){.magic = FAKE_MAGIC_GREEN, .dev = dev, .sms = sms};
+    *phDesc = (CUdevResourceDesc)g;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                          unsigned int flags)
+{
+    REQUIRE_DEVICE(dev);
+    const fake_green_desc *d = (const fake_green_desc *)desc;
+    if (phCtx == NULL || d == NULL || d->magic != FAKE_MAGIC_GREEN ||
+        flags != CU_GREEN_CTX_DEFAULT_STREAM)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d->dev != dev)
+        return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    fake_green *g = calloc(1, sizeof(*g));
+    fake_ctx *c = calloc(1, sizeof(*c));
+    if (g == NULL || c == NULL) {
+        free(g);
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&g_fake.mu);
+    CUresult r = context_open(dev);
+    pthread_mutex_unlock(&g_fake.mu);
+    if (r != CUDA_SUCCESS) {
+        free(g);
+        free(c);
+        return r;
+    }
+    c->magic = FAKE_MAGIC_CTX;
+    c->dev = dev;
+    *g = (fake_green){.magic = FAKE_MAGIC_GREEN, .sms = d->sms, .ctx = c};
+    *phCtx = (CUgreenCtx)g;
+    return CUDA_SUCCESS;
+}
+
+/* A live green context, or NULL. */
+static fake_green *green_of(CUgreenCtx h)
+{
+    fake_green *g = (fake_green *)h;
+    return g != NULL && g->magic == FAKE_MAGIC_GREEN ? g : NULL;
+}
+
+CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    REQUIRE_READY();
+    fake_green *g = green_of(hCtx);
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&g_fake.mu);
+    context_close(g->ctx);
+    pthread_mutex_unlock(&g_fake.mu);
+    if (tls_ctx == g->ctx)
+        tls_ctx = NULL;
+    g->ctx->magic = 0;
+    free(g->ctx);
+    g->magic = 0;
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
+{
+    REQUIRE_READY();
+    fake_green *g = green_of(hCtx);
+    if (pContext == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *pContext = (CUcontext)g->ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resource,
+                                  CUdevResourceType type)
+{
+    REQUIRE_READY();
+    fake_green *g = green_of(hCtx);
+    if (resource == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (type != CU_DEV_RESOURCE_TYPE_SM)
+        return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    resource_fill(resource, g->ctx->dev, g->sms);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags,
+                                int priority)
+{
+    REQUIRE_READY();
+    fake_green *g = green_of(greenCtx);
+    (void)priority; /* clamped to the device's range by the driver: any value is accepted */
+    if (phStream == NULL || flags != CU_STREAM_NON_BLOCKING)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    /* A stream of the green context: made with it current, then the caller's again. */
+    fake_ctx *saved = tls_ctx;
+    tls_ctx = g->ctx;
+    CUresult r = cuStreamCreate(phStream, CU_STREAM_NON_BLOCKING);
+    tls_ctx = saved;
+    return r;
+}
+
 /* The legacy (CUDA < 4.0) name NVIDIA's driver still exports. */
 CUresult cuCtxDestroy(CUcontext ctx)
 {

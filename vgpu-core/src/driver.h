@@ -57,6 +57,8 @@ limitations under the License.
     X(cuMemUnmap)                                                                                  \
     X(cuMemExportToShareableHandle)                                                                \
     X(cuMemImportFromShareableHandle)                                                              \
+    X(cuImportExternalMemory)                                                                      \
+    X(cuDestroyExternalMemory)                                                                     \
     X(cuIpcGetMemHandle)                                                                           \
     X(cuIpcOpenMemHandle_v2)                                                                       \
     X(cuIpcCloseMemHandle)                                                                         \
@@ -93,6 +95,8 @@ limitations under the License.
     X(cuCtxCreate_v2)                                                                              \
     X(cuCtxCreate_v3)                                                                              \
     X(cuCtxCreate_v4)                                                                              \
+    X(cuGreenCtxCreate)                                                                            \
+    X(cuGreenCtxDestroy)                                                                           \
     X(cuCtxSetLimit)                                                                               \
     X(cuMemAlloc)                                                                                  \
     X(cuMemFree)                                                                                   \
@@ -129,7 +133,10 @@ limitations under the License.
     X(cuDevicePrimaryCtxGetState)                                                                  \
     X(cuCtxGetLimit)                                                                               \
     X(cuMemGetAddressRange_v2)                                                                     \
-    X(cuMemGetAllocationPropertiesFromHandle)
+    X(cuMemGetAllocationPropertiesFromHandle)                                                      \
+    X(cuMemGetAllocationGranularity)                                                               \
+    X(cuMemAddressReserve)                                                                         \
+    X(cuMemAddressFree)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \

@@ -483,6 +483,7 @@ static int run_driver(void)
     }
     expect("limit", NULL, 0, true);
     expect("paths", NULL, 0, true);
+    expect("ext_memory", NULL, 0, true);
     expect("procaddr", NULL, 0, true);
     /* Whatever a program calls first, before cuInit, GPU 0 is limited afterwards. */
     expect_call_order(expect_quiet);
@@ -515,6 +516,7 @@ static int run_driver(void)
         expect("vmm_expandable", NULL, 0, true);
         expect("vmm_kill", env, 0, true);
         expect("vmm_threads", NULL, 0, true);
+        expect("vmm_host_numa", NULL, 0, true);
     }
     /* Memory shared between processes is charged once, while any holder lives (lib_test_ipc.c). */
     {
@@ -532,6 +534,8 @@ static int run_driver(void)
         expect("vmm_share_foreign", NULL, 0, true);
         expect("vmm_share_kill", env, 0, true);
         expect("vmm_share_fabric", NULL, 0, true);
+        expect("vmm_share_fd_hold", NULL, 0, true);
+        expect("vmm_share_fd_many", NULL, 0, true);
         /* Exports onto one inode, as NVIDIA's driver's: the open file description's mark. */
         expect("vmm_share_devfd", NULL, 0, true);
         expect("vmm_devfd_exporter_gone", NULL, 0, true);
@@ -539,6 +543,8 @@ static int run_driver(void)
         expect("vmm_devfd_foreign", NULL, 0, true);
         expect("vmm_devfd_forged", NULL, 0, true);
         expect("vmm_devfd_kill", env, 0, true);
+        expect("vmm_devfd_fd_hold", NULL, 0, true);
+        expect("vmm_devfd_moved", NULL, 0, true);
         /* Last: it leaves forged records in the claim's region. */
         expect("ipc_hostile", NULL, 0, false);
     }
@@ -548,6 +554,7 @@ static int run_driver(void)
 
         expect("overhead", env, 0, true);
         expect("contexts", big, 0, true);
+        expect("green_ctx", big, 0, true);
     }
     /* A process in its own pid namespace learns its host pid from the claim's map. */
     {
@@ -558,6 +565,18 @@ static int run_driver(void)
                  uuids[0]);
         make_claim(cfg);
         expect_hostpid();
+    }
+    /* Without an SM limit (none, or policy disabled): launches and utilisation still counted. */
+    make_std_claim(GiB, "");
+    expect("unlimited_counted", NULL, 0, true);
+    {
+        char cfg[1024];
+        snprintf(cfg, sizeof(cfg),
+                 "version=1\nclaim=a\ncompute_policy=disabled\ndevice.count=1\n"
+                 "device.0.uuid=%s\ndevice.0.memory_limit_bytes=1073741824\n"
+                 "device.0.sm_limit_percent=30\n", uuids[0]);
+        make_claim(cfg);
+        expect("unlimited_counted", NULL, 0, true);
     }
     /* Env may lower a configured limit, never raise it. */
     {
@@ -713,6 +732,8 @@ int main(int argc, char **argv)
         {"expect_total", sc_expect_total}, {"nvml", sc_nvml},
         {"overhead", sc_overhead}, {"fork", sc_fork},
         {"hostpid", sc_hostpid},   {"pools", sc_pools},
+        {"unlimited_counted", sc_unlimited_counted}, {"ext_memory", sc_ext_memory},
+        {"vmm_host_numa", sc_vmm_host_numa}, {"green_ctx", sc_green_ctx},
         {"pool_race", sc_pool_race},
         {"killstress", sc_killstress}, {"lastkill", sc_lastkill},
         {"closed", sc_closed},     {"replaced", sc_replaced},
@@ -733,7 +754,9 @@ int main(int argc, char **argv)
         {"vmm_devfd_exporter_gone", sc_vmm_devfd_exporter_gone},
         {"vmm_devfd_two_importers", sc_vmm_devfd_two_importers},
         {"vmm_devfd_foreign", sc_vmm_devfd_foreign}, {"vmm_devfd_forged", sc_vmm_devfd_forged},
-        {"vmm_devfd_kill", sc_vmm_devfd_kill},
+        {"vmm_devfd_kill", sc_vmm_devfd_kill}, {"vmm_share_fd_hold", sc_vmm_share_fd_hold},
+        {"vmm_share_fd_many", sc_vmm_share_fd_many},
+        {"vmm_devfd_fd_hold", sc_vmm_devfd_fd_hold}, {"vmm_devfd_moved", sc_vmm_devfd_moved},
     };
     for (size_t i = 0; i < sizeof(scenarios) / sizeof(scenarios[0]); i++) {
         if (strcmp(argv[1], scenarios[i].name) == 0) {

@@ -243,6 +243,26 @@ static int call_cuIpcOpenMemHandle_v2(void)
 
 static int call_cuIpcCloseMemHandle(void) { return cuIpcCloseMemHandle(BOGUS_PTR); }
 
+static int call_cuGreenCtxCreate(void)
+{
+    CUgreenCtx g = NULL;
+
+    return cuGreenCtxCreate(&g, NULL, 0, CU_GREEN_CTX_DEFAULT_STREAM);
+}
+
+static int call_cuGreenCtxDestroy(void) { return cuGreenCtxDestroy(NULL); }
+
+static int call_cuImportExternalMemory(void)
+{
+    CUDA_EXTERNAL_MEMORY_HANDLE_DESC d = {.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+                                          .handle = {.fd = -1}, .size = 2 * MiB};
+    CUexternalMemory m = NULL;
+
+    return cuImportExternalMemory(&m, &d);
+}
+
+static int call_cuDestroyExternalMemory(void) { return cuDestroyExternalMemory(NULL); }
+
 static int call_cuArrayCreate_v2(void)
 {
     CUDA_ARRAY_DESCRIPTOR d = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
@@ -426,6 +446,8 @@ static const struct order_row rows[] = {
     ROW(cuCtxCreate_v2, NI),
     ROW(cuCtxCreate_v3, NI),
     ROW(cuCtxCreate_v4, NI),
+    ROW(cuGreenCtxCreate, NI),
+    ROW(cuGreenCtxDestroy, NI),
     ROW(cuCtxSetLimit, NI),
     ROW(cuStreamSynchronize, NI),
     ROW(cuStreamSynchronize_ptsz, NI),
@@ -440,6 +462,8 @@ static const struct order_row rows[] = {
     ROW(cuIpcGetMemHandle, NI),
     ROW(cuIpcOpenMemHandle_v2, NI),
     ROW(cuIpcCloseMemHandle, NI),
+    ROW(cuImportExternalMemory, NI),
+    ROW(cuDestroyExternalMemory, NI),
     ROW(cuArrayCreate_v2, NI),
     ROW(cuArray3DCreate_v2, NI),
     ROW(cuArrayDestroy, NI),
