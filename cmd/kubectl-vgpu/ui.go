@@ -83,13 +83,16 @@ func (o *options) uiCommand() *cobra.Command {
 			}
 			url := "http://" + ln.Addr().String() + "/"
 			source := webview.NewSource(client, webview.SourceOptions{Explain: explain})
-			server := &http.Server{
-				Handler:           webview.NewHandler(source, webview.HandlerOptions{Explain: explain}),
-				ReadHeaderTimeout: 10 * time.Second,
-			}
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			g, ctx := errgroup.WithContext(ctx)
+			server := &http.Server{
+				Handler:           webview.NewHandler(source, webview.HandlerOptions{Explain: explain}),
+				ReadHeaderTimeout: 10 * time.Second,
+				// The update streams never go idle: they end with ctx, so
+				// that Shutdown does not wait for them.
+				BaseContext: func(net.Listener) context.Context { return ctx },
+			}
 			g.Go(func() error { return source.Run(ctx) })
 			g.Go(func() error {
 				if err := server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
