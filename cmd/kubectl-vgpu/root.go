@@ -71,7 +71,7 @@ func newRootCommand(streams genericiooptions.IOStreams, client clientFunc) *cobr
 	root.SetErr(streams.ErrOut)
 	o.flags.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVarP(&o.output, "output", "o", "", "Output format: wide, json or yaml (default: a table)")
-	root.AddCommand(o.nodesCommand(), o.claimsCommand(), o.whyCommand())
+	root.AddCommand(o.nodesCommand(), o.claimsCommand(), o.whyCommand(), o.uiCommand())
 	root.PersistentPreRunE = func(*cobra.Command, []string) error { return o.validate() }
 	return root
 }

@@ -106,4 +106,8 @@ func TestBadInput(t *testing.T) {
 	require.ErrorContains(t, err, "accepts 1 arg(s), received 0")
 	_, err = run(t, "why", "-n", "team-a", "ghost")
 	require.EqualError(t, err, "pod team-a/ghost not found")
+	_, err = run(t, "ui", "--port", "70000")
+	require.EqualError(t, err, "--port 70000: must be 0 (any free port) to 65535")
+	_, err = run(t, "ui", "--explain", "0")
+	require.EqualError(t, err, "--explain 0: must be at least 1")
 }

@@ -63,6 +63,12 @@ on_signal() {
 }
 trap on_signal INT TERM
 
+# The browser spec (ui_test.go) loads kubectl vgpu ui in Debian's headless Chromium.
+if ! command -v chromium >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium
+fi
+
 # The metrics spec scrapes the driver with Prometheus, which the demo's
 # cluster does not build; a reused cluster may be the demo's.
 export E2E_PROMETHEUS=1

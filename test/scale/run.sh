@@ -31,6 +31,8 @@
 #      SCALE_RATE=50 (pods/s of the steady phase) SCALE_ARMS="a-baseline ..."
 #      SCALE_PROFILE=1 (CPU profiles of kube-scheduler and dra-controller)
 #      SCALE_KEEP=1 (keep the run directory) SCALE_DIR (run directory)
+#      SCALE_UI=1 (after each GPU arm's pods, kubectl vgpu ui's first page
+#      time and memory: ui.sh)
 #      SCALE_SCHEDULER_QPS=100 SCALE_KCM_QPS=100 (API rate limits of the
 #      control plane; see docs/scale.md)
 set -euo pipefail
@@ -255,6 +257,10 @@ run_arm() {
     --policy="$policy" --claims="$claims" --pods="$PODS" --steady="$STEADY" --rate="$RATE" \
     --nodes="$NODES" --gpus="$GPUS" --out="$RESULTS/$arm.json" \
     --scheduler-pid="$(pid_of kube-scheduler)" --controller-pid="$ctrl_pid" "${profile[@]}"
+  if [ "${SCALE_UI:-0}" = 1 ] && [ "$arm" != a-baseline ]; then
+    phase "arm $arm: kubectl vgpu ui against the cluster"
+    "$SCALE_ROOT/ui.sh" "$E2E_KUBECONFIG"
+  fi
   stop_plane
   rm -rf "$E2E_RUN_DIR/etcd-$arm"
 }

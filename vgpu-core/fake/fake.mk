@@ -18,7 +18,8 @@
 # Included by vgpu-core/Makefile; also usable alone from vgpu-core/:
 #   make -f fake/fake.mk fakes cuda-probe fake-test
 #
-#   fakes       build/fake/libcuda.so.1, build/fake/libnvidia-ml.so.1 (+ .so links)
+#   fakes       build/fake/libcuda.so.1, build/fake/libnvidia-ml.so.1 (+ .so links),
+#               build/fake/nvidia-cuda-mps-control
 #   cuda-probe  build/cuda-probe
 #   fake-test   C tests of both fakes and cuda-probe, normal and ASan+UBSan
 
@@ -35,7 +36,7 @@ SAN ?= -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recove
 # must keep its own address, so dladdr() names the exact variant.
 FAKE_CFLAGS := $(CFLAGS_BASE) -I$(FAKE_DIR) -fno-ipa-icf
 FAKE_COMMON := $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_gpu.c \
-	$(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c
+	$(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c $(FAKE_DIR)/fake_fdscan.c
 FAKE_HDRS := $(wildcard $(FAKE_DIR)/*.h) include/vgpu_cuda.h include/vgpu_nvml.h
 FAKE_CUDA_SRCS := $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake_cuda_stream.c $(FAKE_DIR)/fake_cuda_mem.c \
 	$(FAKE_DIR)/fake_cuda_host.c $(FAKE_DIR)/fake_cuda_procaddr.c $(FAKE_COMMON)
@@ -48,7 +49,7 @@ FAKE_LDFLAGS := -shared -Wl,-Bsymbolic -Wl,-z,noexecstack -lpthread -lm
 .PHONY: fakes cuda-probe fake-test
 
 fakes: $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/libnvidia-ml.so.1 \
-	$(BUILD)/fake/libcuda.so $(BUILD)/fake/libnvidia-ml.so
+	$(BUILD)/fake/libcuda.so $(BUILD)/fake/libnvidia-ml.so $(BUILD)/fake/nvidia-cuda-mps-control
 
 cuda-probe: $(BUILD)/cuda-probe
 
@@ -63,6 +64,10 @@ $(1)/libnvidia-ml.so.1: $$(FAKE_NVML_SRCS) $$(FAKE_HDRS) $$(FAKE_DIR)/fake_nvml.
 	@mkdir -p $$(@D)
 	$$(CC) $$(FAKE_CFLAGS) $(2) -o $$@ $$(FAKE_NVML_SRCS) -Wl,-soname,libnvidia-ml.so.1 \
 		-Wl,--version-script=$$(FAKE_DIR)/fake_nvml.map $$(FAKE_LDFLAGS)
+
+$(1)/nvidia-cuda-mps-control: $$(FAKE_DIR)/fake_mps_control.c
+	@mkdir -p $$(@D)
+	$$(CC) $$(FAKE_CFLAGS) $(2) -o $$@ $$(FAKE_DIR)/fake_mps_control.c
 
 $(1)/libcuda.so: $(1)/libcuda.so.1
 	ln -sf libcuda.so.1 $$@
@@ -86,11 +91,11 @@ $(BUILD)/fake-san/cuda-probe: tools/cuda-probe.c include/vgpu_cuda.h
 # runs cuda-probe (from the same directory set) as a second process.
 FAKE_TEST_SRCS := $(FAKE_DIR)/test/fake_test.c $(FAKE_DIR)/fake_config.c $(FAKE_DIR)/fake_state.c \
 	$(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c \
-	$(FAKE_DIR)/fake_gpu.c
+	$(FAKE_DIR)/fake_gpu.c $(FAKE_DIR)/fake_fdscan.c
 FAKE_TEST_DEPS := $(FAKE_TEST_SRCS) test/check.h $(FAKE_HDRS)
 
 define fake_test
-$(1)/fake_test: $$(FAKE_TEST_DEPS) $(1)/libcuda.so $(1)/libnvidia-ml.so
+$(1)/fake_test: $$(FAKE_TEST_DEPS) $(1)/libcuda.so $(1)/libnvidia-ml.so $(1)/nvidia-cuda-mps-control
 	$$(CC) $$(FAKE_CFLAGS) -Itest $(2) -o $$@ $$(FAKE_TEST_SRCS) -L$(1) \
 		-Wl,-rpath,$$(abspath $(1)) -lcuda -lnvidia-ml -ldl -lpthread -lm
 endef
@@ -100,7 +105,8 @@ $(eval $(call fake_test,$(BUILD)/fake-san,-O1 -g $(SAN)))
 
 # The MIG model's tests (fake NVML MIG, CUDA view of a MIG instance), linked the same way.
 FAKE_MIG_TEST_SRCS := $(FAKE_DIR)/test/fake_mig_test.c $(FAKE_DIR)/fake_config.c \
-	$(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c $(FAKE_DIR)/fake_gpu.c
+	$(FAKE_DIR)/fake_state.c $(FAKE_DIR)/fake_mig.c $(FAKE_DIR)/fake_mig_state.c $(FAKE_DIR)/fake_gpu.c \
+	$(FAKE_DIR)/fake_fdscan.c
 
 define fake_mig_test
 $(1)/fake_mig_test: $$(FAKE_MIG_TEST_SRCS) test/check.h $$(FAKE_HDRS) $(1)/libcuda.so $(1)/libnvidia-ml.so

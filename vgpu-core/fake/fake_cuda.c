@@ -29,6 +29,8 @@ limitations under the License.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 
 fake_process g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -54,14 +56,51 @@ static void free_thread_streams(void *p)
     free(streams);
 }
 
+/*
+ * An MPS client (CUDA_MPS_PIPE_DIRECTORY set): connects to the control
+ * daemon's socket as NVIDIA's driver does at initialisation, and tells it
+ * the share it read from its environment, one line:
+ * "client pid=<pid> active_thread_percentage=<value or unset>". The daemon
+ * (the fake nvidia-cuda-mps-control, or a test) records it. Returns -1 when
+ * no daemon answers.
+ */
+static int mps_connect(const char *pipe_dir)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    const char *share = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    char line[160];
+    int fd, n, rc = -1;
+
+    if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", pipe_dir) >=
+        (int)sizeof(addr.sun_path))
+        return -1;
+    snprintf(g_fake.mps_active_thread_percentage, sizeof(g_fake.mps_active_thread_percentage),
+             "%.31s", share != NULL ? share : "unset");
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    n = snprintf(line, sizeof(line), "client pid=%d active_thread_percentage=%s\n", (int)getpid(),
+                 g_fake.mps_active_thread_percentage);
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
+        send(fd, line, (size_t)n, MSG_NOSIGNAL) == n)
+        rc = 0;
+    close(fd);
+    return rc;
+}
+
 static void init_process(void)
 {
     const char *err = NULL;
+    const char *pipe_dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
     char msg[256];
     g_fake.cfg = fake_config_view(FAKE_VIEW_CUDA, &err);
     if (err != NULL) {
         fprintf(stderr, "fake libcuda: %s\n", err);
         g_fake.init_result = CUDA_ERROR_INVALID_VALUE;
+        return;
+    }
+    if (pipe_dir != NULL && pipe_dir[0] != '\0' && mps_connect(pipe_dir) != 0) {
+        g_fake.init_result = CUDA_ERROR_MPS_CONNECTION_FAILED;
         return;
     }
     if (g_fake.cfg->gpu_count == 0) {
@@ -144,6 +183,18 @@ static const struct {
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_MPS_CONNECTION_FAILED, "CUDA_ERROR_MPS_CONNECTION_FAILED",
+     "MPS client failed to connect to the MPS control daemon or the MPS server"},
+    {CUDA_ERROR_MPS_RPC_FAILURE, "CUDA_ERROR_MPS_RPC_FAILURE",
+     "the remote procedural call between the MPS server and the MPS client failed"},
+    {CUDA_ERROR_MPS_SERVER_NOT_READY, "CUDA_ERROR_MPS_SERVER_NOT_READY",
+     "MPS server is not ready to accept new MPS client requests"},
+    {CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, "CUDA_ERROR_MPS_MAX_CLIENTS_REACHED",
+     "the hardware resources required to create MPS client have been exhausted"},
+    {CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED, "CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED",
+     "the hardware resources required to support device connections have been exhausted"},
+    {CUDA_ERROR_MPS_CLIENT_TERMINATED, "CUDA_ERROR_MPS_CLIENT_TERMINATED",
+     "the MPS client has been terminated by the server"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},
@@ -487,6 +538,218 @@ CUresult cuCtxDestroy_v2(CUcontext ctx)
     c->magic = 0;
     free(c);
     return CUDA_SUCCESS;
+}
+
+/*
+ * Green contexts (CUDA 12.4+). A device's SM resource is all its SMs; a
+ * split gives groups of minCount SMs rounded up to the split granularity
+ * (2), at most as many as fit, and the rest as the remainder; a
+ * descriptor names one SM resource; a green context is a context of its
+ * own (it takes context memory as cuCtxCreate does, and is not made
+ * current) on those SMs, reached as a CUcontext with cuCtxFromGreenCtx.
+ * The fake's kernels still run on the whole GPU: it models the calls'
+ * answers and their memory, not the partition.
+ */
+#define FAKE_MAGIC_GREEN 0x4e455247u /* "GREN" */
+#define FAKE_SM_GRANULARITY 2u
+
+/* Tags a resource as the fake's, of device dev (in its internal padding). */
+static void resource_fill(CUdevResource *r, int dev, unsigned int sms)
+{
+    uint32_t tag[2] = {FAKE_MAGIC_GREEN, (uint32_t)dev};
+
+    memset(r, 0, sizeof(*r));
+    r->type = CU_DEV_RESOURCE_TYPE_SM;
+    memcpy(r->_internal_padding, tag, sizeof(tag));
+    r->sm.smCount = sms;
+}
+
+/* The device of a resource the fake filled, or -1. */
+static int resource_dev(const CUdevResource *r)
+{
+    uint32_t tag[2];
+
+    memcpy(tag, r->_internal_padding, sizeof(tag));
+    if (r->type != CU_DEV_RESOURCE_TYPE_SM || tag[0] != FAKE_MAGIC_GREEN ||
+        !fake_valid_device((int)tag[1]))
+        return -1;
+    return (int)tag[1];
+}
+
+typedef struct fake_green_desc {
+    uint32_t magic;
+    int dev;
+    unsigned int sms;
+} fake_green_desc;
+
+typedef struct fake_green {
+    uint32_t magic;
+    unsigned int sms;
+    fake_ctx *ctx;
+} fake_green;
+
+CUresult cuDeviceGetDevResource(CUdevice device, CUdevResource *resource, CUdevResourceType type)
+{
+    REQUIRE_DEVICE(device);
+    if (resource == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (type != CU_DEV_RESOURCE_TYPE_SM)
+        return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    resource_fill(resource, device, (unsigned int)g_fake.cfg->gpus[device].multiprocessors);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevSmResourceSplitByCount(CUdevResource *result, unsigned int *nbGroups,
+                                     const CUdevResource *input, CUdevResource *remaining,
+                                     unsigned int useFlags, unsigned int minCount)
+{
+    REQUIRE_READY();
+    int dev = input != NULL ? resource_dev(input) : -1;
+    unsigned int count, n;
+    if (nbGroups == NULL || input == NULL || useFlags > 3)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    count = minCount < FAKE_SM_GRANULARITY ? FAKE_SM_GRANULARITY
+                                           : (minCount + FAKE_SM_GRANULARITY - 1) /
+                                                 FAKE_SM_GRANULARITY * FAKE_SM_GRANULARITY;
+    n = input->sm.smCount / count;
+    if (n == 0)
+        return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    /* Without a result array the call only says how many groups a split makes. */
+    if (result != NULL && *nbGroups < n)
+        n = *nbGroups;
+    for (unsigned int i = 0; result != NULL && i < n; i++)
+        resource_fill(&result[i], dev, count);
+    if (remaining != NULL)
+        resource_fill(remaining, dev, input->sm.smCount - (result != NULL ? n : 0) * count);
+    *nbGroups = n;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuDevResourceGenerateDesc(CUdevResourceDesc *phDesc, CUdevResource *resources,
+                                   unsigned int nbResources)
+{
+    REQUIRE_READY();
+    unsigned int sms = 0;
+    int dev = -1;
+    if (phDesc == NULL || resources == NULL || nbResources == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned int i = 0; i < nbResources; i++) {
+        int d = resource_dev(&resources[i]);
+        if (d < 0 || (dev >= 0 && d != dev))
+            return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+        dev = d;
+        sms += resources[i].sm.smCount;
+    }
+    fake_green_desc *g = malloc(sizeof(*g));
+    if (g == NULL)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    *g = (fake_green_desc){.magic = FAKE_MAGIC_GREEN, .dev = dev, .sms = sms};
+    *phDesc = (CUdevResourceDesc)g;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                          unsigned int flags)
+{
+    REQUIRE_DEVICE(dev);
+    const fake_green_desc *d = (const fake_green_desc *)desc;
+    if (phCtx == NULL || d == NULL || d->magic != FAKE_MAGIC_GREEN ||
+        flags != CU_GREEN_CTX_DEFAULT_STREAM)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d->dev != dev)
+        return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
+    fake_green *g = calloc(1, sizeof(*g));
+    fake_ctx *c = calloc(1, sizeof(*c));
+    if (g == NULL || c == NULL) {
+        free(g);
+        free(c);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&g_fake.mu);
+    CUresult r = context_open(dev);
+    pthread_mutex_unlock(&g_fake.mu);
+    if (r != CUDA_SUCCESS) {
+        free(g);
+        free(c);
+        return r;
+    }
+    c->magic = FAKE_MAGIC_CTX;
+    c->dev = dev;
+    *g = (fake_green){.magic = FAKE_MAGIC_GREEN, .sms = d->sms, .ctx = c};
+    *phCtx = (CUgreenCtx)g;
+    return CUDA_SUCCESS;
+}
+
+/* A live green context, or NULL. */
+static fake_green *green_of(CUgreenCtx h)
+{
+    fake_green *g = (fake_green *)h;
+    return g != NULL && g->magic == FAKE_MAGIC_GREEN ? g : NULL;
+}
+
+CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    REQUIRE_READY();
+    fake_green *g = green_of(hCtx);
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    pthread_mutex_lock(&g_fake.mu);
+    context_close(g->ctx);
+    pthread_mutex_unlock(&g_fake.mu);
+    if (tls_ctx == g->ctx)
+        tls_ctx = NULL;
+    g->ctx->magic = 0;
+    free(g->ctx);
+    g->magic = 0;
+    free(g);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuCtxFromGreenCtx(CUcontext *pContext, CUgreenCtx hCtx)
+{
+    REQUIRE_READY();
+    fake_green *g = green_of(hCtx);
+    if (pContext == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    *pContext = (CUcontext)g->ctx;
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxGetDevResource(CUgreenCtx hCtx, CUdevResource *resource,
+                                  CUdevResourceType type)
+{
+    REQUIRE_READY();
+    fake_green *g = green_of(hCtx);
+    if (resource == NULL)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    if (type != CU_DEV_RESOURCE_TYPE_SM)
+        return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+    resource_fill(resource, g->ctx->dev, g->sms);
+    return CUDA_SUCCESS;
+}
+
+CUresult cuGreenCtxStreamCreate(CUstream *phStream, CUgreenCtx greenCtx, unsigned int flags,
+                                int priority)
+{
+    REQUIRE_READY();
+    fake_green *g = green_of(greenCtx);
+    (void)priority; /* clamped to the device's range by the driver: any value is accepted */
+    if (phStream == NULL || flags != CU_STREAM_NON_BLOCKING)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (g == NULL)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    /* A stream of the green context: made with it current, then the caller's again. */
+    fake_ctx *saved = tls_ctx;
+    tls_ctx = g->ctx;
+    CUresult r = cuStreamCreate(phStream, CU_STREAM_NON_BLOCKING);
+    tls_ctx = saved;
+    return r;
 }
 
 /* The legacy (CUDA < 4.0) name NVIDIA's driver still exports. */

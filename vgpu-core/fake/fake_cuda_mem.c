@@ -45,8 +45,11 @@ limitations under the License.
 #define VA_BASE 0x300000000000ULL
 #define LINEAR_ALIGN 512ULL
 
-/* REC_IPC: memory of another process opened with cuIpcOpenMemHandle (charged to nobody here). */
-typedef enum rec_kind { REC_LINEAR, REC_POOL, REC_VMM, REC_ARRAY, REC_IPC } rec_kind;
+/*
+ * REC_IPC: memory of another process opened with cuIpcOpenMemHandle (charged to nobody here).
+ * REC_EXT: an imported external memory object (cuImportExternalMemory), keyed by its handle.
+ */
+typedef enum rec_kind { REC_LINEAR, REC_POOL, REC_VMM, REC_ARRAY, REC_IPC, REC_EXT } rec_kind;
 
 /* One live allocation, keyed by device address or handle value. */
 typedef struct rec {
@@ -63,6 +66,7 @@ typedef struct rec {
     uint64_t ipc_id;    /* that record's export id */
     int fd;             /* VMM shared as a POSIX fd: the file naming it (kept open), else -1 */
     unsigned int htypes; /* VMM: CUmemAllocationHandleType bits it may be exported as */
+    CUmemLocation host;  /* VMM in host memory: its location (type 0: device memory on dev) */
     struct rec *next;
 } rec;
 
@@ -1008,11 +1012,39 @@ CUresult cuMemcpyDtoH_v2_ptds(void *dstHost, CUdeviceptr srcDevice, size_t ByteC
 /* Virtual memory management                                                */
 /* ------------------------------------------------------------------------ */
 
+/* Whether host NUMA node id exists (/sys tells; without it, node 0 only). */
+static int numa_node_valid(int id)
+{
+    char path[64];
+    struct stat st;
+
+    if (id < 0)
+        return 0;
+    if (stat("/sys/devices/system/node", &st) != 0)
+        return id == 0;
+    snprintf(path, sizeof(path), "/sys/devices/system/node/node%d", id);
+    return stat(path, &st) == 0;
+}
+
+/*
+ * A VMM allocation's properties: on a device, or in host memory (CUDA
+ * 12.2+): CU_MEM_LOCATION_TYPE_HOST (id ignored, not shareable),
+ * _HOST_NUMA (id a NUMA node), _HOST_NUMA_CURRENT (the caller's node).
+ */
 static CUresult check_prop(const CUmemAllocationProp *prop)
 {
     if (prop == NULL || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
         return CUDA_ERROR_INVALID_VALUE;
-    return check_device_location(&prop->location);
+    switch (prop->location.type) {
+    case CU_MEM_LOCATION_TYPE_HOST:
+        return prop->requestedHandleTypes == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+        return numa_node_valid(prop->location.id) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
+        return CUDA_SUCCESS;
+    default:
+        return check_device_location(&prop->location);
+    }
 }
 
 CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
@@ -1039,19 +1071,30 @@ CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
         return CUDA_ERROR_INVALID_VALUE;
     if ((r = check_prop(prop)) != CUDA_SUCCESS)
         return r;
-    int dev = prop->location.id;
+    /* Host memory is the host's: no GPU's memory is taken (its books name device 0). */
+    int host = prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE;
+    int dev = host ? 0 : prop->location.id;
+    uint64_t charge = host ? 0 : size;
     pthread_mutex_lock(&g_fake.mu);
-    if (fake_charge(dev, size) != 0) {
+    if (charge != 0 && fake_charge(dev, charge) != 0) {
         r = CUDA_ERROR_OUT_OF_MEMORY;
     } else {
         uint64_t h = next_handle;
-        rec *v = rec_new(h, size, size, dev, REC_VMM);
+        rec *v = rec_new(h, size, charge, dev, REC_VMM);
         if (v == NULL) {
-            fake_uncharge(dev, size);
+            fake_uncharge(dev, charge);
             r = CUDA_ERROR_OUT_OF_MEMORY;
         } else {
             v->hrefs = 1;
             v->htypes = (unsigned int)prop->requestedHandleTypes;
+            if (host) {
+                v->host = prop->location;
+                /* The node the driver chose for the caller (the fake's: node 0). */
+                if (v->host.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+                    v->host = (CUmemLocation){.type = CU_MEM_LOCATION_TYPE_HOST_NUMA, .id = 0};
+                else if (v->host.type == CU_MEM_LOCATION_TYPE_HOST)
+                    v->host.id = 0;
+            }
             next_handle += 0x10;
             *handle = h;
         }
@@ -1145,6 +1188,20 @@ static int vmm_file(rec *r)
     return fd;
 }
 
+/*
+ * Shared VMM allocation r was exported as fd (of kind, eventfd counter tag):
+ * the fd's description holds the allocation from now on, as NVIDIA's
+ * resource manager holds an exported object until its fd closes (mu held).
+ */
+static void vmm_fd_held(rec *r, int fd, uint32_t kind, uint64_t tag)
+{
+    struct stat st;
+
+    if (fd >= 0 && fstat(fd, &st) == 0)
+        fake_state_ipc_fd_exported(&g_fake.state, r->ipc, kind, (uint64_t)st.st_dev,
+                                   (uint64_t)st.st_ino, tag);
+}
+
 CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
                                       CUmemAllocationHandleType handleType,
                                       unsigned long long flags)
@@ -1188,12 +1245,14 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
                 res = CUDA_ERROR_OUT_OF_MEMORY;
             else
                 *(int *)shareableHandle = out;
+            vmm_fd_held(r, out, FAKE_FDSCAN_EVENTFD, v);
         } else {
             int fd = vmm_file(r), out = fd < 0 ? -1 : dup(fd);
             if (out < 0)
                 res = CUDA_ERROR_OUT_OF_MEMORY;
             else
                 *(int *)shareableHandle = out;
+            vmm_fd_held(r, out, FAKE_FDSCAN_MEMFD, 0);
         }
     }
     pthread_mutex_unlock(&g_fake.mu);
@@ -1325,6 +1384,8 @@ CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
         prop->requestedHandleTypes = (CUmemAllocationHandleType)r->htypes;
         prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop->location.id = r->dev;
+        if (r->host.type != 0)
+            prop->location = r->host;
     }
     pthread_mutex_unlock(&g_fake.mu);
     return res;
@@ -1496,6 +1557,132 @@ CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *des
             r = CUDA_ERROR_INVALID_VALUE;
             break;
         }
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+/* ------------------------------------------------------------------------ */
+/* External memory                                                          */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * External memory interop. Another API's allocation (a Vulkan or OpenGL
+ * buffer, a Direct3D heap) is imported into the current context's device;
+ * the fake has no such API, so the import stands for it: its size is
+ * charged to this process's GPU memory while the object lives (NVML counts
+ * a process's Vulkan memory as its own). As NVIDIA's driver: an OPAQUE_FD
+ * import takes the fd (closed on success, the caller's on failure); the
+ * Windows handle types are not supported on Linux, NvSciBuf off Tegra
+ * neither; mapped buffers and mipmapped arrays are views of the object
+ * (no memory of their own), freed with cuMemFree and
+ * cuMipmappedArrayDestroy, and destroying the object does not free them.
+ */
+CUresult cuImportExternalMemory(CUexternalMemory *extMem_out,
+                                const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc)
+{
+    const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *d = memHandleDesc;
+    int dev;
+    CUresult r = alloc_begin(extMem_out, d != NULL ? d->size : 0, &dev);
+    if (r != CUDA_SUCCESS)
+        return r;
+    if ((d->flags & ~(unsigned int)CUDA_EXTERNAL_MEMORY_DEDICATED) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (d->type != CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD)
+        return d->type >= CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32 &&
+                       d->type <= CU_EXTERNAL_MEMORY_HANDLE_TYPE_NVSCIBUF
+                   ? CUDA_ERROR_NOT_SUPPORTED
+                   : CUDA_ERROR_INVALID_VALUE;
+    if (d->handle.fd < 0 || fcntl(d->handle.fd, F_GETFD) < 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    if (fake_charge(dev, d->size) != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else if (rec_new(next_handle, d->size, d->size, dev, REC_EXT) == NULL) {
+        fake_uncharge(dev, d->size);
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        *extMem_out = (CUexternalMemory)(uintptr_t)next_handle;
+        next_handle += 0x10;
+        close(d->handle.fd); /* the driver owns it now */
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+/* The live external memory object ext (mu held), or NULL. */
+static rec *ext_get(CUexternalMemory ext)
+{
+    rec *e = table_get((uint64_t)(uintptr_t)ext);
+    return e != NULL && e->kind == REC_EXT ? e : NULL;
+}
+
+CUresult cuExternalMemoryGetMappedBuffer(CUdeviceptr *devPtr, CUexternalMemory extMem,
+                                         const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (devPtr == NULL || bufferDesc == NULL || bufferDesc->flags != 0 || bufferDesc->size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *e = ext_get(extMem);
+    if (e == NULL) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else if (bufferDesc->offset > e->size || bufferDesc->size > e->size - bufferDesc->offset) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        uint64_t va = take_va(bufferDesc->size, LINEAR_ALIGN);
+        /* A view: freed by cuMemFree like an allocation, charged nothing. */
+        if (rec_new(va, bufferDesc->size, 0, e->dev, REC_LINEAR) == NULL)
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        else
+            *devPtr = va;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuExternalMemoryGetMappedMipmappedArray(
+    CUmipmappedArray *mipmap, CUexternalMemory extMem,
+    const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *mipmapDesc)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    if (mipmap == NULL || mipmapDesc == NULL || mipmapDesc->numLevels == 0 ||
+        mipmapDesc->arrayDesc.Width == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *e = ext_get(extMem);
+    if (e == NULL) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else if (mipmapDesc->offset >= e->size) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else if (rec_new(next_handle, 0, 0, e->dev, REC_ARRAY) == NULL) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        /* A view: destroyed by cuMipmappedArrayDestroy, charged nothing. */
+        *mipmap = (CUmipmappedArray)(uintptr_t)next_handle;
+        next_handle += 0x10;
+    }
+    pthread_mutex_unlock(&g_fake.mu);
+    return r;
+}
+
+CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
+{
+    CUresult r = fake_ready();
+    if (r != CUDA_SUCCESS)
+        return r;
+    pthread_mutex_lock(&g_fake.mu);
+    rec *e = ext_get(extMem);
+    if (e == NULL) {
+        r = CUDA_ERROR_INVALID_HANDLE;
+    } else {
+        table_del(e);
+        fake_uncharge(e->dev, e->charged);
+        free(e);
     }
     pthread_mutex_unlock(&g_fake.mu);
     return r;

@@ -83,20 +83,43 @@ static void ipc_drop_slot(fake_state_file *f, int k, int i)
 
     while ((h & bit) != 0 && !atomic_compare_exchange_weak(&x->holders, &h, h & ~bit))
         ;
+    /* An exported fd holds it too: fake_state_ipc_fd_held frees it once that is closed. */
+    if (atomic_load(&x->fd_kind) != FAKE_FDSCAN_NONE)
+        return;
     if ((h & bit) != 0 && (h & ~bit) == 0)
         atomic_store(&x->claim, 0);
     else if (h == 0 && atomic_load(&x->claim) == (uint32_t)i + 1)
         atomic_store(&x->claim, 0);
 }
 
-/* Bytes of live IPC records on dev (held by holders when mask is not 0: only theirs). */
-static uint64_t ipc_used(const fake_state_file *f, int dev, uint64_t mask)
+bool fake_state_ipc_fd_held(fake_ipc *x)
+{
+    uint32_t claim = atomic_load(&x->claim);
+
+    if (claim == 0 || atomic_load(&x->holders) != 0 ||
+        atomic_load(&x->fd_kind) == FAKE_FDSCAN_NONE)
+        return false;
+    if (fake_fdscan_open(atomic_load(&x->fd_kind), x->fd_dev, x->fd_ino, x->fd_tag))
+        return true;
+    /* Every fd is closed and nobody holds it: the memory is freed. */
+    if (atomic_load(&x->holders) == 0 && atomic_compare_exchange_strong(&x->claim, &claim, 0))
+        atomic_store(&x->fd_kind, FAKE_FDSCAN_NONE);
+    return false;
+}
+
+/*
+ * Bytes of live IPC records on dev: held by a process, or (mask 0) by an
+ * exported fd alone. With mask, only those that processes in mask hold.
+ */
+static uint64_t ipc_used(fake_state_file *f, int dev, uint64_t mask)
 {
     uint64_t sum = 0;
     for (int k = 0; k < FAKE_MAX_IPC; k++) {
-        const fake_ipc *x = &f->ipc[k];
+        fake_ipc *x = &f->ipc[k];
         uint64_t h = atomic_load(&x->holders);
-        if (h != 0 && (mask == 0 || (h & mask) != 0) && x->dev == (uint32_t)dev)
+        if (x->dev != (uint32_t)dev)
+            continue;
+        if (h != 0 ? mask == 0 || (h & mask) != 0 : mask == 0 && fake_state_ipc_fd_held(x))
             sum += x->bytes;
     }
     return sum;
@@ -376,7 +399,7 @@ void fake_state_reclaim(fake_state *st)
  * Bytes charged on dev by every slot (dead ones not yet reclaimed
  * included), with the bytes allocators are checking (pending) too or not.
  */
-static uint64_t slots_used_mig(const fake_state_file *f, int dev, unsigned int gi,
+static uint64_t slots_used_mig(fake_state_file *f, int dev, unsigned int gi,
                                bool with_pending)
 {
     uint64_t sum = 0;
@@ -393,7 +416,7 @@ static uint64_t slots_used_mig(const fake_state_file *f, int dev, unsigned int g
     return sum;
 }
 
-static uint64_t slots_used(const fake_state_file *f, int dev, bool with_pending)
+static uint64_t slots_used(fake_state_file *f, int dev, bool with_pending)
 {
     return slots_used_mig(f, dev, 0, with_pending);
 }
@@ -409,6 +432,7 @@ int fake_state_ipc_export(fake_state *st, int dev, uint64_t bytes, uint64_t *id)
             continue;
         x->dev = (uint32_t)dev;
         x->bytes = bytes;
+        atomic_store(&x->fd_kind, FAKE_FDSCAN_NONE);
         *id = atomic_fetch_add(&f->ipc_next_id, 1) + 1;
         atomic_store(&x->id, *id);
         /* Counted twice for an instant (never missing): held first, then off our slot. */
@@ -426,7 +450,8 @@ int fake_state_ipc_open(fake_state *st, int idx, uint64_t id, int *dev, uint64_t
     fake_ipc *x = &st->file->ipc[idx];
     uint64_t bit = 1ULL << st->slot, h = atomic_load(&x->holders);
     for (;;) {
-        if (h == 0 || atomic_load(&x->id) != id)
+        /* Nobody holds it: alive only through an exported fd that is still open. */
+        if (atomic_load(&x->id) != id || (h == 0 && !fake_state_ipc_fd_held(x)))
             return -1;
         if ((h & bit) != 0)
             return 1;
@@ -447,6 +472,22 @@ void fake_state_ipc_drop(fake_state *st, int idx)
 {
     if (idx >= 0 && idx < FAKE_MAX_IPC)
         ipc_drop_slot(st->file, idx, st->slot);
+}
+
+void fake_state_ipc_fd_exported(fake_state *st, int idx, uint32_t kind, uint64_t dev,
+                                uint64_t ino, uint64_t tag)
+{
+    fake_ipc *x;
+
+    if (idx < 0 || idx >= FAKE_MAX_IPC)
+        return;
+    x = &st->file->ipc[idx];
+    if (atomic_load(&x->fd_kind) != FAKE_FDSCAN_NONE)
+        return;
+    x->fd_dev = dev;
+    x->fd_ino = ino;
+    x->fd_tag = tag;
+    atomic_store(&x->fd_kind, kind);
 }
 
 int fake_state_reserve(fake_state *st, int dev, uint64_t bytes, uint64_t total)

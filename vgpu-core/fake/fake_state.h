@@ -42,6 +42,7 @@ limitations under the License.
 #include <stdint.h>
 
 #include "fake_config.h"
+#include "fake_fdscan.h"
 #include "fake_gpu.h"
 #include "fake_mig.h"
 
@@ -51,9 +52,10 @@ limitations under the License.
  * 3: kernels queued on a time-sliced engine;
  * 4: no GPU-wide used counter, the sum of the slots' records instead;
  * 5: MIG instances per GPU, an engine per GPU instance, slots bound to an instance;
- * 6: IPC-shared allocations (fake_ipc)
+ * 6: IPC-shared allocations (fake_ipc);
+ * 7: exported VMM fds hold their allocation (fake_ipc.fd_kind)
  */
-#define FAKE_STATE_VERSION 6u
+#define FAKE_STATE_VERSION 7u
 #define FAKE_MAX_IPC 64
 #define FAKE_MAX_SLOTS 64
 /* Lock bytes lie beyond the mapped data, one per slot, then one per GPU for MIG changes. */
@@ -152,6 +154,13 @@ typedef struct fake_mig_gpu {
  * creator's slot + 1 from the moment it takes the free record until the
  * last holder drops it; a record claimed by a dead creator with no holder
  * is freed by the reclaimer. holders changes only by compare-and-swap.
+ *
+ * A VMM allocation exported as a POSIX fd is also held by that fd's open
+ * file description, as NVIDIA's resource manager holds the exported object
+ * until the fd closes: with fd_kind set, a record whose holders are all
+ * gone lives on (and counts for the GPU, for no process's NVML figure)
+ * while fake_fdscan_open finds the description in some process, and an
+ * import through the fd still succeeds.
  */
 typedef struct fake_ipc {
     _Atomic uint64_t holders; /* bit s: slot s holds it */
@@ -159,6 +168,9 @@ typedef struct fake_ipc {
     uint32_t dev;             /* physical GPU index */
     _Atomic uint64_t id;      /* unique per export (the handle carries it) */
     uint64_t bytes;
+    _Atomic uint32_t fd_kind; /* version 7: FAKE_FDSCAN_*, set at the first fd export */
+    uint32_t reserved;
+    uint64_t fd_dev, fd_ino, fd_tag; /* the export's file and eventfd counter (fake_fdscan.h) */
 } fake_ipc;
 
 typedef struct fake_state_file {
@@ -351,5 +363,18 @@ int fake_state_ipc_open(fake_state *st, int idx, uint64_t id, int *dev, uint64_t
 
 /* Drops this process as a holder of record idx (cuIpcCloseMemHandle, the exporter's free). */
 void fake_state_ipc_drop(fake_state *st, int idx);
+
+/*
+ * Record idx was exported as an fd of kind, file (dev, ino) and eventfd
+ * counter tag (fake_fdscan.h): from now on that fd holds it too.
+ */
+void fake_state_ipc_fd_exported(fake_state *st, int idx, uint32_t kind, uint64_t dev,
+                                uint64_t ino, uint64_t tag);
+
+/*
+ * Whether record x lives on only through an exported fd that is still open
+ * somewhere (no holder left); one whose fds are all closed is freed here.
+ */
+bool fake_state_ipc_fd_held(fake_ipc *x);
 
 #endif /* VGPU_FAKE_STATE_H */

@@ -164,6 +164,12 @@ typedef enum cudaError_enum {
     CUDA_ERROR_SYSTEM_NOT_READY = 802,
     CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
     CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE = 804,
+    CUDA_ERROR_MPS_CONNECTION_FAILED = 805,
+    CUDA_ERROR_MPS_RPC_FAILURE = 806,
+    CUDA_ERROR_MPS_SERVER_NOT_READY = 807,
+    CUDA_ERROR_MPS_MAX_CLIENTS_REACHED = 808,
+    CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED = 809,
+    CUDA_ERROR_MPS_CLIENT_TERMINATED = 810,
     CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
     CUDA_ERROR_STREAM_CAPTURE_INVALIDATED = 901,
     CUDA_ERROR_STREAM_CAPTURE_MERGE = 902,
@@ -175,6 +181,8 @@ typedef enum cudaError_enum {
     CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD = 908,
     CUDA_ERROR_TIMEOUT = 909,
     CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE = 910,
+    CUDA_ERROR_INVALID_RESOURCE_TYPE = 914,
+    CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION = 915,
     CUDA_ERROR_UNKNOWN = 999
 } CUresult;
 
@@ -404,6 +412,82 @@ typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
     unsigned int Flags;
 } CUDA_ARRAY3D_DESCRIPTOR;
 
+/*
+ * Green contexts (CUDA 12.4+): a context on a partition of the device's
+ * SMs, described by resources split from the device's. A resource is 144
+ * bytes in every release (its union is 48 bytes in 12.x, 40 and a next
+ * pointer in 13.x); the SM count is the first field of the union.
+ */
+typedef struct CUgreenCtx_st *CUgreenCtx;
+typedef struct CUdevResourceDesc_st *CUdevResourceDesc;
+
+typedef enum CUdevResourceType_enum {
+    CU_DEV_RESOURCE_TYPE_INVALID = 0,
+    CU_DEV_RESOURCE_TYPE_SM = 1
+} CUdevResourceType;
+
+typedef struct CUdevSmResource_st {
+    unsigned int smCount;
+} CUdevSmResource;
+
+typedef struct CUdevResource_st {
+    CUdevResourceType type;
+    unsigned char _internal_padding[92];
+    union {
+        CUdevSmResource sm;
+        unsigned char _oversize[48];
+    };
+} CUdevResource;
+
+/* cuGreenCtxCreate flags: the green context gets its own default stream (required). */
+#define CU_GREEN_CTX_DEFAULT_STREAM 0x1
+
+/* External memory interop (Vulkan, OpenGL, Direct3D, NvSciBuf; CUDA 10.0+). */
+typedef struct CUextMemory_st *CUexternalMemory;
+
+typedef enum CUexternalMemoryHandleType_enum {
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD = 1,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32 = 2,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32_KMT = 3,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_D3D12_HEAP = 4,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_D3D12_RESOURCE = 5,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_D3D11_RESOURCE = 6,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_D3D11_RESOURCE_KMT = 7,
+    CU_EXTERNAL_MEMORY_HANDLE_TYPE_NVSCIBUF = 8
+} CUexternalMemoryHandleType;
+
+/* CUDA_EXTERNAL_MEMORY_HANDLE_DESC.flags: a dedicated (Vulkan) allocation. */
+#define CUDA_EXTERNAL_MEMORY_DEDICATED 0x1
+
+typedef struct CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st {
+    CUexternalMemoryHandleType type;
+    union {
+        int fd;
+        struct {
+            void *handle;
+            const void *name;
+        } win32;
+        const void *nvSciBufObject;
+    } handle;
+    unsigned long long size;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_HANDLE_DESC;
+
+typedef struct CUDA_EXTERNAL_MEMORY_BUFFER_DESC_st {
+    unsigned long long offset;
+    unsigned long long size;
+    unsigned int flags;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_BUFFER_DESC;
+
+typedef struct CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC_st {
+    unsigned long long offset;
+    CUDA_ARRAY3D_DESCRIPTOR arrayDesc;
+    unsigned int numLevels;
+    unsigned int reserved[16];
+} CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC;
+
 typedef struct CUDA_ARRAY_MEMORY_REQUIREMENTS_st {
     size_t size;
     size_t alignment;
@@ -502,6 +586,23 @@ VGPU_CU_API(cuCtxCreate_v3, (CUcontext *pctx, CUexecAffinityParam *paramsArray, 
 VGPU_CU_API(cuCtxCreate_v4, (CUcontext *pctx, CUctxCreateParams *ctxCreateParams,
                              unsigned int flags, CUdevice dev));
 VGPU_CU_API(cuCtxDestroy_v2, (CUcontext ctx));
+
+/* Green contexts (CUDA 12.4+). */
+VGPU_CU_API(cuDeviceGetDevResource, (CUdevice device, CUdevResource *resource,
+                                     CUdevResourceType type));
+VGPU_CU_API(cuDevSmResourceSplitByCount, (CUdevResource *result, unsigned int *nbGroups,
+                                          const CUdevResource *input, CUdevResource *remaining,
+                                          unsigned int useFlags, unsigned int minCount));
+VGPU_CU_API(cuDevResourceGenerateDesc, (CUdevResourceDesc *phDesc, CUdevResource *resources,
+                                        unsigned int nbResources));
+VGPU_CU_API(cuGreenCtxCreate, (CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                               unsigned int flags));
+VGPU_CU_API(cuGreenCtxDestroy, (CUgreenCtx hCtx));
+VGPU_CU_API(cuCtxFromGreenCtx, (CUcontext *pContext, CUgreenCtx hCtx));
+VGPU_CU_API(cuGreenCtxGetDevResource, (CUgreenCtx hCtx, CUdevResource *resource,
+                                       CUdevResourceType type));
+VGPU_CU_API(cuGreenCtxStreamCreate, (CUstream *phStream, CUgreenCtx greenCtx,
+                                     unsigned int flags, int priority));
 /* Legacy (CUDA < 4.0) name the driver still exports. */
 VGPU_CU_API(cuCtxDestroy, (CUcontext ctx));
 VGPU_CU_API(cuCtxGetCurrent, (CUcontext *pctx));
@@ -573,6 +674,16 @@ VGPU_CU_API(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle *handl
                                              CUmemAllocationHandleType shHandleType));
 VGPU_CU_API(cuMemGetAllocationPropertiesFromHandle, (CUmemAllocationProp *prop,
                                                      CUmemGenericAllocationHandle handle));
+
+/* External memory interop. */
+VGPU_CU_API(cuImportExternalMemory, (CUexternalMemory *extMem_out,
+                                     const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc));
+VGPU_CU_API(cuExternalMemoryGetMappedBuffer, (CUdeviceptr *devPtr, CUexternalMemory extMem,
+                                              const CUDA_EXTERNAL_MEMORY_BUFFER_DESC *bufferDesc));
+VGPU_CU_API(cuExternalMemoryGetMappedMipmappedArray,
+            (CUmipmappedArray *mipmap, CUexternalMemory extMem,
+             const CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC *mipmapDesc));
+VGPU_CU_API(cuDestroyExternalMemory, (CUexternalMemory extMem));
 
 /* Legacy IPC (cuIpc*) and address ranges. */
 VGPU_CU_API(cuIpcGetMemHandle, (CUipcMemHandle *pHandle, CUdeviceptr dptr));

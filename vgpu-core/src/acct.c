@@ -803,6 +803,18 @@ CUresult vgpu_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_
                          (struct vgpu_ptrmap_entry){.key = handle, .refcount = 1}, size);
 }
 
+uint64_t vgpu_vmm_shared_bytes(CUdevice dev, uint32_t kind, const uint8_t key[64])
+{
+    struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
+    uint64_t bytes = 0;
+
+    if (g == NULL || g->fail_closed)
+        return 0;
+    for (int p = 0; p < g->nparts && bytes == 0; p++)
+        bytes = vgpu_region_share_bytes(g->parts[p].shm, g->parts[p].rec, kind, key);
+    return bytes;
+}
+
 void vgpu_acct_forget_all(void)
 {
     for (int k = 0; k < VGPU_KIND_COUNT; k++)

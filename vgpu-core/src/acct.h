@@ -43,6 +43,7 @@ enum vgpu_kind {
     VGPU_KIND_ARRAY,   /* cuArrayCreate / cuArray3DCreate */
     VGPU_KIND_MIPMAP,  /* cuMipmappedArrayCreate */
     VGPU_KIND_IPC,     /* exported allocations and imports (cuIpc*): pool = shared record + 1 */
+    VGPU_KIND_EXT,     /* imported external memory objects (cuImportExternalMemory) */
     VGPU_KIND_COUNT,
 };
 
@@ -265,6 +266,12 @@ void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64], in
  */
 CUresult vgpu_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_t kind,
                            const uint8_t key[64]);
+
+/*
+ * The bytes of our claim's record of kind and key for an allocation on CUDA
+ * device dev (the first claim on it that has one), 0 when none has.
+ */
+uint64_t vgpu_vmm_shared_bytes(CUdevice dev, uint32_t kind, const uint8_t key[64]);
 
 /* Bytes currently charged for gpu: the sum over its claims (regions), or the process's (private). */
 uint64_t vgpu_gpu_used(const struct vgpu_gpu *g);

@@ -22,6 +22,7 @@ limitations under the License.
  * driver and commit or roll back after; frees of pointers never tracked go
  * straight to the driver. Out-parameters are only touched after success.
  */
+#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -98,7 +99,7 @@ static CUresult refused(struct vgpu_gpu *g, const char *what)
     do {                                                                                           \
         struct vgpu_gpu *g;                                                                        \
         uint64_t before;                                                                           \
-        CUcontext saved;                                                                           \
+        __typeof__(*(pctx)) saved;                                                                 \
         CUresult rc;                                                                               \
         ENTER(name);                                                                               \
         g = NULL;                                                                                  \
@@ -158,6 +159,21 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
     CONTEXT_BODY(cuDevicePrimaryCtxRetain, pctx, dev, RELEASE_PRIMARY(dev), pctx, dev);
 }
 
+/*
+ * A green context (CUDA 12.4+) is a context of its own on part of the
+ * device's SMs: the memory it takes is charged by the context rule like
+ * cuCtxCreate's, and past the limit it is destroyed again and refused
+ * (creation does not make it current: nothing else to undo). Its launches
+ * go through the launch wrappers like any context's; the SM limit is the
+ * claim's share of the whole GPU's time, whatever partition runs them.
+ */
+CUresult cuGreenCtxCreate(CUgreenCtx *phCtx, CUdevResourceDesc desc, CUdevice dev,
+                          unsigned int flags)
+{
+    CONTEXT_BODY(cuGreenCtxCreate, phCtx, dev, vgpu_cu.cuGreenCtxDestroy(*phCtx), phCtx, desc,
+                 dev, flags);
+}
+
 /* Not a context: a NULL context passed to a destroy ends no timing. */
 #define CU_CONTEXT_NONE ((CUcontext)(uintptr_t)1)
 
@@ -204,6 +220,12 @@ CUresult cuCtxDestroy(CUcontext ctx)
 CUresult cuCtxDestroy_v2(CUcontext ctx)
 {
     CONTEXT_ENDING(cuCtxDestroy_v2, ctx != NULL ? ctx : CU_CONTEXT_NONE, ctx);
+}
+
+/* Its CUcontext is not known here: every timing ends, as for a primary context. */
+CUresult cuGreenCtxDestroy(CUgreenCtx hCtx)
+{
+    CONTEXT_ENDING(cuGreenCtxDestroy, NULL, hCtx);
 }
 
 CUresult cuCtxCreate_v2(CUcontext *pctx, unsigned int flags, CUdevice dev)
@@ -766,7 +788,7 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
 {
     uint8_t key[VGPU_REGION_SHARED_KEY_LEN];
     bool marked;
-    uint64_t size;
+    uint64_t size, nonce;
     uint32_t kind;
     CUresult rc;
     int fd;
@@ -778,9 +800,43 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
     fd = handleType == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR ? *(const int *)shareableHandle
                                                                 : -1;
     kind = share_key(handleType, fd, shareableHandle, key, &size, &marked);
+    /*
+     * A regular file's description is marked too, at a random offset: the
+     * fd holds the memory while it is open, and the mark shows that
+     * (sharefd.h). Unmarked, the charge goes with the last handle.
+     */
+    if (kind == VGPU_SHARED_KIND_VMM_FD && !marked &&
+        (vgpu_sharefd_nonce_new(&nonce) != 0 || vgpu_sharefd_mark(fd, nonce) != 0))
+        VGPU_INFO("an exported VMM fd cannot be marked (%s): its charge ends with the "
+                  "allocation's last handle and mapping", strerror(errno));
     if (kind != 0)
         vgpu_vmm_exported(handle, kind, key, marked ? fd : -1);
     return rc;
+}
+
+/*
+ * Whether imported allocation h (of properties prop) is larger than bytes:
+ * the driver maps one granule at offset bytes only then (a mapping past an
+ * allocation's end is refused). Unable to tell: true.
+ */
+static bool larger_than(CUmemGenericAllocationHandle h, const CUmemAllocationProp *prop,
+                        uint64_t bytes)
+{
+    size_t gran = 0;
+    CUdeviceptr va = 0;
+    CUresult rc;
+
+    if (vgpu_cu.cuMemGetAllocationGranularity == NULL || vgpu_cu.cuMemAddressReserve == NULL ||
+        vgpu_cu.cuMemAddressFree == NULL ||
+        vgpu_cu.cuMemGetAllocationGranularity(&gran, prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
+            CUDA_SUCCESS ||
+        gran == 0 || vgpu_cu.cuMemAddressReserve(&va, gran, 0, 0, 0) != CUDA_SUCCESS)
+        return true;
+    rc = vgpu_cu.cuMemMap(va, gran, (size_t)bytes, h, 0);
+    if (rc == CUDA_SUCCESS)
+        vgpu_cu.cuMemUnmap(va, gran);
+    vgpu_cu.cuMemAddressFree(va, gran);
+    return rc == CUDA_SUCCESS;
 }
 
 CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
@@ -820,6 +876,22 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
     } else if (!current_device(&dev)) {
         return rc;
     }
+    /*
+     * A mark names a record, but any holder of the fd can move it
+     * (security.md): the allocation must not be larger than the record it
+     * names, as the driver tells, else it names none (refused below).
+     */
+    if (nonce != 0) {
+        uint64_t bytes = vgpu_vmm_shared_bytes(dev, kind, key);
+
+        if (bytes != 0 && larger_than(*handle, &prop, bytes)) {
+            VGPU_INFO("an imported VMM fd is larger than the record of this claim its mark "
+                      "names (%llu bytes): the mark was moved, refused",
+                      (unsigned long long)bytes);
+            nonce = 0;
+            memset(key + VGPU_SHAREFD_KEY_NONCE, 0, sizeof(nonce));
+        }
+    }
     if (vgpu_vmm_imported(dev, *handle, size, kind, key) != CUDA_SUCCESS) {
         if (marked)
             VGPU_INFO("an imported VMM fd names no allocation of this claim (%s): its size is "
@@ -829,6 +901,43 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return rc;
+}
+
+/*
+ * External memory: another API's allocation (a Vulkan or OpenGL buffer, a
+ * Direct3D heap, an NvSciBuf object) imported into the current context's
+ * device is that device's memory, and the import keeps it alive: charged at
+ * its declared size against the limit before the driver call (refused with
+ * CUDA_ERROR_OUT_OF_MEMORY, the caller keeping its fd, when it does not
+ * fit) and returned when the object is destroyed. Its mapped buffers and
+ * mipmapped arrays are views with no memory of their own: not wrapped, and
+ * their frees pass through as frees of untracked pointers.
+ */
+CUresult cuImportExternalMemory(CUexternalMemory *extMem_out,
+                                const CUDA_EXTERNAL_MEMORY_HANDLE_DESC *memHandleDesc)
+{
+    struct vgpu_charge c;
+    CUdevice dev;
+    CUresult rc;
+
+    ENTER(cuImportExternalMemory);
+    if (extMem_out == NULL || memHandleDesc == NULL || memHandleDesc->size == 0 ||
+        !current_device(&dev))
+        return vgpu_cu.cuImportExternalMemory(extMem_out, memHandleDesc);
+    rc = vgpu_charge_begin(dev, -1, memHandleDesc->size, &c);
+    if (rc != CUDA_SUCCESS)
+        return rc;
+    rc = vgpu_cu.cuImportExternalMemory(extMem_out, memHandleDesc);
+    if (rc == CUDA_SUCCESS)
+        vgpu_charge_commit(&c, VGPU_KIND_EXT, (uintptr_t)*extMem_out);
+    else
+        vgpu_charge_abort(&c);
+    return rc;
+}
+
+CUresult cuDestroyExternalMemory(CUexternalMemory extMem)
+{
+    FREE_BODY(cuDestroyExternalMemory, VGPU_KIND_EXT, (uintptr_t)extMem, extMem);
 }
 
 /* Bytes per element of an array format; unknown (newer) formats count as 16. */
@@ -991,6 +1100,16 @@ static void clamp_info(struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
     if (g->fail_closed)
         *free_b = 0;
     *total_b = total;
+}
+
+/*
+ * The library starts here at the latest, so that an MPS claim's client
+ * settings are in the environment before the driver reads them (mps.h).
+ */
+CUresult cuInit(unsigned int Flags)
+{
+    ENTER(cuInit);
+    return vgpu_cu.cuInit(Flags);
 }
 
 CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)

@@ -32,6 +32,7 @@ limitations under the License.
 
 /* CUDA functions that libvgpu.so wraps (exported with these exact names). */
 #define VGPU_CUDA_WRAPPED(X)                                                                       \
+    X(cuInit)                                                                                      \
     X(cuGetProcAddress)                                                                            \
     X(cuGetProcAddress_v2)                                                                         \
     X(cuMemAlloc_v2)                                                                               \
@@ -57,6 +58,8 @@ limitations under the License.
     X(cuMemUnmap)                                                                                  \
     X(cuMemExportToShareableHandle)                                                                \
     X(cuMemImportFromShareableHandle)                                                              \
+    X(cuImportExternalMemory)                                                                      \
+    X(cuDestroyExternalMemory)                                                                     \
     X(cuIpcGetMemHandle)                                                                           \
     X(cuIpcOpenMemHandle_v2)                                                                       \
     X(cuIpcCloseMemHandle)                                                                         \
@@ -93,6 +96,8 @@ limitations under the License.
     X(cuCtxCreate_v2)                                                                              \
     X(cuCtxCreate_v3)                                                                              \
     X(cuCtxCreate_v4)                                                                              \
+    X(cuGreenCtxCreate)                                                                            \
+    X(cuGreenCtxDestroy)                                                                           \
     X(cuCtxSetLimit)                                                                               \
     X(cuMemAlloc)                                                                                  \
     X(cuMemFree)                                                                                   \
@@ -129,7 +134,10 @@ limitations under the License.
     X(cuDevicePrimaryCtxGetState)                                                                  \
     X(cuCtxGetLimit)                                                                               \
     X(cuMemGetAddressRange_v2)                                                                     \
-    X(cuMemGetAllocationPropertiesFromHandle)
+    X(cuMemGetAllocationPropertiesFromHandle)                                                      \
+    X(cuMemGetAllocationGranularity)                                                               \
+    X(cuMemAddressReserve)                                                                         \
+    X(cuMemAddressFree)
 
 /* NVML functions that libvgpu.so wraps. */
 #define VGPU_NVML_WRAPPED(X)                                                                       \

@@ -32,6 +32,7 @@ limitations under the License.
 #include "driver.h"
 #include "injected.h"
 #include "log.h"
+#include "mps.h"
 #include "parse.h"
 #include "vgpu_env.h"
 
@@ -68,6 +69,7 @@ static struct {
 } G = {.init_once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER};
 
 bool vgpu_any_sm_limit;
+bool vgpu_any_claim;
 
 static uint64_t mono_ns(void)
 {
@@ -373,13 +375,38 @@ static bool any_enforcement(void)
     return false;
 }
 
+/* Whether some valid claim config enforces its GPUs. */
+static bool any_claim(void)
+{
+    for (int i = 0; i < G.nclaims; i++) {
+        if (G.claims[i].valid && G.claims[i].cfg.enforcement)
+            return true;
+    }
+    return false;
+}
+
+/* An MPS claim's client settings, from the valid configs (mps.h). */
+static void apply_mps(void)
+{
+    const struct vgpu_claim_config *cfgs[VGPU_INJECTED_MAX];
+    int n = 0;
+
+    for (int i = 0; i < G.nclaims; i++) {
+        if (G.claims[i].valid)
+            cfgs[n++] = &G.claims[i].cfg;
+    }
+    vgpu_mps_apply(cfgs, n);
+}
+
 static void init(void)
 {
     load_claims();
     set_log_level();
+    apply_mps();
     if (vgpu_procinfo_self(&G.self) != 0)
         VGPU_WARN("cannot read /proc/self/stat: dead-process reclaim disabled");
     vgpu_any_sm_limit = any_sm_limit();
+    vgpu_any_claim = any_claim();
     G.any_enforcement = any_enforcement();
     VGPU_DEBUG("initialised: %d claim(s), %s mode", G.nclaims,
                G.enforced ? "enforced" : "standalone");
@@ -668,6 +695,8 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
                       sm.priority == VGPU_PRIORITY_HIGH, mono_ns());
     /* NVML reports no utilisation per process on a MIG instance: its launches are timed. */
     g->compute.timed = g->compute.active && strncasecmp(g->uuid, "MIG-", 4) == 0;
+    /* Without an SM limit a claim's GPU is still watched: launches, utilisation (limiter.h). */
+    g->compute.counted = !g->compute.active && g->enforce && !g->fail_closed && g->nparts > 0;
     if (g->compute.active)
         VGPU_INFO("GPU %s: SM limit %u%%, policy %s%s", g->uuid, sm.limit,
                   sm.policy == VGPU_POLICY_WORK_CONSERVING ? "workConserving" : "strict",

@@ -77,6 +77,11 @@ void vgpu_gpus_init(void);
 
 /* True once any claim (or env var) sets an SM limit: launches must be looked at. */
 extern bool vgpu_any_sm_limit;
+/*
+ * Some claim config enforces GPUs, with or without an SM limit: launches
+ * on those without one are counted for the monitor (limiter.h).
+ */
+extern bool vgpu_any_claim;
 
 /* Process exit: hands this process's slots in every region back. vgpu_lock() held. */
 void vgpu_gpus_release_slots(void);

@@ -20,7 +20,8 @@ limitations under the License.
  * limiter's admission (limiter.h) before the driver sees it.
  *
  * With no SM limit anywhere in the process the wrapper costs one load of a
- * flag on top of the lazy-initialisation checks every wrapper makes.
+ * flag on top of the lazy-initialisation checks every wrapper makes, and in
+ * a claim one more load and a relaxed increment (the launch is counted).
  */
 #include "limiter.h"
 #include "driver.h"
@@ -40,6 +41,8 @@ limitations under the License.
         vgpu_process_init();                                                                        \
         if (__atomic_load_n(&vgpu_any_sm_limit, __ATOMIC_RELAXED))                                  \
             timed = vgpu_limiter_admit(stream, ptsz);                                              \
+        else if (__atomic_load_n(&vgpu_any_claim, __ATOMIC_RELAXED))                               \
+            vgpu_limiter_count();                                                                  \
     } while (0)
 
 /* Admits, launches with launch (an expression), and closes a timed launch. */

@@ -321,6 +321,15 @@ static void start_helper(void)
     pthread_mutex_unlock(&T.mu);
 }
 
+/* A line of its own: its stores must not evict the read-mostly flags every wrapper loads. */
+uint64_t vgpu_counted_launches __attribute__((aligned(64)));
+
+void vgpu_limiter_count_start(void)
+{
+    if (!__atomic_load_n(&T.started, __ATOMIC_ACQUIRE))
+        start_helper();
+}
+
 struct vgpu_gpu *vgpu_limiter_admit(CUstream hStream, bool ptsz)
 {
     struct vgpu_gpu *g;
@@ -331,8 +340,20 @@ struct vgpu_gpu *vgpu_limiter_admit(CUstream hStream, bool ptsz)
     if (vgpu_cu.cuCtxGetDevice == NULL || vgpu_cu.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
         return NULL;
     g = vgpu_gpu_for_cuda(dev);
+    if (g == NULL)
+        return NULL;
+    if (!g->compute.active) {
+        /* Another GPU of the process has an SM limit, this one not: only counted. */
+        if (g->compute.counted) {
+            __atomic_store_n(&g->compute.launches,
+                             __atomic_load_n(&g->compute.launches, __ATOMIC_RELAXED) + 1,
+                             __ATOMIC_RELAXED);
+            vgpu_limiter_count_start();
+        }
+        return NULL;
+    }
     /* Launches into a capturing stream only build a graph: its launch is charged instead. */
-    if (g == NULL || !g->compute.active || vgpu_stream_capturing(hStream, ptsz))
+    if (vgpu_stream_capturing(hStream, ptsz))
         return NULL;
     c = &g->compute;
     if (!__atomic_load_n(&T.started, __ATOMIC_ACQUIRE))
@@ -407,17 +428,63 @@ struct vgpu_gpu *vgpu_limiter_admit(CUstream hStream, bool ptsz)
     return c->timed && timer_arm(g, hStream, ptsz) ? g : NULL;
 }
 
-/* Copies our counters into our slot for the refiller and the monitor. */
-static void publish(struct vgpu_gpu *g)
+/* Copies our counters (and extra launches counted for the process) into our slot. */
+static void publish(struct vgpu_gpu *g, uint64_t extra)
 {
     struct vgpu_limiter_state *c = &g->compute;
 
     if (g->shm == NULL)
         return;
     vgpu_lock();
-    vgpu_region_slot_set_compute(g->shm, g->rec, __atomic_load_n(&c->launches, __ATOMIC_RELAXED),
-                              __atomic_load_n(&c->throttled_ns, __ATOMIC_RELAXED));
+    vgpu_region_slot_set_compute(g->shm, g->rec,
+                                 __atomic_load_n(&c->launches, __ATOMIC_RELAXED) + extra,
+                                 __atomic_load_n(&c->throttled_ns, __ATOMIC_RELAXED));
     vgpu_unlock();
+}
+
+/* How often a process looks at its own utilisation on a GPU without an SM limit. */
+#define SAMPLE_PERIOD_NS 1000000000ull
+
+/*
+ * The helper's work on a counted GPU (limiter.h): our launches into our
+ * slot (first: the process-wide count too), and once a second our own
+ * utilisation there from NVML into our slot, and the claim's, the sum of
+ * its live processes' (at most 100), into the device record. Every process
+ * of the claim writes that sum: they all write what the slots say.
+ */
+static void monitor(struct vgpu_gpu *g, uint64_t now, bool first)
+{
+    struct vgpu_limiter_state *c = &g->compute;
+    struct vgpu_sm_sample samples[MAX_SAMPLES];
+    struct vgpu_region_slot_device *sd = own_slot(g);
+    const struct vgpu_region *r;
+    uint32_t pid, util = 0, sum = 0;
+    int n;
+
+    publish(g, first ? __atomic_load_n(&vgpu_counted_launches, __ATOMIC_RELAXED) : 0);
+    if (__atomic_load_n(&T.stopping, __ATOMIC_ACQUIRE) || sd == NULL || now < c->next_sample_ns)
+        return;
+    c->next_sample_ns = now + SAMPLE_PERIOD_NS;
+    pid = vgpu_self_host_pid(g);
+    n = pid != 0 ? vgpu_nvml_query_sm_samples(g->uuid, samples, MAX_SAMPLES) : -1;
+    if (n < 0)
+        return;
+    for (int i = 0; i < n; i++) {
+        if (samples[i].pid == pid && samples[i].sm_util > util)
+            util = samples[i].sm_util;
+    }
+    __atomic_store_n(&sd->sm_util_percent, util > 100 ? 100 : util, __ATOMIC_RELAXED);
+    r = g->shm->r;
+    for (int s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
+        uint32_t u;
+
+        if (__atomic_load_n(&r->slots[s].state, __ATOMIC_ACQUIRE) != VGPU_SLOT_ACTIVE)
+            continue;
+        u = __atomic_load_n(&r->slots[s].devices[g->rec].sm_util_percent, __ATOMIC_RELAXED);
+        sum += u > 100 ? 100 : u; /* a value someone else wrote must not overflow the sum */
+    }
+    __atomic_store_n(&g->shm->r->devices[g->rec].sm_util_percent, sum > 100 ? 100 : sum,
+                     __ATOMIC_RELAXED);
 }
 
 /*
@@ -683,7 +750,7 @@ static void service(struct vgpu_gpu *g, uint64_t now)
         return;
     if (c->timed)
         timer_poll(g, now);
-    publish(g);
+    publish(g, 0);
     if (!hold_lease(g, now))
         return;
     if ((!was_owner || c->ctl == NULL) && start_controller(g, now) != 0) {
@@ -706,10 +773,15 @@ static void *helper_main(void *arg)
     for (;;) {
         int n = vgpu_gpus_snapshot(gpus, VGPU_MAX_GPUS);
         uint64_t now = mono_ns();
+        bool first = true;
 
         for (int i = 0; i < n; i++) {
-            if (gpus[i]->compute.active)
+            if (gpus[i]->compute.active) {
                 service(gpus[i], now);
+            } else if (gpus[i]->compute.counted) {
+                monitor(gpus[i], now, first);
+                first = false;
+            }
         }
         sleep_ns(VGPU_REFILL_PERIOD_NS);
     }
@@ -723,6 +795,7 @@ void vgpu_limiter_forked(void)
 
     pthread_mutex_init(&T.mu, NULL);
     T.started = false;
+    vgpu_counted_launches = 0; /* the parent's */
     /* The parent's leases and counters are the parent's. */
     for (int i = 0; i < n; i++) {
         gpus[i]->compute.owner = false;

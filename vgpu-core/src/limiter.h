@@ -24,7 +24,8 @@ limitations under the License.
  * on NVML's per-process utilisation (on a MIG instance, where NVML has none,
  * on the launches each process times with CUDA events); the others take over
  * when its lease runs out. The work happens on one helper thread per process, started by
- * the first launch on a limited GPU (never in an idle process).
+ * the first launch on a limited GPU, or on a claim's GPU without a limit, which it only
+ * counts (below); never in an idle process.
  */
 #ifndef VGPU_LIMITER_H
 #define VGPU_LIMITER_H
@@ -73,6 +74,33 @@ void vgpu_limiter_launched(struct vgpu_gpu *g, CUstream hStream, bool ptsz, CUre
  * context is ever used.
  */
 void vgpu_limiter_context_ending(CUcontext ctx);
+
+/*
+ * Counting without a limit. A claim's GPU without an SM limit (cores: 0,
+ * compute policy disabled) is limited by nothing, but its launches are
+ * counted and its processes' utilisation (NVML's, sampled once a second
+ * by each process for itself) published in the region for the monitor.
+ * When no GPU of the process has an SM limit, a launch costs one relaxed
+ * load and store of vgpu_counted_launches (no device lookup); the helper
+ * thread, started by the first one, publishes the count on the process's
+ * first such GPU. With an SM limit anywhere in the process, admission
+ * knows the launch's GPU and counts it there.
+ */
+extern uint64_t vgpu_counted_launches;
+
+/* The first counted launch of the process (or since its fork): starts the helper thread. */
+void vgpu_limiter_count_start(void);
+
+/* One launch on a GPU without an SM limit, while no GPU of the process has one. */
+static inline void vgpu_limiter_count(void)
+{
+    /* Plain load and store: a count lost to two threads at one instant is a count. */
+    uint64_t n = __atomic_load_n(&vgpu_counted_launches, __ATOMIC_RELAXED);
+
+    __atomic_store_n(&vgpu_counted_launches, n + 1, __ATOMIC_RELAXED);
+    if (n == 0)
+        vgpu_limiter_count_start();
+}
 
 /* Fork child: the helper thread did not survive the fork. */
 void vgpu_limiter_forked(void);

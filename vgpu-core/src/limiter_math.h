@@ -338,6 +338,9 @@ void vgpu_ctl_tick(struct vgpu_ctl *c, struct vgpu_region_device *d, struct vgpu
 /* Compute state of one GPU in this process. */
 struct vgpu_limiter_state {
     bool active;                   /* launches go through the bucket */
+    bool counted;                  /* a claim's GPU without an SM limit: launches counted and
+                                      utilisation sampled for the monitor, nothing limited */
+    uint64_t next_sample_ns;       /* counted: the next look at NVML (helper thread only) */
     double target;                 /* SM limit, fraction of GPU time */
     uint32_t policy;               /* VGPU_POLICY_* */
     bool high_priority;

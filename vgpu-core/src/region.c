@@ -29,6 +29,7 @@ limitations under the License.
 
 #include "limiter_math.h"
 #include "log.h"
+#include "sharefd.h"
 #include "vgpu_reserve.h"
 
 static uint64_t realtime_ns(void)
@@ -438,6 +439,34 @@ static bool share_other_holder(const struct vgpu_region_shared *r, int i)
     return false;
 }
 
+/* Whether any slot holds shared record r. */
+static bool share_any_holder(const struct vgpu_region_shared *r)
+{
+    for (int w = 0; w < VGPU_REGION_MAX_SLOTS / 64; w++)
+        if (__atomic_load_n(&r->holders[w], __ATOMIC_RELAXED) != 0)
+            return true;
+    return false;
+}
+
+/*
+ * Whether record r may still be held by a VMM fd it was exported as: the
+ * driver keeps the memory until the fd's description closes, wherever it
+ * went, and the description keeps the exporter's mark until then
+ * (sharefd.h). System calls: read before the charge lock is taken.
+ */
+static bool share_fd_open(const struct vgpu_region_shared *r)
+{
+    uint64_t dev, ino, nonce;
+
+    if (__atomic_load_n(&r->kind, __ATOMIC_RELAXED) != VGPU_SHARED_KIND_VMM_FD)
+        return false;
+    memcpy(&dev, r->key, sizeof(dev));
+    memcpy(&ino, r->key + 8, sizeof(ino));
+    memcpy(&nonce, r->key + VGPU_SHAREFD_KEY_NONCE, sizeof(nonce));
+    /* A regular file's key is (st_dev, st_ino); any other's is the nonce alone. */
+    return vgpu_sharefd_open(dev, ino, dev == 0 && ino == 0 ? nonce : 0) != 0;
+}
+
 /* Whether record r is live on device record rec (a value someone else wrote may not be). */
 static bool share_live_on(const struct vgpu_region_shared *r, int rec)
 {
@@ -446,12 +475,15 @@ static bool share_live_on(const struct vgpu_region_shared *r, int rec)
 }
 
 /*
- * Drops slot i as a holder of record idx, live on rec. Not the last holder:
- * one atomic store. The last: the record is freed and its bytes leave
- * used_bytes, recoverably (the undo record names the record, so an undo
- * makes it live again with slot i holding it). Charge lock of rec held.
+ * Drops slot i as a holder of record idx, live on rec. Not the last holder,
+ * or the last while an exported fd may still hold the memory (fd_open,
+ * share_fd_open): one atomic store, the record stays live and charged
+ * without a holder until a sweep finds the fd closed. The last: the record
+ * is freed and its bytes leave used_bytes, recoverably (the undo record
+ * names the record, so an undo makes it live again with slot i holding
+ * it). Charge lock of rec held.
  */
-static void share_drop_locked(struct vgpu_region_map *s, int rec, int i, int idx)
+static void share_drop_locked(struct vgpu_region_map *s, int rec, int i, int idx, bool fd_open)
 {
     struct vgpu_region_device *d = &s->r->devices[rec];
     struct vgpu_region_shared *r = &s->r->shared[idx];
@@ -460,7 +492,7 @@ static void share_drop_locked(struct vgpu_region_map *s, int rec, int i, int idx
     if (!share_held(r, i))
         return;
     /* Others hold it (they change holders only under this lock too): one store. */
-    if (share_other_holder(r, i)) {
+    if (fd_open || share_other_holder(r, i)) {
         __atomic_fetch_and(&r->holders[i / 64], ~(1ULL << (i % 64)), __ATOMIC_RELAXED);
         return;
     }
@@ -489,14 +521,44 @@ static void share_drop_all(struct vgpu_region_map *s, int i)
         struct vgpu_region_shared *r = &s->r->shared[idx];
         uint32_t rec = __atomic_load_n(&r->device, __ATOMIC_RELAXED);
 
+        bool fd_open;
+
         if (rec >= VGPU_REGION_MAX_DEVICES || !share_held(r, i) ||
             __atomic_load_n(&r->state, __ATOMIC_ACQUIRE) != VGPU_SHARED_LIVE)
             continue;
+        fd_open = share_fd_open(r);
         charge_lock(s, (int)rec, i);
         if (share_live_on(r, (int)rec))
-            share_drop_locked(s, (int)rec, i, idx);
+            share_drop_locked(s, (int)rec, i, idx, fd_open);
         charge_unlock(s, (int)rec);
     }
+}
+
+/*
+ * Frees the live records no slot holds whose exported fds are all closed
+ * (share_fd_open): our slot me takes the record over and drops it as its
+ * last holder, recoverably. Returns how many. Region lock held.
+ */
+static int share_sweep_locked(struct vgpu_region_map *s, int me)
+{
+    int n = 0;
+
+    for (int idx = 0; idx < VGPU_REGION_MAX_SHARED && me >= 0; idx++) {
+        struct vgpu_region_shared *r = &s->r->shared[idx];
+        uint32_t rec = __atomic_load_n(&r->device, __ATOMIC_RELAXED);
+
+        if (rec >= VGPU_REGION_MAX_DEVICES || !share_live_on(r, (int)rec) ||
+            share_any_holder(r) || share_fd_open(r))
+            continue;
+        charge_lock(s, (int)rec, me);
+        if (share_live_on(r, (int)rec) && !share_any_holder(r)) {
+            __atomic_fetch_or(&r->holders[me / 64], 1ULL << (me % 64), __ATOMIC_RELAXED);
+            share_drop_locked(s, (int)rec, me, idx, false);
+            n++;
+        }
+        charge_unlock(s, (int)rec);
+    }
+    return n;
 }
 
 /*
@@ -585,6 +647,7 @@ int vgpu_region_reclaim(struct vgpu_region_map *s, const struct vgpu_procinfo *s
     if (lock_region(s) != 0)
         return 0;
     n = reclaim_locked(s);
+    n += share_sweep_locked(s, s->slot);
     unlock_region(s);
     return n;
 }
@@ -842,8 +905,15 @@ int vgpu_region_share_export(struct vgpu_region_map *s, int rec, uint32_t kind,
     struct vgpu_region_device *d = &s->r->devices[rec];
     int me = s->slot, found = -1;
 
+    bool any_free = false;
+
     if (me < 0 || bytes == 0 || lock_region(s) != 0)
         return -1;
+    /* Every record taken: those that only closed fds held are freed first. */
+    for (int idx = 0; idx < VGPU_REGION_MAX_SHARED && !any_free; idx++)
+        any_free = __atomic_load_n(&s->r->shared[idx].state, __ATOMIC_ACQUIRE) == VGPU_SHARED_FREE;
+    if (!any_free)
+        share_sweep_locked(s, me);
     charge_lock(s, rec, me);
     for (int idx = 0; idx < VGPU_REGION_MAX_SHARED; idx++) {
         struct vgpu_region_shared *r = &s->r->shared[idx];
@@ -918,13 +988,29 @@ int vgpu_region_share_hold(struct vgpu_region_map *s, int rec, uint32_t kind,
     return found;
 }
 
+uint64_t vgpu_region_share_bytes(const struct vgpu_region_map *s, int rec, uint32_t kind,
+                                 const uint8_t key[VGPU_REGION_SHARED_KEY_LEN])
+{
+    for (int idx = 0; idx < VGPU_REGION_MAX_SHARED; idx++) {
+        const struct vgpu_region_shared *r = &s->r->shared[idx];
+
+        if (share_live_on(r, rec) && __atomic_load_n(&r->kind, __ATOMIC_RELAXED) == kind &&
+            memcmp(r->key, key, VGPU_REGION_SHARED_KEY_LEN) == 0)
+            return __atomic_load_n(&r->bytes, __ATOMIC_RELAXED);
+    }
+    return 0;
+}
+
 void vgpu_region_share_drop(struct vgpu_region_map *s, int rec, int idx)
 {
+    bool fd_open;
+
     if (s->slot < 0 || idx < 0 || idx >= VGPU_REGION_MAX_SHARED)
         return;
+    fd_open = share_fd_open(&s->r->shared[idx]);
     charge_lock(s, rec, s->slot);
     if (share_live_on(&s->r->shared[idx], rec))
-        share_drop_locked(s, rec, s->slot, idx);
+        share_drop_locked(s, rec, s->slot, idx, fd_open);
     charge_unlock(s, rec);
 }
 

@@ -171,6 +171,10 @@ int vgpu_region_share_export(struct vgpu_region_map *s, int rec, uint32_t kind,
 int vgpu_region_share_hold(struct vgpu_region_map *s, int rec, uint32_t kind,
                            const uint8_t key[VGPU_REGION_SHARED_KEY_LEN], uint64_t *bytes);
 
+/* Bytes of the live record of kind and key on rec, 0 when there is none (nothing held). */
+uint64_t vgpu_region_share_bytes(const struct vgpu_region_map *s, int rec, uint32_t kind,
+                                 const uint8_t key[VGPU_REGION_SHARED_KEY_LEN]);
+
 /*
  * Drops our slot as a holder of record idx on rec; as the last holder, the
  * record is freed and its bytes leave the claim's counter, recoverably.

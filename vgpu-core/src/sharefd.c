@@ -23,8 +23,10 @@ limitations under the License.
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include "parse.h"
@@ -99,4 +101,36 @@ int vgpu_sharefd_nonce(int fd, uint64_t *nonce)
         return -1;
     *nonce = found;
     return 0;
+}
+
+int vgpu_sharefd_open(uint64_t dev, uint64_t ino, uint64_t nonce)
+{
+    char *line = NULL;
+    size_t cap = 0;
+    int found = 0;
+    FILE *f = fopen("/proc/locks", "re");
+
+    if (f == NULL)
+        return 1;
+    /* "<n>: OFDLCK ADVISORY  READ -1 <maj>:<min>:<ino> <start> <end>" (waiters: "<n>: -> ..."). */
+    while (!found && getline(&line, &cap, f) > 0) {
+        char class[16], start[24];
+        unsigned int maj, min;
+        unsigned long long i;
+        uint64_t s;
+
+        if (sscanf(line, "%*d: %15s %*s %*s %*s %x:%x:%llu %23s", class, &maj, &min, &i,
+                   start) != 5 ||
+            strcmp(class, "OFDLCK") != 0)
+            continue;
+        if (nonce != 0)
+            found = vgpu_parse_uint(start, VGPU_SHAREFD_NONCE_MAX, &s) == 0 && s == nonce;
+        else
+            found = makedev(maj, min) == (dev_t)dev && (uint64_t)i == ino;
+    }
+    if (ferror(f))
+        found = 1;
+    free(line);
+    fclose(f);
+    return found;
 }

@@ -60,4 +60,15 @@ int vgpu_sharefd_mark(int fd, uint64_t nonce);
  */
 int vgpu_sharefd_nonce(int fd, uint64_t *nonce);
 
+/*
+ * Whether an export's open file description may still be open somewhere:
+ * an OFD lock in /proc/locks (which lists OFD locks of every pid
+ * namespace) at offset nonce, or, for nonce 0, any OFD lock on the file
+ * (dev, ino) (a regular file's export, marked at a random offset). The
+ * lock goes with the description's last fd, wherever that was. Returns 1,
+ * 0 when there is none, or 1 when /proc/locks cannot be read (the memory
+ * is then taken to be held: over-charge, never under-charge).
+ */
+int vgpu_sharefd_open(uint64_t dev, uint64_t ino, uint64_t nonce);
+
 #endif /* VGPU_SHAREFD_H */

@@ -43,6 +43,7 @@ limitations under the License.
 #include "vgpu_cuda.h"
 #include "vgpu_region.h"
 
+#include "../fake/fake_fdscan.h"
 #include "../fake/fake_state.h"
 
 /* The fake driver's state file, read-only. */
@@ -78,7 +79,8 @@ static bool fake_slot_live(const fake_state_file *f, int i)
 
 /*
  * GPU 0 memory the fake driver holds for live processes (only_me: for this
- * process): their own allocations, and shared memory some live one holds.
+ * process): their own allocations, and shared memory some live one holds;
+ * for all of them, shared memory only an open exported fd holds too.
  */
 static uint64_t truth(bool only_me)
 {
@@ -96,8 +98,16 @@ static uint64_t truth(bool only_me)
         sum += atomic_load(&f->slots[i].dev[0].used);
     }
     for (int k = 0; k < FAKE_MAX_IPC; k++) {
-        if ((atomic_load(&f->ipc[k].holders) & live) != 0 && f->ipc[k].dev == 0)
-            sum += f->ipc[k].bytes;
+        const fake_ipc *x = &f->ipc[k];
+        uint64_t h = atomic_load(&x->holders);
+
+        if (x->dev != 0)
+            continue;
+        /* Held by a live process, or (all of them) by an exported fd still open somewhere. */
+        if ((h & live) != 0 ||
+            (!only_me && h == 0 && atomic_load(&x->claim) != 0 &&
+             fake_fdscan_open(atomic_load(&x->fd_kind), x->fd_dev, x->fd_ino, x->fd_tag)))
+            sum += x->bytes;
     }
     return sum;
 }
@@ -1082,6 +1092,93 @@ void sc_vmm_share_fabric(void)
 }
 
 /*
+ * An exported fd is a reference to the allocation: the driver keeps the
+ * memory while the fd is open, after every handle is released and every
+ * mapping unmapped, in whatever process the fd went to. Under a 1 GiB
+ * claim: 8 x (create 1 GiB, export it, release it, keep the fd) makes one,
+ * and the claim stays charged for it (a further 1 GiB refused); the fd
+ * imports the same memory again at no charge; an exporter that releases,
+ * unmaps and exits leaves the memory to the fd it sent; each charge ends
+ * once its fds are closed (found at the next refusal's sweep).
+ */
+static void fd_hold(void)
+{
+    CUmemGenericAllocationHandle h = 0, back = 0;
+    CUdeviceptr x = 0;
+    int fds[8], made = 0, fd, sock;
+    struct helper e;
+
+    ctx_on(0);
+    for (int i = 0; i < 8; i++) {
+        fds[i] = -1;
+        if (cuMemCreate(&h, GiB, &share_prop, 0) != CUDA_SUCCESS)
+            continue;
+        made++;
+        CHECK(cuMemExportToShareableHandle(&fds[i], h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                           0) == CUDA_SUCCESS);
+        CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    }
+    CHECK_EQ_U64(made, 1);
+    CHECK_EXACT(GiB);
+    CHECK(cuMemAlloc_v2(&x, GiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EXACT(GiB);
+    CHECK(import_fd(fds[0], &back) == CUDA_SUCCESS);
+    CHECK_EXACT(GiB);
+    CHECK(cuMemRelease(back) == CUDA_SUCCESS);
+    CHECK_EXACT(GiB);
+    for (int i = 0; i < 8; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    reclaim_dead();
+    CHECK_EXACT(0);
+    CHECK(cuMemAlloc_v2(&x, GiB) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(x) == CUDA_SUCCESS);
+    /* The exporter gone, its fd here, never imported: still held. */
+    e = vmm_exporter("800", IN_CLAIM, &fd, &sock);
+    ask(&e, "release\n", "released 0");
+    finish(&e, false);
+    close(sock);
+    reclaim_dead();
+    CHECK_EXACT(800 * MiB);
+    CHECK(cuMemAlloc_v2(&x, 300 * MiB) == CUDA_ERROR_OUT_OF_MEMORY);
+    close(fd);
+    reclaim_dead();
+    CHECK_EXACT(0);
+}
+
+void sc_vmm_share_fd_hold(void)
+{
+    fd_hold();
+}
+
+/*
+ * More exports than the region has shared records, each released while
+ * its fd is open and the fd closed after: the records only closed fds held
+ * are freed when an export finds none free, so the last export still gets
+ * one, and its open fd keeps the claim charged after its release.
+ */
+void sc_vmm_share_fd_many(void)
+{
+    CUmemGenericAllocationHandle h = 0;
+    int fd = -1;
+
+    ctx_on(0);
+    for (int i = 0; i < VGPU_REGION_MAX_SHARED + 6; i++) {
+        if (fd >= 0)
+            close(fd);
+        CHECK(cuMemCreate(&h, VMM_GRAN, &share_prop, 0) == CUDA_SUCCESS);
+        CHECK(cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0) ==
+              CUDA_SUCCESS);
+        CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    }
+    reclaim_dead(); /* the closed ones' records go; the open one's stays */
+    CHECK_EXACT(VMM_GRAN);
+    close(fd);
+    reclaim_dead();
+    CHECK_EXACT(0);
+}
+
+/*
  * The fake as NVIDIA's driver: every fd export a fresh open file
  * description on one inode shared by all (VGPU_FAKE_VMM_FD_DEVICE); its
  * helpers inherit the setting.
@@ -1089,6 +1186,13 @@ void sc_vmm_share_fabric(void)
 static void devfd_driver(void)
 {
     CHECK(setenv("VGPU_FAKE_VMM_FD_DEVICE", "1", 1) == 0);
+}
+
+/* fd_hold on exports onto one inode: the mark shows while the description is open. */
+void sc_vmm_devfd_fd_hold(void)
+{
+    devfd_driver();
+    fd_hold();
 }
 
 /*
@@ -1249,6 +1353,51 @@ void sc_vmm_devfd_foreign(void)
     finish(&x, false);
     close(sock);
     other_claim_gone();
+    CHECK_EQ_U64(used0(), 0);
+}
+
+/*
+ * A mark moved: a holder of another claim's export removes that claim's
+ * mark and puts the nonce of a small record of ours on it. The import
+ * would ride on our 64 MiB record while the allocation holds 576 MiB; the
+ * driver tells it is larger than the record (a granule maps past 64 MiB),
+ * so it names none: refused, the driver's import released.
+ */
+void sc_vmm_devfd_moved(void)
+{
+    CUmemGenericAllocationHandle small = 0, h = 0;
+    long long s = 0, e = 0, ours = 0;
+    struct helper x;
+    int fd, sock, mine = -1;
+
+    devfd_driver();
+    ctx_on(0);
+    CHECK(cuMemCreate(&small, 64 * MiB, &share_prop, 0) == CUDA_SUCCESS);
+    CHECK(cuMemExportToShareableHandle(&mine, small, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                       0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(ofd_locks(mine, &ours, &e), 1);
+    CHECK_EXACT(64 * MiB);
+    other_claim();
+    x = vmm_exporter("576", OTHER_CLAIM, &fd, &sock);
+    CHECK_EQ_U64(ofd_locks(fd, &s, &e), 1);
+    CHECK(ofd_lock(fd, F_UNLCK, s, 1) == 0);
+    CHECK(ofd_lock(fd, F_RDLCK, ours, 1) == 0);
+    CHECK_EQ_U64(ofd_locks(fd, &s, &e), 1);
+    CHECK_EQ_U64(s, ours);
+    CHECK(import_fd(fd, &h) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK_EQ_U64(truth(true), 64 * MiB); /* only our own allocation: the import was released */
+    CHECK_EQ_U64(used0(), 64 * MiB);
+    /* Our own export, its mark where we put it: ours again, charged once. */
+    CHECK(import_fd(mine, &h) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 64 * MiB);
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    close(fd);
+    finish(&x, false);
+    close(sock);
+    other_claim_gone();
+    CHECK(cuMemRelease(small) == CUDA_SUCCESS);
+    close(mine);
+    reclaim_dead();
     CHECK_EQ_U64(used0(), 0);
 }
 

@@ -622,3 +622,66 @@ void sc_graphs(void)
     CHECK(cuGraphDestroy(cap) == CUDA_SUCCESS);
     CHECK(cuStreamDestroy_v2(s) == CUDA_SUCCESS);
 }
+
+/* A Vulkan-style export of size bytes: an fd (the fake takes any open one, as its memory). */
+static int ext_fd(void)
+{
+    int fd = memfd_create("vgpu-test-vk", MFD_CLOEXEC);
+
+    CHECK(fd >= 0);
+    return fd;
+}
+
+/*
+ * External memory under a 1 GiB claim: an imported Vulkan buffer is the
+ * device's memory, charged at its size while the object lives (600 MiB,
+ * a second 600 MiB refused with the caller's fd left open, a 300 MiB
+ * allocation fits beside it); its mapped buffer and mipmapped array are
+ * views, charged nothing, freed with cuMemFree and cuMipmappedArrayDestroy;
+ * destroying the object returns it. Win32 handle types: the driver's
+ * CUDA_ERROR_NOT_SUPPORTED, nothing charged.
+ */
+void sc_ext_memory(void)
+{
+    CUDA_EXTERNAL_MEMORY_HANDLE_DESC d = {.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+                                          .size = 600 * MiB,
+                                          .flags = CUDA_EXTERNAL_MEMORY_DEDICATED};
+    CUDA_EXTERNAL_MEMORY_BUFFER_DESC b = {.offset = 0, .size = 600 * MiB};
+    CUDA_EXTERNAL_MEMORY_MIPMAPPED_ARRAY_DESC m = {
+        .arrayDesc = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
+                      .NumChannels = 4},
+        .numLevels = 1};
+    CUexternalMemory ext = NULL, again = NULL;
+    CUmipmappedArray view = NULL;
+    CUdeviceptr buf = 0, x = 0;
+    int fd;
+
+    ctx_on(0);
+    d.handle.fd = ext_fd();
+    CHECK(cuImportExternalMemory(&ext, &d) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    d.handle.fd = fd = ext_fd();
+    CHECK(cuImportExternalMemory(&again, &d) == CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(again == NULL);
+    CHECK(fcntl(fd, F_GETFD) >= 0); /* refused: the fd is still the caller's */
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    CHECK(cuMemAlloc_v2(&x, 300 * MiB) == CUDA_SUCCESS);
+    CHECK(cuMemFree_v2(x) == CUDA_SUCCESS);
+    CHECK(cuExternalMemoryGetMappedBuffer(&buf, ext, &b) == CUDA_SUCCESS);
+    CHECK(cuExternalMemoryGetMappedMipmappedArray(&view, ext, &m) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    CHECK(cuMemFree_v2(buf) == CUDA_SUCCESS);
+    CHECK(cuMipmappedArrayDestroy(view) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    CHECK(cuDestroyExternalMemory(ext) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuImportExternalMemory(&again, &d) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    CHECK(cuDestroyExternalMemory(again) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    d.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_WIN32;
+    d.handle.win32.handle = (void *)(uintptr_t)1;
+    CHECK(cuImportExternalMemory(&again, &d) == CUDA_ERROR_NOT_SUPPORTED);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK_EQ_U64(mem_free(), GiB);
+}

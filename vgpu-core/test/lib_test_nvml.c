@@ -173,6 +173,51 @@ void sc_hostpid(void)
 }
 
 
+/*
+ * A claim's GPU without an SM limit (no limit, or compute_policy=disabled)
+ * is limited by nothing but watched all the same: every launch is counted
+ * in our slot, and within seconds NVML's utilisation of our busy kernels
+ * shows in our slot and, summed over the claim's processes, in the device
+ * record, for the monitor.
+ */
+void sc_unlimited_counted(void)
+{
+    struct vgpu_region r;
+    uint64_t launched = 0, counted = 0;
+    uint32_t mine = 0, claim = 0;
+    CUmodule mod;
+    CUfunction f;
+    int fd;
+
+    ctx_on(0);
+    CHECK(cuModuleLoadData(&mod, "lib_test") == CUDA_SUCCESS);
+    CHECK(cuModuleGetFunction(&f, mod, "busy_10000us") == CUDA_SUCCESS);
+    for (int i = 0; i < 100 && (counted != launched || mine == 0 || claim == 0); i++) {
+        for (int k = 0; k < 10; k++) {
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS);
+            CHECK(cuLaunchKernel(f, 1, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL) == CUDA_SUCCESS);
+            CHECK(cuStreamSynchronize(NULL) == CUDA_SUCCESS);
+            launched += 2;
+        }
+        usleep(20000); /* the helper publishes every 5 ms */
+        fd = open(claim_region(), O_RDONLY);
+        CHECK(fd >= 0 && pread(fd, &r, sizeof(r), 0) == (ssize_t)sizeof(r));
+        if (fd >= 0)
+            close(fd);
+        for (int s = 0; s < VGPU_REGION_MAX_SLOTS; s++) {
+            if (r.slots[s].state == VGPU_SLOT_ACTIVE && r.slots[s].pid == (uint32_t)getpid()) {
+                counted = r.slots[s].devices[0].kernel_launches;
+                mine = r.slots[s].devices[0].sm_util_percent;
+            }
+        }
+        claim = r.devices[0].sm_util_percent;
+    }
+    CHECK_EQ_U64(counted, launched);
+    CHECK(mine > 0);
+    CHECK(claim >= mine);
+    CHECK_EQ_U64(r.devices[0].bucket_tokens, 0); /* never a bucket: nothing limited */
+}
+
 int sc_busyhold(const char *bytes)
 {
     struct pollfd pfd = {.fd = 0, .events = POLLIN};
@@ -346,4 +391,57 @@ void sc_contexts(void)
     CHECK_EQ_U64(used0(), 900 * MiB);
     CHECK(cuCtxDestroy_v2(c4) == CUDA_SUCCESS);
     CHECK(cuCtxDestroy_v2(c2) == CUDA_SUCCESS);
+}
+
+/*
+ * Green contexts (300 MiB per context here, limit 1 GiB): the device's SMs
+ * split into groups, a descriptor of one, green contexts made on it; each
+ * takes context memory, charged when made; the one that would take the
+ * claim past its limit is refused and destroyed again; a destroyed one's
+ * memory comes back. Its CUcontext, resource and stream answer as the
+ * driver's.
+ */
+void sc_green_ctx(void)
+{
+    CUdevResource dev, groups[4], rest, mine;
+    CUdevResourceDesc desc = NULL;
+    CUgreenCtx g1 = NULL, g2 = NULL, g3 = NULL;
+    CUcontext c = NULL, cur = NULL, first = ctx_on(0);
+    CUstream s = NULL;
+    unsigned int n = 0;
+
+    CHECK_EQ_U64(used0(), 300 * MiB);
+    CHECK(cuDeviceGetDevResource(0, &dev, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS);
+    CHECK(dev.type == CU_DEV_RESOURCE_TYPE_SM && dev.sm.smCount >= 12);
+    CHECK(cuDevSmResourceSplitByCount(NULL, &n, &dev, NULL, 0, 5) == CUDA_SUCCESS);
+    CHECK_EQ_U64(n, dev.sm.smCount / 6); /* 5 rounded up to the granularity */
+    n = 2;
+    CHECK(cuDevSmResourceSplitByCount(groups, &n, &dev, &rest, 0, 5) == CUDA_SUCCESS);
+    CHECK_EQ_U64(n, 2);
+    CHECK_EQ_U64(groups[0].sm.smCount, 6);
+    CHECK_EQ_U64(rest.sm.smCount, dev.sm.smCount - 12);
+    CHECK(cuDevResourceGenerateDesc(&desc, groups, 1) == CUDA_SUCCESS);
+    CHECK(cuGreenCtxCreate(&g1, desc, 0, 0) == CUDA_ERROR_INVALID_VALUE); /* the flag is required */
+    CHECK_EQ_U64(used0(), 300 * MiB);
+    CHECK(cuGreenCtxCreate(&g1, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 600 * MiB);
+    CHECK(cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur == first); /* not made current */
+    CHECK(cuCtxFromGreenCtx(&c, g1) == CUDA_SUCCESS && c != NULL);
+    CHECK(cuGreenCtxGetDevResource(g1, &mine, CU_DEV_RESOURCE_TYPE_SM) == CUDA_SUCCESS);
+    CHECK_EQ_U64(mine.sm.smCount, 6);
+    CHECK(cuGreenCtxStreamCreate(&s, g1, CU_STREAM_NON_BLOCKING, 0) == CUDA_SUCCESS);
+    CHECK(cuStreamDestroy_v2(s) == CUDA_SUCCESS);
+    CHECK(cuGreenCtxCreate(&g2, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 900 * MiB);
+    /* A third would make 1200 MiB: refused, nothing kept. */
+    CHECK(cuGreenCtxCreate(&g3, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM) ==
+          CUDA_ERROR_OUT_OF_MEMORY);
+    CHECK(g3 == NULL);
+    CHECK_EQ_U64(used0(), 900 * MiB);
+    CHECK(cuGreenCtxDestroy(g2) == CUDA_SUCCESS);
+    CHECK_EQ_U64(mem_free(), GiB - 600 * MiB);
+    CHECK(cuGreenCtxCreate(&g3, desc, 0, CU_GREEN_CTX_DEFAULT_STREAM) == CUDA_SUCCESS);
+    CHECK(cuGreenCtxDestroy(g3) == CUDA_SUCCESS);
+    CHECK(cuGreenCtxDestroy(g1) == CUDA_SUCCESS);
+    CHECK_EQ_U64(mem_free(), GiB - 300 * MiB);
 }

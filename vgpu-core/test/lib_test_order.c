@@ -82,6 +82,12 @@ static int call_dlerror(void)
     return dlerror() == NULL ? 0 : 1;
 }
 
+/* cuInit first: the library starts inside it, and the GPU is still limited afterwards. */
+static int call_cuInit(void)
+{
+    return cuInit(0);
+}
+
 /* The pointers cuGetProcAddress hands out are called too: the runtime's path. */
 static int call_cuGetProcAddress(void)
 {
@@ -243,6 +249,26 @@ static int call_cuIpcOpenMemHandle_v2(void)
 
 static int call_cuIpcCloseMemHandle(void) { return cuIpcCloseMemHandle(BOGUS_PTR); }
 
+static int call_cuGreenCtxCreate(void)
+{
+    CUgreenCtx g = NULL;
+
+    return cuGreenCtxCreate(&g, NULL, 0, CU_GREEN_CTX_DEFAULT_STREAM);
+}
+
+static int call_cuGreenCtxDestroy(void) { return cuGreenCtxDestroy(NULL); }
+
+static int call_cuImportExternalMemory(void)
+{
+    CUDA_EXTERNAL_MEMORY_HANDLE_DESC d = {.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+                                          .handle = {.fd = -1}, .size = 2 * MiB};
+    CUexternalMemory m = NULL;
+
+    return cuImportExternalMemory(&m, &d);
+}
+
+static int call_cuDestroyExternalMemory(void) { return cuDestroyExternalMemory(NULL); }
+
 static int call_cuArrayCreate_v2(void)
 {
     CUDA_ARRAY_DESCRIPTOR d = {.Width = 1024, .Height = 1024, .Format = CU_AD_FORMAT_FLOAT,
@@ -393,6 +419,7 @@ struct order_row {
 static const struct order_row rows[] = {
     ROW(dlsym, NI),
     ROW(dlerror, ANY),
+    ROW(cuInit, CUDA_SUCCESS),
     ROW(cuGetProcAddress, ANY),
     ROW(cuGetProcAddress_v2, ANY),
     ROW(cuMemAlloc_v2, NI),
@@ -426,6 +453,8 @@ static const struct order_row rows[] = {
     ROW(cuCtxCreate_v2, NI),
     ROW(cuCtxCreate_v3, NI),
     ROW(cuCtxCreate_v4, NI),
+    ROW(cuGreenCtxCreate, NI),
+    ROW(cuGreenCtxDestroy, NI),
     ROW(cuCtxSetLimit, NI),
     ROW(cuStreamSynchronize, NI),
     ROW(cuStreamSynchronize_ptsz, NI),
@@ -440,6 +469,8 @@ static const struct order_row rows[] = {
     ROW(cuIpcGetMemHandle, NI),
     ROW(cuIpcOpenMemHandle_v2, NI),
     ROW(cuIpcCloseMemHandle, NI),
+    ROW(cuImportExternalMemory, NI),
+    ROW(cuDestroyExternalMemory, NI),
     ROW(cuArrayCreate_v2, NI),
     ROW(cuArray3DCreate_v2, NI),
     ROW(cuArrayDestroy, NI),

@@ -467,3 +467,39 @@ void sc_vmm_threads(void)
     pthread_join(b, NULL);
     CHECK(cuMemAddressFree(r.va, 4 * MiB) == CUDA_SUCCESS);
 }
+
+/*
+ * VMM allocations in host memory (CU_MEM_LOCATION_TYPE_HOST_NUMA, CUDA
+ * 12.2+) are the host's: under a 1 GiB claim 2 GiB of them are made and
+ * mapped without a charge, the granularity query answers for them, and
+ * the claim's 1 GiB of device memory stays whole beside them.
+ */
+void sc_vmm_host_numa(void)
+{
+    CUmemAllocationProp host = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                .location = {.type = CU_MEM_LOCATION_TYPE_HOST_NUMA, .id = 0}};
+    CUmemAllocationProp dev = {.type = CU_MEM_ALLOCATION_TYPE_PINNED,
+                               .location = {.type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0}};
+    CUmemAllocationProp back;
+    CUmemGenericAllocationHandle h = 0, d = 0;
+    size_t gran = 0;
+    CUdeviceptr va = 0;
+
+    ctx_on(0);
+    CHECK(cuMemGetAllocationGranularity(&gran, &host, CU_MEM_ALLOC_GRANULARITY_MINIMUM) ==
+          CUDA_SUCCESS);
+    CHECK(gran != 0 && GiB % gran == 0);
+    CHECK(cuMemCreate(&h, 2 * GiB, &host, 0) == CUDA_SUCCESS);
+    CHECK(cuMemGetAllocationPropertiesFromHandle(&back, h) == CUDA_SUCCESS);
+    CHECK_EQ_U64(back.location.type, CU_MEM_LOCATION_TYPE_HOST_NUMA);
+    CHECK(cuMemAddressReserve(&va, 2 * GiB, 0, 0, 0) == CUDA_SUCCESS);
+    CHECK(cuMemMap(va, 2 * GiB, 0, h, 0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+    CHECK(cuMemCreate(&d, GiB, &dev, 0) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), GiB);
+    CHECK(cuMemRelease(d) == CUDA_SUCCESS);
+    CHECK(cuMemUnmap(va, 2 * GiB) == CUDA_SUCCESS);
+    CHECK(cuMemAddressFree(va, 2 * GiB) == CUDA_SUCCESS);
+    CHECK(cuMemRelease(h) == CUDA_SUCCESS);
+    CHECK_EQ_U64(used0(), 0);
+}

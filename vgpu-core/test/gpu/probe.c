@@ -36,6 +36,12 @@ limitations under the License.
  *       unmapped and released, and one created again
  *   probe overhead PTX FUNC N
  *       ns per cuLaunchKernel of FUNC (empty) over N launches, best of 3
+ *   probe vmmfd BLOCK_MIB BLOCKS
+ *       BLOCKS times: cuMemCreate of BLOCK_MIB shareable as a POSIX fd,
+ *       exported to an fd, released, the fd kept ("create i rc"); then
+ *       "created n" and "held n"; after a line on stdin it closes the fds
+ *       ("closed n"), after another it exits: what the driver holds for
+ *       open exported fds, read between the steps
  */
 #include <pthread.h>
 #include <stdint.h>
@@ -43,6 +49,7 @@ limitations under the License.
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #ifdef VGPU_PROBE_REAL
 #include <cuda.h>
@@ -342,6 +349,48 @@ static int cmd_overhead(int argc, char **argv)
     return 0;
 }
 
+static int cmd_vmmfd(int argc, char **argv)
+{
+    size_t block = argc == 4 ? strtoull(argv[2], NULL, 10) * MIB : 0;
+    int blocks = argc == 4 ? atoi(argv[3]) : 0, created = 0, fd[MAX_BLOCKS];
+    CUmemGenericAllocationHandle h;
+    CUmemAllocationProp prop;
+    char line[64];
+    CUresult rc;
+
+    if (block == 0 || blocks < 1 || blocks > MAX_BLOCKS) {
+        fprintf(stderr, "usage: probe vmmfd BLOCK_MIB BLOCKS(1-%d)\n", MAX_BLOCKS);
+        return 2;
+    }
+    setup();
+    memset(&prop, 0, sizeof(prop));
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    for (int i = 0; i < blocks; i++) {
+        rc = cuMemCreate(&h, block, &prop, 0);
+        printf("create %d %d\n", i + 1, (int)rc);
+        if (rc != CUDA_SUCCESS)
+            break;
+        TRY(cuMemExportToShareableHandle(&fd[created], h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                                         0));
+        TRY(cuMemRelease(h));
+        created++;
+    }
+    printf("created %d\nheld %d\n", created, created);
+    fflush(stdout);
+    if (fgets(line, sizeof(line), stdin) == NULL)
+        line[0] = '\0';
+    for (int i = 0; i < created; i++)
+        close(fd[i]);
+    printf("closed %d\n", created);
+    fflush(stdout);
+    if (fgets(line, sizeof(line), stdin) == NULL)
+        line[0] = '\0';
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "uuid") == 0)
@@ -352,6 +401,9 @@ int main(int argc, char **argv)
         return cmd_vmm(argc, argv);
     if (argc >= 2 && strcmp(argv[1], "overhead") == 0)
         return cmd_overhead(argc, argv);
-    fprintf(stderr, "usage: probe uuid | streams ... | vmm ... | overhead ... (see probe.c)\n");
+    if (argc >= 2 && strcmp(argv[1], "vmmfd") == 0)
+        return cmd_vmmfd(argc, argv);
+    fprintf(stderr,
+            "usage: probe uuid | streams ... | vmm ... | overhead ... | vmmfd ... (see probe.c)\n");
     return 2;
 }

@@ -28,6 +28,9 @@
 #        memory limit as memory.total;
 #      - a VMM round under a 1 GiB limit: cuMemCreate / cuMemMap / cuMemSetAccess of 512 MiB
 #        blocks, the third refused, then cuMemUnmap / cuMemRelease and a block created again;
+#      - 4 x (cuMemCreate 512 MiB, export as a POSIX fd, cuMemRelease, keep the fd): NVML's used
+#        memory (nvidia-smi) with the fds open and after they closed, without the library (the
+#        driver keeps the memory while the fds are open); in a 1 GiB claim 2 of the 4 are made;
 #      - ns per cuLaunchKernel of an empty kernel, without the library and preloaded in a claim
 #        without an SM limit (added <= 200 ns or 10 %),
 #   4. runs PyTorch under libvgpu.so with an 8 GiB claim limit: mem_get_info, then 1 GiB
@@ -209,6 +212,40 @@ if in_claim "$work/vmm1g" 60 "$work/probe" vmm 512 3 >"$work/vmm.txt"; then
         "created and mapped $c1 of 3 blocks of 512 MiB, the third refused with error ${third:-?} (2: out of memory), after release created again: error ${again:-?}"
 else
     verdict "VMM round under 1 GiB" 1 "the probe failed or timed out"
+fi
+
+step "exported VMM fds hold their memory: 4 x 512 MiB created, exported, released, fds kept"
+# The driver (no library): NVML's used memory with the fds open after every release, then closed.
+if [ "$fake" = 1 ]; then
+    echo "SKIP NVML used memory with exported fds open (--fake: no nvidia-smi)"
+else
+    gpu_used() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 | tr -d ' '; }
+    before="$(gpu_used)" open="" closed=""
+    coproc HOLDER { timeout -k 5 60 "$work/probe" vmmfd 512 4; }
+    # Bash drops the coprocess's variables once it is reaped: kept here.
+    from_p=${HOLDER[0]} to_p=${HOLDER[1]} holder_pid=$HOLDER_PID created="" held=""
+    if read -r -t 30 _ <&"$from_p" && read -r -t 30 _ <&"$from_p" &&
+        read -r -t 30 _ <&"$from_p" && read -r -t 30 _ <&"$from_p" &&
+        read -r -t 30 created <&"$from_p" && read -r -t 30 held <&"$from_p"; then
+        open="$(gpu_used)"
+        echo close >&"$to_p" || true
+        if read -r -t 30 _ <&"$from_p"; then closed="$(gpu_used)"; fi
+        echo exit >&"$to_p" || true
+    fi
+    wait "$holder_pid" 2>/dev/null || true
+    verdict "exported fds hold their memory (NVIDIA's driver, no library)" \
+        "$(holds "'$held' == 'held 4' and ${open:-0} - $before >= 1800 and ${closed:-99999} - $before <= 256"; echo $?)" \
+        "used $before MiB before, ${open:-?} MiB with the 4 fds open after every release (${created:-?}), ${closed:-?} MiB once closed"
+fi
+# The library: the fds keep the claim charged, so a 1 GiB claim makes 2 of the 4.
+compute_claim vmmfd1g 0 $((1 << 30))
+if printf 'close\nexit\n' | in_claim "$work/vmmfd1g" 60 "$work/probe" vmmfd 512 4 >"$work/vmmfd.txt"; then
+    cat "$work/vmmfd.txt"
+    made="$(key "$work/vmmfd.txt" created)" third="$(awk '$1 == "create" && $2 == 3 {print $3}' "$work/vmmfd.txt")"
+    verdict "exported fds stay charged under 1 GiB" "$(holds "'$made' == '2' and '$third' == '2'"; echo $?)" \
+        "created $made of 4 blocks of 512 MiB whose fds stay open, the third refused with error ${third:-?} (2: out of memory)"
+else
+    verdict "exported fds stay charged under 1 GiB" 1 "the probe failed or timed out"
 fi
 
 step "per-launch overhead: empty kernels, without and with the library"

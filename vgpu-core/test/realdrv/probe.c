@@ -239,6 +239,17 @@ static void wrapped_calls(void *h, const char *stage)
          int (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
                  void **, void **),
          NULL, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL);
+    /* An OPAQUE_FD descriptor of 2 MiB on fd -1 (type at 0, fd at 8, size at 24). */
+    memset(props, 0, sizeof(props));
+    props[0] = 1;
+    memset(props + 8, 0xff, 4);
+    props[24 + 2] = 0x20;
+    CALL(stage, h, "cuImportExternalMemory", int (*)(void **, const void *), &obj, props);
+    CALL(stage, h, "cuDestroyExternalMemory", int (*)(void *), NULL);
+    /* Green contexts (CUDA 12.4+: absent from older drivers, with the library too). */
+    CALL(stage, h, "cuGreenCtxCreate", int (*)(void **, void *, int, unsigned int), &obj, NULL, 0,
+         1);
+    CALL(stage, h, "cuGreenCtxDestroy", int (*)(void *), NULL);
     CALL(stage, h, "cuLaunchCooperativeKernel",
          int (*)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, void *,
                  void **),

@@ -1,0 +1,345 @@
+/*
+Copyright 2026 The vgpu-dra Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package webview
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/NVIDIA/go-nvml/pkg/nvml"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
+	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/server"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/utils/ptr"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	nvgpu "github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
+)
+
+const gi = int64(1) << 30
+
+// The fixture: node-a with two 16Gi GPUs, gpu-0 shared by team-a/train
+// (8Gi, 6Gi used) and team-b/notebook (4Gi guarantee, 12Gi limit, 2Gi
+// burst granted, 5Gi used, 3 refusals), gpu-1 holding team-b/infer (4Gi,
+// no usage reported); node-m with an H200
+// in MIG mode, one 1g.18gb instance at slice 4 holding team-a/mig-small;
+// pod team-b/big Pending, its claim asking 14Gi.
+
+func plainGPU(index int) resourceapi.Device {
+	mem := resource.NewQuantity(16*gi, resource.BinarySI)
+	return resourceapi.Device{
+		Name: fmt.Sprintf("gpu-%d", index),
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+			names.AttrUUID:        {StringValue: ptr.To(fmt.Sprintf("GPU-a%d", index))},
+			names.AttrIndex:       {IntValue: ptr.To(int64(index))},
+			names.AttrProductName: {StringValue: ptr.To("NVIDIA A10")},
+		},
+		AllowMultipleAllocations: ptr.To(true),
+		Capacity: map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{
+			names.CapacityMemory: {Value: *mem, RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: mem,
+				ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("256Mi")), Step: ptr.To(resource.MustParse("1Mi")), Max: mem}}},
+			names.CapacityCores: {Value: resource.MustParse("100"), RequestPolicy: &resourceapi.CapacityRequestPolicy{Default: ptr.To(resource.MustParse("0")),
+				ValidRange: &resourceapi.CapacityRequestPolicyRange{Min: ptr.To(resource.MustParse("0")), Step: ptr.To(resource.MustParse("1")), Max: ptr.To(resource.MustParse("100"))}}},
+		},
+	}
+}
+
+func readyNode(name string) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+		Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"), corev1.ResourcePods: resource.MustParse("110")},
+			Conditions:  []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+		},
+	}
+}
+
+func vgpuClaim(ns, name, class, memory string) *resourceapi.ResourceClaim {
+	req := &resourceapi.ExactDeviceRequest{DeviceClassName: class, AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: 1}
+	if memory != "" {
+		req.Capacity = &resourceapi.CapacityRequirements{Requests: map[resourceapi.QualifiedName]resource.Quantity{names.CapacityMemory: resource.MustParse(memory)}}
+	}
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("claim-" + name)},
+		Spec:       resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{Name: "gpu", Exactly: req}}}},
+	}
+}
+
+// allocate places c on a device of a pool for pod, as a share with
+// consumed memory and cores (whole when memory is empty), and writes the
+// usage the plugin's monitor reports (none when usage is nil).
+func allocate(c *resourceapi.ResourceClaim, pod, pool, device, memory, cores string, usage map[string]any) *resourceapi.ResourceClaim {
+	res := resourceapi.DeviceRequestAllocationResult{Request: "gpu", Driver: names.DriverName, Pool: pool, Device: device}
+	if memory != "" {
+		res.ShareID = ptr.To(types.UID("share-" + c.Name))
+		res.ConsumedCapacity = map[resourceapi.QualifiedName]resource.Quantity{names.CapacityMemory: resource.MustParse(memory), names.CapacityCores: resource.MustParse(cores)}
+	}
+	c.Status.Allocation = &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{Results: []resourceapi.DeviceRequestAllocationResult{res}}}
+	c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{{Resource: "pods", Name: pod, UID: types.UID("pod-" + pod)}}
+	if usage != nil {
+		data, _ := json.Marshal(usage)
+		c.Status.Devices = []resourceapi.AllocatedDeviceStatus{{Driver: names.DriverName, Pool: pool, Device: device, Data: &k8sruntime.RawExtension{Raw: data}}}
+	}
+	return c
+}
+
+func withLimit(c *resourceapi.ResourceClaim, limit string) *resourceapi.ResourceClaim {
+	params, _ := json.Marshal(map[string]any{"apiVersion": "vgpu.dra.dev/v1alpha1", "kind": "VGPUConfig", "memoryLimit": limit})
+	c.Status.Allocation.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{
+		Source: resourceapi.AllocationConfigSourceClaim, Requests: []string{"gpu"},
+		DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+			Driver: names.DriverName, Parameters: k8sruntime.RawExtension{Raw: params}}},
+	}}
+	return c
+}
+
+func pod(ns, name, claim, nodeName string) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("pod-" + name)},
+		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c"}},
+			ResourceClaims: []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To(claim)}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	if nodeName != "" {
+		p.Status.Phase = corev1.PodRunning
+	}
+	return p
+}
+
+func class(name, expr string) *resourceapi.DeviceClass {
+	return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
+		Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}}
+}
+
+// migSlices publishes node-m's H200 in MIG mode the way the plugin does
+// (go-nvml's mock geometry through devices.MIGPool) and returns the
+// slices and the name of the 1g.18gb device at slice 4.
+func migSlices(t *testing.T) ([]k8sruntime.Object, string) {
+	t.Helper()
+	config := gpus.H200_SXM5_141GB
+	dev := server.NewDeviceFromConfig(config, 0)
+	_, ret := dev.SetMigMode(nvml.DEVICE_MIG_ENABLE)
+	require.Equal(t, nvml.SUCCESS, ret)
+	mig, err := nvgpu.ReadMIG(dev, false)
+	require.NoError(t, err)
+	info := nvgpu.Info{UUID: "GPU-m0", Index: 0, ProductName: config.Name, MemoryBytes: config.MemoryMB << 20, Multiprocessors: 132}
+	pool, _ := devices.MIGPool([]devices.GPU{{Info: info, MIG: mig}}, devices.Options{}, devices.MIGOptions{PartitionableDevices: true})
+	var out []k8sruntime.Object
+	instance := ""
+	for i, s := range pool.Slices {
+		for _, d := range s.Devices {
+			a := d.Attributes[names.AttrProfile]
+			if a.StringValue != nil && *a.StringValue == "1g.18gb" && *d.Attributes[names.AttrPlacementStart].IntValue == 4 {
+				instance = d.Name
+			}
+		}
+		out = append(out, &resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-m-%d", i)},
+			Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-m"),
+				Pool:    resourceapi.ResourcePool{Name: "node-m", Generation: 1, ResourceSliceCount: int64(len(pool.Slices))},
+				Devices: s.Devices, SharedCounters: s.SharedCounters},
+		})
+	}
+	require.NotEmpty(t, instance, "a 1g.18gb placement at slice 4")
+	return out, instance
+}
+
+func fixture(t *testing.T) *fake.Clientset {
+	t.Helper()
+	objs, instance := migSlices(t)
+	objs = append(objs,
+		readyNode("node-a"), readyNode("node-m"),
+		&resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "node-a-vgpu"},
+			Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-a"),
+				Pool:    resourceapi.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: 1},
+				Devices: []resourceapi.Device{plainGPU(0), plainGPU(1)}},
+		},
+		class("vgpu.dra.dev", `device.driver == "vgpu.dra.dev" && !("profile" in device.attributes["vgpu.dra.dev"])`),
+		class("mig.vgpu.dra.dev", `device.driver == "vgpu.dra.dev" && "profile" in device.attributes["vgpu.dra.dev"]`),
+		allocate(vgpuClaim("team-a", "train", "vgpu.dra.dev", "8Gi"), "train", "node-a", "gpu-0", "8Gi", "50",
+			map[string]any{"memoryUsed": "6Gi"}),
+		withLimit(allocate(vgpuClaim("team-b", "notebook", "vgpu.dra.dev", "4Gi"), "notebook", "node-a", "gpu-0", "4Gi", "20",
+			map[string]any{"memoryUsed": "5Gi", "memoryBurst": "2Gi", "memoryRefusals": 3}), "12Gi"),
+		allocate(vgpuClaim("team-b", "infer", "vgpu.dra.dev", "4Gi"), "infer", "node-a", "gpu-1", "4Gi", "30", nil),
+		pod("team-b", "infer", "infer", "node-a"),
+		allocate(vgpuClaim("team-a", "mig-small", "mig.vgpu.dra.dev", ""), "mig-small", "node-m", instance, "", "", nil),
+		pod("team-a", "train", "train", "node-a"),
+		pod("team-b", "notebook", "notebook", "node-a"),
+		pod("team-a", "mig-small", "mig-small", "node-m"),
+		vgpuClaim("team-b", "big", "vgpu.dra.dev", "14Gi"),
+		pod("team-b", "big", "big", ""),
+		// A Pending pod without claims of this driver is not listed.
+		pod("team-c", "other", "not-ours", ""),
+	)
+	return fake.NewClientset(objs...)
+}
+
+// startSource runs a Source on client until the test ends.
+func startSource(t *testing.T, client *fake.Clientset) *Source {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	s := NewSource(client, SourceOptions{Interval: 1})
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	return s
+}
+
+// waitFor blocks until the source publishes a model for which ok holds.
+func waitFor(t *testing.T, s *Source, ok func(*Model) bool) *Model {
+	t.Helper()
+	for {
+		m, _, updated := s.Current()
+		if m != nil && ok(m) {
+			return m
+		}
+		select {
+		case <-updated:
+		case <-t.Context().Done():
+			t.Fatal("the source published no model that passes")
+		}
+	}
+}
+
+func explained(m *Model) bool { return len(m.Pending) > 0 && m.Pending[0].Why != nil }
+
+func findGPU(t *testing.T, m *Model, node, gpu string) GPU {
+	t.Helper()
+	for _, n := range m.Nodes {
+		for _, g := range n.GPUs {
+			if n.Name == node && g.GPU == gpu {
+				return g
+			}
+		}
+	}
+	t.Fatalf("no GPU %s/%s in the model", node, gpu)
+	return GPU{}
+}
+
+func TestModelOfSharedGPUWithBurst(t *testing.T) {
+	m := waitFor(t, startSource(t, fixture(t)), explained)
+	require.Len(t, m.Nodes, 2)
+	assert.Equal(t, "node-a", m.Nodes[0].Name)
+	assert.Equal(t, []string{"team-a", "team-b"}, m.Namespaces)
+
+	g := findGPU(t, m, "node-a", "gpu-0")
+	assert.Equal(t, 16*gi, g.MemoryCapacity)
+	assert.Equal(t, 12*gi, g.MemoryAllocated, "both bookings")
+	assert.Equal(t, 11*gi, *g.MemoryUsed)
+	assert.Equal(t, int64(70), g.CoresAllocated)
+	assert.Equal(t, 2*gi, g.MemoryBurst, "the notebook's burst")
+	require.Len(t, g.Claims, 2)
+	nb := g.Claims[1]
+	assert.Equal(t, "team-b/notebook", nb.Namespace+"/"+nb.Claim)
+	assert.Equal(t, []string{"notebook"}, nb.Pods)
+	assert.Equal(t, 4*gi, nb.MemoryGranted)
+	assert.Equal(t, 12*gi, nb.MemoryLimit)
+	assert.Equal(t, 2*gi, *nb.MemoryBurst)
+	assert.Equal(t, int64(3), *nb.Refusals)
+	assert.Empty(t, g.Instances)
+
+	unreported := findGPU(t, m, "node-a", "gpu-1")
+	assert.Equal(t, 4*gi, unreported.MemoryAllocated)
+	assert.Nil(t, unreported.MemoryUsed, "no claim reports its use")
+	require.Len(t, unreported.Claims, 1)
+	assert.Nil(t, unreported.Claims[0].MemoryUsed)
+}
+
+func TestModelOfMIGGPU(t *testing.T) {
+	m := waitFor(t, startSource(t, fixture(t)), explained)
+	g := findGPU(t, m, "node-m", "gpu-0")
+	assert.Equal(t, inspect.MIGModeOn, g.MIG)
+	assert.Empty(t, g.Claims, "the claim is inside an instance, not on the whole GPU")
+	require.Len(t, g.Instances, 1)
+	in := g.Instances[0]
+	assert.Equal(t, "1g.18gb", in.Profile)
+	assert.Equal(t, int64(4), in.PlacementStart)
+	assert.Equal(t, int64(1), in.PlacementSize)
+	assert.False(t, in.Static)
+	require.Len(t, in.ClaimRows, 1)
+	assert.Equal(t, "mig-small", in.ClaimRows[0].Claim)
+	assert.Equal(t, int64(8), g.MIGSlices)
+	assert.Positive(t, g.MemoryAllocated, "the instance is taken whole")
+}
+
+func TestModelOfPendingPod(t *testing.T) {
+	m := waitFor(t, startSource(t, fixture(t)), explained)
+	require.Len(t, m.Pending, 1, "team-c/other asks for no vGPU")
+	p := m.Pending[0]
+	assert.Equal(t, "team-b/big", p.Namespace+"/"+p.Name)
+	assert.Equal(t, []string{"big"}, p.Claims)
+	assert.Empty(t, p.WhyError)
+	assert.Contains(t, p.Why.Summary, "fit on none of 2 nodes")
+	var reasons []string
+	for _, v := range p.Why.GPUs {
+		if v.Node == "node-a" && v.GPU == "gpu-0" {
+			reasons = v.Reasons
+		}
+	}
+	assert.Contains(t, strings.Join(reasons, "; "), "memory: asks 14Gi, 4Gi left of 16Gi")
+	assert.Contains(t, p.Why.Suggestion, "fits on node node-a gpu-1 if the request is memory <= 12Gi")
+}
+
+func TestModelFollowsTheWatch(t *testing.T) {
+	client := fixture(t)
+	s := startSource(t, client)
+	waitFor(t, s, explained)
+	require.NoError(t, client.CoreV1().Pods("team-b").Delete(t.Context(), "big", metav1.DeleteOptions{}))
+	m := waitFor(t, s, func(m *Model) bool { return len(m.Pending) == 0 })
+	assert.Len(t, m.Nodes, 2)
+}
+
+func TestFilter(t *testing.T) {
+	m := waitFor(t, startSource(t, fixture(t)), explained)
+
+	byNS := Filter{Namespace: "team-a"}.Apply(m)
+	var gpus []string
+	for _, n := range byNS.Nodes {
+		for _, g := range n.GPUs {
+			gpus = append(gpus, n.Name+"/"+g.GPU)
+			for _, c := range g.Claims {
+				assert.Equal(t, "team-a", c.Namespace)
+			}
+		}
+	}
+	assert.Equal(t, []string{"node-a/gpu-0", "node-m/gpu-0"}, gpus, "only the GPUs team-a holds")
+	assert.Len(t, findGPU(t, byNS, "node-a", "gpu-0").Claims, 1)
+	assert.Empty(t, byNS.Pending, "the Pending pod is team-b's")
+
+	byNode := Filter{Node: "-m"}.Apply(m)
+	require.Len(t, byNode.Nodes, 1)
+	assert.Equal(t, "node-m", byNode.Nodes[0].Name)
+	assert.Len(t, byNode.Pending, 1)
+	assert.Len(t, m.Nodes, 2, "Apply leaves the model alone")
+}
