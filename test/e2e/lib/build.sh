@@ -52,12 +52,14 @@ _go() {
   return $rc
 }
 
-# _mod_file MODULE@VERSION downloads the module and prints the path of its go.mod.
+# _mod_file MODULE@VERSION fetches the module's go.mod and prints its path.
+# `go list -m` reads it without the version checks a download or build makes,
+# so that its go directive can choose the toolchain of the build.
 _mod_file() {
   local file
-  file=$(cd "$E2E_CACHE_DIR" && _go mod download -json "$1" |
-    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",$/\1/p')
-  [ -f "$file" ] || die "go mod download did not produce the go.mod of $1"
+  file=$(cd "$E2E_CACHE_DIR" && _go list -m -json "$1" |
+    sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",*$/\1/p')
+  [ -f "$file" ] || die "go list -m did not fetch the go.mod of $1"
   echo "$file"
 }
 

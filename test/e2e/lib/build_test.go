@@ -33,8 +33,8 @@ import (
 
 // stubGo stands in for the go command. Every call is appended to $STUB_CALLS
 // as "GOTOOLCHAIN args". A call whose arguments match $STUB_FAIL (an ERE)
-// fails; `mod download` of a module@version matching $STUB_MISSING fails as
-// the module proxy does for a version it does not have. A downloaded
+// fails; `list -m` of a module@version matching $STUB_MISSING fails as the
+// module proxy does for a version it does not have. A downloaded
 // module's go directive is $STUB_GO_DIRECTIVE, or $STUB_GO_DIRECTIVE_138 for
 // Kubernetes 1.38. `build -o DIR/ PKG...` and `install PKG@V...` make one
 // file per package, named as the go command names the binary; with
@@ -49,10 +49,10 @@ fi
 bin_name() { local p=${1%@*}; [[ ${p##*/} =~ ^v[0-9]+$ ]] && p=${p%/*}; echo "${p##*/}"; }
 case "$1 $2" in
   "env GOVERSION") echo go1.26.8 ;;
-  "mod download")
+  "list -m")
     mv=$4
     if [ -n "${STUB_MISSING:-}" ] && [[ "$mv" =~ $STUB_MISSING ]]; then
-      echo "go: $mv: reading https://proxy.golang.org/...: 404 Not Found" >&2
+      echo "go: $mv: reading https://proxy.golang.org/...: 403 Forbidden" >&2
       exit 1
     fi
     dir=$STUB_MODS/$mv
@@ -112,6 +112,9 @@ func newHarness(t *testing.T) *harness {
 	}
 	require.NoError(t, os.MkdirAll(h.stubs, 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(h.stubs, "go"), []byte(stubGo), 0o755))
+	// The builds run niced; the stub builds take no time, so on a busy machine
+	// niceness would only make the test wait for the CPU.
+	require.NoError(t, os.WriteFile(filepath.Join(h.stubs, "nice"), []byte("#!/bin/sh\nshift 2\nexec \"$@\"\n"), 0o755))
 	return h
 }
 
@@ -223,8 +226,8 @@ func TestVersionWithoutModuleFailsAndEachVersionHasItsOwnDirectory(t *testing.T)
 	h := newHarness(t)
 	out, err := h.bash(`build_piece kubernetes Kubernetes soon`, "K8S_VERSION=v1.99.0", "STUB_MISSING=@v1\\.99\\.0$")
 	require.Error(t, err, out)
-	assert.Contains(t, out, "404 Not Found")
-	assert.Contains(t, out, "failed (exit 1) at: GOTOOLCHAIN=local go mod download -json k8s.io/kubernetes@v1.99.0")
+	assert.Contains(t, out, "403 Forbidden")
+	assert.Contains(t, out, "failed (exit 1) at: GOTOOLCHAIN=local go list -m -json k8s.io/kubernetes@v1.99.0")
 	h.requireNotBuilt("kubernetes", "v1.99.0")
 	h.goCalls()
 

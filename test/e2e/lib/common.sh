@@ -84,6 +84,7 @@ say_versions() {
   log "Kubernetes $K8S_VERSION (kubelet $K8S_KUBELET_VERSION), containerd $CONTAINERD_VERSION"
   if [ -n "$E2E_KUBELET_NOTE" ]; then log "$E2E_KUBELET_NOTE"; fi
 }
+
 E2E_PKI=$E2E_RUN_DIR/pki
 E2E_LOGS=$E2E_RUN_DIR/logs
 E2E_PIDS=$E2E_RUN_DIR/pids
