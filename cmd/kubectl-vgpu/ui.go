@@ -106,10 +106,14 @@ func (o *options) uiCommand() *cobra.Command {
 				defer cancel()
 				return server.Shutdown(shutdown)
 			})
-			fmt.Fprintf(o.streams.Out, "Serving the vGPU fleet on %s (Ctrl-C stops)\n", url)
+			if _, err := fmt.Fprintf(o.streams.Out, "Serving the vGPU fleet on %s (Ctrl-C stops)\n", url); err != nil {
+				return err
+			}
 			if open {
 				if err := browserCommand(url).Start(); err != nil {
-					fmt.Fprintf(o.streams.ErrOut, "--open: %v; open %s yourself\n", err, url)
+					if _, err := fmt.Fprintf(o.streams.ErrOut, "--open: %v; open %s yourself\n", err, url); err != nil {
+						return err
+					}
 				}
 			}
 			return g.Wait()

@@ -251,32 +251,32 @@ func (s *Source) snapshot() (*inspect.Snapshot, error) {
 	core := s.factory.Core().V1()
 	slices, err := res.ResourceSlices().Lister().List(labels.Everything())
 	if err != nil {
-		return nil, fmt.Errorf("ResourceSlices: %w", err)
+		return nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
 	snap.Slices = deref(slices)
 	claims, err := res.ResourceClaims().Lister().List(labels.Everything())
 	if err != nil {
-		return nil, fmt.Errorf("ResourceClaims: %w", err)
+		return nil, fmt.Errorf("list ResourceClaims: %w", err)
 	}
 	snap.Claims = deref(claims)
 	classes, err := res.DeviceClasses().Lister().List(labels.Everything())
 	if err != nil {
-		return nil, fmt.Errorf("DeviceClasses: %w", err)
+		return nil, fmt.Errorf("list DeviceClasses: %w", err)
 	}
 	snap.Classes = deref(classes)
 	templates, err := res.ResourceClaimTemplates().Lister().List(labels.Everything())
 	if err != nil {
-		return nil, fmt.Errorf("ResourceClaimTemplates: %w", err)
+		return nil, fmt.Errorf("list ResourceClaimTemplates: %w", err)
 	}
 	snap.Templates = deref(templates)
 	nodes, err := core.Nodes().Lister().List(labels.Everything())
 	if err != nil {
-		return nil, fmt.Errorf("Nodes: %w", err)
+		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	snap.Nodes = deref(nodes)
 	pods, err := core.Pods().Lister().List(labels.Everything())
 	if err != nil {
-		return nil, fmt.Errorf("Pods: %w", err)
+		return nil, fmt.Errorf("list pods: %w", err)
 	}
 	snap.Pods = deref(pods)
 	return snap, nil
