@@ -142,6 +142,7 @@ show() {
 
 case "${1:-up}" in
   up)
+    say_versions
     require_root
     t0=$SECONDS
     "$E2E_ROOT/cluster.sh" up

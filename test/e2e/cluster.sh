@@ -21,8 +21,10 @@
 # and UTS namespaces (lib/nodes.sh). Needs root. See docs/e2e.md.
 #
 #   cluster.sh build           install packages, build (or reuse) the binaries
-#   cluster.sh up [--fresh]    build, then start; reuses a healthy running cluster
-#                              unless --fresh; a half-started one is torn down first
+#   cluster.sh up [--fresh]    build, then start, then check that the API server and
+#                              every kubelet report the versions asked for; reuses a
+#                              healthy running cluster of those versions unless
+#                              --fresh; a half-started one is torn down first
 #   cluster.sh down            stop everything it started, unmount, remove its
 #                              state, namespaces and links
 #   cluster.sh status          exit 0 when the cluster is up and every node Ready
@@ -85,9 +87,13 @@ cmd_up() {
   require_root
   local fresh=false
   [ "${1:-}" = "--fresh" ] && fresh=true
+  say_versions
   if ! $fresh && cmd_status; then
-    log "reusing the running cluster (node $E2E_NODE_NAME Ready)"
-    return 0
+    if cluster_versions; then
+      log "reusing the running cluster (node $E2E_NODE_NAME Ready)"
+      return 0
+    fi
+    log "the running cluster runs other versions; starting a fresh one"
   fi
   if _leftovers; then
     log "cleaning up an earlier cluster first"
@@ -107,6 +113,11 @@ cmd_up() {
   if ! start_cluster "$ip"; then
     log "cluster start failed; component logs follow"
     cmd_logs 30
+    cmd_down
+    exit 1
+  fi
+  if ! cluster_versions; then
+    log "the cluster does not run the versions asked for; stopping it"
     cmd_down
     exit 1
   fi
@@ -130,16 +141,17 @@ export E2E_CDI_DIR=$(node_path "$E2E_NODE_NAME" "$E2E_CDI_DIR")
 export E2E_PLUGIN_HTTP=$E2E_PLUGIN_HTTP
 export E2E_WORKLOAD_IMAGE=$E2E_WORKLOAD_IMAGE
 export E2E_BUSYBOX_IMAGE=$E2E_BUSYBOX_IMAGE
-export PATH=$E2E_BIN:\$PATH
+export E2E_PROMETHEUS_BIN=$E2E_PROMETHEUS_BIN
+export PATH=$E2E_K8S_BIN:$E2E_CONTAINERD_BIN:$E2E_HELM_BIN:$E2E_PROMETHEUS_BIN:\$PATH
 ENV
 }
 
 # cmd_leftovers lists whatever of the cluster survived `down`.
 cmd_leftovers() {
   local found=0 pid exe
-  for pid in $(pgrep -f "$E2E_BIN/" 2>/dev/null); do
+  for pid in $(pgrep -f "$E2E_CACHE_DIR/" 2>/dev/null); do
     exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
-    case "$exe" in "$E2E_BIN"/*) echo "process $pid: $exe"; found=1 ;; esac
+    case "$exe" in "$E2E_CACHE_DIR"/*) echo "process $pid: $exe"; found=1 ;; esac
   done
   if ip netns list 2>/dev/null | grep '^vgpudra-'; then found=1; fi
   if ip -o link show 2>/dev/null | grep -E "$E2E_NODES_BRIDGE|$E2E_BRIDGE|vd-node-"; then found=1; fi
@@ -159,7 +171,7 @@ cmd_logs() {
 }
 
 case "${1:-}" in
-  build) require_root; build_all ;;
+  build) require_root; say_versions; build_all ;;
   up) shift; cmd_up "$@" ;;
   down) cmd_down ;;
   status) cmd_status ;;

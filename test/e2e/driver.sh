@@ -110,7 +110,7 @@ _check_built() {
   done
   if [ "$E2E_DRIVER_MODE" = chart ]; then
     [ -e "$REPO_ROOT/bin/dra-controller" ] || die "missing $REPO_ROOT/bin/dra-controller: run 'make build' first"
-    [ -x "$E2E_BIN/helm" ] || die "missing $E2E_BIN/helm: run test/e2e/cluster.sh build"
+    [ -x "$E2E_HELM_BIN/helm" ] || die "missing $E2E_HELM_BIN/helm: run test/e2e/cluster.sh build"
   fi
 }
 
@@ -273,7 +273,7 @@ host_kill() {
 
 # --- chart mode: the Helm chart's DaemonSet and controller ---
 
-helm_() { "$E2E_BIN/helm" --kubeconfig "$E2E_KUBECONFIG" "$@"; }
+helm_() { "$E2E_HELM_BIN/helm" --kubeconfig "$E2E_KUBECONFIG" "$@"; }
 
 # build_image TAG builds the driver image from bin/ and vgpu-core/build and
 # imports it into every node's containerd.

@@ -79,9 +79,10 @@ func (f *framework) controllerHTTP() string {
 // the spec ends.
 func (f *framework) startPrometheus() {
 	f.t.Helper()
-	bin := filepath.Join(getenv("E2E_CACHE_DIR", "/var/cache/vgpu-dra-e2e"), "bin", "prometheus")
+	// cluster.sh env names the directory of the version the harness built.
+	bin := filepath.Join(os.Getenv("E2E_PROMETHEUS_BIN"), "prometheus")
 	_, err := os.Stat(bin)
-	require.NoError(f.t, err, "prometheus: run test/e2e/cluster.sh build (lib/build.sh build_prometheus)")
+	require.NoError(f.t, err, "prometheus: run E2E_PROMETHEUS=1 test/e2e/cluster.sh build (lib/build.sh build_prometheus)")
 	dir := f.t.TempDir()
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 1s

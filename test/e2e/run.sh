@@ -28,6 +28,7 @@ set -euo pipefail
 export E2E_NODES=${E2E_NODES:-2}
 # shellcheck source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+say_versions
 require_root
 
 T0=$SECONDS

@@ -65,7 +65,6 @@ KWOK_PORT=20247
 CONTROLLER_WEBHOOK=127.0.0.1:28443
 CONTROLLER_HTTP=127.0.0.1:28091
 
-KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 RESULTS=$E2E_RUN_DIR/results
 PROFILES=$E2E_RUN_DIR/profiles
 PLANE=(dra-controller kwok kube-scheduler kube-controller-manager kube-apiserver etcd)
@@ -111,28 +110,6 @@ ports_free() {
   done
 }
 
-# build_kwok installs the KWOK controller into the build cache and writes
-# its stage configuration: KWOK's own shipped stages (node initialisation,
-# heartbeat with leases, pods ready and deleted at once), read from the
-# module it was built from.
-build_kwok() {
-  local stamp=$E2E_BIN/.kwok-$KWOK_VERSION dir
-  if [ ! -f "$stamp" ]; then
-    log "building kwok $KWOK_VERSION (first run only: ~3-5 minutes on 2 cores)"
-    GOBIN=$E2E_BIN _go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
-    dir=$(cd "$E2E_BIN" && _go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" |
-      sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
-    [ -d "$dir/kustomize/stage" ] || die "go mod download did not produce sigs.k8s.io/kwok@$KWOK_VERSION"
-    local f
-    for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
-      pod/fast/pod-ready.yaml pod/fast/pod-complete.yaml pod/fast/pod-delete.yaml; do
-      printf -- '---\n'
-      cat "$dir/kustomize/stage/$f"
-    done >"$E2E_BIN/kwok-stages-$KWOK_VERSION.yaml"
-    touch "$stamp"
-  fi
-}
-
 write_pki() {
   make_pki "$(node_ip)"
   sed -i "s#https://127.0.0.1:6443#https://127.0.0.1:$APISERVER_PORT#" "$E2E_PKI"/*.kubeconfig
@@ -153,13 +130,13 @@ YAML
 start_plane() {
   local arm=$1
   ports_free
-  start_bg etcd "$E2E_BIN/etcd" --name vgpu-dra-scale --data-dir "$E2E_RUN_DIR/etcd-$arm" --unsafe-no-fsync \
+  start_bg etcd "$E2E_K8S_BIN/etcd" --name vgpu-dra-scale --data-dir "$E2E_RUN_DIR/etcd-$arm" --unsafe-no-fsync \
     --listen-client-urls "http://127.0.0.1:$ETCD_PORT" --advertise-client-urls "http://127.0.0.1:$ETCD_PORT" \
     --listen-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" --initial-advertise-peer-urls "http://127.0.0.1:$ETCD_PEER_PORT" \
     --initial-cluster "vgpu-dra-scale=http://127.0.0.1:$ETCD_PEER_PORT"
   wait_started etcd "etcd health" 60 curl -sf "http://127.0.0.1:$ETCD_PORT/health" || return 1
 
-  start_bg kube-apiserver "$E2E_BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
+  start_bg kube-apiserver "$E2E_K8S_BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$ETCD_PORT" \
     --bind-address=127.0.0.1 --advertise-address="$(node_ip)" --secure-port="$APISERVER_PORT" \
     --endpoint-reconciler-type=none \
     --client-ca-file="$E2E_PKI/ca.crt" \
@@ -170,7 +147,7 @@ start_plane() {
     --enable-admission-plugins=NodeRestriction --feature-gates="$E2E_FEATURE_GATES"
   wait_started kube-apiserver "kube-apiserver /readyz" 120 kc get --raw=/readyz || return 1
 
-  start_bg kube-controller-manager "$E2E_BIN/kube-controller-manager" \
+  start_bg kube-controller-manager "$E2E_K8S_BIN/kube-controller-manager" \
     --bind-address=127.0.0.1 --secure-port="$KCM_PORT" \
     --kubeconfig="$E2E_PKI/controller-manager.kubeconfig" \
     --authentication-kubeconfig="$E2E_PKI/controller-manager.kubeconfig" \
@@ -178,12 +155,12 @@ start_plane() {
     --service-account-private-key-file="$E2E_PKI/sa.key" --root-ca-file="$E2E_PKI/ca.crt" \
     --use-service-account-credentials=true --leader-elect=false --feature-gates="$E2E_FEATURE_GATES" \
     --kube-api-qps="$KCM_QPS" --kube-api-burst="$((KCM_QPS * 2))"
-  start_bg kube-scheduler "$E2E_BIN/kube-scheduler" --config="$E2E_RUN_DIR/scheduler.yaml" \
+  start_bg kube-scheduler "$E2E_K8S_BIN/kube-scheduler" --config="$E2E_RUN_DIR/scheduler.yaml" \
     --bind-address=127.0.0.1 --secure-port="$SCHEDULER_PORT" \
     --authentication-kubeconfig="$E2E_PKI/scheduler.kubeconfig" \
     --authorization-kubeconfig="$E2E_PKI/scheduler.kubeconfig" --feature-gates="$E2E_FEATURE_GATES"
-  start_bg kwok "$E2E_BIN/kwok" --kubeconfig="$E2E_KUBECONFIG" \
-    --config="$E2E_BIN/kwok-stages-$KWOK_VERSION.yaml" \
+  start_bg kwok "$E2E_KWOK_BIN/kwok" --kubeconfig="$E2E_KUBECONFIG" \
+    --config="$E2E_KWOK_BIN/kwok-stages.yaml" \
     --manage-all-nodes=false --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
     --server-address="127.0.0.1:$KWOK_PORT" --node-lease-duration-seconds=40
   wait_for "ServiceAccount default/default" 120 kc get serviceaccount default || return 1
@@ -286,8 +263,8 @@ main() {
   ports_free
   mkdir -p "$E2E_RUN_DIR/bin" "$RESULTS"
   [ -x "$REPO_ROOT/bin/dra-controller" ] || die "bin/dra-controller is missing; run make build (or make scale-bench)"
-  build_kubernetes
-  build_kwok
+  build_piece kubernetes "Kubernetes $K8S_VERSION (control plane, kubectl) and etcd" "~8-10 minutes on 2 cores"
+  build_piece kwok "kwok $KWOK_VERSION" "~3-5 minutes on 2 cores"
   (cd "$REPO_ROOT" && go build -o "$E2E_RUN_DIR/bin/scale-bench" ./test/scale/cmd/scale-bench)
   write_pki
   phase "binaries ready; run directory $E2E_RUN_DIR"

@@ -24,14 +24,66 @@ E2E_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 REPO_ROOT=$(cd "$E2E_ROOT/../.." && pwd)
 
 K8S_VERSION=${K8S_VERSION:-v1.37.2}
+# The kubelet's version. Kubernetes' skew policy lets kubelets lag the API
+# server by up to three minors, and upgrades move the control plane first.
+# 1.38's kubelet imports sigs.k8s.io/iptables-wrappers, which the Go module
+# proxy does not serve, so with a 1.38 control plane the kubelet is 1.37's
+# unless K8S_KUBELET_VERSION names another.
+if [ -n "${K8S_KUBELET_VERSION:-}" ]; then
+  E2E_KUBELET_NOTE=
+else
+  case "$K8S_VERSION" in
+    v1.38.*)
+      K8S_KUBELET_VERSION=v1.37.2
+      E2E_KUBELET_NOTE="kubelet $K8S_KUBELET_VERSION, one minor behind: Kubernetes $K8S_VERSION's kubelet imports sigs.k8s.io/iptables-wrappers, which the Go module proxy does not serve (K8S_KUBELET_VERSION picks another)"
+      ;;
+    *) K8S_KUBELET_VERSION=$K8S_VERSION; E2E_KUBELET_NOTE= ;;
+  esac
+fi
 CONTAINERD_VERSION=${CONTAINERD_VERSION:-v2.4.2}
+HELM_VERSION=${HELM_VERSION:-v3.22.0}
+PROMETHEUS_VERSION=${PROMETHEUS_VERSION:-v0.316.0}
+KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 
 # Build cache: survives `cluster.sh down`, so a second `up` takes about a minute.
 E2E_CACHE_DIR=${E2E_CACHE_DIR:-/var/cache/vgpu-dra-e2e}
 # Cluster state: created by `up`, removed by `down`.
 E2E_RUN_DIR=${E2E_RUN_DIR:-/var/lib/vgpu-dra-e2e}
 
-E2E_BIN=$E2E_CACHE_DIR/bin
+# piece_version NAME prints the version of a built piece of the cluster.
+piece_version() {
+  case "$1" in
+    kubernetes) echo "$K8S_VERSION" ;;
+    kubelet) echo "$K8S_KUBELET_VERSION" ;;
+    containerd) echo "$CONTAINERD_VERSION" ;;
+    helm) echo "$HELM_VERSION" ;;
+    prometheus) echo "$PROMETHEUS_VERSION" ;;
+    kwok) echo "$KWOK_VERSION" ;;
+    *) echo "no piece $1" >&2; return 1 ;;
+  esac
+}
+
+# piece_dir NAME prints the directory of the piece's binaries at its version:
+# each version has its own, so no version ever runs another's binaries.
+piece_dir() { echo "$E2E_CACHE_DIR/$1/$(piece_version "$1")"; }
+
+E2E_K8S_BIN=$(piece_dir kubernetes)
+E2E_KUBELET_BIN=$(piece_dir kubelet)
+E2E_CONTAINERD_BIN=$(piece_dir containerd)
+E2E_HELM_BIN=$(piece_dir helm)
+E2E_PROMETHEUS_BIN=$(piece_dir prometheus)
+E2E_KWOK_BIN=$(piece_dir kwok)
+# The sandbox image's binary, built from this tree on every `up`.
+E2E_PAUSE=$E2E_CACHE_DIR/pause/pause
+
+# say_versions logs which versions run, once per run (the scripts that call
+# one another share it through the environment).
+say_versions() {
+  [ -n "${E2E_VERSIONS_SAID:-}" ] && return 0
+  export E2E_VERSIONS_SAID=1
+  log "Kubernetes $K8S_VERSION (kubelet $K8S_KUBELET_VERSION), containerd $CONTAINERD_VERSION"
+  if [ -n "$E2E_KUBELET_NOTE" ]; then log "$E2E_KUBELET_NOTE"; fi
+}
 E2E_PKI=$E2E_RUN_DIR/pki
 E2E_LOGS=$E2E_RUN_DIR/logs
 E2E_PIDS=$E2E_RUN_DIR/pids
@@ -83,7 +135,8 @@ E2E_WORKLOAD_IMAGE=docker.io/vgpu-dra-e2e/cuda-probe:1
 # features the driver and the specs use (consumable capacity, device status).
 E2E_FEATURE_GATES=${E2E_FEATURE_GATES:-DRAConsumableCapacity=true,DRAPartitionableDevices=true,DRADeviceBindingConditions=true,DRAResourceClaimDeviceStatus=true}
 
-export PATH=$E2E_BIN:$PATH
+# containerd finds its shim on PATH; the specs find kubectl and prometheus.
+export PATH=$E2E_K8S_BIN:$E2E_CONTAINERD_BIN:$E2E_HELM_BIN:$E2E_PROMETHEUS_BIN:$PATH
 
 # node_ip [NODE] prints a node's IPv4 address: a namespaced node's address on
 # the node bridge, or else this machine's own first global address. The
@@ -109,7 +162,28 @@ node_ip() {
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
-kc() { "$E2E_BIN/kubectl" --kubeconfig="$E2E_KUBECONFIG" "$@"; }
+kc() { "$E2E_K8S_BIN/kubectl" --kubeconfig="$E2E_KUBECONFIG" "$@"; }
+
+# cluster_versions checks that the running API server reports K8S_VERSION and
+# every node's kubelet K8S_KUBELET_VERSION, logging what each reports; on a
+# mismatch it names both versions and fails.
+cluster_versions() {
+  local server node kubelet bad=0
+  server=$(kc get --raw /version | sed -n 's/.*"gitVersion": *"\([^"]*\)".*/\1/p')
+  if [ "$server" != "$K8S_VERSION" ]; then
+    log "the API server reports ${server:-no version}, but K8S_VERSION is $K8S_VERSION"
+    bad=1
+  fi
+  for node in "${E2E_NODE_NAMES[@]}"; do
+    kubelet=$(kc get node "$node" -o jsonpath='{.status.nodeInfo.kubeletVersion}')
+    if [ "$kubelet" != "$K8S_KUBELET_VERSION" ]; then
+      log "node $node's kubelet reports ${kubelet:-no version}, but K8S_KUBELET_VERSION is $K8S_KUBELET_VERSION"
+      bad=1
+    fi
+  done
+  [ $bad -eq 0 ] || return 1
+  log "the API server reports $server; the kubelets of ${E2E_NODE_NAMES[*]} report $K8S_KUBELET_VERSION"
+}
 
 # node_view NODE prints where this machine keeps what NODE sees as its own
 # per-node paths under $E2E_RUN_DIR (kubelet, cdi, driver, containerd, ...).
@@ -140,7 +214,7 @@ node_index() {
 
 ctr_node() {
   local node=$1; shift
-  "$E2E_BIN/ctr" --address "$(node_path "$node" "$E2E_CONTAINERD_SOCK")" --namespace k8s.io "$@"
+  "$E2E_CONTAINERD_BIN/ctr" --address "$(node_path "$node" "$E2E_CONTAINERD_SOCK")" --namespace k8s.io "$@"
 }
 ctr_k8s() { ctr_node "$E2E_NODE_NAME" "$@"; }
 
@@ -197,7 +271,7 @@ pid_of() {
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 1
   exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || return 1
   case "$exe" in
-    "$E2E_BIN"/*|"$REPO_ROOT"/*|"$E2E_RUN_DIR"/*) echo "$pid" ;;
+    "$E2E_CACHE_DIR"/*|"$REPO_ROOT"/*|"$E2E_RUN_DIR"/*) echo "$pid" ;;
     *) return 1 ;;
   esac
 }

@@ -73,7 +73,7 @@ build_images() {
   rm -rf "$out"
   mkdir -p "$out/pause" "$out/busybox" "$out/workload/usr/local/bin"
 
-  cp "$E2E_BIN/pause" "$out/pause/pause"
+  cp "$E2E_PAUSE" "$out/pause/pause"
   _mkimage "$E2E_PAUSE_IMAGE" "$out/pause" "$out/pause.tar" /pause
 
   _busybox_rootfs "$out/busybox"

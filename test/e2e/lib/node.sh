@@ -133,7 +133,7 @@ start_cluster() {
     node_cgroups_make
   fi
 
-  start_bg etcd "$E2E_BIN/etcd" --name vgpu-dra-e2e --data-dir "$E2E_RUN_DIR/etcd" --unsafe-no-fsync \
+  start_bg etcd "$E2E_K8S_BIN/etcd" --name vgpu-dra-e2e --data-dir "$E2E_RUN_DIR/etcd" --unsafe-no-fsync \
     --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
     --listen-peer-urls http://127.0.0.1:2380 --initial-advertise-peer-urls http://127.0.0.1:2380 \
     --initial-cluster vgpu-dra-e2e=http://127.0.0.1:2380
@@ -143,7 +143,7 @@ start_cluster() {
   # it on the node bridge, which is then its only address.
   local advertise=$ip
   [ "$E2E_NODES" -gt 1 ] && advertise=$E2E_API_HOST
-  start_bg kube-apiserver "$E2E_BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
+  start_bg kube-apiserver "$E2E_K8S_BIN/kube-apiserver" --etcd-servers=http://127.0.0.1:2379 \
     --bind-address="$E2E_API_HOST" --advertise-address="$advertise" --secure-port=6443 \
     --client-ca-file="$E2E_PKI/ca.crt" \
     --tls-cert-file="$E2E_PKI/apiserver.crt" --tls-private-key-file="$E2E_PKI/apiserver.key" \
@@ -158,7 +158,7 @@ start_cluster() {
     --feature-gates="$E2E_FEATURE_GATES"
   wait_started kube-apiserver "kube-apiserver /readyz" 120 kc get --raw=/readyz || return 1
 
-  start_bg kube-controller-manager "$E2E_BIN/kube-controller-manager" \
+  start_bg kube-controller-manager "$E2E_K8S_BIN/kube-controller-manager" \
     --bind-address=127.0.0.1 \
     --kubeconfig="$E2E_PKI/controller-manager.kubeconfig" \
     --authentication-kubeconfig="$E2E_PKI/controller-manager.kubeconfig" \
@@ -166,7 +166,7 @@ start_cluster() {
     --service-account-private-key-file="$E2E_PKI/sa.key" --root-ca-file="$E2E_PKI/ca.crt" \
     --cluster-signing-cert-file="$E2E_PKI/ca.crt" --cluster-signing-key-file="$E2E_PKI/ca.key" \
     --use-service-account-credentials=true --leader-elect=false --feature-gates="$E2E_FEATURE_GATES"
-  start_bg kube-scheduler "$E2E_BIN/kube-scheduler" --bind-address=127.0.0.1 \
+  start_bg kube-scheduler "$E2E_K8S_BIN/kube-scheduler" --bind-address=127.0.0.1 \
     --kubeconfig="$E2E_PKI/scheduler.kubeconfig" \
     --authentication-kubeconfig="$E2E_PKI/scheduler.kubeconfig" \
     --authorization-kubeconfig="$E2E_PKI/scheduler.kubeconfig" \
@@ -188,10 +188,10 @@ start_node() {
   containerd=$(node_comp containerd "$node")
   kubelet=$(node_comp kubelet "$node")
   node_enter "$node" || return 1
-  start_bg "$containerd" "${NODE_ENTER[@]}" "$E2E_BIN/containerd" --config "$E2E_RUN_DIR/containerd/config.toml"
+  start_bg "$containerd" "${NODE_ENTER[@]}" "$E2E_CONTAINERD_BIN/containerd" --config "$E2E_RUN_DIR/containerd/config.toml"
   wait_started "$containerd" "containerd of node $node" 60 ctr_node "$node" version || return 1
   import_images "$node"
-  start_bg "$kubelet" "${NODE_ENTER[@]}" "$E2E_BIN/kubelet" --config="$E2E_KUBELET_DIR/config.yaml" \
+  start_bg "$kubelet" "${NODE_ENTER[@]}" "$E2E_KUBELET_BIN/kubelet" --config="$E2E_KUBELET_DIR/config.yaml" \
     --kubeconfig="$E2E_PKI/$kubelet.kubeconfig" --root-dir="$E2E_KUBELET_DIR" \
     --hostname-override="$node" --node-ip="$(node_ip "$node")" --v=2
 }
@@ -202,7 +202,7 @@ _kill_our_shims() {
   local pid exe
   for pid in $(pgrep -f containerd-shim-runc-v2 2>/dev/null); do
     exe=$(readlink "/proc/$pid/exe" 2>/dev/null) || continue
-    [ "$exe" = "$E2E_BIN/containerd-shim-runc-v2" ] && kill -9 "$pid" 2>/dev/null
+    [ "$exe" = "$E2E_CONTAINERD_BIN/containerd-shim-runc-v2" ] && kill -9 "$pid" 2>/dev/null
   done
   return 0
 }

@@ -100,7 +100,7 @@ nodes_up() {
     start_bg "$(node_comp ns "$node")" env E2E_RUN_DIR="$E2E_RUN_DIR" E2E_CACHE_DIR="$E2E_CACHE_DIR" \
       E2E_NODES="$E2E_NODES" nsenter --net="/run/netns/$ns" \
       unshare --mount --uts --propagation slave -- \
-      bash -c 'source "$1/lib/common.sh"; source "$1/lib/nodes.sh"; _node_mounts "$2" "$3" && exec "$E2E_BIN/pause"' \
+      bash -c 'source "$1/lib/common.sh"; source "$1/lib/nodes.sh"; _node_mounts "$2" "$3" && exec "$E2E_PAUSE"' \
       node-mounts "$E2E_ROOT" "$node" "$(node_view "$node")"
     # Ready once the mounts are made: the holder has become the pause binary.
     if ! wait_for "the namespaces of node $node" 30 node_holder "$node"; then
