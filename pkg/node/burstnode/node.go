@@ -330,22 +330,23 @@ func (n *Node) AdmitClaim(ctx context.Context, c *prepare.PreparedClaim) error {
 			}
 		}
 	}) {
-		// Booked counts the claim's own guarantee: Admit made it pending.
-		booked, usable := n.ledger.Booked(uuid)
-		if booked <= usable {
+		// What the decision uses: the claim's guarantee (pending since
+		// Admit) next to everything booked, recent outside use left out.
+		short := n.ledger.Shortfall(c.UID, uuid)
+		if short == 0 {
 			continue
 		}
 		from := n.victims(d.Reclaim, uuid)
 		if len(from) == 0 {
 			continue
 		}
-		n.reclaim(ctx, needing, from, uuid, booked-usable)
+		n.reclaim(ctx, needing, from, uuid, short)
 		names := make([]string, len(from))
 		for i, r := range from {
 			names[i] = r.String()
 			grace = max(grace, n.graceOf(r.UID))
 		}
-		waits = append(waits, fmt.Sprintf("%d bytes on GPU %s from %s", booked-usable, uuid, strings.Join(names, ", ")))
+		waits = append(waits, fmt.Sprintf("%d bytes on GPU %s from %s", short, uuid, strings.Join(names, ", ")))
 	}
 	return fmt.Errorf("%w (grace period %s): %s", prepare.ErrWaitingForMemory, grace, strings.Join(waits, "; "))
 }

@@ -209,7 +209,8 @@ func (e *Evictor) Reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef
 		req := request{from: c, needing: needing, gpu: gpuUUID, bytes: bytes, grace: grace, since: e.opts.Now()}
 		for _, p := range needingPods {
 			e.opts.Recorder.Eventf(p, corev1.EventTypeNormal, ReasonWaitingForBurst,
-				"waiting for %s of GPU %s held as burst by claim %s", formatBytes(bytes), gpuUUID, c)
+				"waiting for %s of GPU %s held as burst by claim %s (what the guarantee misses next to the guarantees, grants and settled use outside claims there)",
+				formatBytes(bytes), gpuUUID, c)
 		}
 		e.mu.Lock()
 		prev, busy := e.retries[c.UID]

@@ -240,7 +240,8 @@ func TestReclaimEvictsWithGraceAndEvents(t *testing.T) {
 		assert.Equal(t, types.UID("uid-a"+fmt.Sprint(i+1)), *e.DeleteOptions.Preconditions.UID, "only that pod is evicted")
 	}
 	assert.Equal(t, []event{
-		{"b", corev1.EventTypeNormal, ReasonWaitingForBurst, "waiting for 4Gi of GPU " + gpuUUID + " held as burst by claim ns/burst"},
+		{"b", corev1.EventTypeNormal, ReasonWaitingForBurst, "waiting for 4Gi of GPU " + gpuUUID + " held as burst by claim ns/burst" +
+			" (what the guarantee misses next to the guarantees, grants and settled use outside claims there)"},
 		{"a1", corev1.EventTypeNormal, ReasonBurstReclaimed, "memory burst reclaimed for claim ns/needs on GPU " + gpuUUID},
 		{"a2", corev1.EventTypeNormal, ReasonBurstReclaimed, "memory burst reclaimed for claim ns/needs on GPU " + gpuUUID},
 	}, f.rec.list())
