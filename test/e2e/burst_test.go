@@ -38,12 +38,16 @@ import (
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
 )
 
 const (
@@ -236,14 +240,20 @@ func (f *framework) deploymentPod(name string, timeout time.Duration, old ...str
 	return pod
 }
 
-// TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft is issue 35's end-to-end
-// check of burstable memory on a 16 GiB GPU: A (guarantee 4Gi, limit
-// 12Gi) holds 12 GiB; B (guarantee 10Gi) comes to the same GPU, A is
-// evicted with the Events, B gets its 10 GiB; A's Deployment recreates it
-// and it bursts only into the 2 GiB left, a burst beyond is refused and
-// counted; the plugin is SIGKILLed while A bursts and grants nothing twice
-// after its restart.
-func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
+// burstEnv is a burst spec's setup: node's GPUs at 16 GiB for the spec
+// (restored after it), a DeviceClass that allows burst with a short
+// reclaim grace, and claim templates on gpu-0 of node.
+type burstEnv struct {
+	f         *framework
+	node      string
+	uuid      string
+	class     string
+	metricsAt string
+}
+
+// newBurstEnv sets the spec's node up for burst; the last node's, so that
+// the other specs' first node is left alone.
+func newBurstEnv(t *testing.T) *burstEnv {
 	needsChart(t) // the reclaim evicts through the API with the chart's RBAC
 	node := cluster.nodes[len(cluster.nodes)-1]
 
@@ -277,7 +287,6 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 		}
 		return false, nil
 	})
-	metricsAt := pluginHTTPOf(t, f, node)
 
 	// The class allows burst and gives evicted bursts a short grace.
 	_, err := f.c.ResourceV1().DeviceClasses().Create(f.ctx, &resourceapi.DeviceClass{
@@ -295,31 +304,79 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 		err = nil // left by an interrupted run: the same object
 	}
 	require.NoError(t, err, "create DeviceClass %s", class)
+	return &burstEnv{f: f, node: node, uuid: uuid, class: class, metricsAt: pluginHTTPOf(t, f, node)}
+}
 
-	onGPU := fmt.Sprintf(`device.attributes["vgpu.dra.dev"].uuid == %q`, uuid)
-	f.createClaimTemplate("bursty", claimRequest{memory: "4Gi", cel: onGPU, class: class,
-		config: rawJSON(t, map[string]any{"apiVersion": "vgpu.dra.dev/v1alpha1", "kind": "VGPUConfig", "memoryLimit": "12Gi"})})
+// template creates a claim template on the env's GPU: memory of
+// guarantee, memoryLimit limit ("" for none).
+func (e *burstEnv) template(name, guarantee, limit string) {
+	e.f.t.Helper()
+	req := claimRequest{memory: guarantee, class: e.class,
+		cel: fmt.Sprintf(`device.attributes["vgpu.dra.dev"].uuid == %q`, e.uuid)}
+	if limit != "" {
+		req.config = rawJSON(e.f.t, map[string]any{"apiVersion": "vgpu.dra.dev/v1alpha1", "kind": "VGPUConfig", "memoryLimit": limit})
+	}
+	e.f.createClaimTemplate(name, req)
+}
+
+// deployment creates a Deployment of one pod named name on the env's node
+// with a claim "gpu" from template, and returns its running pod.
+func (e *burstEnv) deployment(name, template string) *corev1.Pod {
+	e.f.t.Helper()
+	pod := podSpec{name: name, node: e.node, claims: []podClaim{{name: "gpu", template: template}}}.pod()
+	one := int32(1)
+	_, err := e.f.c.AppsV1().Deployments(e.f.ns).Create(e.f.ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}}, Spec: pod.Spec},
+		},
+	}, metav1.CreateOptions{})
+	require.NoError(e.f.t, err, "create Deployment %s", name)
+	p := e.f.deploymentPod(name, podStartTimeout)
+	require.Equal(e.f.t, e.node, p.Spec.NodeName)
+	return p
+}
+
+// burstMetric is the claim's vgpu_dra_claim_memory_burst_bytes on the GPU.
+func (e *burstEnv) burstMetric(claim string) (float64, bool) {
+	page, err := scrapeAt(e.metricsAt)
+	if err != nil {
+		return 0, false
+	}
+	return sampleValue(page, "vgpu_dra_claim_memory_burst_bytes",
+		`namespace="`+e.f.ns+`"`, `claim="`+claim+`"`, `device_uuid="`+e.uuid+`"`)
+}
+
+// waitBurst waits for the claim's burst metric at want bytes.
+func (e *burstEnv) waitBurst(claim string, want int64, timeout time.Duration) {
+	e.f.t.Helper()
+	e.f.poll(fmt.Sprintf("%s's vgpu_dra_claim_memory_burst_bytes at %d", claim, want), timeout, func() (bool, error) {
+		v, ok := e.burstMetric(claim)
+		return ok && v == float64(want), nil
+	})
+}
+
+// TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft is issue 35's end-to-end
+// check of burstable memory on a 16 GiB GPU: A (guarantee 4Gi, limit
+// 12Gi) holds 12 GiB; B (guarantee 10Gi) comes to the same GPU, A is
+// evicted with the Events, B gets its 10 GiB; A's Deployment recreates it
+// and it bursts only into the 2 GiB left, a burst beyond is refused and
+// counted; the plugin is SIGKILLed while A bursts and grants nothing twice
+// after its restart.
+func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
+	e := newBurstEnv(t)
+	f, node, uuid, metricsAt := e.f, e.node, e.uuid, e.metricsAt
+	e.template("bursty", "4Gi", "12Gi")
 	// B may burst too (to 12Gi): after the plugin's restart its ask is
 	// what a ledger that forgot A's grant would answer wrongly.
-	f.createClaimTemplate("steady", claimRequest{memory: "10Gi", cel: onGPU, class: class,
-		config: rawJSON(t, map[string]any{"apiVersion": "vgpu.dra.dev/v1alpha1", "kind": "VGPUConfig", "memoryLimit": "12Gi"})})
+	e.template("steady", "10Gi", "12Gi")
 
 	// A: a Deployment of one pod (the pod the Deployment recreates after
 	// the eviction is the one that bursts into what is left).
-	template := podSpec{name: "a", node: node, claims: []podClaim{{name: "gpu", template: "bursty"}}}.pod()
-	one := int32(1)
-	_, err = f.c.AppsV1().Deployments(f.ns).Create(f.ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "a"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &one,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "a"}}, Spec: template.Spec},
-		},
-	}, metav1.CreateOptions{})
-	require.NoError(t, err, "create Deployment a")
-	podA := f.deploymentPod("a", podStartTimeout)
+	podA := e.deployment("a", "bursty")
 	claimA := f.claimOf(podA, "gpu")
-	require.Equal(t, node, podA.Spec.NodeName)
 
 	// A holds 12 GiB: 4 GiB of guarantee and 8 GiB of burst granted.
 	holdA := f.probeHold(podA.Name, "c0", 0, uuid, 12*gib)
@@ -416,7 +473,7 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 	f.driverOn(node, "start")
 	// Not fatal: what follows shows what a wrong rebuild leads to.
 	var rebuilt float64
-	err = wait.PollUntilContextTimeout(f.ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(f.ctx, 250*time.Millisecond, time.Minute, true, func(context.Context) (bool, error) {
 		page, err := scrapeAt(metricsAt)
 		v, ok := sampleValue(page, "vgpu_dra_claim_memory_burst_bytes", burstLabels2...)
 		rebuilt = v
@@ -432,7 +489,7 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 	assert.Zero(t, burstGrantFiles(t, node, uuid)[string(claimB.UID)], "B is granted nothing")
 	// A can still use its whole grant: what it frees it may allocate
 	// again, whether the grant is still there or asked for anew.
-	f.killProbes(podA2.Name, "c0")
+	f.killProbes(podA2.Name, "c0", "")
 	holdA2.stop()
 	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc(podA2.Name, "c0", 0, uuid, 4*gib+left),
 		"after the restart A allocates its guarantee and what is left")
@@ -451,15 +508,41 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 	t.Logf("plugin log of %s since its restart, burst lines and errors:\n%s", node, strings.Join(lines, "\n"))
 }
 
-// killProbes SIGKILLs every cuda-probe in a container and waits until
-// none is left: ending `kubectl exec` does not end the process it runs.
-func (f *framework) killProbes(pod, container string) {
+// shIn runs script with sh in a container, $1... being args, after
+// checking that each command in needs exists there: a missing command
+// fails the call instead of making a loop over its output run zero times.
+func (f *framework) shIn(pod, container, script string, needs []string, args ...string) (string, error) {
+	check := ""
+	for _, c := range needs {
+		check += fmt.Sprintf(`command -v %s >/dev/null || { echo "%s: not found in the container" >&2; exit 127; }; `, c, c)
+	}
+	return f.execIn(pod, container, append([]string{"sh", "-c", check + script, "sh"}, args...)...)
+}
+
+// probePIDs lists the pids of the cuda-probe processes in a container whose
+// arguments contain match ("" for every one), from the container's /proc.
+func (f *framework) probePIDs(pod, container, match string) []string {
 	f.t.Helper()
-	_, err := f.execIn(pod, container, "sh", "-c", "for p in $(pidof cuda-probe); do kill -9 $p; done")
-	require.NoError(f.t, err, "%s/%s: kill cuda-probe", pod, container)
-	f.poll("no cuda-probe left in "+pod+"/"+container, time.Minute, func() (bool, error) {
-		out, _ := f.execIn(pod, container, "sh", "-c", "pidof cuda-probe || true")
-		return strings.TrimSpace(out) == "", nil
+	out, err := f.shIn(pod, container, `for d in /proc/[0-9]*; do
+  a=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+  case "$a" in "cuda-probe "*"$1"*) echo "${d#/proc/}" ;; esac
+done`, []string{"tr"}, match)
+	require.NoError(f.t, err, "%s/%s: list cuda-probe processes: %s", pod, container, out)
+	return strings.Fields(out)
+}
+
+// killProbes SIGKILLs the cuda-probe processes in a container whose
+// arguments contain match ("" for every one), of which there must be one,
+// and waits until none is left: ending `kubectl exec` does not end the
+// process it runs. A probe that survives fails the spec.
+func (f *framework) killProbes(pod, container, match string) {
+	f.t.Helper()
+	pids := f.probePIDs(pod, container, match)
+	require.NotEmpty(f.t, pids, "%s/%s: a cuda-probe matching %q to kill", pod, container, match)
+	out, err := f.shIn(pod, container, `kill -9 "$@"`, []string{"kill"}, pids...)
+	require.NoError(f.t, err, "%s/%s: kill -9 %v: %s", pod, container, pids, out)
+	f.poll(fmt.Sprintf("no cuda-probe matching %q left in %s/%s", match, pod, container), time.Minute, func() (bool, error) {
+		return len(f.probePIDs(pod, container, match)) == 0, nil
 	})
 }
 
@@ -468,4 +551,156 @@ func mustScrape(t *testing.T, addr string) string {
 	page, err := scrapeAt(addr)
 	require.NoError(t, err, "scrape %s", addr)
 	return page
+}
+
+// reclaimBound is how long a pod whose guarantee needs another claim's
+// burst may wait for it, whatever the burster's pod does: the class's
+// reclaim grace period, the kubelet's stop of the containers and one monitor
+// interval (docs/api.md, "Burst is revocable"), and the new pod's start.
+// Below the kubelet's 1 min resync, so B is prepared in the call that
+// waited.
+const reclaimBound = 50 * time.Second
+
+// waitReclaimed creates pod b with a claim from template on the env's GPU
+// and waits until it runs, within reclaimBound; the burster's pod gets a
+// Warning MemoryBurstReclaimForced Event saying why (want), and b a Normal
+// one naming the burster's pod.
+func (e *burstEnv) waitReclaimed(burster, template, want string) {
+	f := e.f
+	f.t.Helper()
+	created := time.Now()
+	f.createPod(podSpec{name: "b", node: e.node, claims: []podClaim{{name: "gpu", template: template}}})
+	forced := f.waitEvent(burster, "MemoryBurstReclaimForced", time.Minute)
+	assert.Equal(f.t, corev1.EventTypeWarning, forced.Type)
+	assert.Contains(f.t, forced.Message, want)
+	claimB := f.claimOf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, "gpu")
+	assert.Contains(f.t, forced.Message, "for claim "+f.ns+"/"+claimB.Name)
+	told := f.waitEvent("b", "MemoryBurstReclaimForced", time.Minute)
+	assert.Equal(f.t, corev1.EventTypeNormal, told.Type)
+	assert.Contains(f.t, told.Message, "pod "+f.ns+"/"+burster+" of claim")
+	f.t.Logf("events: %s: %q; b: %q", burster, forced.Message, told.Message)
+	f.waitRunning("b")
+	waited := time.Since(created)
+	msg := fmt.Sprintf("burst reclaim (%s): pod b Running %v after its creation (class grace %ds)", want, waited.Round(time.Second), burstGrace)
+	f.t.Log(msg)
+	fmt.Println("E2E-MEASURE " + msg)
+	assert.Less(f.t, waited, reclaimBound, "the burst is reclaimed within the stated bound")
+	holdB := f.probeHold("b", "c0", 0, e.uuid, 10*gib)
+	holdB.stop()
+}
+
+// TestBurstReclaimDespitePodDisruptionBudget: a burster Deployment whose
+// PodDisruptionBudget (minAvailable 1, one replica) refuses every eviction
+// holds 12 GiB of the 16 GiB GPU; a pod whose 10 GiB guarantee needs it
+// runs within the bound: the refused eviction is followed by a deletion
+// with the class's grace period, with Events on both pods.
+func TestBurstReclaimDespitePodDisruptionBudget(t *testing.T) {
+	e := newBurstEnv(t)
+	f := e.f
+	e.template("bursty", "4Gi", "12Gi")
+	e.template("steady", "10Gi", "")
+	podA := e.deployment("a", "bursty")
+	one := intstr.FromInt32(1)
+	_, err := f.c.PolicyV1().PodDisruptionBudgets(f.ns).Create(f.ctx, &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "a"},
+		Spec: policyv1.PodDisruptionBudgetSpec{MinAvailable: &one,
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "a"}}},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err, "create PodDisruptionBudget a")
+	f.poll("PodDisruptionBudget a to allow no disruption", time.Minute, func() (bool, error) {
+		pdb, err := f.c.PolicyV1().PodDisruptionBudgets(f.ns).Get(f.ctx, "a", metav1.GetOptions{})
+		return err == nil && pdb.Status.ObservedGeneration == pdb.Generation && pdb.Status.CurrentHealthy == 1 &&
+			pdb.Status.DisruptionsAllowed == 0, err
+	})
+	claimA := f.claimOf(podA, "gpu")
+	holdA := f.probeHold(podA.Name, "c0", 0, e.uuid, 12*gib)
+	defer holdA.stop()
+	e.waitBurst(claimA.Name, 8*gib, time.Minute)
+	refused := metricSum(mustScrape(t, e.metricsAt), "vgpu_dra_burst_evictions_total", `result="refused"`)
+	deleted := metricSum(mustScrape(t, e.metricsAt), "vgpu_dra_burst_evictions_total", `result="deleted"`)
+
+	e.waitReclaimed(podA.Name, "steady", "because its eviction was refused")
+	page := mustScrape(t, e.metricsAt)
+	assert.Greater(t, metricSum(page, "vgpu_dra_burst_evictions_total", `result="refused"`), refused, "the budget refused the eviction")
+	assert.Greater(t, metricSum(page, "vgpu_dra_burst_evictions_total", `result="deleted"`), deleted, "the pod was deleted instead")
+}
+
+// TestBurstReclaimShortensALongGrace: the burster's pod, deleted with a
+// grace period of an hour (its own terminationGracePeriodSeconds), holds
+// 12 GiB while it terminates; a pod whose 10 GiB guarantee needs it runs
+// within the bound: the deletion is shortened to the class's grace period.
+func TestBurstReclaimShortensALongGrace(t *testing.T) {
+	e := newBurstEnv(t)
+	f := e.f
+	e.template("bursty", "4Gi", "12Gi")
+	e.template("steady", "10Gi", "")
+	pod := podSpec{name: "a", node: e.node, claims: []podClaim{{name: "gpu", template: "bursty"}}}.pod()
+	hour := int64(3600)
+	pod.Spec.TerminationGracePeriodSeconds = &hour
+	_, err := f.c.CoreV1().Pods(f.ns).Create(f.ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err, "create pod a")
+	podA := f.waitRunning("a")
+	claimA := f.claimOf(podA, "gpu")
+	holdA := f.probeHold("a", "c0", 0, e.uuid, 12*gib)
+	defer holdA.stop()
+	e.waitBurst(claimA.Name, 8*gib, time.Minute)
+	require.NoError(t, f.c.CoreV1().Pods(f.ns).Delete(f.ctx, "a", metav1.DeleteOptions{GracePeriodSeconds: &hour}))
+	f.poll("pod a terminating with its hour of grace", time.Minute, func() (bool, error) {
+		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "a", metav1.GetOptions{})
+		return err == nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == hour, err
+	})
+
+	e.waitReclaimed("a", "steady", "because the pod was terminating with grace period 1h0m0s, longer than the class's reclaim grace period 5s")
+	_, err = f.c.CoreV1().Pods(f.ns).Get(f.ctx, "a", metav1.GetOptions{})
+	if err == nil {
+		f.poll("pod a gone after its shortened grace", time.Minute, func() (bool, error) {
+			_, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "a", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
+}
+
+// TestBurstDeadWorkerGivesItsBurstBack: a worker process holding burst is
+// SIGKILLed while the claim's main process stays up (an OOM kill); the
+// burst in the metric and in `kubectl vgpu claims` returns to the live
+// use (here none above the guarantee) within one monitor interval, though
+// no other process of the claim calls the library.
+func TestBurstDeadWorkerGivesItsBurstBack(t *testing.T) {
+	e := newBurstEnv(t)
+	f := e.f
+	e.template("bursty", "4Gi", "12Gi")
+	f.createPod(podSpec{name: "a", node: e.node, claims: []podClaim{{name: "gpu", template: "bursty"}}})
+	podA := f.waitRunning("a")
+	claimA := f.claimOf(podA, "gpu")
+	main := f.probeHold("a", "c0", 0, e.uuid, 2*gib)
+	defer main.stop()
+	worker := f.probeHold("a", "c0", 0, e.uuid, 8*gib)
+	defer worker.stop()
+	e.waitBurst(claimA.Name, 6*gib, time.Minute)
+	claimsBurst := func() int64 {
+		var list struct {
+			Items []inspect.ClaimRow `json:"items"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(f.kubectlVGPU("claims", "-n", f.ns, "-o", "json")), &list))
+		for _, r := range list.Items {
+			if r.Claim == claimA.Name && r.MemoryBurst != nil {
+				return *r.MemoryBurst
+			}
+		}
+		return -1
+	}
+	f.poll("kubectl vgpu claims to show 6Gi of burst", 2*time.Minute, func() (bool, error) { return claimsBurst() == 6*gib, nil })
+
+	f.killProbes("a", "c0", "alloc "+strconv.FormatInt(8*gib, 10))
+	killed := time.Now()
+	const monitorInterval = 10 * time.Second // the plugin's --monitor-interval default
+	e.waitBurst(claimA.Name, 0, monitorInterval+5*time.Second)
+	metricBack := time.Since(killed)
+	f.poll("kubectl vgpu claims to show no burst", monitorInterval+5*time.Second, func() (bool, error) { return claimsBurst() == 0, nil })
+	claimsBack := time.Since(killed)
+	msg := fmt.Sprintf("dead worker: burst back to the live use %v (metric) and %v (kubectl vgpu claims) after the SIGKILL",
+		metricBack.Round(time.Second), claimsBack.Round(time.Second))
+	t.Log(msg)
+	fmt.Println("E2E-MEASURE " + msg)
+	assert.NotEmpty(t, f.probePIDs("a", "c0", "alloc "+strconv.FormatInt(2*gib, 10)), "the main process is still up")
 }

@@ -61,5 +61,6 @@ limitations under the License.
 #define VGPU_BURST_REFUSED_NEVER "never"           /* burst: never, or no ceiling above the guarantee */
 #define VGPU_BURST_REFUSED_GPU "gpu"               /* the claim has no share of that GPU */
 #define VGPU_BURST_REFUSED_REQUEST "request"       /* malformed request */
+#define VGPU_BURST_REFUSED_RATE "rate"             /* the claim asked faster than its token bucket */
 
 #endif /* VGPU_BURST_PROTO_H */

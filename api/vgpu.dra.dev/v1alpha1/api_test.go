@@ -89,7 +89,10 @@ func TestDecode(t *testing.T) {
 		// The quantity parser clamps values beyond int64; admission and
 		// prepare refuse such a limit as larger than any GPU.
 		{name: "memoryLimit beyond int64 is clamped", raw: `{` + header + `,"memoryLimit":"100Ei"}`, want: VGPUConfig{MemoryLimit: ptr.To(resource.MustParse("9223372036854775807"))}},
-		{name: "memoryLimit not a quantity", raw: `{` + header + `,"memoryLimit":"lots"}`, wantErr: []string{"quantities must match"}},
+		{name: "memoryLimit not a quantity", raw: `{` + header + `,"memoryLimit":"lots"}`, wantErr: []string{"memoryLimit: Invalid value: \"lots\"", "quantities must match"}},
+		{name: "memoryLimit with a bad suffix", raw: `{` + header + `,"memoryLimit":"12Gx"}`, wantErr: []string{"memoryLimit: Invalid value: \"12Gx\": must be a quantity such as \"12Gi\""}},
+		{name: "memoryLimit an object", raw: `{` + header + `,"memoryLimit":{"value":"12Gi"}}`, wantErr: []string{`memoryLimit: Invalid value: "{\"value\":\"12Gi\"}": must be a quantity`}},
+		{name: "memoryLimit a bool", raw: `{` + header + `,"memoryLimit":true}`, wantErr: []string{`memoryLimit: Invalid value: "true"`}},
 		{name: "bad burst", raw: `{` + header + `,"burst":"Never"}`, wantErr: []string{"burst", `"Never"`, `"allowed", "never"`}},
 		{name: "negative grace period", raw: `{` + header + `,"reclaimGracePeriodSeconds":-1}`, wantErr: []string{"reclaimGracePeriodSeconds", "between 0 and 3600"}},
 		{name: "grace period too long", raw: `{` + header + `,"reclaimGracePeriodSeconds":3601}`, wantErr: []string{"reclaimGracePeriodSeconds", "between 0 and 3600"}},

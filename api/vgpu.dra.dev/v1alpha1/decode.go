@@ -17,9 +17,11 @@ limitations under the License.
 package v1alpha1
 
 import (
+	stdjson "encoding/json"
 	"errors"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/json"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -71,6 +73,9 @@ func Decode(raw []byte) (*VGPUConfig, error) {
 		return nil, fmt.Errorf("decode VGPUConfig: %w", typeErrs.ToAggregate())
 	}
 
+	if err := checkQuantities(raw); err != nil {
+		return nil, fmt.Errorf("decode %s %s: %w", SchemeGroupVersion, Kind, err)
+	}
 	cfg := &VGPUConfig{}
 	// The version and kind are checked above, so the serializer decodes
 	// into cfg itself.
@@ -81,4 +86,34 @@ func Decode(raw []byte) (*VGPUConfig, error) {
 		return nil, fmt.Errorf("invalid %s %s: %w", SchemeGroupVersion, Kind, errs.ToAggregate())
 	}
 	return cfg, nil
+}
+
+// checkQuantities refuses a quantity field that is not a quantity, naming
+// the field: the serializer's own error names neither the field nor the
+// value. A quantity is a string such as "12Gi" or a JSON number.
+func checkQuantities(raw []byte) error {
+	var fields map[string]stdjson.RawMessage
+	if err := stdjson.Unmarshal(raw, &fields); err != nil {
+		return nil // not an object: the serializer says so
+	}
+	v, ok := fields["memoryLimit"]
+	if !ok {
+		return nil
+	}
+	path := field.NewPath("memoryLimit")
+	var s string
+	switch {
+	case len(v) > 0 && v[0] == '"':
+		if err := stdjson.Unmarshal(v, &s); err != nil {
+			return field.Invalid(path, string(v), "must be a quantity such as \"12Gi\" or a whole number of bytes")
+		}
+	case len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9'):
+		s = string(v)
+	default:
+		return field.Invalid(path, string(v), "must be a quantity such as \"12Gi\" or a whole number of bytes")
+	}
+	if _, err := resource.ParseQuantity(s); err != nil {
+		return field.Invalid(path, s, fmt.Sprintf("must be a quantity such as \"12Gi\" or a whole number of bytes (%v)", err))
+	}
+	return nil
 }

@@ -175,7 +175,15 @@ func (v *ClaimValidator) validateSpec(ctx context.Context, namespace string, spe
 		}
 		p := devicesPath.Child("config").Index(i).Child("opaque", "parameters")
 		parsed, err := api.Decode(cfg.Opaque.Parameters.Raw)
-		if err != nil {
+		var fieldErr *field.Error
+		switch {
+		case errors.As(err, &fieldErr):
+			// A field the decoder names (a memoryLimit that is no
+			// quantity): the error's path is that field's.
+			errs = append(errs, &field.Error{Type: fieldErr.Type, Field: p.Child(fieldErr.Field).String(),
+				BadValue: fieldErr.BadValue, Detail: fieldErr.Detail})
+			continue
+		case err != nil:
 			errs = append(errs, field.Invalid(p, string(cfg.Opaque.Parameters.Raw), err.Error()))
 			continue
 		}

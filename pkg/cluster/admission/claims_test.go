@@ -259,6 +259,18 @@ func TestClaimValidation(t *testing.T) {
 			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: "4294967296"}}}]}}`,
 		},
 		{
+			name: "memoryLimit not a quantity",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 12Gx}}}]}}`,
+			wantDeny: []string{"spec.devices.config[0].opaque.parameters.memoryLimit: Invalid value: \"12Gx\": must be a quantity such as \"12Gi\""},
+		},
+		{
+			name: "memoryLimit an object",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: {value: 12Gi}}}}]}}`,
+			wantDeny: []string{"spec.devices.config[0].opaque.parameters.memoryLimit: Invalid value:", "must be a quantity"},
+		},
+		{
 			name: "memoryLimit below the guarantee",
 			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
 			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 3Gi}}}]}}`,

@@ -485,6 +485,24 @@ func (l *Ledger) Admitted(uid types.UID) bool {
 	return true
 }
 
+// Shortfall is what the guarantee of a claim that Admit left pending
+// misses on a GPU now, as Admit and Admitted decide it: next to everything
+// else booked there, recent outside use left out. 0 when it fits, or the
+// claim is not pending there.
+func (l *Ledger) Shortfall(uid types.UID, uuid string) uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p, g := l.pending[uid], l.gpus[uuid]
+	if p == nil || g == nil {
+		return 0
+	}
+	guarantee, ok := p.guarantees[uuid]
+	if !ok {
+		return 0
+	}
+	return l.shortfall(g, uuid, uid, guarantee)
+}
+
 // shortfall is what a guarantee of claim uid misses on a GPU next to
 // everything else booked there, recent outside use left out
 // (SetOutsideUse).

@@ -21,6 +21,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -101,9 +103,11 @@ func (f *fakeReclaimer) Reclaim(_ context.Context, needing ClaimRef, from []Clai
 }
 
 type env struct {
-	t        *testing.T
-	ctx      context.Context
-	root     string
+	t    *testing.T
+	ctx  context.Context
+	root string
+	// procRoot is the fake host /proc: the cgroups of the processes.
+	procRoot string
 	clock    *clocktesting.FakeClock
 	ledger   *burst.Ledger
 	node     *Node
@@ -113,7 +117,7 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	_, ctx := ktesting.NewTestContext(t)
-	e := &env{t: t, ctx: ctx, root: shortDir(t), clock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), reclaim: &fakeReclaimer{}, registry: prometheus.NewRegistry()}
+	e := &env{t: t, ctx: ctx, root: shortDir(t), procRoot: t.TempDir(), clock: clocktesting.NewFakeClock(time.Unix(1e9, 0)), reclaim: &fakeReclaimer{}, registry: prometheus.NewRegistry()}
 	e.restart()
 	return e
 }
@@ -127,10 +131,21 @@ func (e *env) restart() {
 	e.ledger.SetGPU(gpuA, 16*gib, 0)
 	e.ledger.SetGPU(gpuB, 16*gib, 0)
 	e.registry = prometheus.NewRegistry()
-	n, err := New(Options{Ledger: e.ledger, Reclaimer: e.reclaim, Registry: e.registry, Clock: e.clock, ReadTimeout: 200 * time.Millisecond, MaxConnections: 2})
+	n, err := New(Options{Ledger: e.ledger, Reclaimer: e.reclaim, Registry: e.registry, Clock: e.clock, ReadTimeout: 200 * time.Millisecond, MaxConnections: 2, ProcRoot: e.procRoot})
 	require.NoError(e.t, err)
 	e.node = n
 	e.t.Cleanup(n.Close)
+}
+
+// inPod puts host process pid in the cgroup of pod, as the kubelet's
+// systemd driver names it.
+func (e *env) inPod(pid uint32, pod types.UID) {
+	e.t.Helper()
+	dir := filepath.Join(e.procRoot, strconv.FormatUint(uint64(pid), 10))
+	require.NoError(e.t, os.MkdirAll(dir, 0o755))
+	cg := "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" +
+		strings.ReplaceAll(string(pod), "-", "_") + ".slice/cri-containerd-0123.scope\n"
+	require.NoError(e.t, os.WriteFile(filepath.Join(dir, "cgroup"), []byte(cg), 0o644))
 }
 
 // ask sends one message on the claim's socket and returns the answer.

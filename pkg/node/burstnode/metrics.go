@@ -42,7 +42,7 @@ func newMetrics(n *Node) *metrics {
 		n: n,
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricBurstRefusals,
-			Help: "Burst asks on claims' sockets this node's plugin refused, by reason (limit, full, reclaiming, never, gpu, request).",
+			Help: "Burst asks on claims' sockets this node's plugin refused, by reason (limit, full, reclaiming, never, gpu, request, rate: the claim asked faster than its token bucket allows).",
 		}, []string{"reason"}),
 		reclaims: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: MetricReclaims,

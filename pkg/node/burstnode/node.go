@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
@@ -37,6 +38,7 @@ import (
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/monitor"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
@@ -106,11 +108,18 @@ type Options struct {
 	ReadTimeout time.Duration
 	// MaxConnections per claim (default DefaultMaxConnections).
 	MaxConnections int
+	// AskRate and AskBurst are each claim's token bucket of asks (default
+	// DefaultAskRate and DefaultAskBurst); asks beyond it are refused.
+	AskRate  rate.Limit
+	AskBurst int
 	// Clock stamps admissions (default the real clock).
 	Clock clock.PassiveClock
 	// OverheadSettle is how long overhead must keep a GPU over its memory
 	// before burst is reclaimed for it (default DefaultOverheadSettle).
 	OverheadSettle time.Duration
+	// ProcRoot is the host's /proc: processes' cgroups and liveness
+	// (default /proc).
+	ProcRoot string
 }
 
 // Node is the burst side of one node's plugin: the Ledger, one socket
@@ -158,11 +167,20 @@ func New(opts Options) (*Node, error) {
 	if opts.MaxConnections == 0 {
 		opts.MaxConnections = DefaultMaxConnections
 	}
+	if opts.AskRate == 0 {
+		opts.AskRate = DefaultAskRate
+	}
+	if opts.AskBurst == 0 {
+		opts.AskBurst = DefaultAskBurst
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
 	if opts.OverheadSettle == 0 {
 		opts.OverheadSettle = DefaultOverheadSettle
+	}
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
 	}
 	n := &Node{overSince: map[string]time.Time{}, outsideSince: map[string]map[uint32]time.Time{}, opts: opts, ledger: opts.Ledger, ctx: context.Background(),
 		refs: map[types.UID]ClaimRef{}, graces: map[types.UID]time.Duration{}, rooms: map[types.UID]map[string]uint64{},
@@ -261,7 +279,8 @@ func (n *Node) serveLocked(ctx context.Context, c *prepare.PreparedClaim) error 
 	if _, ok := n.refs[c.UID]; !ok {
 		return nil
 	}
-	s, err := newServer(c.UID, c.BurstSocketPath, n, klog.FromContext(ctx), n.opts.ReadTimeout, n.opts.MaxConnections)
+	s, err := newServer(c.UID, c.BurstSocketPath, n, klog.FromContext(ctx), n.opts.ReadTimeout, n.opts.MaxConnections,
+		rate.NewLimiter(n.opts.AskRate, n.opts.AskBurst))
 	if err != nil {
 		return fmt.Errorf("claim %s: %w", c.UID, err)
 	}
@@ -311,22 +330,23 @@ func (n *Node) AdmitClaim(ctx context.Context, c *prepare.PreparedClaim) error {
 			}
 		}
 	}) {
-		// Booked counts the claim's own guarantee: Admit made it pending.
-		booked, usable := n.ledger.Booked(uuid)
-		if booked <= usable {
+		// What the decision uses: the claim's guarantee (pending since
+		// Admit) next to everything booked, recent outside use left out.
+		short := n.ledger.Shortfall(c.UID, uuid)
+		if short == 0 {
 			continue
 		}
 		from := n.victims(d.Reclaim, uuid)
 		if len(from) == 0 {
 			continue
 		}
-		n.reclaim(ctx, needing, from, uuid, booked-usable)
+		n.reclaim(ctx, needing, from, uuid, short)
 		names := make([]string, len(from))
 		for i, r := range from {
 			names[i] = r.String()
 			grace = max(grace, n.graceOf(r.UID))
 		}
-		waits = append(waits, fmt.Sprintf("%d bytes on GPU %s from %s", booked-usable, uuid, strings.Join(names, ", ")))
+		waits = append(waits, fmt.Sprintf("%d bytes on GPU %s from %s", short, uuid, strings.Join(names, ", ")))
 	}
 	return fmt.Errorf("%w (grace period %s): %s", prepare.ErrWaitingForMemory, grace, strings.Join(waits, "; "))
 }
@@ -470,28 +490,23 @@ func (n *Node) room(uid types.UID, uuid string) (uint64, bool) {
 func (n *Node) refused(reason string) { n.metrics.refusals.WithLabelValues(reason).Inc() }
 
 // Observe applies one monitor collection: each GPU's memory and driver
-// reserve, the use of processes no claim owns, Shrink of every grant
-// towards the claim's use (the larger of NVML's use by its host pids and
-// its region's reservation; the recheck re-reads the region), then
-// Reclaim on each GPU.
+// reserve, the use of processes no claim owns (owners), Shrink of every
+// grant towards the claim's use (the larger of NVML's use by its processes
+// and its region's reservation less dead processes' slots; the recheck
+// re-reads the region), then Reclaim on each GPU.
 func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 	logger := klog.FromContext(ctx)
 	at := col.At
 	if at.IsZero() {
 		at = n.opts.Clock.Now()
 	}
-	owner := map[uint32]types.UID{}
-	for _, cr := range col.Claims {
-		for _, pid := range readHostPIDs(cr.Claim.HostPIDsPath) {
-			owner[pid] = cr.Claim.UID
-		}
-	}
+	owners := n.owners(col)
 	for uuid, g := range col.GPUs {
 		n.ledger.SetGPU(uuid, g.TotalBytes, g.ReservedBytes)
 		if g.Processes == nil {
 			continue
 		}
-		outside, recent := n.outsideUse(uuid, g.Processes, owner, at)
+		outside, recent := n.outsideUse(uuid, g.Processes, owners[uuid], at)
 		n.ledger.SetOutsideUse(uuid, outside, recent)
 	}
 	for _, cr := range col.Claims {
@@ -507,13 +522,13 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 			}
 			var use uint64
 			for pid, b := range g.Processes {
-				if owner[pid] == c.UID {
+				if slices.Contains(owners[uuid][pid], c.UID) {
 					use += b
 				}
 			}
 			use = max(use, cr.Reserved[uuid])
-			path, gpuUUID := c.RegionPath, uuid
-			if _, err := n.ledger.Shrink(c.UID, uuid, use, col.At, func() uint64 { return regionReservation(path, gpuUUID) }); err != nil {
+			claim, gpuUUID := c, uuid
+			if _, err := n.ledger.Shrink(c.UID, uuid, use, col.At, func() uint64 { return n.regionReservation(claim, gpuUUID) }); err != nil {
 				logger.Error(err, "Shrinking a burst grant failed", "claimUID", c.UID, "gpu", uuid)
 			}
 		}
@@ -558,10 +573,66 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 	}
 }
 
+// owners attributes each GPU's NVML processes to claims, per GPU UUID and
+// host pid. The pod's cgroup (/proc/<pid>/cgroup on the host), which no
+// container can rewrite, comes first: a process of a pod that holds claims
+// with a share of the GPU is theirs (the one of them whose host/pids lists
+// it, else all of them: the pod's own use, never outside claims). Only a
+// process in no such pod is attributed by the claims' host/pids, which the
+// host pid mapper resolves from region slots. A process of neither has no
+// owner: use outside claims.
+func (n *Node) owners(col monitor.Collection) map[string]map[uint32][]types.UID {
+	byPIDs := map[uint32]types.UID{}
+	byPod := map[types.UID][]types.UID{}
+	shares := map[types.UID]map[string]bool{}
+	for _, cr := range col.Claims {
+		for _, pid := range readHostPIDs(cr.Claim.HostPIDsPath) {
+			byPIDs[pid] = cr.Claim.UID
+		}
+		for _, pod := range cr.Pods {
+			byPod[pod] = append(byPod[pod], cr.Claim.UID)
+		}
+		shares[cr.Claim.UID] = map[string]bool{}
+		for _, g := range cr.Claim.GPUs {
+			if g.MIG == nil {
+				shares[cr.Claim.UID][g.UUID] = true
+			}
+		}
+	}
+	pods := map[uint32]types.UID{}
+	out := make(map[string]map[uint32][]types.UID, len(col.GPUs))
+	for uuid, g := range col.GPUs {
+		out[uuid] = make(map[uint32][]types.UID, len(g.Processes))
+		for pid := range g.Processes {
+			pod, known := pods[pid]
+			if !known && len(byPod) > 0 {
+				pod, _ = hostpids.PodUID(n.opts.ProcRoot, pid)
+				pods[pid] = pod
+			}
+			var theirs []types.UID
+			for _, c := range byPod[pod] {
+				if shares[c][uuid] {
+					theirs = append(theirs, c)
+				}
+			}
+			listed, ok := byPIDs[pid]
+			switch {
+			case len(theirs) == 0 && ok:
+				out[uuid][pid] = []types.UID{listed}
+			case ok && slices.Contains(theirs, listed):
+				out[uuid][pid] = []types.UID{listed}
+			case len(theirs) > 0:
+				out[uuid][pid] = theirs
+			}
+		}
+	}
+	return out
+}
+
 // outsideUse sums the GPU's use by processes of no claim, and the part of
 // it by processes first seen outside claims less than OverheadSettle ago
 // (a claim's new process until the host pid mapper attributes it).
-func (n *Node) outsideUse(uuid string, processes map[uint32]uint64, owner map[uint32]types.UID, at time.Time) (outside, recent uint64) {
+func (n *Node) outsideUse(uuid string, processes map[uint32]uint64, owners map[uint32][]types.UID, at time.Time) (outside, recent uint64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	since := n.outsideSince[uuid]
@@ -570,7 +641,7 @@ func (n *Node) outsideUse(uuid string, processes map[uint32]uint64, owner map[ui
 		n.outsideSince[uuid] = since
 	}
 	for pid, b := range processes {
-		if _, ok := owner[pid]; ok {
+		if len(owners[pid]) > 0 {
 			continue
 		}
 		first, seen := since[pid]
@@ -585,8 +656,7 @@ func (n *Node) outsideUse(uuid string, processes map[uint32]uint64, owner map[ui
 	}
 	maps.DeleteFunc(since, func(pid uint32, _ time.Time) bool {
 		_, running := processes[pid]
-		_, owned := owner[pid]
-		return !running || owned
+		return !running || len(owners[pid]) > 0
 	})
 	return outside, recent
 }
@@ -618,15 +688,17 @@ func allZero(m map[string]uint64) bool {
 }
 
 // regionReservation reads the claim's region again: its reservation on
-// the GPU (0 when unreadable: then NVML's use alone counts).
-func regionReservation(path, uuid string) uint64 {
-	reg, err := region.NewReader().Read(path)
+// the GPU less what slots of dead processes still hold
+// (hostpids.DeadCharges), 0 when unreadable (then NVML's use alone counts).
+func (n *Node) regionReservation(c prepare.PreparedClaim, uuid string) uint64 {
+	reg, err := region.NewReader().Read(c.RegionPath)
 	if err != nil {
 		return 0
 	}
-	for _, d := range reg.Devices {
+	dead := hostpids.DeadCharges(c.RegionPath, reg, c.HostPIDsPath, n.opts.ProcRoot)
+	for i, d := range reg.Devices {
 		if d.UUID == uuid {
-			return d.UsedBytes
+			return d.UsedBytes - min(dead[i], d.UsedBytes)
 		}
 	}
 	return 0

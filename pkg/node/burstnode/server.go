@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
@@ -45,6 +46,12 @@ const (
 	DefaultMaxConnections = 4
 	// socketMode lets any user of the claim's containers connect.
 	socketMode = 0o666
+	// DefaultAskRate and DefaultAskBurst are each claim's token bucket of
+	// asks: the library asks once per allocation that crosses its grant,
+	// far below this; a container asking faster is refused (rate) without
+	// the ledger being touched, so it slows only itself.
+	DefaultAskRate  = 50 // asks per second
+	DefaultAskBurst = 50
 )
 
 // Refusal reasons of the protocol, also the label values of
@@ -56,6 +63,7 @@ const (
 	ReasonNever      = "never"
 	ReasonGPU        = "gpu"
 	ReasonRequest    = "request"
+	ReasonRate       = "rate"
 	ReasonError      = "error"
 )
 
@@ -76,6 +84,7 @@ type server struct {
 	g        granter
 	logger   klog.Logger
 	timeout  time.Duration
+	asks     *rate.Limiter
 	slots    chan struct{}
 	wg       sync.WaitGroup
 	mu       sync.Mutex
@@ -110,12 +119,12 @@ func listen(path string) (*net.UnixListener, error) {
 	return ln, nil
 }
 
-func newServer(uid types.UID, path string, g granter, logger klog.Logger, timeout time.Duration, maxConns int) (*server, error) {
+func newServer(uid types.UID, path string, g granter, logger klog.Logger, timeout time.Duration, maxConns int, asks *rate.Limiter) (*server, error) {
 	ln, err := listen(path)
 	if err != nil {
 		return nil, err
 	}
-	s := &server{uid: uid, path: path, ln: ln, g: g, logger: logger, timeout: timeout,
+	s := &server{uid: uid, path: path, ln: ln, g: g, logger: logger, timeout: timeout, asks: asks,
 		slots: make(chan struct{}, maxConns), done: make(chan struct{}), conns: map[*net.UnixConn]bool{}}
 	s.acceptWG.Add(1)
 	go s.accept()
@@ -190,7 +199,12 @@ func (s *server) serve(conn *net.UnixConn) {
 		s.g.refused(ReasonRequest)
 		return
 	}
-	answer := s.answer(buf[:n])
+	answer := refusal(ReasonRate, 0)
+	if s.asks.Allow() {
+		answer = s.answer(buf[:n])
+	} else {
+		s.g.refused(ReasonRate)
+	}
 	_, _ = conn.Write([]byte(answer))
 }
 

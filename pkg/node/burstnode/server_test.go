@@ -26,9 +26,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
@@ -243,4 +245,46 @@ func TestConcurrentAsks(t *testing.T) {
 	grants := e.ledger.Grants(uidA)[gpuA] + e.ledger.Grants(uidB)[gpuA]
 	assert.Equal(t, grantsInFile(t, a)[gpuA]+grantsInFile(t, b)[gpuA], grants, "the files show what the ledger counts")
 	assert.LessOrEqual(t, grants, 8*gib)
+}
+
+// A container flooding its socket with asks is refused (rate) past its
+// claim's token bucket, without the ledger being asked, and counted; the
+// asks of another claim are answered as before.
+func TestAskFloodSlowsOnlyItsClaim(t *testing.T) {
+	e := newEnv(t)
+	e.node.Close()
+	n, err := New(Options{Ledger: e.ledger, Reclaimer: e.reclaim, Registry: prometheus.NewRegistry(), Clock: e.clock,
+		ReadTimeout: 200 * time.Millisecond, MaxConnections: 2, ProcRoot: e.procRoot,
+		AskRate: rate.Every(time.Hour), AskBurst: 10})
+	require.NoError(t, err)
+	e.node = n
+	t.Cleanup(n.Close)
+	flooder := preparedClaim(t, e.root, uidA, "flooder", map[string][2]uint64{gpuA: {4 * gib, 8 * gib}})
+	other := preparedClaim(t, e.root, uidB, "other", map[string][2]uint64{gpuA: {2 * gib, 6 * gib}})
+	require.NoError(t, n.Start(e.ctx, []prepare.PreparedClaim{flooder, other}))
+
+	var mu sync.Mutex
+	answers := map[string]int{}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 25 {
+				a := ask(t, flooder, "grow "+gpuA+" 1\n")
+				mu.Lock()
+				answers[strings.Fields(a)[0]+" "+strings.Fields(a)[1]]++
+				mu.Unlock()
+			}
+		})
+	}
+	var otherAnswers []string
+	for i := range 5 {
+		otherAnswers = append(otherAnswers, ask(t, other, fmt.Sprintf("grow %s %d\n", gpuA, uint64(i+1)*chunk)))
+	}
+	wg.Wait()
+	for i, a := range otherAnswers {
+		assert.Equal(t, fmt.Sprintf("granted %d\n", uint64(i+1)*chunk), a, "the other claim's ask %d", i)
+	}
+	assert.Equal(t, map[string]int{"granted " + fmt.Sprint(chunk): 10, "refused rate": 190}, answers)
+	assert.Equal(t, 190.0, testutil.ToFloat64(n.metrics.refusals.WithLabelValues(ReasonRate)))
+	assert.Equal(t, map[string]uint64{gpuA: chunk}, e.ledger.Grants(uidA))
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
 
@@ -50,6 +51,8 @@ type snapshot struct {
 type claimUsage struct {
 	claim prepare.PreparedClaim
 	pod   string
+	// podUIDs are the pods the claim is reserved for (OnCollect only).
+	podUIDs []types.UID
 	// err is set when the region could not be read; devices are then
 	// empty so that no stale value is exported.
 	err     error
@@ -59,6 +62,9 @@ type claimUsage struct {
 // deviceUsage is the claim's use of claim.GPUs[i], clamped to the GPU.
 type deviceUsage struct {
 	usedBytes uint64
+	// liveBytes is usedBytes less the charges of dead processes' slots
+	// (OnCollect only).
+	liveBytes uint64
 	peakBytes uint64
 	smUtil    uint32 // percent
 	// smShare is the achieved SM share (0..1) the claim's limiter published,
@@ -132,7 +138,12 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 			m.regionFailed(logger, c, err)
 		} else {
 			m.regionOK(logger, c, reg)
-			cu.devices = m.usage(c, reg, seenCounters)
+			var dead []uint64
+			if m.opts.OnCollect != nil {
+				dead = hostpids.DeadCharges(c.RegionPath, reg, c.HostPIDsPath, m.procRoot())
+				cu.podUIDs = m.podUIDs(c)
+			}
+			cu.devices = m.usage(c, reg, dead, seenCounters)
 			m.reportUnaccounted(logger, c, cu.devices)
 		}
 		snap.claims = append(snap.claims, cu)
@@ -164,9 +175,9 @@ func burstCollection(snap *snapshot) Collection {
 		if cu.err != nil {
 			continue
 		}
-		cr := ClaimReservation{Claim: cu.claim, Reserved: make(map[string]uint64, len(cu.devices))}
+		cr := ClaimReservation{Claim: cu.claim, Reserved: make(map[string]uint64, len(cu.devices)), Pods: cu.podUIDs}
 		for i, d := range cu.devices {
-			cr.Reserved[cu.claim.GPUs[i].UUID] = d.usedBytes
+			cr.Reserved[cu.claim.GPUs[i].UUID] = d.liveBytes
 		}
 		col.Claims = append(col.Claims, cr)
 	}
@@ -175,8 +186,9 @@ func burstCollection(snap *snapshot) Collection {
 
 // usage matches the claim's GPUs with the region's device records by UUID:
 // records for GPUs the claim does not have are ignored, since the region is
-// written by the claim's containers.
-func (m *Monitor) usage(c prepare.PreparedClaim, reg *region.Region, seen map[counterKey]bool) []deviceUsage {
+// written by the claim's containers. dead holds, per record, the charges of
+// slots whose process is dead (nil: none known).
+func (m *Monitor) usage(c prepare.PreparedClaim, reg *region.Region, dead []uint64, seen map[counterKey]bool) []deviceUsage {
 	out := make([]deviceUsage, len(c.GPUs))
 	for i, g := range c.GPUs {
 		rec := -1
@@ -199,6 +211,10 @@ func (m *Monitor) usage(c prepare.PreparedClaim, reg *region.Region, seen map[co
 			total := m.gpuMemory(g.UUID)
 			d := reg.Devices[rec]
 			u.usedBytes = min(d.UsedBytes, total)
+			u.liveBytes = u.usedBytes
+			if rec < len(dead) {
+				u.liveBytes -= min(dead[rec], u.liveBytes)
+			}
 			u.peakBytes = min(d.PeakBytes, total)
 			u.smUtil = d.SMUtilPercent
 			u.refused = d.RefusedProcesses

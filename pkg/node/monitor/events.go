@@ -90,8 +90,15 @@ func (m *Monitor) emitLimitEvents(ctx context.Context, snap *snapshot, now time.
 				// No consumer known yet: report once the cache has one.
 				continue
 			}
+			// The claim's limit is its ceiling (memoryLimit); a claim that
+			// may burst is refused below it when no burst is granted, so
+			// its guarantee is shown beside it.
+			limit := quantityString(g.Ceiling())
+			if g.Ceiling() != g.MemoryLimitBytes {
+				limit += " (guarantee " + quantityString(g.MemoryLimitBytes) + ")"
+			}
 			msg := fmt.Sprintf("GPU %s: %d allocation(s) refused by the memory limit of claim %s; last requested %s, limit %s, in use %s",
-				g.UUID, u.refusals-prev, cu.claim.Name, quantityString(u.lastRefusedBytes), quantityString(g.MemoryLimitBytes), quantityString(u.usedBytes))
+				g.UUID, u.refusals-prev, cu.claim.Name, quantityString(u.lastRefusedBytes), limit, quantityString(u.usedBytes))
 			for _, pod := range pods {
 				m.recorder.Event(pod, corev1.EventTypeWarning, ReasonGPUMemoryLimitReached, msg)
 			}

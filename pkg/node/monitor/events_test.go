@@ -134,3 +134,37 @@ func TestMemoryLimitHits(t *testing.T) {
 	assert.Empty(t, recorder.Events)
 	assert.EqualValues(t, 5, statusRefusals())
 }
+
+// A claim that may burst is refused at its guarantee when no burst is
+// granted: the Event shows its limit (memoryLimit) and the guarantee
+// beside it.
+func TestMemoryLimitHitsOfABurstClaim(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	a := preparetest.Prepared(t.TempDir(), uidA, "team-a", "train")
+	a.GPUs[0].BurstLimitBytes = 12 * gib
+	writeRefusals(t, a.RegionPath, 4*gib, 0, 0)
+	client := fake.NewClientset(&resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "train", Namespace: "team-a", UID: uidA},
+		Status: resourceapi.ResourceClaimStatus{ReservedFor: []resourceapi.ResourceClaimConsumerReference{
+			{Resource: "pods", Name: "train-0", UID: "p0"},
+		}},
+	})
+	recorder := record.NewFakeRecorder(10)
+	m, err := New(ctx, Options{DriverName: "vgpu.dra.dev", NodeName: "node-a", Claims: preparetest.NewSource(a),
+		GPUs: testGPUs, Registry: prometheus.NewRegistry(), KubeClient: client, Interval: time.Nanosecond, StatusInterval: -1,
+		EventRecorder: recorder})
+	require.NoError(t, err)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	m.now = clk.Now
+	ctx, cancel := context.WithCancel(ctx)
+	m.informers.Start(ctx.Done())
+	defer m.informers.Shutdown()
+	defer cancel()
+	require.True(t, cache.WaitForCacheSync(ctx.Done(), m.informers.Resource().V1().ResourceClaims().Informer().HasSynced))
+
+	writeRefusals(t, a.RegionPath, 4*gib, 1, gib)
+	clk.Step(time.Second)
+	m.emitLimitEvents(ctx, m.snapshot(m.logger), m.now())
+	require.Len(t, recorder.Events, 1)
+	assert.Equal(t, "Warning GPUMemoryLimitReached GPU "+uuid0+": 1 allocation(s) refused by the memory limit of claim train; last requested 1Gi, limit 12Gi (guarantee 4Gi), in use 4Gi", <-recorder.Events)
+}

@@ -228,6 +228,33 @@ func (m *Monitor) podNames(c prepare.PreparedClaim) string {
 	return strings.Join(pods, ",")
 }
 
+// podUIDs is the claim's consumers from status.reservedFor: the UIDs of its
+// pods, nil while unknown.
+func (m *Monitor) podUIDs(c prepare.PreparedClaim) []types.UID {
+	if m.claimLister == nil {
+		return nil
+	}
+	obj, err := m.claimLister.ResourceClaims(c.Namespace).Get(c.Name)
+	if err != nil || obj.UID != c.UID {
+		return nil
+	}
+	var pods []types.UID
+	for _, r := range obj.Status.ReservedFor {
+		if r.APIGroup == "" && r.Resource == "pods" {
+			pods = append(pods, r.UID)
+		}
+	}
+	return pods
+}
+
+// procRoot is the host's /proc.
+func (m *Monitor) procRoot() string {
+	if m.opts.ProcRoot == "" {
+		return "/proc"
+	}
+	return m.opts.ProcRoot
+}
+
 // sampleGPUs asks NVML for each GPU's memory use and utilisation; a GPU
 // NVML cannot answer for is left out and counted as an error.
 func (m *Monitor) sampleGPUs(logger klog.Logger) map[string]gpuSample {

@@ -17,6 +17,7 @@ limitations under the License.
 package monitor
 
 import (
+	"os"
 	"testing"
 	"time"
 
@@ -25,8 +26,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 	"k8s.io/klog/v2/ktesting"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region/regiontest"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery/discoverytest"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare/preparetest"
@@ -73,12 +77,33 @@ func TestOnCollectReportsGPUMemoryProcessesAndReservations(t *testing.T) {
 	assert.Equal(t, uidA, c.Claims[0].Claim.UID)
 	assert.Equal(t, map[string]uint64{uuid: 1536 * mib}, c.Claims[0].Reserved)
 
+	t.Run("a dead process's slot is not the claim's reservation", func(t *testing.T) {
+		// The worker (slot 1) was SIGKILLed: its slot lock is free, its
+		// charge still in the counter. The main process (slot 0) holds
+		// its lock.
+		charged := func(slot int, pid uint32, bytes uint64) regiontest.Process {
+			return regiontest.Process{Slot: slot, PID: pid, StartTime: 1, PIDNamespace: 4026532001, Seq: 2,
+				Devices: []regiontest.ProcessDevice{{UsedBytes: bytes, ChargedBytes: bytes}}}
+		}
+		preparetest.WriteRegion(t, a.RegionPath, 1536*mib+2*gib, 4*gib, 25, charged(0, 7, 1536*mib), charged(1, 8, 2*gib))
+		holder, err := os.OpenFile(a.RegionPath, os.O_RDWR, 0)
+		require.NoError(t, err)
+		defer func() { _ = holder.Close() }()
+		fl := unix.Flock_t{Type: unix.F_WRLCK, Start: int64(region.Size), Len: 1}
+		require.NoError(t, unix.FcntlFlock(holder.Fd(), unix.F_OFD_SETLK, &fl))
+		m.closeRegion(uidA)
+		at = at.Add(time.Minute)
+		m.snapshot(m.logger)
+		last := got[len(got)-1]
+		require.Len(t, last.Claims, 1)
+		assert.Equal(t, map[string]uint64{uuid: 1536 * mib}, last.Claims[0].Reserved, "the dead worker's 2 GiB left out")
+	})
+
 	t.Run("without process data, nil processes", func(t *testing.T) {
 		dev.GetComputeRunningProcessesFunc = func() ([]nvml.ProcessInfo, nvml.Return) { return nil, nvml.ERROR_NOT_SUPPORTED }
 		at = at.Add(time.Minute)
 		m.snapshot(m.logger)
-		require.Len(t, got, 2)
-		assert.Nil(t, got[1].GPUs[uuid].Processes)
+		assert.Nil(t, got[len(got)-1].GPUs[uuid].Processes)
 	})
 
 	t.Run("a GPU in MIG mode: no utilisation, its memory still counts", func(t *testing.T) {
@@ -91,8 +116,7 @@ func TestOnCollectReportsGPUMemoryProcessesAndReservations(t *testing.T) {
 		dev.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) { return nvml.Utilization{}, nvml.ERROR_NOT_SUPPORTED }
 		at = at.Add(time.Minute)
 		m.snapshot(m.logger)
-		require.Len(t, got, 3)
-		assert.Equal(t, 80*gib, got[2].GPUs[uuid].TotalBytes)
+		assert.Equal(t, 80*gib, got[len(got)-1].GPUs[uuid].TotalBytes)
 		assert.Equal(t, 0, count("vgpu_dra_gpu_utilization_ratio"))
 		assert.Equal(t, 1, count("vgpu_dra_gpu_memory_used_bytes"))
 	})

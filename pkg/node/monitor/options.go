@@ -23,6 +23,7 @@ import (
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
@@ -74,6 +75,9 @@ type Options struct {
 	// (the burst ledger's input, pkg/node/burstnode), under the monitor's lock:
 	// it must not call back into the Monitor.
 	OnCollect func(Collection)
+	// ProcRoot is the host's /proc, where OnCollect's reservations check
+	// that a slot's process still lives; empty means /proc.
+	ProcRoot string
 	// EventRecorder, when set, receives the events; otherwise they are
 	// sent through KubeClient. Tests set a fake one.
 	EventRecorder record.EventRecorder
@@ -102,10 +106,17 @@ type GPUMemory struct {
 	Processes map[uint32]uint64
 }
 
-// ClaimReservation is a claim's region reservation (used_bytes) per GPU UUID.
+// ClaimReservation is a claim's region reservation per GPU UUID, and the
+// pods it is reserved for.
 type ClaimReservation struct {
-	Claim    prepare.PreparedClaim
+	Claim prepare.PreparedClaim
+	// Reserved is the region's used_bytes less what slots of dead
+	// processes still hold (hostpids.DeadCharges): the library gives
+	// those back only at its next reclaim.
 	Reserved map[string]uint64
+	// Pods are the UIDs of the pods in the claim's status.reservedFor,
+	// nil while unknown (no claim informer, or not synced yet).
+	Pods []types.UID
 }
 
 func (o *Options) validate() error {

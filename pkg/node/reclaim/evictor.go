@@ -68,6 +68,12 @@ const (
 	// ReasonReclaimFailed (Warning) is on a pod whose eviction was refused
 	// or failed, and on the pods of the claim waiting for it.
 	ReasonReclaimFailed = "MemoryBurstReclaimFailed"
+	// ReasonReclaimForced (Warning) is on a pod deleted with the class's
+	// reclaim grace period because its eviction was refused (a
+	// PodDisruptionBudget: 429) or because it was already terminating
+	// with a longer grace period, and (Normal) on the pods of the claim
+	// waiting for it: burst is lent, so neither may keep it.
+	ReasonReclaimForced = "MemoryBurstReclaimForced"
 	// ReasonMemoryShort (Warning) is on the pods of a claim whose
 	// guarantee does not fit even with every burst reclaimed
 	// (burst.Decision.Short).
@@ -79,6 +85,10 @@ const (
 	ResultEvicted = "evicted"
 	ResultRefused = "refused" // 429: a PodDisruptionBudget does not allow it now
 	ResultFailed  = "failed"
+	// ResultDeleted counts pods deleted with the reclaim grace period
+	// after a refused eviction, or whose longer deletion grace period was
+	// shortened to it.
+	ResultDeleted = "deleted"
 )
 
 // DefaultMaxRetryAge is how long a failed reclaim is retried: the burst
@@ -159,11 +169,11 @@ func New(opts Options) (*Evictor, error) {
 			workqueue.TypedRateLimitingQueueConfig[types.UID]{Name: "burst-reclaim"}),
 		evictions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vgpu_dra_burst_evictions_total",
-			Help: "Pods evicted to reclaim memory burst for a claim that needs its guarantee, by result (evicted, refused by a PodDisruptionBudget, failed).",
+			Help: "Pods evicted to reclaim memory burst for a claim that needs its guarantee, by result (evicted, refused by a PodDisruptionBudget, deleted with the reclaim grace period after a refusal or to shorten a longer deletion, failed).",
 		}, []string{"result"}),
 		retries: map[types.UID]request{},
 	}
-	for _, r := range []string{ResultEvicted, ResultRefused, ResultFailed} {
+	for _, r := range []string{ResultEvicted, ResultRefused, ResultDeleted, ResultFailed} {
 		e.evictions.WithLabelValues(r)
 	}
 	if opts.Registerer != nil {
@@ -177,9 +187,11 @@ func New(opts Options) (*Evictor, error) {
 // Reclaim evicts the pods of each claim in from, so that bytes of GPU
 // gpuUUID held as their burst come back for the guarantee of needing (the
 // zero ClaimRef when no claim waits: driver overhead or use outside
-// claims grew), each eviction with grace as its grace period. Pods that are gone,
-// finished or terminating are left alone, so calling it again for the
-// same claims evicts nothing twice. The pods of needing get an Event
+// claims grew), each eviction with grace as its grace period. A pod whose
+// eviction is refused (a PodDisruptionBudget) is deleted with grace, and
+// so is a terminating pod whose own grace period is longer. Pods that are
+// gone, finished or terminating within grace are left alone, so calling it
+// again for the same claims evicts nothing twice. The pods of needing get an Event
 // naming each claim they wait for. A claim whose eviction is refused or
 // fails is reported to OnFailure, gets Warning Events, and is retried with
 // backoff by Run; a claim already waiting for such a retry is left to it.
@@ -197,7 +209,8 @@ func (e *Evictor) Reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef
 		req := request{from: c, needing: needing, gpu: gpuUUID, bytes: bytes, grace: grace, since: e.opts.Now()}
 		for _, p := range needingPods {
 			e.opts.Recorder.Eventf(p, corev1.EventTypeNormal, ReasonWaitingForBurst,
-				"waiting for %s of GPU %s held as burst by claim %s", formatBytes(bytes), gpuUUID, c)
+				"waiting for %s of GPU %s held as burst by claim %s (what the guarantee misses next to the guarantees, grants and settled use outside claims there)",
+				formatBytes(bytes), gpuUUID, c)
 		}
 		e.mu.Lock()
 		prev, busy := e.retries[c.UID]
@@ -298,8 +311,12 @@ func (e *Evictor) processNext(ctx context.Context) bool {
 	return true
 }
 
-// attempt evicts the pods of req.from that are still running; a failure
-// is counted, reported to OnFailure and raised as Warning Events.
+// attempt evicts the pods of req.from that are still running. A pod whose
+// eviction is refused (a PodDisruptionBudget: 429), or that is already
+// terminating with a grace period longer than req.grace, is deleted with
+// req.grace: burst is lent, and neither a budget nor the tenant's own
+// grace period may keep it past the class's bound. A failure is counted,
+// reported to OnFailure and raised as Warning Events.
 func (e *Evictor) attempt(ctx context.Context, req request, needingPods []*corev1.Pod) error {
 	logger := klog.FromContext(ctx)
 	pods, err := e.podsOf(ctx, req.from)
@@ -311,7 +328,16 @@ func (e *Evictor) attempt(ctx context.Context, req request, needingPods []*corev
 	var errs []error
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
-			continue // terminating: its eviction, or another deletion, is under way
+			own := p.DeletionGracePeriodSeconds
+			if own == nil || time.Duration(*own)*time.Second <= req.grace {
+				continue // its deletion ends within the bound
+			}
+			why := fmt.Sprintf("the pod was terminating with grace period %s, longer than the class's reclaim grace period %s",
+				time.Duration(*own)*time.Second, req.grace)
+			if err := e.force(ctx, req, p, needingPods, why); err != nil {
+				errs = append(errs, err)
+			}
+			continue
 		}
 		err := e.evict(ctx, p, req.grace)
 		switch {
@@ -329,18 +355,54 @@ func (e *Evictor) attempt(ctx context.Context, req request, needingPods []*corev
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
 			// Gone, or replaced by a pod of the same name (the UID
 			// precondition): not this claim's pod any more.
-		default:
-			result := ResultFailed
-			if apierrors.IsTooManyRequests(err) {
-				result = ResultRefused
+		case apierrors.IsTooManyRequests(err):
+			e.evictions.WithLabelValues(ResultRefused).Inc()
+			why := fmt.Sprintf("its eviction was refused (%v)", err)
+			if err := e.force(ctx, req, p, needingPods, why); err != nil {
+				errs = append(errs, err)
 			}
-			e.evictions.WithLabelValues(result).Inc()
+		default:
+			e.evictions.WithLabelValues(ResultFailed).Inc()
 			err = fmt.Errorf("evicting pod %s/%s of claim %s: %w", p.Namespace, p.Name, req.from, err)
 			e.fail(ctx, req, p, needingPods, err)
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// force deletes a pod of req.from with req.grace, as the kubelet's
+// node-pressure eviction does regardless of PodDisruptionBudgets, and says
+// why on the pod and on the pods waiting; a failed deletion is a failed
+// attempt.
+func (e *Evictor) force(ctx context.Context, req request, p *corev1.Pod, needingPods []*corev1.Pod, why string) error {
+	err := e.deleteWithin(ctx, p, req.grace)
+	switch {
+	case err == nil:
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		return nil
+	default:
+		e.evictions.WithLabelValues(ResultFailed).Inc()
+		err = fmt.Errorf("deleting pod %s/%s of claim %s after %s: %w", p.Namespace, p.Name, req.from, why, err)
+		e.fail(ctx, req, p, needingPods, err)
+		return err
+	}
+	e.evictions.WithLabelValues(ResultDeleted).Inc()
+	klog.FromContext(ctx).Info("Deleted pod to reclaim memory burst", "pod", klog.KObj(p), "claim", req.from.String(),
+		"gpu", req.gpu, "for", req.needing.String(), "grace", req.grace, "why", why)
+	forWhat := "for memory the driver or processes outside claims took"
+	if req.needing.Name != "" {
+		forWhat = "for claim " + req.needing.String()
+	}
+	e.opts.Recorder.Eventf(p, corev1.EventTypeWarning, ReasonReclaimForced,
+		"deleted with grace period %s to reclaim memory burst on GPU %s %s, because %s: memory above a claim's guarantee is lent and taken back within the class's reclaim grace period",
+		req.grace, req.gpu, forWhat, why)
+	for _, w := range needingPods {
+		e.opts.Recorder.Eventf(w, corev1.EventTypeNormal, ReasonReclaimForced,
+			"pod %s/%s of claim %s deleted with grace period %s to give back memory burst on GPU %s, because %s",
+			p.Namespace, p.Name, req.from, req.grace, req.gpu, why)
+	}
+	return nil
 }
 
 // fail reports a failed attempt: OnFailure, a Warning Event on the pod
@@ -371,6 +433,18 @@ func (e *Evictor) evict(ctx context.Context, p *corev1.Pod, grace time.Duration)
 			GracePeriodSeconds: &seconds,
 			Preconditions:      &metav1.Preconditions{UID: &uid},
 		},
+	})
+}
+
+// deleteWithin deletes the pod, only that pod (a UID precondition), with
+// the grace period; on a pod already terminating with a longer one the API
+// server shortens it, and the kubelet stops the pod within the new one.
+func (e *Evictor) deleteWithin(ctx context.Context, p *corev1.Pod, grace time.Duration) error {
+	seconds := int64(grace / time.Second)
+	uid := p.UID
+	return e.opts.Client.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{
+		GracePeriodSeconds: &seconds,
+		Preconditions:      &metav1.Preconditions{UID: &uid},
 	})
 }
 

@@ -95,6 +95,10 @@ type cluster struct {
 	evictions []*policyv1.Eviction
 	// answer decides the answer of each eviction; nil evicts.
 	answer func(e *policyv1.Eviction) error
+	// deletes lists the pod deletions asked for, in order.
+	deletes []k8stesting.DeleteAction
+	// deleteErr, when set, is the answer of every pod deletion.
+	deleteErr error
 }
 
 func newCluster(objs ...runtime.Object) *cluster {
@@ -115,7 +119,32 @@ func newCluster(objs ...runtime.Object) *cluster {
 		}
 		return true, nil, nil
 	})
+	c.client.PrependReactor("delete", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.deletes = append(c.deletes, a.(k8stesting.DeleteAction))
+		if c.deleteErr != nil {
+			return true, nil, c.deleteErr
+		}
+		return false, nil, nil
+	})
 	return c
+}
+
+// deleted lists the pods deleted, each with its grace period in seconds.
+func (c *cluster) deleted() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []string
+	for _, d := range c.deletes {
+		o := d.GetDeleteOptions()
+		grace := "none"
+		if o.GracePeriodSeconds != nil {
+			grace = fmt.Sprint(*o.GracePeriodSeconds)
+		}
+		out = append(out, d.GetNamespace()+"/"+d.GetName()+" grace "+grace)
+	}
+	return out
 }
 
 func (c *cluster) evicted() []string {
@@ -211,7 +240,8 @@ func TestReclaimEvictsWithGraceAndEvents(t *testing.T) {
 		assert.Equal(t, types.UID("uid-a"+fmt.Sprint(i+1)), *e.DeleteOptions.Preconditions.UID, "only that pod is evicted")
 	}
 	assert.Equal(t, []event{
-		{"b", corev1.EventTypeNormal, ReasonWaitingForBurst, "waiting for 4Gi of GPU " + gpuUUID + " held as burst by claim ns/burst"},
+		{"b", corev1.EventTypeNormal, ReasonWaitingForBurst, "waiting for 4Gi of GPU " + gpuUUID + " held as burst by claim ns/burst" +
+			" (what the guarantee misses next to the guarantees, grants and settled use outside claims there)"},
 		{"a1", corev1.EventTypeNormal, ReasonBurstReclaimed, "memory burst reclaimed for claim ns/needs on GPU " + gpuUUID},
 		{"a2", corev1.EventTypeNormal, ReasonBurstReclaimed, "memory burst reclaimed for claim ns/needs on GPU " + gpuUUID},
 	}, f.rec.list())
@@ -221,7 +251,7 @@ func TestReclaimEvictsWithGraceAndEvents(t *testing.T) {
 
 	n, err := testutil.GatherAndCount(f.registry, "vgpu_dra_burst_evictions_total")
 	require.NoError(t, err)
-	assert.Equal(t, 3, n, "one series per result")
+	assert.Equal(t, 4, n, "one series per result")
 }
 
 func TestReclaimGraceZero(t *testing.T) {
@@ -329,9 +359,10 @@ func tooManyRequests(e *policyv1.Eviction) error {
 	return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
 }
 
-// A PodDisruptionBudget refuses: the caller hears of it (CancelReclaim),
-// both sides get a Warning, and Run retries with backoff until it passes.
-func TestReclaimRefusedIsReportedAndRetried(t *testing.T) {
+// A PodDisruptionBudget refuses: the pod is deleted at once with the
+// class's reclaim grace period (burst is lent; a budget does not protect
+// it), with Events on both sides saying so, and nothing is left to retry.
+func TestReclaimRefusedThenDeleted(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
 	f.cluster.setAnswer(func(e *policyv1.Eviction) error {
@@ -340,12 +371,82 @@ func TestReclaimRefusedIsReportedAndRetried(t *testing.T) {
 		}
 		return nil
 	})
-	err := f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, time.Second)
-	require.Error(t, err)
-	assert.True(t, apierrors.IsTooManyRequests(err), "the error wraps the API's: %v", err)
-	assert.Equal(t, []ClaimRef{ref(f.burst)}, f.failed())
+	require.NoError(t, f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, 5*time.Second))
+	assert.Equal(t, []string{"ns/a1", "ns/a2"}, f.cluster.evicted(), "the Eviction API is asked first")
+	assert.Equal(t, []string{"ns/a2 grace 5"}, f.cluster.deleted())
+	f.cluster.mu.Lock()
+	assert.Equal(t, types.UID("uid-a2"), *f.cluster.deletes[0].GetDeleteOptions().Preconditions.UID, "only that pod")
+	f.cluster.mu.Unlock()
+	_, err := f.cluster.client.CoreV1().Pods("ns").Get(ctx, "a2", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err), "deleted: %v", err)
+	assert.Empty(t, f.failed(), "the claim may not grow again")
 	assert.Equal(t, 1.0, f.count(ResultEvicted))
 	assert.Equal(t, 1.0, f.count(ResultRefused))
+	assert.Equal(t, 1.0, f.count(ResultDeleted))
+	assert.Empty(t, f.rec.withReason(ReasonReclaimFailed))
+	forced := f.rec.withReason(ReasonReclaimForced)
+	require.Len(t, forced, 2)
+	assert.Equal(t, event{"a2", corev1.EventTypeWarning, ReasonReclaimForced,
+		"deleted with grace period 5s to reclaim memory burst on GPU " + gpuUUID + " for claim ns/needs, because its eviction was refused " +
+			"(Cannot evict pod as it would violate the pod's disruption budget.): memory above a claim's guarantee is lent and taken back within the class's reclaim grace period"}, forced[0])
+	assert.Equal(t, event{"b", corev1.EventTypeNormal, ReasonReclaimForced,
+		"pod ns/a2 of claim ns/burst deleted with grace period 5s to give back memory burst on GPU " + gpuUUID +
+			", because its eviction was refused (Cannot evict pod as it would violate the pod's disruption budget.)"}, forced[1])
+	f.ev.mu.Lock()
+	assert.Empty(t, f.ev.retries, "nothing left to retry")
+	f.ev.mu.Unlock()
+}
+
+// A pod deleted with a grace period longer than the class's (a tenant's
+// year) is not skipped as terminating: its deletion is shortened to the
+// class's grace period, once; one within it is left alone.
+func TestReclaimShortensALongerDeletion(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	year, short := int64(365*24*3600), int64(3)
+	for name, grace := range map[string]*int64{"a1": &year, "a2": &short} {
+		obj, err := f.cluster.client.Tracker().Get(gvr, "ns", name)
+		require.NoError(t, err)
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.DeletionTimestamp = &metav1.Time{Time: time.Unix(2000, 0)}
+		p.DeletionGracePeriodSeconds = grace
+		require.NoError(t, f.cluster.client.Tracker().Update(gvr, p, "ns"))
+	}
+	require.NoError(t, f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, 5*time.Second))
+	assert.Empty(t, f.cluster.evicted(), "terminating pods are not evicted")
+	assert.Equal(t, []string{"ns/a1 grace 5"}, f.cluster.deleted())
+	assert.Equal(t, 1.0, f.count(ResultDeleted))
+	forced := f.rec.withReason(ReasonReclaimForced)
+	require.Len(t, forced, 2)
+	assert.Equal(t, "a1", forced[0].pod)
+	assert.Contains(t, forced[0].message, "because the pod was terminating with grace period 8760h0m0s, longer than the class's reclaim grace period 5s")
+	assert.Equal(t, "b", forced[1].pod)
+	assert.Contains(t, forced[1].message, "pod ns/a1 of claim ns/burst deleted with grace period 5s")
+	assert.Empty(t, f.failed())
+}
+
+// The deletion after a refusal fails: the caller hears of it
+// (CancelReclaim), both sides get a Warning, and Run retries with backoff
+// until it passes.
+func TestReclaimForcedDeletionFailsIsRetried(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	f := newFixture(t)
+	f.cluster.setAnswer(func(e *policyv1.Eviction) error {
+		if e.Name == "a2" {
+			return tooManyRequests(e)
+		}
+		return nil
+	})
+	f.cluster.mu.Lock()
+	f.cluster.deleteErr = apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "a2", fmt.Errorf("no delete"))
+	f.cluster.mu.Unlock()
+	err := f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, time.Second)
+	require.Error(t, err)
+	assert.True(t, apierrors.IsForbidden(err), "the error wraps the API's: %v", err)
+	assert.Equal(t, []ClaimRef{ref(f.burst)}, f.failed())
+	assert.Equal(t, 1.0, f.count(ResultRefused))
+	assert.Equal(t, 1.0, f.count(ResultFailed))
 	warnings := f.rec.withReason(ReasonReclaimFailed)
 	require.Len(t, warnings, 2)
 	assert.Equal(t, "a2", warnings[0].pod)
@@ -359,17 +460,18 @@ func TestReclaimRefusedIsReportedAndRetried(t *testing.T) {
 	require.NoError(t, f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, time.Second))
 	assert.Len(t, f.cluster.evicted(), 2)
 
-	// The budget allows it now; a1 was evicted and is gone meanwhile.
-	require.NoError(t, f.cluster.client.CoreV1().Pods("ns").Delete(ctx, "a1", metav1.DeleteOptions{}))
-	f.cluster.setAnswer(nil)
+	// Deleting works now; a1 was evicted and is gone meanwhile.
+	require.NoError(t, f.cluster.client.Tracker().Delete(schema.GroupVersionResource{Version: "v1", Resource: "pods"}, "ns", "a1"))
+	f.cluster.mu.Lock()
+	f.cluster.deleteErr = nil
+	f.cluster.mu.Unlock()
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { f.ev.Run(runCtx); close(done) }()
-	require.Eventually(t, func() bool { return f.count(ResultEvicted) == 2 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return f.count(ResultDeleted) == 1 }, 10*time.Second, time.Millisecond)
 	cancel()
 	<-done
 	assert.Equal(t, []string{"ns/a1", "ns/a2", "ns/a2"}, f.cluster.evicted())
-	assert.Len(t, f.rec.withReason(ReasonBurstReclaimed), 2)
 	f.ev.mu.Lock()
 	assert.Empty(t, f.ev.retries, "nothing left to retry")
 	f.ev.mu.Unlock()
@@ -405,7 +507,7 @@ func TestReclaimGivesUpAfterMaxRetryAge(t *testing.T) {
 		o.MaxRetryAge = time.Minute
 		o.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	})
-	f.cluster.setAnswer(tooManyRequests)
+	f.cluster.setAnswer(func(*policyv1.Eviction) error { return apierrors.NewInternalError(fmt.Errorf("etcd down")) })
 	require.Error(t, f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, time.Second))
 	mu.Lock()
 	now = now.Add(2 * time.Minute)
