@@ -94,7 +94,6 @@ func TestMain(m *testing.M) {
 
 func loadEnv() (*env, error) {
 	runDir := getenv("E2E_RUN_DIR", "/var/lib/vgpu-dra-e2e")
-	cacheDir := getenv("E2E_CACHE_DIR", "/var/cache/vgpu-dra-e2e")
 	kubeconfig := getenv("KUBECONFIG", filepath.Join(runDir, "pki", "admin.kubeconfig"))
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
@@ -117,10 +116,16 @@ func loadEnv() (*env, error) {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
 	view := getenv("E2E_NODE_VIEW", runDir)
+	// The cluster's own kubectl: cluster.sh env names it, since each
+	// Kubernetes version keeps its binaries in a directory of its own.
+	kubectl := os.Getenv("E2E_KUBECTL")
+	if kubectl == "" {
+		return nil, errors.New("E2E_KUBECTL is not set (cluster.sh env exports it)")
+	}
 	return &env{
 		client:     client,
 		kubeconfig: kubeconfig,
-		kubectl:    filepath.Join(cacheDir, "bin", "kubectl"),
+		kubectl:    kubectl,
 		runDir:     runDir,
 		cdiDir:     getenv("E2E_CDI_DIR", filepath.Join(view, "cdi")),
 		stateRoot:  filepath.Join(view, "driver", "state"),
