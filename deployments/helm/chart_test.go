@@ -251,7 +251,8 @@ func TestDefaults(t *testing.T) {
 	assert.Equal(t, []string{"ClusterRole", "ClusterRole", "ClusterRoleBinding", "ClusterRoleBinding",
 		"DaemonSet", "Deployment", "DeviceClass", "DeviceClass", "DeviceClass", "MutatingWebhookConfiguration",
 		"PodDisruptionBudget", "Role", "RoleBinding", "Secret", "Service", "ServiceAccount", "ServiceAccount",
-		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingWebhookConfiguration"}, kinds(objs))
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding",
+		"ValidatingWebhookConfiguration"}, kinds(objs))
 
 	ds := daemonSet(t, objs)
 	assert.Equal(t, namespace, ds.Namespace)
@@ -649,20 +650,6 @@ func TestAdmissionPolicy(t *testing.T) {
 	assert.Equal(t, []string{"resourceslices"}, rule.Resources)
 	assert.ElementsMatch(t, []admissionv1.OperationType{"CREATE", "UPDATE", "DELETE"}, rule.Operations)
 
-	env, err := cel.NewEnv(
-		cel.Variable("request", cel.DynType), cel.Variable("object", cel.DynType),
-		cel.Variable("oldObject", cel.DynType), cel.Variable("variables", cel.DynType))
-	require.NoError(t, err)
-	eval := func(expr string, vars map[string]any) any {
-		ast, iss := env.Compile(expr)
-		require.NoError(t, iss.Err(), expr)
-		prg, err := env.Program(ast)
-		require.NoError(t, err)
-		out, _, err := prg.Eval(vars)
-		require.NoError(t, err, expr)
-		return out.Value()
-	}
-
 	plugin := "system:serviceaccount:" + namespace + ":" + pluginName
 	for name, tc := range map[string]policyCase{
 		"create own slice":          {plugin, "CREATE", []string{"node-a"}, slice("node-a", driverName), nil, true, true},
@@ -677,41 +664,100 @@ func TestAdmissionPolicy(t *testing.T) {
 		"other users are not bound": {"system:node:node-b", "CREATE", nil, slice("node-a", driverName), nil, false, true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			userInfo := map[string]any{"username": tc.user}
-			if tc.tokenNode != nil {
-				userInfo["extra"] = map[string]any{"authentication.kubernetes.io/node-name": tc.tokenNode}
-			}
-			vars := map[string]any{
-				"request":   map[string]any{"operation": tc.operation, "userInfo": userInfo},
-				"object":    nilIfEmpty(tc.object),
-				"oldObject": nilIfEmpty(tc.oldObj),
-			}
-			matches := true
-			for _, mc := range policy.Spec.MatchConditions {
-				matches = matches && eval(mc.Expression, vars) == true
-			}
+			matches, allowed := evalPolicy(t, policy, tc)
 			assert.Equal(t, tc.matches, matches, "match conditions")
-			if !matches {
-				return
+			if matches {
+				assert.Equal(t, tc.allowed, allowed)
 			}
-			computed := map[string]any{}
-			vars["variables"] = computed
-			for _, v := range policy.Spec.Variables {
-				computed[v.Name] = eval(v.Expression, vars)
-			}
-			allowed := true
-			for _, v := range policy.Spec.Validations {
-				if eval(v.Expression, vars) != true {
-					allowed = false
-					if v.MessageExpression != "" {
-						msg, ok := eval(v.MessageExpression, vars).(string)
-						assert.True(t, ok && msg != "", "message of %q", v.Expression)
-					}
-				}
-			}
-			assert.Equal(t, tc.allowed, allowed)
 		})
 	}
+}
+
+// TestPodDeletePolicy: the plugin's delete on pods (burst reclaim) reaches
+// only pods bound to its own node.
+func TestPodDeletePolicy(t *testing.T) {
+	objs := mustRender(t, nil, nil)
+	policy := &admissionv1.ValidatingAdmissionPolicy{}
+	find(t, objs, "ValidatingAdmissionPolicy", pluginName+"-pods", policy)
+	binding := &admissionv1.ValidatingAdmissionPolicyBinding{}
+	find(t, objs, "ValidatingAdmissionPolicyBinding", pluginName+"-pods", binding)
+	assert.Equal(t, policy.Name, binding.Spec.PolicyName)
+	assert.Equal(t, []admissionv1.ValidationAction{admissionv1.Deny}, binding.Spec.ValidationActions)
+	rule := policy.Spec.MatchConstraints.ResourceRules[0]
+	assert.Equal(t, []string{"pods"}, rule.Resources)
+	assert.Equal(t, []admissionv1.OperationType{"DELETE"}, rule.Operations)
+
+	pod := func(node string) map[string]any {
+		return map[string]any{"apiVersion": "v1", "kind": "Pod", "spec": map[string]any{"nodeName": node}}
+	}
+	unscheduled := map[string]any{"apiVersion": "v1", "kind": "Pod", "spec": map[string]any{}}
+	plugin := "system:serviceaccount:" + namespace + ":" + pluginName
+	for name, tc := range map[string]policyCase{
+		"pod on own node":           {plugin, "DELETE", []string{"node-a"}, nil, pod("node-a"), true, true},
+		"pod on other node":         {plugin, "DELETE", []string{"node-a"}, nil, pod("node-b"), true, false},
+		"unscheduled pod":           {plugin, "DELETE", []string{"node-a"}, nil, unscheduled, true, false},
+		"token without node":        {plugin, "DELETE", nil, nil, pod("node-a"), true, false},
+		"other users are not bound": {"system:serviceaccount:kube-system:generic-garbage-collector", "DELETE", nil, nil, pod("node-b"), false, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			matches, allowed := evalPolicy(t, policy, tc)
+			assert.Equal(t, tc.matches, matches, "match conditions")
+			if matches {
+				assert.Equal(t, tc.allowed, allowed)
+			}
+		})
+	}
+}
+
+// evalPolicy evaluates policy's CEL for tc's request as the API server
+// would: whether its match conditions match and whether it allows.
+func evalPolicy(t *testing.T, policy *admissionv1.ValidatingAdmissionPolicy, tc policyCase) (matches, allowed bool) {
+	t.Helper()
+	env, err := cel.NewEnv(
+		cel.Variable("request", cel.DynType), cel.Variable("object", cel.DynType),
+		cel.Variable("oldObject", cel.DynType), cel.Variable("variables", cel.DynType))
+	require.NoError(t, err)
+	eval := func(expr string, vars map[string]any) any {
+		ast, iss := env.Compile(expr)
+		require.NoError(t, iss.Err(), expr)
+		prg, err := env.Program(ast)
+		require.NoError(t, err)
+		out, _, err := prg.Eval(vars)
+		require.NoError(t, err, expr)
+		return out.Value()
+	}
+	userInfo := map[string]any{"username": tc.user}
+	if tc.tokenNode != nil {
+		userInfo["extra"] = map[string]any{"authentication.kubernetes.io/node-name": tc.tokenNode}
+	}
+	vars := map[string]any{
+		"request":   map[string]any{"operation": tc.operation, "userInfo": userInfo},
+		"object":    nilIfEmpty(tc.object),
+		"oldObject": nilIfEmpty(tc.oldObj),
+	}
+	matches = true
+	for _, mc := range policy.Spec.MatchConditions {
+		matches = matches && eval(mc.Expression, vars) == true
+	}
+	if !matches {
+		return false, false
+	}
+	computed := map[string]any{}
+	vars["variables"] = computed
+	for _, v := range policy.Spec.Variables {
+		computed[v.Name] = eval(v.Expression, vars)
+	}
+	allowed = true
+	for _, v := range policy.Spec.Validations {
+		if eval(v.Expression, vars) != true {
+			allowed = false
+			if v.MessageExpression != "" {
+				msg, ok := eval(v.MessageExpression, vars).(string)
+				assert.True(t, ok && msg != "", "message of %q", v.Expression)
+			}
+		}
+	}
+	return true, allowed
 }
 
 func nilIfEmpty(m map[string]any) any {

@@ -424,7 +424,8 @@ func TestControllerPolicyAllocation(t *testing.T) {
 func TestControllerDisabled(t *testing.T) {
 	objs := mustRender(t, nil, map[string]any{"controller": map[string]any{"enabled": false}})
 	assert.Equal(t, []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "DeviceClass", "DeviceClass", "DeviceClass",
-		"ServiceAccount", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}, kinds(objs))
+		"ServiceAccount",
+		"ValidatingAdmissionPolicy", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "ValidatingAdmissionPolicyBinding"}, kinds(objs))
 	objs = mustRender(t, []string{"testdata/monitoring.yaml"}, map[string]any{"controller": map[string]any{"enabled": false}})
 	for _, o := range objs {
 		assert.NotEqual(t, "controller", o.GetLabels()["app.kubernetes.io/component"], "%s/%s", o.GetKind(), o.GetName())
