@@ -19,6 +19,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +33,7 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstnode"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/reclaim"
 )
 
@@ -56,6 +59,35 @@ var (
 	_ burstnode.Shorter   = &asyncEvictor{}
 	_ burstnode.Canceler  = &asyncEvictor{}
 )
+
+// podKiller ends the processes of a pod on this node, found by their
+// cgroup under the host's procfs (the plugin runs in the host's pid
+// namespace): the host side of a deletion whose shortened deadline the
+// kubelet does not honour.
+type podKiller struct {
+	node     string
+	procRoot string
+}
+
+// kill sends SIGKILL to every process of p, a pod bound to this node.
+func (k podKiller) kill(ctx context.Context, p *corev1.Pod) (int, error) {
+	if p.Spec.NodeName != k.node {
+		return 0, fmt.Errorf("pod %s/%s is bound to node %q, not %q", p.Namespace, p.Name, p.Spec.NodeName, k.node)
+	}
+	n := 0
+	var errs []error
+	for _, pid := range hostpids.PodPIDs(k.procRoot, p.UID) {
+		switch err := syscall.Kill(int(pid), syscall.SIGKILL); {
+		case err == nil:
+			n++
+		case errors.Is(err, syscall.ESRCH):
+		default:
+			errs = append(errs, fmt.Errorf("kill pid %d: %w", pid, err))
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("Killed a pod's processes", "pod", klog.KObj(p), "processes", n)
+	return n, errors.Join(errs...)
+}
 
 // newReclaimEventRecorder sends the reclaim's Events (on the evicted pods
 // and on those waiting for the memory) as this node's plugin.

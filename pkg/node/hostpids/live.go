@@ -164,3 +164,23 @@ func saturatingAdd(a, b uint64) uint64 {
 	}
 	return a + b
 }
+
+// PodPIDs returns the pids under procRoot whose cgroup names the pod uid
+// (PodUID): the pod's container processes as the host sees them.
+func PodPIDs(procRoot string, uid types.UID) []uint32 {
+	entries, err := os.ReadDir(procRoot)
+	if err != nil {
+		return nil
+	}
+	var out []uint32
+	for _, e := range entries {
+		pid, err := strconv.ParseUint(e.Name(), 10, 32)
+		if err != nil || pid == 0 {
+			continue
+		}
+		if got, ok := PodUID(procRoot, uint32(pid)); ok && got == uid {
+			out = append(out, uint32(pid))
+		}
+	}
+	return out
+}

@@ -19,6 +19,7 @@ package hostpids
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -104,4 +105,22 @@ func TestDeadCharges(t *testing.T) {
 	procs.add(1009, 4026532000, 9, 555)
 	assert.Equal(t, []uint64{6 * gib}, DeadCharges(path, reg, pids, procs.root), "a reused host pid is not the slot's process")
 	assert.Equal(t, []uint64{2 * gib}, DeadCharges(path, reg, "", procs.root), "without the map only the locks tell")
+}
+
+// PodPIDs finds a pod's processes by their cgroup, and no other pod's.
+func TestPodPIDs(t *testing.T) {
+	root := t.TempDir()
+	write := func(pid, cgroup string) {
+		require.NoError(t, os.MkdirAll(filepath.Join(root, pid), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(root, pid, "cgroup"), []byte(cgroup), 0o644))
+	}
+	const uid = "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0"
+	write("10", "0::/kubepods/burstable/pod"+uid+"/c0ffee\n")
+	write("11", "0::/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod"+strings.ReplaceAll(uid, "-", "_")+".slice/cri-containerd-1.scope\n")
+	write("12", "0::/kubepods/burstable/pod11111111-2222-3333-4444-555555555555/c0ffee\n")
+	write("13", "0::/system.slice/containerd.service\n")
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "self"), 0o755))
+	assert.ElementsMatch(t, []uint32{10, 11}, PodPIDs(root, uid))
+	assert.Empty(t, PodPIDs(root, "99999999-2222-3333-4444-555555555555"))
+	assert.Empty(t, PodPIDs(filepath.Join(root, "missing"), uid))
 }

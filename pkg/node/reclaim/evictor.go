@@ -89,6 +89,9 @@ const (
 	// after a refused eviction, or whose longer deletion grace period was
 	// shortened to it.
 	ResultDeleted = "deleted"
+	// ResultKilled counts pods whose processes were killed on the node
+	// because they outlived their deletion's deadline (Options.KillPod).
+	ResultKilled = "killed"
 )
 
 // DefaultMaxRetryAge is how long a failed reclaim is retried: the burst
@@ -120,9 +123,21 @@ type Options struct {
 	MaxRetryAge time.Duration
 	// Registerer, when set, gets vgpu_dra_burst_evictions_total.
 	Registerer prometheus.Registerer
+	// KillPod, when set, ends the processes of a pod on this node (the
+	// host side of a deletion): called for a pod of a claim to reclaim
+	// from that outlives its deletion's deadline. A kubelet that began
+	// stopping a pod with a long grace period does not stop it sooner when
+	// the deletion is shortened, so the shortened deadline is kept here.
+	// It returns how many processes it signalled.
+	KillPod func(ctx context.Context, pod *corev1.Pod) (int, error)
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 }
+
+// killSlack is how long past its deletion's deadline a pod of a claim to
+// reclaim from may still run before KillPod ends it: the kubelet's own
+// kill at the deadline goes first.
+const killSlack = 5 * time.Second
 
 // request is what is to be reclaimed from one claim.
 type request struct {
@@ -226,9 +241,14 @@ func (e *Evictor) Reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef
 		if busy {
 			continue
 		}
-		if err := e.attempt(ctx, req, needingPods); err != nil {
+		recheck, err := e.attempt(ctx, req, needingPods)
+		if err != nil {
 			errs = append(errs, err)
 			e.queue.AddRateLimited(c.UID)
+			continue
+		}
+		if recheck > 0 {
+			e.queue.AddAfter(c.UID, recheck)
 			continue
 		}
 		e.mu.Lock()
@@ -298,8 +318,15 @@ func (e *Evictor) processNext(ctx context.Context) bool {
 	if err != nil {
 		klog.FromContext(ctx).Error(err, "Pods of the claim waiting for burst", "claim", req.needing.String())
 	}
-	if err := e.attempt(ctx, req, needingPods); err != nil {
+	recheck, err := e.attempt(ctx, req, needingPods)
+	if err != nil {
 		e.queue.AddRateLimited(uid)
+		return true
+	}
+	if recheck > 0 {
+		// A pod is still terminating: looked at again at its deadline.
+		e.queue.Forget(uid)
+		e.queue.AddAfter(uid, recheck)
 		return true
 	}
 	e.mu.Lock()
@@ -315,28 +342,45 @@ func (e *Evictor) processNext(ctx context.Context) bool {
 // eviction is refused (a PodDisruptionBudget: 429), or that is already
 // terminating with a grace period longer than req.grace, is deleted with
 // req.grace: burst is lent, and neither a budget nor the tenant's own
-// grace period may keep it past the class's bound. A failure is counted,
-// reported to OnFailure and raised as Warning Events.
-func (e *Evictor) attempt(ctx context.Context, req request, needingPods []*corev1.Pod) error {
+// grace period may keep it past the class's bound. A pod still running
+// killSlack past its deletion's deadline has its processes ended on the
+// host (KillPod). recheck, when positive, is when a pod still terminating
+// is to be looked at again. A failure is counted, reported to OnFailure
+// and raised as Warning Events.
+func (e *Evictor) attempt(ctx context.Context, req request, needingPods []*corev1.Pod) (recheck time.Duration, err error) {
 	logger := klog.FromContext(ctx)
 	pods, err := e.podsOf(ctx, req.from)
 	if err != nil {
 		err = fmt.Errorf("reclaiming burst of claim %s: %w", req.from, err)
 		e.fail(ctx, req, nil, needingPods, err)
-		return err
+		return 0, err
+	}
+	// Only a pod that KillPod could end is worth looking at again.
+	later := func(d time.Duration) {
+		if e.opts.KillPod != nil && (recheck == 0 || d < recheck) {
+			recheck = d
+		}
 	}
 	var errs []error
 	for _, p := range pods {
 		if p.DeletionTimestamp != nil {
 			own := p.DeletionGracePeriodSeconds
 			if own == nil || time.Duration(*own)*time.Second <= req.grace {
-				continue // its deletion ends within the bound
+				// Its deletion ends within the bound, unless the pod
+				// outlives the deadline.
+				if left := p.DeletionTimestamp.Add(killSlack).Sub(e.opts.Now()); left > 0 {
+					later(left)
+				} else if err := e.kill(ctx, req, p, needingPods); err != nil {
+					errs = append(errs, err)
+				}
+				continue
 			}
 			why := fmt.Sprintf("the pod was terminating with grace period %s, longer than the class's reclaim grace period %s",
 				time.Duration(*own)*time.Second, req.grace)
 			if err := e.force(ctx, req, p, needingPods, why); err != nil {
 				errs = append(errs, err)
 			}
+			later(req.grace + killSlack)
 			continue
 		}
 		err := e.evict(ctx, p, req.grace)
@@ -361,6 +405,7 @@ func (e *Evictor) attempt(ctx context.Context, req request, needingPods []*corev
 			if err := e.force(ctx, req, p, needingPods, why); err != nil {
 				errs = append(errs, err)
 			}
+			later(req.grace + killSlack)
 		default:
 			e.evictions.WithLabelValues(ResultFailed).Inc()
 			err = fmt.Errorf("evicting pod %s/%s of claim %s: %w", p.Namespace, p.Name, req.from, err)
@@ -368,7 +413,38 @@ func (e *Evictor) attempt(ctx context.Context, req request, needingPods []*corev
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return recheck, errors.Join(errs...)
+}
+
+// kill ends the processes of a pod of req.from that outlived its
+// deletion's deadline, on the host (Options.KillPod), and says so on the
+// pod and on the pods waiting.
+func (e *Evictor) kill(ctx context.Context, req request, p *corev1.Pod, needingPods []*corev1.Pod) error {
+	if e.opts.KillPod == nil {
+		return nil
+	}
+	n, err := e.opts.KillPod(ctx, p)
+	if err != nil {
+		e.evictions.WithLabelValues(ResultFailed).Inc()
+		err = fmt.Errorf("killing the processes of pod %s/%s of claim %s past its deletion's deadline: %w", p.Namespace, p.Name, req.from, err)
+		e.fail(ctx, req, p, needingPods, err)
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	e.evictions.WithLabelValues(ResultKilled).Inc()
+	klog.FromContext(ctx).Info("Killed the processes of a pod past its deletion's deadline to reclaim memory burst", "pod", klog.KObj(p),
+		"processes", n, "claim", req.from.String(), "gpu", req.gpu, "for", req.needing.String())
+	e.opts.Recorder.Eventf(p, corev1.EventTypeWarning, ReasonReclaimForced,
+		"%d processes killed on the node to reclaim memory burst on GPU %s: the pod was still running %s after its deletion's deadline",
+		n, req.gpu, killSlack)
+	for _, w := range needingPods {
+		e.opts.Recorder.Eventf(w, corev1.EventTypeNormal, ReasonReclaimForced,
+			"the processes of pod %s/%s of claim %s killed on the node to give back memory burst on GPU %s: it outlived its deletion's deadline",
+			p.Namespace, p.Name, req.from, req.gpu)
+	}
+	return nil
 }
 
 // force deletes a pod of req.from with req.grace, as the kubelet's
@@ -438,7 +514,8 @@ func (e *Evictor) evict(ctx context.Context, p *corev1.Pod, grace time.Duration)
 
 // deleteWithin deletes the pod, only that pod (a UID precondition), with
 // the grace period; on a pod already terminating with a longer one the API
-// server shortens it, and the kubelet stops the pod within the new one.
+// server shortens it (a kubelet already stopping the pod may not honour
+// the shorter one: attempt kills what outlives it).
 func (e *Evictor) deleteWithin(ctx context.Context, p *corev1.Pod, grace time.Duration) error {
 	seconds := int64(grace / time.Second)
 	uid := p.UID

@@ -426,6 +426,53 @@ func TestReclaimShortensALongerDeletion(t *testing.T) {
 	assert.Empty(t, f.failed())
 }
 
+// A kubelet that began stopping a pod with a long grace period does not
+// stop it sooner when the deletion is shortened: a pod still running
+// killSlack past its (shortened) deadline has its processes killed on the
+// node, and one whose deadline is ahead is looked at again then, not
+// killed.
+func TestReclaimKillsAPodOutlivingItsDeadline(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	now := time.Unix(10000, 0)
+	var mu sync.Mutex
+	var killed []string
+	f := newFixture(t, func(o *Options) {
+		o.Now = func() time.Time { return now }
+		o.KillPod = func(_ context.Context, p *corev1.Pod) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			killed = append(killed, p.Name)
+			return 2, nil
+		}
+	})
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	short := int64(5)
+	for name, deadline := range map[string]time.Time{
+		"a1": now.Add(-killSlack - time.Second), // past its deadline and the slack
+		"a2": now.Add(time.Second),              // its deadline ahead
+	} {
+		obj, err := f.cluster.client.Tracker().Get(gvr, "ns", name)
+		require.NoError(t, err)
+		p := obj.(*corev1.Pod).DeepCopy()
+		p.DeletionTimestamp = &metav1.Time{Time: deadline}
+		p.DeletionGracePeriodSeconds = &short
+		require.NoError(t, f.cluster.client.Tracker().Update(gvr, p, "ns"))
+	}
+	require.NoError(t, f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, 5*time.Second))
+	mu.Lock()
+	assert.Equal(t, []string{"a1"}, killed, "only the pod past its deadline")
+	mu.Unlock()
+	assert.Empty(t, f.cluster.deleted(), "both deletions already end within the class's grace")
+	assert.Equal(t, 1.0, f.count(ResultKilled))
+	forced := f.rec.withReason(ReasonReclaimForced)
+	require.Len(t, forced, 2)
+	assert.Equal(t, "a1", forced[0].pod)
+	assert.Contains(t, forced[0].message, "2 processes killed on the node")
+	assert.Equal(t, "b", forced[1].pod)
+	assert.Contains(t, forced[1].message, "pod ns/a1 of claim ns/burst killed on the node")
+	assert.Empty(t, f.failed())
+}
+
 // The deletion after a refusal fails: the caller hears of it
 // (CancelReclaim), both sides get a Warning, and Run retries with backoff
 // until it passes.
