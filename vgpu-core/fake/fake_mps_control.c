@@ -34,11 +34,9 @@ limitations under the License.
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -226,16 +224,12 @@ static int daemon_main(int ready)
         return 1;
     if ((socks[0] = listen_at("control")) < 0 || (socks[1] = listen_at("control_privileged")) < 0)
         return 1;
-    /* Held while the daemon lives: a killed one, even unreaped, lets a new one start. */
     path_in(path, sizeof(path), pipe_dir, "control_lock");
     if ((fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644)) < 0) {
         logf_("Cannot create %s: %s", path, strerror(errno));
         return 1;
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        logf_("An instance of this daemon is already running");
-        return 1;
-    }
+    close(fd);
     path_in(path, sizeof(path), pipe_dir, "log");
     if (mkfifo(path, 0644) != 0 && errno != EEXIST) {
         logf_("Cannot create %s: %s", path, strerror(errno));
@@ -287,17 +281,17 @@ static int daemon_main(int ready)
 /* -d: refuses a second daemon, starts one in the background, returns once it serves. */
 static int start_daemon(void)
 {
-    char path[4200], c;
-    int ready[2], lock;
-    bool busy;
+    char path[4200], buf[32] = "", c;
+    int ready[2];
     pid_t pid;
+    FILE *f;
 
-    /* A running daemon holds control_lock. */
-    path_in(path, sizeof(path), pipe_dir, "control_lock");
-    if ((lock = open(path, O_RDONLY | O_CLOEXEC)) >= 0) {
-        busy = flock(lock, LOCK_EX | LOCK_NB) != 0;
-        close(lock);
-        if (busy) {
+    path_in(path, sizeof(path), pipe_dir, PID_FILE);
+    if ((f = fopen(path, "re")) != NULL) {
+        long old = fgets(buf, sizeof(buf), f) != NULL ? strtol(buf, NULL, 10) : 0;
+
+        fclose(f);
+        if (old > 0 && kill((pid_t)old, 0) == 0) {
             fprintf(stderr, "An instance of this daemon is already running\n");
             return 1;
         }
