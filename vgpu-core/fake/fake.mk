@@ -18,8 +18,7 @@
 # Included by vgpu-core/Makefile; also usable alone from vgpu-core/:
 #   make -f fake/fake.mk fakes cuda-probe fake-test
 #
-#   fakes       build/fake/libcuda.so.1, build/fake/libnvidia-ml.so.1 (+ .so links),
-#               build/fake/nvidia-cuda-mps-control
+#   fakes       build/fake/libcuda.so.1, build/fake/libnvidia-ml.so.1 (+ .so links)
 #   cuda-probe  build/cuda-probe
 #   fake-test   C tests of both fakes and cuda-probe, normal and ASan+UBSan
 
@@ -49,7 +48,7 @@ FAKE_LDFLAGS := -shared -Wl,-Bsymbolic -Wl,-z,noexecstack -lpthread -lm
 .PHONY: fakes cuda-probe fake-test
 
 fakes: $(BUILD)/fake/libcuda.so.1 $(BUILD)/fake/libnvidia-ml.so.1 \
-	$(BUILD)/fake/libcuda.so $(BUILD)/fake/libnvidia-ml.so $(BUILD)/fake/nvidia-cuda-mps-control
+	$(BUILD)/fake/libcuda.so $(BUILD)/fake/libnvidia-ml.so
 
 cuda-probe: $(BUILD)/cuda-probe
 
@@ -64,10 +63,6 @@ $(1)/libnvidia-ml.so.1: $$(FAKE_NVML_SRCS) $$(FAKE_HDRS) $$(FAKE_DIR)/fake_nvml.
 	@mkdir -p $$(@D)
 	$$(CC) $$(FAKE_CFLAGS) $(2) -o $$@ $$(FAKE_NVML_SRCS) -Wl,-soname,libnvidia-ml.so.1 \
 		-Wl,--version-script=$$(FAKE_DIR)/fake_nvml.map $$(FAKE_LDFLAGS)
-
-$(1)/nvidia-cuda-mps-control: $$(FAKE_DIR)/fake_mps_control.c
-	@mkdir -p $$(@D)
-	$$(CC) $$(FAKE_CFLAGS) $(2) -o $$@ $$(FAKE_DIR)/fake_mps_control.c
 
 $(1)/libcuda.so: $(1)/libcuda.so.1
 	ln -sf libcuda.so.1 $$@
@@ -95,7 +90,7 @@ FAKE_TEST_SRCS := $(FAKE_DIR)/test/fake_test.c $(FAKE_DIR)/fake_config.c $(FAKE_
 FAKE_TEST_DEPS := $(FAKE_TEST_SRCS) test/check.h $(FAKE_HDRS)
 
 define fake_test
-$(1)/fake_test: $$(FAKE_TEST_DEPS) $(1)/libcuda.so $(1)/libnvidia-ml.so $(1)/nvidia-cuda-mps-control
+$(1)/fake_test: $$(FAKE_TEST_DEPS) $(1)/libcuda.so $(1)/libnvidia-ml.so
 	$$(CC) $$(FAKE_CFLAGS) -Itest $(2) -o $$@ $$(FAKE_TEST_SRCS) -L$(1) \
 		-Wl,-rpath,$$(abspath $(1)) -lcuda -lnvidia-ml -ldl -lpthread -lm
 endef

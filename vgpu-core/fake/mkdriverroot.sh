@@ -77,12 +77,6 @@ for name in libcuda libnvidia-ml; do
     ln -sfn "$name.so.$version" "$dest/$name.so.1"
     ln -sfn "$name.so.1" "$dest/$name.so"
 done
-# The MPS control daemon, where NVIDIA's driver packages put theirs.
-if [[ -f "$libdir/nvidia-cuda-mps-control" ]]; then
-    mkdir -p "$root/usr/bin"
-    cmp -s "$libdir/nvidia-cuda-mps-control" "$root/usr/bin/nvidia-cuda-mps-control" ||
-        install -m 0755 "$libdir/nvidia-cuda-mps-control" "$root/usr/bin/nvidia-cuda-mps-control"
-fi
 
 nodes=(nvidiactl nvidia-uvm nvidia-uvm-tools nvidia-modeset)
 # The fake's capability minors: 1 + (gpu * 8 + gi) * 9 + ci + 1, GPU

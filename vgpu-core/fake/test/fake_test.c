@@ -1180,112 +1180,6 @@ static void test_mps_client(void)
     rmdir(dir);
 }
 
-/* Runs "<control> [arg]" with the MPS directories of base, stdin from input; its stdout in out. */
-static int mps_control(const char *control, const char *base, const char *arg, const char *input,
-                       char *out, size_t len)
-{
-    char cmd[2048];
-    FILE *f;
-    size_t n;
-
-    snprintf(cmd, sizeof(cmd),
-             "printf '%s' | CUDA_MPS_PIPE_DIRECTORY=%s/pipe CUDA_MPS_LOG_DIRECTORY=%s/log %s %s 2>&1",
-             input, base, base, control, arg);
-    f = popen(cmd, "r");
-    if (f == NULL)
-        return -1;
-    n = fread(out, 1, len - 1, f);
-    out[n] = '\0';
-    return pclose(f);
-}
-
-static bool is_kind(const char *base, const char *name, mode_t kind)
-{
-    char path[512];
-    struct stat st;
-
-    snprintf(path, sizeof(path), "%s/pipe/%s", base, name);
-    return lstat(path, &st) == 0 && (st.st_mode & S_IFMT) == kind;
-}
-
-/*
- * The fake nvidia-cuda-mps-control answers as NVIDIA's (docs/mps.md): -d
- * makes the pipe directory's files and refuses a second daemon; the
- * commands' answers, an ignored value, pinned limits in whole GiB; the fake
- * driver's client is logged with its share; quit ends the daemon and removes
- * its pid file; then clients find no daemon.
- */
-static void test_mps_control(const char *libdir)
-{
-    char base[] = "/tmp/vgpu-fake-mpsd-XXXXXX", control[512], out[1024], path[600], pipe_dir[600];
-    char log[4096] = "";
-    long pid = 0;
-    FILE *f;
-
-    snprintf(control, sizeof(control), "%s/nvidia-cuda-mps-control", libdir);
-    CHECK(mkdtemp(base) != NULL);
-    CHECK_EQ(mps_control(control, base, "-d", "", out, sizeof(out)), 256); /* no directories yet */
-    CHECK(strstr(out, "Cannot access CUDA_MPS_PIPE_DIRECTORY") != NULL);
-    snprintf(path, sizeof(path), "mkdir -p %s/pipe %s/log", base, base);
-    CHECK(system(path) == 0);
-    CHECK_EQ(mps_control(control, base, "", "get_server_list\n", out, sizeof(out)), 256);
-    CHECK(strcmp(out, "Cannot find MPS control daemon process\n") == 0);
-    CHECK_EQ(mps_control(control, base, "-d", "", out, sizeof(out)), 0);
-    CHECK(is_kind(base, "control", S_IFSOCK) && is_kind(base, "control_privileged", S_IFSOCK));
-    CHECK(is_kind(base, "control_lock", S_IFREG) && is_kind(base, "log", S_IFIFO));
-    CHECK(is_kind(base, "nvidia-cuda-mps-control.pid", S_IFREG));
-    CHECK_EQ(mps_control(control, base, "-d", "", out, sizeof(out)), 256);
-    CHECK(strstr(out, "An instance of this daemon is already running") != NULL);
-    CHECK_EQ(mps_control(control, base, "",
-                         "get_default_active_thread_percentage\n"
-                         "set_default_active_thread_percentage 30\n"
-                         "set_default_active_thread_percentage 101\n"
-                         "set_default_active_thread_percentage 0\n"
-                         "get_default_active_thread_percentage\n"
-                         "set_default_device_pinned_mem_limit 0 2G\n"
-                         "get_default_device_pinned_mem_limit 0\n"
-                         "set_default_device_pinned_mem_limit 0 1500M\n"
-                         "get_default_device_pinned_mem_limit 0\n"
-                         "get_server_list\n",
-                         out, sizeof(out)),
-             0);
-    CHECK(strcmp(out, "100.0\n30.0\n30.0\n2G\n1G\n") == 0);
-    /* The fake driver's MPS client reaches the daemon and is logged with the share it read. */
-    snprintf(pipe_dir, sizeof(pipe_dir), "%s/pipe", base);
-    CHECK_EQ(mps_child_init(pipe_dir, "30"), CUDA_SUCCESS);
-    snprintf(path, sizeof(path), "%s/pipe/nvidia-cuda-mps-control.pid", base);
-    if ((f = fopen(path, "r")) != NULL) {
-        CHECK(fscanf(f, "%ld", &pid) == 1);
-        fclose(f);
-    }
-    CHECK(pid > 0);
-    CHECK_EQ(mps_control(control, base, "", "quit\n", out, sizeof(out)), 0);
-    for (int i = 0; i < 500 && pid > 0 && kill((pid_t)pid, 0) == 0; i++)
-        usleep(10000);
-    CHECK(pid > 0 && kill((pid_t)pid, 0) != 0);
-    CHECK(access(path, F_OK) != 0);
-    snprintf(path, sizeof(path), "%s/log/control.log", base);
-    if ((f = fopen(path, "r")) != NULL) {
-        size_t n = fread(log, 1, sizeof(log) - 1, f);
-        log[n] = '\0';
-        fclose(f);
-    }
-    CHECK(strstr(log, "Cmd:set_default_active_thread_percentage 101\n") != NULL);
-    CHECK(strstr(log, "active_thread_percentage=30\n") != NULL);
-    CHECK(strstr(log, "Cmd:quit\n") != NULL);
-    /* After quit the sockets stay, as NVIDIA's do; a new -d starts anyway. */
-    CHECK(is_kind(base, "control", S_IFSOCK));
-    CHECK_EQ(mps_control(control, base, "-d", "", out, sizeof(out)), 0);
-    CHECK_EQ(mps_control(control, base, "", "get_default_active_thread_percentage\nquit\n", out,
-                         sizeof(out)),
-             0);
-    CHECK(strcmp(out, "100.0\n") == 0);
-    for (int i = 0; i < 500 && is_kind(base, "nvidia-cuda-mps-control.pid", S_IFREG); i++)
-        usleep(10000);
-    snprintf(path, sizeof(path), "rm -rf %s", base);
-    CHECK(system(path) == 0);
-}
-
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "view") == 0)
@@ -1308,7 +1202,6 @@ int main(int argc, char **argv)
     test_visibility_rules();
     test_reserve_race();
     test_mps_client();
-    test_mps_control(libdir);
 
     CUdeviceptr p;
     CHECK_EQ(cuMemAlloc_v2(&p, 1), CUDA_ERROR_NOT_INITIALIZED);
