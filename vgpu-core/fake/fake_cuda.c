@@ -29,8 +29,6 @@ limitations under the License.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <time.h>
 
 fake_process g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER};
@@ -56,51 +54,14 @@ static void free_thread_streams(void *p)
     free(streams);
 }
 
-/*
- * An MPS client (CUDA_MPS_PIPE_DIRECTORY set): connects to the control
- * daemon's socket as NVIDIA's driver does at initialisation, and tells it
- * the share it read from its environment, one line:
- * "client pid=<pid> active_thread_percentage=<value or unset>". The daemon
- * (the fake nvidia-cuda-mps-control, or a test) records it. Returns -1 when
- * no daemon answers.
- */
-static int mps_connect(const char *pipe_dir)
-{
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    const char *share = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
-    char line[160];
-    int fd, n, rc = -1;
-
-    if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", pipe_dir) >=
-        (int)sizeof(addr.sun_path))
-        return -1;
-    snprintf(g_fake.mps_active_thread_percentage, sizeof(g_fake.mps_active_thread_percentage),
-             "%.31s", share != NULL ? share : "unset");
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
-        return -1;
-    n = snprintf(line, sizeof(line), "client pid=%d active_thread_percentage=%s\n", (int)getpid(),
-                 g_fake.mps_active_thread_percentage);
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
-        send(fd, line, (size_t)n, MSG_NOSIGNAL) == n)
-        rc = 0;
-    close(fd);
-    return rc;
-}
-
 static void init_process(void)
 {
     const char *err = NULL;
-    const char *pipe_dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
     char msg[256];
     g_fake.cfg = fake_config_view(FAKE_VIEW_CUDA, &err);
     if (err != NULL) {
         fprintf(stderr, "fake libcuda: %s\n", err);
         g_fake.init_result = CUDA_ERROR_INVALID_VALUE;
-        return;
-    }
-    if (pipe_dir != NULL && pipe_dir[0] != '\0' && mps_connect(pipe_dir) != 0) {
-        g_fake.init_result = CUDA_ERROR_MPS_CONNECTION_FAILED;
         return;
     }
     if (g_fake.cfg->gpu_count == 0) {
@@ -183,18 +144,6 @@ static const struct {
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
-    {CUDA_ERROR_MPS_CONNECTION_FAILED, "CUDA_ERROR_MPS_CONNECTION_FAILED",
-     "MPS client failed to connect to the MPS control daemon or the MPS server"},
-    {CUDA_ERROR_MPS_RPC_FAILURE, "CUDA_ERROR_MPS_RPC_FAILURE",
-     "the remote procedural call between the MPS server and the MPS client failed"},
-    {CUDA_ERROR_MPS_SERVER_NOT_READY, "CUDA_ERROR_MPS_SERVER_NOT_READY",
-     "MPS server is not ready to accept new MPS client requests"},
-    {CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, "CUDA_ERROR_MPS_MAX_CLIENTS_REACHED",
-     "the hardware resources required to create MPS client have been exhausted"},
-    {CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED, "CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED",
-     "the hardware resources required to support device connections have been exhausted"},
-    {CUDA_ERROR_MPS_CLIENT_TERMINATED, "CUDA_ERROR_MPS_CLIENT_TERMINATED",
-     "the MPS client has been terminated by the server"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},

@@ -94,7 +94,6 @@ typedef struct fake_process {
     int initialized;
     int forked; /* set in a child after fork: CUDA is unusable there */
     CUresult init_result;
-    char mps_active_thread_percentage[32]; /* an MPS client's share as read at cuInit, or "unset" */
     const fake_config *cfg;
     fake_state state;
     fake_ctx primary[FAKE_MAX_GPUS];

@@ -24,9 +24,7 @@ limitations under the License.
  * claim, device.count and, for each k < count, device.<k>.uuid,
  * device.<k>.memory_limit_bytes, device.<k>.sm_limit_percent. Optional with
  * safe defaults: compute_policy (strict), priority (low), log_level
- * (unset), enforcement (enabled). An MPS claim (docs/mps.md) also has, for
- * each of its devices k, both mps.activeThreadPercent.<k> (1..100) and
- * mps.pinnedMemoryLimit.<k> (bytes, 0 = none), or neither. Anything the parser cannot apply (a
+ * (unset), enforcement (enabled). Anything the parser cannot apply (a
  * duplicate key or GPU, a malformed value, a missing required key, a byte
  * that is not printable ASCII, an embedded NUL, a file over the size limit)
  * makes the whole config invalid; the library then fails every GPU of the
@@ -52,9 +50,6 @@ struct vgpu_claim_device {
     char uuid[VGPU_REGION_UUID_LEN];
     uint64_t memory_limit; /* bytes, 0 = unlimited */
     uint32_t sm_limit;     /* percent, 0 = unlimited */
-    bool mps;              /* the mps.* keys of this index are set: an MPS client */
-    uint32_t mps_active_thread_percent; /* 1..100 (mps.activeThreadPercent.<k>) */
-    uint64_t mps_pinned_memory_limit;   /* bytes, 0 = none (mps.pinnedMemoryLimit.<k>) */
 };
 
 struct vgpu_claim_config {

@@ -1102,16 +1102,6 @@ static void clamp_info(struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
     *total_b = total;
 }
 
-/*
- * The library starts here at the latest, so that an MPS claim's client
- * settings are in the environment before the driver reads them (mps.h).
- */
-CUresult cuInit(unsigned int Flags)
-{
-    ENTER(cuInit);
-    return vgpu_cu.cuInit(Flags);
-}
-
 CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
 {
     size_t f = 0, t = 0;

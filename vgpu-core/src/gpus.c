@@ -32,7 +32,6 @@ limitations under the License.
 #include "driver.h"
 #include "injected.h"
 #include "log.h"
-#include "mps.h"
 #include "parse.h"
 #include "vgpu_env.h"
 
@@ -385,24 +384,10 @@ static bool any_claim(void)
     return false;
 }
 
-/* An MPS claim's client settings, from the valid configs (mps.h). */
-static void apply_mps(void)
-{
-    const struct vgpu_claim_config *cfgs[VGPU_INJECTED_MAX];
-    int n = 0;
-
-    for (int i = 0; i < G.nclaims; i++) {
-        if (G.claims[i].valid)
-            cfgs[n++] = &G.claims[i].cfg;
-    }
-    vgpu_mps_apply(cfgs, n);
-}
-
 static void init(void)
 {
     load_claims();
     set_log_level();
-    apply_mps();
     if (vgpu_procinfo_self(&G.self) != 0)
         VGPU_WARN("cannot read /proc/self/stat: dead-process reclaim disabled");
     vgpu_any_sm_limit = any_sm_limit();

@@ -41,8 +41,6 @@ limitations under the License.
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -76,8 +74,6 @@ static void write_file(const char *path, const char *text)
 }
 
 /* Creates <root>/claim-a with config text and a zero region of the contract size. */
-static void test_mps(void);
-
 static void make_claim(const char *config)
 {
     char path[512];
@@ -607,7 +603,6 @@ static int run_driver(void)
         const char *env[] = {"VGPU_TEST_EXPECT=0", NULL};
         expect("expect_total", env, 0, true);
     }
-    test_mps();
     /* Invalid configs fail closed on their GPUs: wrong version, duplicate key. */
     make_std_claim(GiB, "version=1\n");
     expect("fail_closed", NULL, 0, false);
@@ -688,117 +683,6 @@ static int run_driver(void)
     return check_report("lib_test");
 }
 
-/* cuInit's answer must be VGPU_TEST_EXPECT_RC (an MPS client without a daemon: 805, unchanged). */
-static void sc_mps_init(void)
-{
-    const char *want = getenv("VGPU_TEST_EXPECT_RC");
-
-    CHECK_EQ(cuInit(0), want != NULL ? atoi(want) : 0);
-}
-
-/* A control socket at <root>/mps/control, listening like the MPS daemon's; returns its fd. */
-static int mps_listen(void)
-{
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    char dir[512];
-    int fd;
-
-    snprintf(dir, sizeof(dir), "%s/mps", root);
-    CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST);
-    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", dir);
-    unlink(addr.sun_path);
-    fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 && listen(fd, 8) == 0);
-    return fd;
-}
-
-/* The line the fake driver's MPS client sent the listening socket lfd (it has exited). */
-static void mps_client_line(int lfd, char *buf, size_t len)
-{
-    int c = accept(lfd, NULL, NULL);
-    ssize_t n = c >= 0 ? read(c, buf, len - 1) : -1;
-
-    buf[n > 0 ? n : 0] = '\0';
-    if (c >= 0)
-        close(c);
-}
-
-/*
- * An MPS claim's share reaches the driver from the read-only config: the
- * container's higher value is replaced, its lower one kept; without mps
- * lines the environment is the container's. A client without a daemon
- * gets the driver's 805 unchanged.
- */
-static void test_mps(void)
-{
-    char pipe[600], line[256], cfg[1024];
-    int lfd;
-
-    snprintf(cfg, sizeof(cfg),
-             "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
-             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
-             "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1073741824\n", uuids[0]);
-    make_claim(cfg);
-    snprintf(pipe, sizeof(pipe), "CUDA_MPS_PIPE_DIRECTORY=%s/mps", root);
-    {
-        const char *none[] = {pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", "VGPU_TEST_EXPECT_RC=805",
-                              NULL};
-        char dir[600];
-
-        snprintf(dir, sizeof(dir), "%s/mps", root);
-        CHECK(mkdir(dir, 0755) == 0);
-        expect("mps_init", none, 0, true);
-    }
-    lfd = mps_listen();
-    {
-        const char *higher[] = {pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
-        const char *lower[] = {pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=10", NULL};
-        const char *unset[] = {pipe, NULL};
-
-        expect("mps_init", higher, 0, true);
-        mps_client_line(lfd, line, sizeof(line));
-        CHECK_STR_CONTAINS(line, "active_thread_percentage=30\n");
-        expect("mps_init", lower, 0, true);
-        mps_client_line(lfd, line, sizeof(line));
-        CHECK_STR_CONTAINS(line, "active_thread_percentage=10\n");
-        expect("mps_init", unset, 0, true);
-        mps_client_line(lfd, line, sizeof(line));
-        CHECK_STR_CONTAINS(line, "active_thread_percentage=30\n");
-    }
-    close(lfd);
-    /* No mps lines: the container's own value reaches the driver. */
-    make_std_claim(GiB, "");
-    lfd = mps_listen();
-    {
-        const char *env[] = {pipe, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
-
-        expect("mps_init", env, 0, true);
-        mps_client_line(lfd, line, sizeof(line));
-        CHECK_STR_CONTAINS(line, "active_thread_percentage=100\n");
-    }
-    close(lfd);
-    /* A malformed mps line fails the claim closed, naming the key. */
-    snprintf(cfg, sizeof(cfg),
-             "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
-             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
-             "mps.activeThreadPercent.0=300\nmps.pinnedMemoryLimit.0=1073741824\n", uuids[0]);
-    make_claim(cfg);
-    expect("fail_closed", NULL, 0, false);
-    {
-        char path[600], text[4096] = "";
-        FILE *f;
-
-        snprintf(path, sizeof(path), "%s.fail_closed.err", root);
-        f = fopen(path, "r");
-        if (f != NULL) {
-            size_t n = fread(text, 1, sizeof(text) - 1, f);
-            text[n] = '\0';
-            fclose(f);
-        }
-        CHECK_STR_CONTAINS(text, "mps.activeThreadPercent.0: 300 is not an integer in 1..100");
-    }
-}
-
 int main(int argc, char **argv)
 {
     ssize_t n = readlink("/proc/self/exe", self_exe, sizeof(self_exe) - 1);
@@ -853,7 +737,6 @@ int main(int argc, char **argv)
         {"pool_race", sc_pool_race},
         {"killstress", sc_killstress}, {"lastkill", sc_lastkill},
         {"closed", sc_closed},     {"replaced", sc_replaced},
-        {"mps_init", sc_mps_init},
         {"twoclaims", sc_twoclaims}, {"pooldev", sc_pooldev},
         {"twoclaims_capped", sc_twoclaims_capped},
         {"idle", sc_idle},         {"nvml_procs", sc_nvml_procs},

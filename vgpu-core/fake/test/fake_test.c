@@ -25,8 +25,6 @@ limitations under the License.
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <signal.h>
@@ -1123,63 +1121,6 @@ static void remove_state(void)
     rmdir(state_dir);
 }
 
-/* cuInit of a child with CUDA_MPS_PIPE_DIRECTORY=dir and the share share (NULL: unset). */
-static int mps_child_init(const char *dir, const char *share)
-{
-    int st;
-    pid_t pid = fork();
-
-    if (pid == 0) {
-        setenv("CUDA_MPS_PIPE_DIRECTORY", dir, 1);
-        if (share != NULL)
-            setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", share, 1);
-        else
-            unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
-        _exit(cuInit(0) & 0xff);
-    }
-    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st));
-    return WEXITSTATUS(st);
-}
-
-/*
- * An MPS client: cuInit connects to the control daemon's socket in
- * CUDA_MPS_PIPE_DIRECTORY and fails with CUDA_ERROR_MPS_CONNECTION_FAILED
- * when nothing answers, as NVIDIA's driver does; it tells the daemon the
- * share it read from its environment.
- */
-static void test_mps_client(void)
-{
-    char dir[] = "/tmp/vgpu-fake-mps-XXXXXX", line[256];
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    const char *name = NULL, *text = NULL;
-    int lfd, c;
-    ssize_t n;
-
-    CHECK(mkdtemp(dir) != NULL);
-    CHECK_EQ(mps_child_init(dir, "40"), CUDA_ERROR_MPS_CONNECTION_FAILED & 0xff);
-    CHECK_EQ(cuGetErrorName(CUDA_ERROR_MPS_CONNECTION_FAILED, &name), CUDA_SUCCESS);
-    CHECK(name != NULL && strcmp(name, "CUDA_ERROR_MPS_CONNECTION_FAILED") == 0);
-    CHECK_EQ(cuGetErrorString(CUDA_ERROR_MPS_CLIENT_TERMINATED, &text), CUDA_SUCCESS);
-    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", dir);
-    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
-    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) == 0 && listen(lfd, 4) == 0);
-    CHECK_EQ(mps_child_init(dir, "40"), CUDA_SUCCESS);
-    c = accept(lfd, NULL, NULL);
-    n = c >= 0 ? read(c, line, sizeof(line) - 1) : -1;
-    line[n > 0 ? n : 0] = '\0';
-    CHECK(strstr(line, "active_thread_percentage=40\n") != NULL);
-    close(c);
-    CHECK_EQ(mps_child_init(dir, NULL), CUDA_SUCCESS);
-    c = accept(lfd, NULL, NULL);
-    n = c >= 0 ? read(c, line, sizeof(line) - 1) : -1;
-    line[n > 0 ? n : 0] = '\0';
-    CHECK(strstr(line, "active_thread_percentage=unset\n") != NULL);
-    close(c);
-    close(lfd);
-    unlink(addr.sun_path);
-    rmdir(dir);
-}
-
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "view") == 0)
@@ -1201,7 +1142,6 @@ int main(int argc, char **argv)
     test_config_file();
     test_visibility_rules();
     test_reserve_race();
-    test_mps_client();
 
     CUdeviceptr p;
     CHECK_EQ(cuMemAlloc_v2(&p, 1), CUDA_ERROR_NOT_INITIALIZED);
