@@ -921,7 +921,8 @@ void sc_vmm_share_foreign(void)
 /*
  * Helper killed at random instants: imports, maps, unmaps and releases the
  * parent's export (fd VGPU_TEST_VMM_FD, inherited), creates, maps, exports,
- * re-imports, unmaps and releases memory of its own.
+ * re-imports, unmaps and releases memory of its own, at random keeping an
+ * export's fd open after its release and closing it later.
  */
 int sc_vmm_share_churn(const char *seed_arg)
 {
@@ -976,11 +977,15 @@ int sc_vmm_share_churn(const char *seed_arg)
                 back[i] = 0;
             }
             break;
-        case 3: /* release */
+        case 3: /* release, at random keeping its exported fd open (a reference) */
             if (own[i] != 0 && cuMemRelease(own[i]) == CUDA_SUCCESS) {
                 own[i] = 0;
-                if (ofd[i] >= 0)
+                if (ofd[i] >= 0 && rand_r(&seed) % 2 == 0) {
                     close(ofd[i]);
+                    ofd[i] = -1;
+                }
+            } else if (own[i] == 0 && ofd[i] >= 0 && back[i] == 0) {
+                close(ofd[i]); /* the last reference of a released export */
                 ofd[i] = -1;
             }
             break;
