@@ -30,6 +30,7 @@ import (
 	"os/exec"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -182,7 +183,22 @@ func (b *browser) navigate(ctx context.Context, url string) error {
 	if nav.ErrorText != "" {
 		return fmt.Errorf("navigate to %s: %s", url, nav.ErrorText)
 	}
-	return nil
+	// Page.navigate answers once the navigation commits, while the page
+	// may still be parsing: a query then sees half a document.
+	for {
+		var state string
+		if err := b.eval(ctx, "document.readyState", &state); err != nil {
+			return err
+		}
+		if state == "complete" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("navigate to %s: the page did not finish loading: %w", url, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // eval evaluates a JavaScript expression in the page into out.

@@ -61,6 +61,7 @@ type env struct {
 	client     kubernetes.Interface
 	kubeconfig string
 	kubectl    string
+	ctr        string
 	runDir     string
 	cdiDir     string
 	stateRoot  string
@@ -116,16 +117,17 @@ func loadEnv() (*env, error) {
 		return nil, fmt.Errorf("working directory: %w", err)
 	}
 	view := getenv("E2E_NODE_VIEW", runDir)
-	// The cluster's own kubectl: cluster.sh env names it, since each
-	// Kubernetes version keeps its binaries in a directory of its own.
-	kubectl := os.Getenv("E2E_KUBECTL")
-	if kubectl == "" {
-		return nil, errors.New("E2E_KUBECTL is not set (cluster.sh env exports it)")
+	// The cluster's own kubectl and ctr: cluster.sh env names them, since
+	// each version of a piece keeps its binaries in a directory of its own.
+	kubectl, ctr := os.Getenv("E2E_KUBECTL"), os.Getenv("E2E_CTR")
+	if kubectl == "" || ctr == "" {
+		return nil, errors.New("E2E_KUBECTL or E2E_CTR is not set (cluster.sh env exports both)")
 	}
 	return &env{
 		client:     client,
 		kubeconfig: kubeconfig,
 		kubectl:    kubectl,
+		ctr:        ctr,
 		runDir:     runDir,
 		cdiDir:     getenv("E2E_CDI_DIR", filepath.Join(view, "cdi")),
 		stateRoot:  filepath.Join(view, "driver", "state"),
@@ -330,7 +332,7 @@ func (f *framework) driverOn(node string, args ...string) {
 // returns its standard output (ctr warns on standard error on some hosts).
 func ctrOn(ctx context.Context, node string, args ...string) (string, error) {
 	sock := filepath.Join(cluster.viewOf(node), "containerd", "containerd.sock")
-	cmd := exec.CommandContext(ctx, filepath.Join(filepath.Dir(cluster.kubectl), "ctr"),
+	cmd := exec.CommandContext(ctx, cluster.ctr,
 		append([]string{"--address", sock, "--namespace", "k8s.io"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

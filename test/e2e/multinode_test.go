@@ -335,10 +335,15 @@ func (f *framework) holdDown(pod *corev1.Pod, container string) (stop func()) {
 	ctr := func(args ...string) (string, error) { return ctrOn(ctx, pod.Spec.NodeName, args...) }
 	filter := fmt.Sprintf(`labels."io.kubernetes.pod.uid"==%s,labels."io.kubernetes.container.name"==%s`, pod.UID, container)
 	var killed atomic.Int32
+	var listErr atomic.Pointer[error]
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			ids, _ := ctr("containers", "ls", "-q", filter)
+			ids, err := ctr("containers", "ls", "-q", filter)
+			if err != nil && ctx.Err() == nil {
+				listErr.Store(&err)
+				return
+			}
 			for _, id := range strings.Fields(ids) {
 				if _, err := ctr("tasks", "kill", "--signal", "SIGKILL", id); err == nil {
 					killed.Add(1)
@@ -353,6 +358,9 @@ func (f *framework) holdDown(pod *corev1.Pod, container string) (stop func()) {
 	f.poll("the first SIGKILL of "+pod.Name+"/"+container, 30*time.Second, func() (bool, error) {
 		select {
 		case <-done:
+			if err := listErr.Load(); err != nil {
+				return false, fmt.Errorf("the kill loop ended: %w", *err)
+			}
 			return false, fmt.Errorf("the kill loop ended")
 		default:
 		}

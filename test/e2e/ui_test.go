@@ -99,7 +99,13 @@ func TestKubectlVGPUUIInBrowser(t *testing.T) {
 		}
 		return strings.Contains(pending, "fit on none of"), nil
 	})
-	assert.Contains(t, pending, fmt.Sprintf("memory: asks %s, ", inspect.FormatBytes(capacity)))
+	if !assert.Contains(t, pending, fmt.Sprintf("memory: asks %s, ", inspect.FormatBytes(capacity))) {
+		var html string
+		_ = b.eval(f.ctx, `document.getElementById('view').innerHTML`, &html)
+		t.Logf("the page's view: %s", html)
+		out, err := exec.CommandContext(f.ctx, filepath.Join("..", "..", "bin", "kubectl-vgpu"), "--kubeconfig="+cluster.kubeconfig, "why", "-n", f.ns, "ui-waits", "-o", "json").CombinedOutput()
+		t.Logf("kubectl vgpu why (err=%v): %s", err, out)
+	}
 	assert.Contains(t, pending, "Smallest change: ")
 
 	// The GPU and both claims on it.
