@@ -60,10 +60,15 @@ var (
 	_ burstnode.Canceler  = &asyncEvictor{}
 )
 
+// hostProc is where the plugin reads processes: its own procfs, the host's
+// since the plugin runs in the host's pid namespace (hostPID). --proc-root
+// is another tree: the driver's capability files, which a node with
+// simulated GPUs keeps apart from its processes.
+const hostProc = "/proc"
+
 // podKiller ends the processes of a pod on this node, found by their
-// cgroup under the host's procfs (the plugin runs in the host's pid
-// namespace): the host side of a deletion whose shortened deadline the
-// kubelet does not honour.
+// cgroup under the host's procfs: the host side of a deletion whose
+// shortened deadline the kubelet does not honour.
 type podKiller struct {
 	node     string
 	procRoot string

@@ -120,7 +120,7 @@ func run(ctx context.Context, o *options) error {
 	recorder, stopEvents := newReclaimEventRecorder(ctx, client, o.nodeName)
 	defer stopEvents()
 	evictor, err := reclaim.New(reclaim.Options{Client: client, Recorder: recorder, Registerer: registry,
-		KillPod:   podKiller{node: o.nodeName, procRoot: o.procRoot}.kill,
+		KillPod:   podKiller{node: o.nodeName, procRoot: hostProc}.kill,
 		OnFailure: func(_ context.Context, c reclaim.ClaimRef, _ error) { burstNode.ReclaimFailed(c.UID) }})
 	if err != nil {
 		return err

@@ -625,6 +625,41 @@ func TestBurstReclaimDespitePodDisruptionBudget(t *testing.T) {
 	assert.Greater(t, metricSum(page, "vgpu_dra_burst_evictions_total", `result="deleted"`), deleted, "the pod was deleted instead")
 }
 
+// TestBurstReclaimShortensALongGrace: the burster's pod, deleted with a
+// grace period of an hour (its own terminationGracePeriodSeconds), holds
+// 12 GiB while it terminates; a pod whose 10 GiB guarantee needs it runs
+// within the bound: the deletion is shortened to the class's grace period.
+func TestBurstReclaimShortensALongGrace(t *testing.T) {
+	e := newBurstEnv(t)
+	f := e.f
+	e.template("bursty", "4Gi", "12Gi")
+	e.template("steady", "10Gi", "")
+	pod := podSpec{name: "a", node: e.node, claims: []podClaim{{name: "gpu", template: "bursty"}}}.pod()
+	hour := int64(3600)
+	pod.Spec.TerminationGracePeriodSeconds = &hour
+	_, err := f.c.CoreV1().Pods(f.ns).Create(f.ctx, pod, metav1.CreateOptions{})
+	require.NoError(t, err, "create pod a")
+	podA := f.waitRunning("a")
+	claimA := f.claimOf(podA, "gpu")
+	holdA := f.probeHold("a", "c0", 0, e.uuid, 12*gib)
+	defer holdA.stop()
+	e.waitBurst(claimA.Name, 8*gib, time.Minute)
+	require.NoError(t, f.c.CoreV1().Pods(f.ns).Delete(f.ctx, "a", metav1.DeleteOptions{GracePeriodSeconds: &hour}))
+	f.poll("pod a terminating with its hour of grace", time.Minute, func() (bool, error) {
+		p, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "a", metav1.GetOptions{})
+		return err == nil && p.DeletionGracePeriodSeconds != nil && *p.DeletionGracePeriodSeconds == hour, err
+	})
+
+	e.waitReclaimed("a", "steady", "because the pod was terminating with grace period 1h0m0s, longer than the class's reclaim grace period 5s")
+	_, err = f.c.CoreV1().Pods(f.ns).Get(f.ctx, "a", metav1.GetOptions{})
+	if err == nil {
+		f.poll("pod a gone after its shortened grace", time.Minute, func() (bool, error) {
+			_, err := f.c.CoreV1().Pods(f.ns).Get(f.ctx, "a", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
+}
+
 // TestBurstDeadWorkerGivesItsBurstBack: a worker process holding burst is
 // SIGKILLed while the claim's main process stays up (an OOM kill); the
 // burst in the metric and in `kubectl vgpu claims` returns to the live
