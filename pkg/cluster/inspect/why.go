@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -670,10 +671,10 @@ func (w *why) summarize(exp *Explanation) {
 		gated = fmt.Sprintf(" It has scheduling gates (%s): the scheduler ignores it until they are removed.", strings.Join(exp.SchedulingGates, ", "))
 	}
 	if fitting > 0 {
-		exp.Summary = fmt.Sprintf("The pod's vGPU claims fit on %d of %d nodes; the GPUs do not keep it Pending.%s", fitting, len(exp.Nodes), gated)
+		exp.Summary = fmt.Sprintf("The pod's vGPU claims fit on %d of %s; the GPUs do not keep it Pending.%s", fitting, nodesWord(len(exp.Nodes)), gated)
 		return
 	}
-	exp.Summary = fmt.Sprintf("The pod's vGPU claims fit on none of %d nodes.%s", len(exp.Nodes), gated)
+	exp.Summary = fmt.Sprintf("The pod's vGPU claims fit on none of %s.%s", nodesWord(len(exp.Nodes)), gated)
 	best := -1
 	for i, v := range exp.GPUs {
 		if v.FitsIf != "" && (best < 0 || v.cost < exp.GPUs[best].cost) {
@@ -691,6 +692,14 @@ func (w *why) summarize(exp *Explanation) {
 			return
 		}
 	}
+}
+
+// nodesWord is "1 node" or "n nodes".
+func nodesWord(n int) string {
+	if n == 1 {
+		return "1 node"
+	}
+	return strconv.Itoa(n) + " nodes"
 }
 
 // describeRequest is a request in one line: "gpu: memory 4Gi, cores 30".
