@@ -183,6 +183,7 @@ func podOf(ns, name string) *corev1.Pod {
 // fixture: claim "burst" (pods a1, a2) holds burst; claim "needs" (pod b)
 // waits for its guarantee.
 type fixture struct {
+	t            *testing.T
 	cluster      *cluster
 	rec          *recorder
 	ev           *Evictor
@@ -194,7 +195,7 @@ type fixture struct {
 }
 
 func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
-	f := &fixture{a1: podOf("ns", "a1"), a2: podOf("ns", "a2"), b: podOf("ns", "b"), rec: &recorder{},
+	f := &fixture{t: t, a1: podOf("ns", "a1"), a2: podOf("ns", "a2"), b: podOf("ns", "b"), rec: &recorder{},
 		registry: prometheus.NewRegistry()}
 	f.burst = claimOf("ns", "burst", f.a1, f.a2)
 	f.needs = claimOf("ns", "needs", f.b)
@@ -215,6 +216,31 @@ func newFixture(t *testing.T, opts ...func(*Options)) *fixture {
 	require.NoError(t, err)
 	f.ev = ev
 	return f
+}
+
+// terminating marks pod name as being deleted at deadline with a grace
+// period of graceSeconds, as the API server records a deletion.
+func (f *fixture) terminating(name string, deadline time.Time, graceSeconds int64) {
+	f.t.Helper()
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
+	obj, err := f.cluster.client.Tracker().Get(gvr, "ns", name)
+	require.NoError(f.t, err)
+	p := obj.(*corev1.Pod).DeepCopy()
+	p.DeletionTimestamp = &metav1.Time{Time: deadline}
+	p.DeletionGracePeriodSeconds = &graceSeconds
+	require.NoError(f.t, f.cluster.client.Tracker().Update(gvr, p, "ns"))
+}
+
+// assertForced checks the two ReclaimForced Events: on the burster's pod
+// a1 and on the waiting pod b.
+func (f *fixture) assertForced(onA1, onB string) {
+	f.t.Helper()
+	forced := f.rec.withReason(ReasonReclaimForced)
+	require.Len(f.t, forced, 2)
+	assert.Equal(f.t, "a1", forced[0].pod)
+	assert.Contains(f.t, forced[0].message, onA1)
+	assert.Equal(f.t, "b", forced[1].pod)
+	assert.Contains(f.t, forced[1].message, onB)
 }
 
 func (f *fixture) failed() []ClaimRef {
@@ -403,26 +429,14 @@ func TestReclaimRefusedThenDeleted(t *testing.T) {
 func TestReclaimShortensALongerDeletion(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t)
-	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	year, short := int64(365*24*3600), int64(3)
-	for name, grace := range map[string]*int64{"a1": &year, "a2": &short} {
-		obj, err := f.cluster.client.Tracker().Get(gvr, "ns", name)
-		require.NoError(t, err)
-		p := obj.(*corev1.Pod).DeepCopy()
-		p.DeletionTimestamp = &metav1.Time{Time: time.Unix(2000, 0)}
-		p.DeletionGracePeriodSeconds = grace
-		require.NoError(t, f.cluster.client.Tracker().Update(gvr, p, "ns"))
-	}
+	f.terminating("a1", time.Unix(2000, 0), 365*24*3600)
+	f.terminating("a2", time.Unix(2000, 0), 3)
 	require.NoError(t, f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, 5*time.Second))
 	assert.Empty(t, f.cluster.evicted(), "terminating pods are not evicted")
 	assert.Equal(t, []string{"ns/a1 grace 5"}, f.cluster.deleted())
 	assert.Equal(t, 1.0, f.count(ResultDeleted))
-	forced := f.rec.withReason(ReasonReclaimForced)
-	require.Len(t, forced, 2)
-	assert.Equal(t, "a1", forced[0].pod)
-	assert.Contains(t, forced[0].message, "because the pod was terminating with grace period 8760h0m0s, longer than the class's reclaim grace period 5s")
-	assert.Equal(t, "b", forced[1].pod)
-	assert.Contains(t, forced[1].message, "pod ns/a1 of claim ns/burst deleted with grace period 5s")
+	f.assertForced("because the pod was terminating with grace period 8760h0m0s, longer than the class's reclaim grace period 5s",
+		"pod ns/a1 of claim ns/burst deleted with grace period 5s")
 	assert.Empty(t, f.failed())
 }
 
@@ -445,31 +459,16 @@ func TestReclaimKillsAPodOutlivingItsDeadline(t *testing.T) {
 			return 2, nil
 		}
 	})
-	gvr := schema.GroupVersionResource{Version: "v1", Resource: "pods"}
-	short := int64(5)
-	for name, deadline := range map[string]time.Time{
-		"a1": now.Add(-killSlack - time.Second), // past its deadline and the slack
-		"a2": now.Add(time.Second),              // its deadline ahead
-	} {
-		obj, err := f.cluster.client.Tracker().Get(gvr, "ns", name)
-		require.NoError(t, err)
-		p := obj.(*corev1.Pod).DeepCopy()
-		p.DeletionTimestamp = &metav1.Time{Time: deadline}
-		p.DeletionGracePeriodSeconds = &short
-		require.NoError(t, f.cluster.client.Tracker().Update(gvr, p, "ns"))
-	}
+	f.terminating("a1", now.Add(-killSlack-time.Second), 5) // past its deadline and the slack
+	f.terminating("a2", now.Add(time.Second), 5)            // its deadline ahead
 	require.NoError(t, f.ev.Reclaim(ctx, ref(f.needs), []ClaimRef{ref(f.burst)}, gpuUUID, 1<<30, 5*time.Second))
 	mu.Lock()
 	assert.Equal(t, []string{"a1"}, killed, "only the pod past its deadline")
 	mu.Unlock()
 	assert.Empty(t, f.cluster.deleted(), "both deletions already end within the class's grace")
 	assert.Equal(t, 1.0, f.count(ResultKilled))
-	forced := f.rec.withReason(ReasonReclaimForced)
-	require.Len(t, forced, 2)
-	assert.Equal(t, "a1", forced[0].pod)
-	assert.Contains(t, forced[0].message, "2 processes killed on the node")
-	assert.Equal(t, "b", forced[1].pod)
-	assert.Contains(t, forced[1].message, "pod ns/a1 of claim ns/burst killed on the node")
+	f.assertForced("2 processes killed on the node",
+		"pod ns/a1 of claim ns/burst killed on the node")
 	assert.Empty(t, f.failed())
 }
 
