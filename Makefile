@@ -151,6 +151,10 @@ e2e: build ## end-to-end specs on a fresh local cluster, always torn down, then 
 	./test/e2e/run.sh
 	$(MAKE) scale-smoke
 
+.PHONY: e2e-matrix
+e2e-matrix: build ## the e2e capability specs on Kubernetes 1.35 (with its gates and without consumable capacity), 1.36, 1.37 and 1.38 (root; each version built once; ~8 min a row)
+	./test/e2e/matrix.sh
+
 # The scale benchmark (docs/scale.md): simulated nodes (KWOK) and pods through
 # the real control plane, in its own directory and on its own ports.
 SCALE_NODES ?= 1000

@@ -22,6 +22,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
@@ -51,6 +52,11 @@ func newRootCommand(streams genericiooptions.IOStreams, client clientFunc) *cobr
 			if err != nil {
 				return nil, fmt.Errorf("kubeconfig: %w", err)
 			}
+			// Every type read is built in, so lists come as protobuf: at
+			// a thousand nodes and ten thousand pods that decodes several
+			// times faster than JSON and with far less garbage.
+			cfg.ContentType = runtime.ContentTypeProtobuf
+			cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 			return kubernetes.NewForConfig(cfg)
 		}
 	}

@@ -62,9 +62,13 @@ const (
 	driverName  = "vgpu.dra.dev"
 )
 
+// testKubeVersion is the Kubernetes version the chart is rendered for
+// unless a test names another.
+const testKubeVersion = "v1.37.2"
+
 func kubeVersion(t *testing.T) *chartutil.KubeVersion {
 	t.Helper()
-	kv, err := chartutil.ParseKubeVersion("v1.37.2")
+	kv, err := chartutil.ParseKubeVersion(testKubeVersion)
 	require.NoError(t, err)
 	return kv
 }
@@ -93,10 +97,23 @@ func render(t *testing.T, files []string, overrides map[string]any) ([]*unstruct
 // without a cluster (lookup finds nothing).
 func renderIn(t *testing.T, cluster engine.ClientProvider, files []string, overrides map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
+	return renderFor(t, testKubeVersion, cluster, files, overrides)
+}
+
+// renderAt renders the defaults for a cluster of the given version.
+func renderAt(t *testing.T, version string) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return renderFor(t, version, nil, nil, nil)
+}
+
+func renderFor(t *testing.T, version string, cluster engine.ClientProvider, files []string, overrides map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
 	ch, err := loader.Load(chartDir)
 	require.NoError(t, err)
 	caps := chartutil.DefaultCapabilities.Copy()
-	caps.KubeVersion = *kubeVersion(t)
+	kv, err := chartutil.ParseKubeVersion(version)
+	require.NoError(t, err)
+	caps.KubeVersion = *kv
 	opts := chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, IsInstall: true, Revision: 1}
 	if cluster != nil {
 		opts = chartutil.ReleaseOptions{Name: releaseName, Namespace: namespace, IsUpgrade: true, Revision: 2}
@@ -221,12 +238,22 @@ func hostMounts(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container) map[stri
 	return m
 }
 
+// The chart installs on the versions of docs/install.md's table (1.35 with
+// its gates, 1.36 and later) and refuses an older cluster naming its
+// version and the table.
 func TestKubeVersionConstraint(t *testing.T) {
-	ch, err := loader.Load(chartDir)
-	require.NoError(t, err)
-	assert.True(t, chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, "v1.36.0"))
-	assert.True(t, chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, "v1.37.2"))
-	assert.False(t, chartutil.IsCompatibleRange(ch.Metadata.KubeVersion, "v1.35.4"), "resource.k8s.io/v1 consumable capacity needs 1.36")
+	for version, ok := range map[string]bool{"v1.34.2": false, "v1.35.4": true, "v1.36.3": true, "v1.37.2": true, "v1.38.0-beta.0": true} {
+		t.Run(version, func(t *testing.T) {
+			_, err := renderAt(t, version)
+			if ok {
+				require.NoError(t, err)
+				return
+			}
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "Kubernetes "+version+" is older than this chart supports")
+			assert.Contains(t, err.Error(), "docs/install.md, section Kubernetes versions")
+		})
+	}
 }
 
 func TestLint(t *testing.T) {

@@ -62,9 +62,12 @@ type env struct {
 	kubeconfig string
 	kubectl    string
 	ctr        string
-	runDir     string
-	cdiDir     string
-	stateRoot  string
+	// k8sVersion and featureGates are what the cluster was started with.
+	k8sVersion   string
+	featureGates string
+	runDir       string
+	cdiDir       string
+	stateRoot    string
 	// node is the node the single-node specs place their pods on (the
 	// first); nodes are all of them.
 	node  string
@@ -124,22 +127,24 @@ func loadEnv() (*env, error) {
 		return nil, errors.New("E2E_KUBECTL or E2E_CTR is not set (cluster.sh env exports both)")
 	}
 	return &env{
-		client:     client,
-		kubeconfig: kubeconfig,
-		kubectl:    kubectl,
-		ctr:        ctr,
-		runDir:     runDir,
-		cdiDir:     getenv("E2E_CDI_DIR", filepath.Join(view, "cdi")),
-		stateRoot:  filepath.Join(view, "driver", "state"),
-		node:       node,
-		nodes:      nodes,
-		nodeView:   view,
-		clusterSh:  filepath.Join(wd, "cluster.sh"),
-		workload:   getenv("E2E_WORKLOAD_IMAGE", "docker.io/vgpu-dra-e2e/cuda-probe:1"),
-		plain:      getenv("E2E_BUSYBOX_IMAGE", "docker.io/vgpu-dra-e2e/busybox:1"),
-		driverSh:   filepath.Join(wd, "driver.sh"),
-		pluginHTTP: getenv("E2E_PLUGIN_HTTP", "127.0.0.1:18080"),
-		driverMode: driverMode(runDir),
+		client:       client,
+		kubeconfig:   kubeconfig,
+		kubectl:      kubectl,
+		ctr:          ctr,
+		k8sVersion:   os.Getenv("E2E_K8S_VERSION"),
+		featureGates: os.Getenv("E2E_FEATURE_GATES"),
+		runDir:       runDir,
+		cdiDir:       getenv("E2E_CDI_DIR", filepath.Join(view, "cdi")),
+		stateRoot:    filepath.Join(view, "driver", "state"),
+		node:         node,
+		nodes:        nodes,
+		nodeView:     view,
+		clusterSh:    filepath.Join(wd, "cluster.sh"),
+		workload:     getenv("E2E_WORKLOAD_IMAGE", "docker.io/vgpu-dra-e2e/cuda-probe:1"),
+		plain:        getenv("E2E_BUSYBOX_IMAGE", "docker.io/vgpu-dra-e2e/busybox:1"),
+		driverSh:     filepath.Join(wd, "driver.sh"),
+		pluginHTTP:   getenv("E2E_PLUGIN_HTTP", "127.0.0.1:18080"),
+		driverMode:   driverMode(runDir),
 	}, nil
 }
 

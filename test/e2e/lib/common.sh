@@ -132,9 +132,18 @@ E2E_PAUSE_IMAGE=docker.io/vgpu-dra-e2e/pause:1
 E2E_BUSYBOX_IMAGE=docker.io/vgpu-dra-e2e/busybox:1
 E2E_WORKLOAD_IMAGE=docker.io/vgpu-dra-e2e/cuda-probe:1
 
-# DynamicResourceAllocation is GA and locked on in 1.37; these are the DRA
-# features the driver and the specs use (consumable capacity, device status).
-E2E_FEATURE_GATES=${E2E_FEATURE_GATES:-DRAConsumableCapacity=true,DRAPartitionableDevices=true,DRADeviceBindingConditions=true,DRAResourceClaimDeviceStatus=true}
+# The DRA features the driver and the specs use, on every component:
+# consumable capacity, partitionable devices (MIG), binding conditions and
+# device status are beta (on) from 1.36; device taints and extended
+# resources too, but 1.35 has them alpha (off), so a 1.35 cluster turns
+# them on as well (docs/install.md has the table). E2E_FEATURE_GATES
+# replaces the list, e.g. with DRAConsumableCapacity=false to see the
+# driver report a missing gate.
+e2e_default_gates=DRAConsumableCapacity=true,DRAPartitionableDevices=true,DRADeviceBindingConditions=true,DRAResourceClaimDeviceStatus=true
+case $K8S_VERSION in
+  v1.35.*) e2e_default_gates+=,DRADeviceTaints=true,DRAExtendedResource=true ;;
+esac
+E2E_FEATURE_GATES=${E2E_FEATURE_GATES:-$e2e_default_gates}
 
 # containerd finds its shim on PATH; the specs find kubectl and prometheus.
 export PATH=$E2E_K8S_BIN:$E2E_CONTAINERD_BIN:$E2E_HELM_BIN:$E2E_PROMETHEUS_BIN:$PATH

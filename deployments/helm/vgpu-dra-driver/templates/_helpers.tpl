@@ -60,6 +60,9 @@ Checks of value combinations that the schema cannot express; each failure
 names the value to change.
 */}}
 {{- define "vgpu-dra.validate" -}}
+{{- if semverCompare "<1.35.0-0" .Capabilities.KubeVersion.Version -}}
+{{- fail (printf "Kubernetes %s is older than this chart supports: it needs 1.35 with the DRA feature gates on, or 1.36 and later; the table of versions and gates is in docs/install.md, section Kubernetes versions" .Capabilities.KubeVersion.Version) -}}
+{{- end -}}
 {{- if and .Values.controller.enabled (eq (int .Values.controller.webhook.port) (int .Values.controller.metricsPort)) -}}
 {{- fail (printf "controller.metricsPort: %v is also controller.webhook.port; the two servers need different ports" .Values.controller.metricsPort) -}}
 {{- end -}}
