@@ -208,3 +208,20 @@ func TestAllocateWholeGPUAndMPSExclude(t *testing.T) {
 		assert.Nil(t, c.allocate(gpuRequest(names.DeviceClass, nil)), "no whole GPU while the GPU serves MPS")
 	})
 }
+
+// Once the last claim of one mode is deallocated the GPU takes the other
+// mode's claims: nothing on the node decides the switch.
+func TestAllocateModeSwitchesWhenTheLastClaimGoes(t *testing.T) {
+	c := newPoolCluster(t, []GPU{{Info: h100(0)}}, withMPS)
+	a := c.allocate(mpsRequest(map[string]string{"memory": "10Gi", "cores": "30"}))
+	b := c.allocate(mpsRequest(map[string]string{"memory": "10Gi", "cores": "30"}))
+	require.Equal(t, []string{"gpu-0-mps", "gpu-0-mps"}, []string{allocated(a), allocated(b)})
+	c.release(a)
+	assert.Nil(t, c.allocate(gpuRequest(names.DeviceClass, timeSliced)), "one MPS claim still holds the GPU")
+	c.release(b)
+	ts := c.allocate(gpuRequest(names.DeviceClass, timeSliced))
+	assert.Equal(t, "gpu-0", allocated(ts))
+	assert.Nil(t, c.allocate(mpsRequest(map[string]string{"memory": "10Gi", "cores": "30"})))
+	c.release(ts)
+	assert.Equal(t, "gpu-0-mps", allocated(c.allocate(mpsRequest(map[string]string{"memory": "10Gi", "cores": "30"}))))
+}
