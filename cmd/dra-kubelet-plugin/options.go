@@ -66,7 +66,8 @@ type options struct {
 	// partitionableDevices: the cluster has DRAPartitionableDevices, so a
 	// GPU in MIG mode is published with counters and its MIG devices.
 	partitionableDevices bool
-	// mps: prepare realises MPS devices (docs/mps.md); mpsControl is the
+	// mps: the plugin publishes MPS devices and prepare realises them
+	// (docs/mps.md); mpsControl is the
 	// control program, "" for the one under the driver root.
 	mps        bool
 	mpsControl string
@@ -143,7 +144,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.StringVar(&o.sysfsRoot, "sysfs-root", o.sysfsRoot, "Where the host's sysfs is mounted; used to publish each GPU's PCIe root (resource.kubernetes.io/pcieRoot) for topology-aware placement.")
 	fs.StringVar(&o.procRoot, "proc-root", o.procRoot, "Where the host's procfs is mounted for the NVIDIA driver's files: the device nodes of a MIG instance are read from its driver/nvidia/capabilities. Processes are read from the plugin's own /proc, the host's since the plugin runs with hostPID.")
 	fs.BoolVar(&o.partitionableDevices, "partitionable-devices", o.partitionableDevices, "Publish each GPU in MIG mode as a counter set with its MIG devices (one per profile and placement), which the scheduler keeps from overlapping; needs the DRAPartitionableDevices feature (beta, on by default in Kubernetes 1.37). When false, or when the API server drops the counters, a GPU in MIG mode is published as its whole-GPU device only (plus an admin's fixed instances).")
-	fs.BoolVar(&o.mps, "mps", o.mps, "Prepare claims of MPS devices (gpu-<index>-mps, docs/mps.md): the first claim on a GPU starts its nvidia-cuda-mps-control daemon, the last one's unprepare stops it. The plugin does not publish MPS devices yet, so no claim is allocated one; the daemon runs in the plugin's container and ends with it (a restarted plugin starts it again).")
+	fs.BoolVar(&o.mps, "mps", o.mps, "Publish an MPS device (gpu-<index>-mps, docs/mps.md) beside each GPU not in MIG mode, with a counter set that lets one GPU serve time-sliced or MPS claims but not both at once (needs --partitionable-devices and DRAPartitionableDevices: without them no MPS device is published), and prepare its claims: the first claim on a GPU starts its nvidia-cuda-mps-control daemon, the last one's unprepare stops it. The daemon runs in the plugin's container and ends with it (a restarted plugin starts it again).")
 	fs.StringVar(&o.mpsControl, "mps-control", o.mpsControl, "Path of nvidia-cuda-mps-control (--mps). Empty means usr/bin/nvidia-cuda-mps-control under --nvidia-driver-root.")
 	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
 	fs.UintSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")

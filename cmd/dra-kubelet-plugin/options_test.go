@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/flags"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 )
 
 func TestEveryFlagIsDocumentedWithItsEnvironmentVariable(t *testing.T) {
@@ -67,8 +68,13 @@ func TestMPSIsOffByDefault(t *testing.T) {
 	require.NoError(t, cmd.ParseFlags(nil))
 	assert.Equal(t, "false", cmd.Flags().Lookup("mps").Value.String())
 	assert.Nil(t, newOptions().mpsOptions(), "without --mps no MPS device is prepared")
+	assert.Equal(t, devices.MIGOptions{PartitionableDevices: true}, newOptions().publishOptions(), "without --mps no MPS device is published")
 
 	o := newOptions()
+	o.mps = true
+	assert.Equal(t, devices.MIGOptions{PartitionableDevices: true, MPS: true}, o.publishOptions(), "--mps publishes MPS devices")
+
+	o = newOptions()
 	o.mps, o.nvidiaDriverRoot = true, "/driver-root"
 	require.NotNil(t, o.mpsOptions())
 	assert.Equal(t, "/driver-root/usr/bin/nvidia-cuda-mps-control", o.mpsOptions().Control, "the driver's own program")

@@ -171,9 +171,10 @@ func (p *publisher) publishLocked(ctx context.Context) error {
 // checkReadBack reads the node's slices back once they are published and
 // reports every field the API server dropped for want of a feature gate
 // (docs/install.md): never silently. Without DRAPartitionableDevices the
-// scheduler could allocate nothing of a GPU in MIG mode, so the plugin
-// republishes without counters: each such GPU as its whole-GPU device, as
-// with --partitionable-devices=false. Without DRAConsumableCapacity the
+// scheduler could allocate nothing of a GPU in MIG mode, nor tell a GPU's
+// MPS device from its whole-GPU device, so the plugin republishes without
+// counters: each GPU in MIG mode as its whole-GPU device and no MPS device,
+// as with --partitionable-devices=false. Without DRAConsumableCapacity the
 // stored devices are exclusive, one claim per GPU, and stay published so
 // (whole GPUs still work); without DRADeviceTaints a GPU with a fatal XID
 // is reported unhealthy but not tainted.
@@ -202,7 +203,7 @@ func (p *publisher) checkReadBack(ctx context.Context, client kubernetes.Interfa
 	for _, d := range dropped {
 		switch d.Gate.Name {
 		case apifeatures.PartitionableDevices.Name:
-			p.reporter.Missing(ctx, d.Gate, d.Field, "republishing GPUs in MIG mode as their whole-GPU device only")
+			p.reporter.Missing(ctx, d.Gate, d.Field, "republishing GPUs in MIG mode as their whole-GPU device only, and no MPS devices")
 			p.mu.Lock()
 			p.migOpts.PartitionableDevices = false
 			taints := p.taints

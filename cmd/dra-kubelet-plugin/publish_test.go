@@ -75,6 +75,10 @@ func migInfo() discovery.MIGInfo {
 }
 
 func testPublisher(owned map[string][]discovery.MIGInstance, partitionable bool) (*publisher, *recordingHelper) {
+	return testPublisherWith(owned, devices.MIGOptions{PartitionableDevices: partitionable})
+}
+
+func testPublisherWith(owned map[string][]discovery.MIGInstance, migOpts devices.MIGOptions) (*publisher, *recordingHelper) {
 	infos := []discovery.Info{
 		{UUID: "GPU-00000000-0000-0000-0000-000000000000", Index: 0, ProductName: "NVIDIA H100", MemoryBytes: 80 << 30},
 		{UUID: "GPU-11111111-1111-1111-1111-111111111111", Index: 1, ProductName: "NVIDIA H100", MemoryBytes: 80 << 30},
@@ -85,7 +89,7 @@ func testPublisher(owned map[string][]discovery.MIGInstance, partitionable bool)
 	if err != nil {
 		panic(err)
 	}
-	return newPublisher(h, reporter, "node-a", infos, mig, owned, devices.Options{}, devices.MIGOptions{PartitionableDevices: partitionable}), h
+	return newPublisher(h, reporter, "node-a", infos, mig, owned, devices.Options{}, migOpts), h
 }
 
 // withEvents gives p a reporter whose Events and metric the test reads.
@@ -212,6 +216,28 @@ vgpu_dra_api_feature_missing{feature_gate="DRAPartitionableDevices"} 1
 `), apifeatures.MetricName))
 		})
 	}
+}
+
+// With --mps the plain GPU gets its MPS device and a counter set of its
+// own; the GPU in MIG mode gets none. An API server that drops the counters
+// gets the pool republished without them and without the MPS device.
+func TestPublisherPublishesMPSDevices(t *testing.T) {
+	_, ctx := ktesting.NewTestContext(t)
+	p, h := testPublisherWith(nil, devices.MIGOptions{PartitionableDevices: true, MPS: true})
+	events, _ := withEvents(t, p)
+	require.NoError(t, p.publish(ctx, nil))
+	got, sets := deviceNames(h.last(t))
+	assert.Equal(t, 2, sets, "gpu-0's MIG counters and gpu-1's sharing mode")
+	assert.ElementsMatch(t, []string{"gpu-0", "gpu-0-mig-3g-40gb-0", "gpu-0-mig-3g-40gb-4", "gpu-0-mig-7g-80gb-0", "gpu-1", "gpu-1-mps"}, got)
+
+	client := fake.NewClientset()
+	storeAsAPIServer(ctx, t, client, h.last(t), 1, func(s *resourceapi.ResourceSliceSpec) { s.SharedCounters = nil })
+	p.checkReadBack(ctx, client)
+	got, sets = deviceNames(h.last(t))
+	assert.Zero(t, sets)
+	assert.ElementsMatch(t, []string{"gpu-0", "gpu-1"}, got, "no MPS device without counters")
+	require.Len(t, events.Events, 1)
+	assert.Contains(t, <-events.Events, "and no MPS devices")
 }
 
 // An API server without DRAConsumableCapacity stores every GPU exclusive:

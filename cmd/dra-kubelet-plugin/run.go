@@ -221,8 +221,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	pub := newPublisher(helper, features, o.nodeName, infos, mig, owned, devOpts,
-		devices.MIGOptions{PartitionableDevices: o.partitionableDevices})
+	pub := newPublisher(helper, features, o.nodeName, infos, mig, owned, devOpts, o.publishOptions())
 	if err := pub.publish(ctx, nil); err != nil {
 		return err
 	}
@@ -312,6 +311,14 @@ func newGPUEditsSource(ctx context.Context, o *options, lib nvml.Interface) (cdi
 		}
 		return src, nil
 	}
+}
+
+// publishOptions say which devices the node publishes: with
+// --partitionable-devices the counter sets of GPUs in MIG mode and their
+// MIG devices, and with --mps as well each other GPU's MPS device and the
+// counter set that keeps it apart from the GPU's whole-GPU device.
+func (o *options) publishOptions() devices.MIGOptions {
+	return devices.MIGOptions{PartitionableDevices: o.partitionableDevices, MPS: o.mps}
 }
 
 // mpsOptions is how prepare runs the MPS control daemons, nil without

@@ -435,15 +435,23 @@ func TestDeviceClassesFromRepository(t *testing.T) {
 		repoClasses[dc.Name] = dc
 	}
 
+	mpsOn := map[string]any{"mps": map[string]any{"enabled": true}}
 	for name, tc := range map[string]struct {
-		files []string
-		want  []string
+		files     []string
+		overrides map[string]any
+		want      []string
+		mpsFlag   bool
 	}{
-		"defaults leave the admin-only class out": {nil, []string{"mig.vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu.dra.dev"}},
-		"simulated node installs all":             {[]string{"examples/simulated-node.yaml"}, []string{"mig.vgpu.dra.dev", "vgpu-unenforced.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu.dra.dev"}},
+		"defaults leave the admin-only and MPS classes out": {nil, nil, []string{"mig.vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu.dra.dev"}, false},
+		"simulated node installs all but MPS":               {[]string{"examples/simulated-node.yaml"}, nil, []string{"mig.vgpu.dra.dev", "vgpu-unenforced.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu.dra.dev"}, false},
+		"mps.enabled installs the MPS class":                {nil, mpsOn, []string{"mig.vgpu.dra.dev", "mps.vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu.dra.dev"}, true},
+		"the MPS class listed and enabled is installed once": {nil, map[string]any{"mps": map[string]any{"enabled": true},
+			"deviceClasses": map[string]any{"install": []any{"vgpu.dra.dev", "mps.vgpu.dra.dev"}}}, []string{"mps.vgpu.dra.dev", "vgpu.dra.dev"}, true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			objs := mustRender(t, tc.files, nil)
+			objs := mustRender(t, tc.files, tc.overrides)
+			plugin := container(t, daemonSet(t, objs).Spec.Template.Spec.Containers, "plugin")
+			assert.Equal(t, tc.mpsFlag, slices.Contains(plugin.Args, "--mps"), "the plugin publishes MPS devices exactly when the chart installs their class")
 			var got []string
 			for _, o := range objs {
 				if o.GetKind() != "DeviceClass" {

@@ -61,6 +61,7 @@ devices:
 	}{
 		"claim naming the main class":    {"resourceclaims", "spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev}}]}}", true},
 		"claim naming the admin class":   {"resourceclaims", "spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu-unenforced.dra.dev}}]}}", true},
+		"claim naming the MPS class":     {"resourceclaims", "spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev}}]}}", true},
 		"claim naming a listed class":    {"resourceclaims", "spec: {devices: {requests: [{name: gpu, exactly: {deviceClassName: team-gpu.example.com}}]}}", true},
 		"claim of another driver":        {"resourceclaims", "spec: {devices: {requests: [{name: nic, exactly: {deviceClassName: other.example.com}}]}}", false},
 		"claim without devices":          {"resourceclaims", "spec: {}", false},

@@ -293,7 +293,7 @@ func newBurstEnv(t *testing.T) *burstEnv {
 		ObjectMeta: metav1.ObjectMeta{Name: class},
 		Spec: resourceapi.DeviceClassSpec{
 			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-				Expression: `device.driver == "vgpu.dra.dev" && !("profile" in device.attributes["vgpu.dra.dev"])`}}},
+				Expression: `device.driver == "vgpu.dra.dev" && !("profile" in device.attributes["vgpu.dra.dev"]) && !("mps" in device.attributes["vgpu.dra.dev"])`}}},
 			Config: []resourceapi.DeviceClassConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{
 				Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: driverName, Parameters: *rawJSON(t, map[string]any{
 					"apiVersion": "vgpu.dra.dev/v1alpha1", "kind": "VGPUConfig", "reclaimGracePeriodSeconds": burstGrace})},

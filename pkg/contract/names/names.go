@@ -59,7 +59,7 @@ const (
 
 // DeviceClasses returns every class of the driver, the default first.
 func DeviceClasses() []string {
-	return []string{DeviceClass, DeviceClassWorkConserving, DeviceClassUnenforced, MIGDeviceClass}
+	return []string{DeviceClass, DeviceClassWorkConserving, DeviceClassUnenforced, MIGDeviceClass, MPSDeviceClass}
 }
 
 // TaintKeyXID is the key of the ResourceSlice device taint a GPU gets when

@@ -44,7 +44,7 @@ func TestEnvNamesMatchCHeader(t *testing.T) {
 func TestDerivedNames(t *testing.T) {
 	assert.Equal(t, "vgpu.dra.dev/xid", TaintKeyXID)
 	assert.Equal(t, "k8s.vgpu.dra.dev", CDIVendor)
-	assert.Equal(t, []string{"vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu-unenforced.dra.dev", "mig.vgpu.dra.dev"}, DeviceClasses())
+	assert.Equal(t, []string{"vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu-unenforced.dra.dev", "mig.vgpu.dra.dev", "mps.vgpu.dra.dev"}, DeviceClasses())
 
 	classes := DeviceClasses()
 	classes[0] = "changed"

@@ -179,6 +179,16 @@ func (c *cluster) allocate(spec resourceapi.ResourceClaimSpec) *resourceapi.Allo
 	return result
 }
 
+// release deallocates r, as the scheduler's view does once the claim is
+// deallocated.
+func (c *cluster) release(r *resourceapi.AllocationResult) {
+	for _, d := range r.Devices.Results {
+		id := structured.MakeDeviceID(d.Driver, d.Pool, d.Device)
+		c.state.AllocatedSharedDeviceIDs.Delete(structured.MakeSharedDeviceID(id, d.ShareID))
+		c.state.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, d.ConsumedCapacity))
+	}
+}
+
 // fill allocates copies of spec until one does not fit and returns the
 // results of those that did.
 func (c *cluster) fill(spec resourceapi.ResourceClaimSpec) []*resourceapi.AllocationResult {

@@ -65,6 +65,11 @@ type MIGOptions struct {
 	// them. Without it, a GPU in MIG mode is published as its whole-GPU
 	// device only (plus an admin's fixed instances), without counters.
 	PartitionableDevices bool
+	// MPS publishes, with PartitionableDevices, every GPU not in MIG mode
+	// with a counter set of one sharing-mode counter, consumed whole by its
+	// whole-GPU device and by its MPS device (docs/mps.md): one GPU serves
+	// time-sliced or MPS claims, never both at once.
+	MPS bool
 }
 
 // Counter names of a GPU's counter set besides names.CounterComputeSlices.
@@ -239,7 +244,9 @@ type MIGResult struct {
 }
 
 // GPUDevices builds the devices of one GPU. A GPU without MIG support or
-// with MIG off gets today's device (Device); a GPU in MIG mode gets the
+// with MIG off gets today's device (Device), and with migOpts.MPS and
+// migOpts.PartitionableDevices also its MPS device and a counter set that
+// keeps the two apart (mpsGPUDevices); a GPU in MIG mode gets the
 // counter set, the whole-GPU device consuming all of it (realised at
 // prepare as a full-size instance) and one device per placement of every
 // profile. An admin's instances are published as fixed devices (static:
@@ -252,6 +259,11 @@ func GPUDevices(g GPU, opts Options, migOpts MIGOptions) MIGResult {
 		var notes []string
 		if g.MIG != nil && g.MIG.Pending {
 			notes = append(notes, fmt.Sprintf("GPU %s: MIG mode is enabled but pending until the GPU is reset; published as a plain GPU", info.UUID))
+		}
+		if migOpts.MPS && migOpts.PartitionableDevices {
+			res := mpsGPUDevices(info, opts)
+			res.Notes = notes
+			return res
 		}
 		return MIGResult{Devices: []resourceapi.Device{Device(info, opts)}, Notes: notes}
 	}

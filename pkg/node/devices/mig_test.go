@@ -373,7 +373,13 @@ func TestMIGPoolLimits(t *testing.T) {
 }
 
 func newMIGCluster(t *testing.T, list []GPU) *cluster {
-	pool, notes := MIGPool(list, Options{}, partitionable)
+	return newPoolCluster(t, list, partitionable)
+}
+
+// newPoolCluster is a node whose GPUs are published as MIGPool does with
+// migOpts.
+func newPoolCluster(t *testing.T, list []GPU, migOpts MIGOptions) *cluster {
+	pool, notes := MIGPool(list, Options{}, migOpts)
 	for _, n := range notes {
 		t.Log(n)
 	}
