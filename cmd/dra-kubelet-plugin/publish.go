@@ -28,7 +28,9 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apimachinery/pkg/util/wait"
+	k8sdiscovery "k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -217,6 +219,44 @@ func (p *publisher) checkReadBack(ctx context.Context, client kubernetes.Interfa
 			p.reporter.Missing(ctx, d.Gate, d.Field, "GPUs with fatal XID errors are reported unhealthy but not tainted: the scheduler still places claims on them")
 		}
 	}
+}
+
+// countersFixedIn is the first Kubernetes release whose scheduler keeps
+// counting the shared counters of a multi-allocatable device once it is
+// allocated: before it the structured allocator rebuilt a pool's counters
+// from exclusive allocations only (kubernetes/kubernetes#139034).
+var countersFixedIn = utilversion.MustParseGeneric("1.36.2")
+
+// ReasonCountersUnsafe is the reason of the Warning Event on the node when
+// the cluster's version cannot be trusted with the node's counters.
+const ReasonCountersUnsafe = "SharedCountersUnsafe"
+
+// countersSafe reports whether the cluster's scheduler can be given the
+// node's counter sets: GPUs in MIG mode, whose instances take software
+// slices (multi-allocatable devices that consume counters), and MPS
+// devices. On an older cluster it logs and records why not, and the
+// plugin publishes as with --partitionable-devices=false: never two
+// overlapping instances, nor one GPU in two sharing modes, silently. A
+// version it cannot read counts as safe (the read-back still checks the
+// gate).
+func countersSafe(ctx context.Context, disc k8sdiscovery.ServerVersionInterface, recorder record.EventRecorder, node string) bool {
+	logger := klog.FromContext(ctx)
+	info, err := disc.ServerVersion()
+	if err != nil {
+		logger.V(2).Info("Reading the API server's version failed; publishing counters", "err", err)
+		return true
+	}
+	v, err := utilversion.ParseGeneric(info.GitVersion)
+	if err != nil || v.AtLeast(countersFixedIn) {
+		return true
+	}
+	msg := fmt.Sprintf("Kubernetes %s's scheduler stops counting the shared counters of a shareable device once it is allocated "+
+		"(kubernetes/kubernetes#139034, fixed in 1.36.2): it could give two claims overlapping MIG instances, or one GPU to MPS and time-sliced claims at once; "+
+		"publishing GPUs in MIG mode as their whole-GPU device only, and no MPS devices, as with --partitionable-devices=false. See docs/install.md, section Kubernetes versions",
+		info.GitVersion)
+	logger.Error(nil, msg, "serverVersion", info.GitVersion)
+	recorder.Event(nodeRef(node), corev1.EventTypeWarning, ReasonCountersUnsafe, msg)
+	return false
 }
 
 // newNodeEventRecorder records Events about the node itself, as the

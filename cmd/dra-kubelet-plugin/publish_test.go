@@ -31,6 +31,8 @@ import (
 	"github.com/stretchr/testify/require"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	apiversion "k8s.io/apimachinery/pkg/version"
+	fakediscovery "k8s.io/client-go/discovery/fake"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
@@ -355,4 +357,30 @@ func TestPublisherBlocksInstanceBeingDestroyed(t *testing.T) {
 		got, _ := deviceNames(h.last(t))
 		return assert.ObjectsAreEqual(all, got)
 	}, 5*time.Second, 10*time.Millisecond, "offered again once it is gone")
+}
+
+// Before 1.36.2 the scheduler forgets the counters of an allocated
+// shareable device: the plugin publishes no counters there, says why in a
+// Warning Event naming the version, and trusts 1.36.2 and later (and a
+// version it cannot read).
+func TestCountersSafeOnlyFrom1362(t *testing.T) {
+	for version, safe := range map[string]bool{
+		"v1.35.4": false, "v1.35.0-rc.1": false, "v1.36.1": false, "v1.36.2": true, "v1.37.2": true, "v1.38.0-beta.0": true, "not a version": true,
+	} {
+		t.Run(version, func(t *testing.T) {
+			_, ctx := ktesting.NewTestContext(t)
+			client := fake.NewClientset()
+			client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &apiversion.Info{GitVersion: version}
+			events := record.NewFakeRecorder(1)
+			assert.Equal(t, safe, countersSafe(ctx, client.Discovery(), events, "node-a"))
+			if safe {
+				assert.Empty(t, events.Events)
+				return
+			}
+			require.Len(t, events.Events, 1)
+			ev := <-events.Events
+			assert.Contains(t, ev, "Warning "+ReasonCountersUnsafe+" Kubernetes "+version+"'s scheduler")
+			assert.Contains(t, ev, "publishing GPUs in MIG mode as their whole-GPU device only, and no MPS devices")
+		})
+	}
 }

@@ -221,7 +221,11 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	pub := newPublisher(helper, features, o.nodeName, infos, mig, owned, devOpts, o.publishOptions())
+	publishOpts := o.publishOptions()
+	if publishOpts.PartitionableDevices && !countersSafe(ctx, client.Discovery(), nodeEvents, o.nodeName) {
+		publishOpts.PartitionableDevices = false
+	}
+	pub := newPublisher(helper, features, o.nodeName, infos, mig, owned, devOpts, publishOpts)
 	if err := pub.publish(ctx, nil); err != nil {
 		return err
 	}
