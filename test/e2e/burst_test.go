@@ -199,10 +199,23 @@ func (f *framework) claimBurst(name, uuid string) (int64, error) {
 // returns it.
 func (f *framework) waitEvent(name, reason string, timeout time.Duration) corev1.Event {
 	f.t.Helper()
+	return f.waitEventIn(f.ns, fields.Set{"involvedObject.name": name, "reason": reason}, "a "+reason+" Event on "+name, timeout)
+}
+
+// waitNodeEvent waits for an Event with reason on the node.
+func (f *framework) waitNodeEvent(node, reason string, timeout time.Duration) corev1.Event {
+	f.t.Helper()
+	return f.waitEventIn(metav1.NamespaceAll, fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node, "reason": reason},
+		"a "+reason+" Event on node "+node, timeout)
+}
+
+// waitEventIn waits for an Event in namespace matching the field selector
+// and returns the first.
+func (f *framework) waitEventIn(namespace string, selector fields.Set, what string, timeout time.Duration) corev1.Event {
+	f.t.Helper()
 	var event corev1.Event
-	f.poll("a "+reason+" Event on "+name, timeout, func() (bool, error) {
-		list, err := f.c.CoreV1().Events(f.ns).List(f.ctx, metav1.ListOptions{FieldSelector: fields.Set{
-			"involvedObject.name": name, "reason": reason}.String()})
+	f.poll(what, timeout, func() (bool, error) {
+		list, err := f.c.CoreV1().Events(namespace).List(f.ctx, metav1.ListOptions{FieldSelector: selector.String()})
 		if err != nil || len(list.Items) == 0 {
 			return false, err
 		}

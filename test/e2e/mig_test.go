@@ -36,7 +36,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
@@ -90,16 +89,7 @@ func enableMIG(t *testing.T, f *framework, node string) {
 	})
 	if v, err := utilversion.ParseGeneric(cluster.k8sVersion); err == nil && !v.AtLeast(utilversion.MustParseGeneric("1.36.2")) {
 		// The plugin publishes no MIG devices there, and says why.
-		var msg string
-		f.poll("a SharedCountersUnsafe Event on node "+node, time.Minute, func() (bool, error) {
-			list, err := f.c.CoreV1().Events(metav1.NamespaceAll).List(f.ctx, metav1.ListOptions{FieldSelector: fields.Set{
-				"involvedObject.kind": "Node", "involvedObject.name": node, "reason": "SharedCountersUnsafe"}.String()})
-			if err != nil || len(list.Items) == 0 {
-				return false, err
-			}
-			msg = list.Items[0].Message
-			return true, nil
-		})
+		msg := f.waitNodeEvent(node, "SharedCountersUnsafe", time.Minute).Message
 		require.Contains(t, msg, "publishing GPUs in MIG mode as their whole-GPU device only")
 		t.Skipf("Kubernetes %s: the plugin publishes no MIG devices before 1.36.2, whose scheduler counts an allocated shareable device's counters (its Event: %s)", cluster.k8sVersion, msg)
 	}

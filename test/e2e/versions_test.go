@@ -28,7 +28,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 )
 
@@ -59,20 +58,7 @@ func TestMissingConsumableCapacityGateIsReported(t *testing.T) {
 	f := newFramework(t)
 	want := "feature gate " + gate + " is off on kube-apiserver"
 
-	warning := func(kind, name string) corev1.Event {
-		var ev corev1.Event
-		f.poll("a FeatureGateMissing Event on "+kind+" "+name, 2*time.Minute, func() (bool, error) {
-			list, err := f.c.CoreV1().Events(metav1.NamespaceAll).List(f.ctx, metav1.ListOptions{FieldSelector: fields.Set{
-				"involvedObject.kind": kind, "involvedObject.name": name, "reason": "FeatureGateMissing"}.String()})
-			if err != nil || len(list.Items) == 0 {
-				return false, err
-			}
-			ev = list.Items[0]
-			return true, nil
-		})
-		return ev
-	}
-	ev := warning("Node", cluster.node)
+	ev := f.waitNodeEvent(cluster.node, "FeatureGateMissing", 2*time.Minute)
 	t.Logf("the plugin's Event on node %s: %s", cluster.node, ev.Message)
 	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 	assert.Contains(t, ev.Message, want)
@@ -89,7 +75,8 @@ func TestMissingConsumableCapacityGateIsReported(t *testing.T) {
 	assert.Equal(t, 1.0, metricSum(page, "vgpu_dra_api_feature_missing", `feature_gate="`+gate+`"`))
 
 	leader, _ := f.controllerLeader("")
-	ev = warning("Pod", leader.Name)
+	ev = f.waitEventIn(driverNamespace, fields.Set{"involvedObject.kind": "Pod", "involvedObject.name": leader.Name, "reason": "FeatureGateMissing"},
+		"a FeatureGateMissing Event on pod "+leader.Name, 2*time.Minute)
 	t.Logf("the controller's Event on pod %s: %s", leader.Name, ev.Message)
 	assert.Equal(t, corev1.EventTypeWarning, ev.Type)
 	assert.Contains(t, ev.Message, want)
