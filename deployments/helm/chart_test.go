@@ -238,6 +238,27 @@ func hostMounts(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container) map[stri
 	return m
 }
 
+// With MPS on, the plugin runs the driver's own nvidia-cuda-mps-control
+// from the driver root it mounts, whichever way the GPUs' CDI edits come:
+// the container's own /usr/bin has none.
+func TestMPSControlIsTheDriverRootsProgram(t *testing.T) {
+	for name, files := range map[string][]string{
+		"nvcdi edits":    nil,
+		"a vendor spec": {"examples/simulated-node.yaml"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs := mustRender(t, files, map[string]any{
+				"mps": map[string]any{"enabled": true},
+				"gpu": map[string]any{"driverRoot": "/opt/nvidia-driver"},
+			})
+			ds := daemonSet(t, objs)
+			plugin := container(t, ds.Spec.Template.Spec.Containers, "plugin")
+			assert.Contains(t, plugin.Args, "--mps-control=/driver-root/usr/bin/nvidia-cuda-mps-control")
+			assert.Equal(t, "/opt/nvidia-driver:ro", hostMounts(t, ds, plugin)["/driver-root"])
+		})
+	}
+}
+
 // The chart installs on the versions of docs/install.md's table (1.35 with
 // its gates, 1.36 and later) and refuses an older cluster naming its
 // version and the table.

@@ -45,6 +45,9 @@
 #   driver.sh mig on|off   make the node's simulated GPUs H200s in MIG mode
 #                          (or plain again) and restart its plugin, which
 #                          publishes their MIG devices (docs/mig.md)
+#   driver.sh mps on|off   chart: helm upgrade with mps.enabled (docs/mps.md): every
+#                          plugin publishes an MPS device beside each GPU and
+#                          prepares its claims, the class mps.vgpu.dra.dev exists
 #   driver.sh kill-on-mig-create SECS
 #                          chart: SIGKILL the plugin as soon as the fake NVML
 #                          shows a new MIG GPU instance (within SECS), i.e.
@@ -85,6 +88,9 @@ CORE_BUILD=$REPO_ROOT/vgpu-core/build
 PLUGIN=$E2E_DRIVER_DIR/bin/dra-kubelet-plugin
 # Built once, outside every node's private paths.
 FAKE_GPU_CDI=$E2E_RUN_DIR/tools/fake-gpu-cdi
+# The simulated driver's nvidia-cuda-mps-control, static: the plugin runs it
+# in its own container (--mps).
+FAKE_MPS_CONTROL=$E2E_RUN_DIR/tools/fake-mps-control
 
 CHART=$REPO_ROOT/deployments/helm/vgpu-dra-driver
 RELEASE=vgpu-dra
@@ -124,6 +130,7 @@ _lay_out() {
   # go-nvml wraps NVML functions its header marks deprecated; that is not ours to fix.
   (cd "$REPO_ROOT" && CGO_CFLAGS="-O2 -g -Wno-deprecated-declarations" nice -n 10 \
     go build -o "$FAKE_GPU_CDI" ./test/e2e/cmd/fake-gpu-cdi)
+  (cd "$REPO_ROOT" && CGO_ENABLED=0 nice -n 10 go build -o "$FAKE_MPS_CONTROL" ./test/e2e/cmd/fake-mps-control)
   local node
   for node in "${E2E_NODE_NAMES[@]}"; do
     node_exec "$node" env E2E_RUN_DIR="$E2E_RUN_DIR" E2E_CACHE_DIR="$E2E_CACHE_DIR" E2E_NODES="$E2E_NODES" \
@@ -169,6 +176,7 @@ mig_proc_root=$E2E_DRIVER_DIR/fake-proc
 CFG
   _fake_env
   "$REPO_ROOT/vgpu-core/fake/mkdriverroot.sh" "$E2E_DRIVER_DIR/driver-root" >/dev/null
+  install -D -m 0755 "$FAKE_MPS_CONTROL" "$E2E_DRIVER_DIR/driver-root/usr/bin/nvidia-cuda-mps-control"
   write_vendor_spec
 }
 
@@ -599,6 +607,22 @@ cmd_mig() {
   log "MIG $want on $DRIVER_NODE"
 }
 
+# chart_mps on|off sets the chart's mps.enabled and waits for every plugin
+# to publish again (with or without the MPS devices).
+chart_mps() {
+  local want=$1 enabled
+  case "$want" in on) enabled=true ;; off) enabled=false ;; *) die "mps: want on or off, not '$want'" ;; esac
+  _mark_kubelet_logs
+  helm_ upgrade "$RELEASE" "$CHART" -n "$RELEASE_NS" --reset-then-reuse-values \
+    --set mps.enabled="$enabled" --wait --timeout 3m >>"$E2E_LOGS/helm.log" 2>&1 || {
+    tail -n 20 "$E2E_LOGS/helm.log" >&2
+    return 1
+  }
+  chart_wait_plugins
+  wait_for "the dra-controller Ready" 120 _controller_ready 1
+  log "MPS $want"
+}
+
 _chart_only() { [ "$E2E_DRIVER_MODE" = chart ] || die "$1 needs E2E_DRIVER_MODE=chart"; }
 
 case "${1:-}" in
@@ -612,6 +636,7 @@ case "${1:-}" in
   controller) _chart_only controller; chart_controller "${2:?controller needs a replica count}" ;;
   gpu-memory) cmd_gpu_memory "${2:?gpu-memory needs a size, e.g. 16Gi}" ;;
   mig) cmd_mig "${2:?mig needs on or off}" ;;
+  mps) _chart_only mps; chart_mps "${2:?mps needs on or off}" ;;
   kill-on-mig-create) _chart_only kill-on-mig-create; chart_kill_on_mig_create "${2:-60}" ;;
   outage) _chart_only outage; chart_outage "${2:?outage needs a duration in seconds}" ;;
   logs)

@@ -158,6 +158,19 @@ func TestLifecycleOnFakeControl(t *testing.T) {
 	lifecycle(t, fakeConfig(t))
 }
 
+// The plugin's container has a read-only root file system: running the
+// control program must not need a writable temporary directory.
+func TestRunNeedsNoTemporaryDirectory(t *testing.T) {
+	cfg := fakeConfig(t)
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	p, err := Start(testContext(t), cfg, Settings{ActiveThreadPercent: 40})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = kill(p, cfg) })
+	have, err := Read(testContext(t), cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 40, have.ActiveThreadPercent)
+}
+
 func TestStartFailureNamesGPUAndQuotesLog(t *testing.T) {
 	const reason = "Failed to start: the GPU is in exclusive-process mode for another user"
 	failFile := filepath.Join(t.TempDir(), "fail")

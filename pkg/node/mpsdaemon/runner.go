@@ -24,6 +24,8 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // Runner runs the control program once: to start the daemon (-d, which
@@ -51,16 +53,16 @@ type ExecRunner struct{}
 
 // Run runs inv. Its output goes to a file, not a pipe: a daemon that
 // forks into the background inherits the descriptors, and a pipe would
-// stay open for as long as the daemon runs.
+// stay open for as long as the daemon runs. The file is anonymous (memfd),
+// since the plugin's container has no writable file system but the state
+// root, and no name of it is left behind by a crash.
 func (ExecRunner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
-	out, err := os.CreateTemp("", "mps-control-*.out")
+	fd, err := unix.MemfdCreate("mps-control-output", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("output file: %w", err)
 	}
-	defer func() {
-		_ = out.Close()
-		_ = os.Remove(out.Name())
-	}()
+	out := os.NewFile(uintptr(fd), "mps-control-output")
+	defer func() { _ = out.Close() }()
 	cmd := exec.CommandContext(ctx, inv.Path, inv.Args...)
 	cmd.Env = inv.Env
 	if inv.Stdin != "" {

@@ -85,6 +85,11 @@ func Control(t testing.TB) (string, []string) {
 	return bin, []string{fakeControlEnv + "=1"}
 }
 
+// Run is the fake control program with its command line (without the
+// program's name), for a binary that is only the fake; it returns the exit
+// status.
+func Run(args []string) int { return fakeControl(args) }
+
 func fakeControl(args []string) int {
 	pipe, logDir := os.Getenv(envPipeDir), os.Getenv(envLogDir)
 	switch {
