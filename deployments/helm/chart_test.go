@@ -243,7 +243,7 @@ func hostMounts(t *testing.T, ds *appsv1.DaemonSet, c corev1.Container) map[stri
 // the container's own /usr/bin has none.
 func TestMPSControlIsTheDriverRootsProgram(t *testing.T) {
 	for name, files := range map[string][]string{
-		"nvcdi edits":    nil,
+		"nvcdi edits":   nil,
 		"a vendor spec": {"examples/simulated-node.yaml"},
 	} {
 		t.Run(name, func(t *testing.T) {
