@@ -157,6 +157,7 @@ func TestMPSClaimsShareAGPUBesideATimeSlicedOne(t *testing.T) {
 		cfg := parseConfig(out)
 		assert.Equal(t, cores, cfg["mps.activeThreadPercent.0"], "namespace %s: the claim's share in its config", fw.ns)
 		assert.Equal(t, strconv.FormatInt(2*gib, 10), cfg["mps.pinnedMemoryLimit.0"], "namespace %s: the claim's pinned limit", fw.ns)
+		assert.Equal(t, "0", cfg["device.0.sm_limit_percent"], "namespace %s: no time share on top of MPS's SM share", fw.ns)
 		uuid := cfg["device.0.uuid"]
 		uuids[uuid] = true
 

@@ -111,7 +111,7 @@ func limitEdits(c *PreparedClaim, gpuIndex int) cdispec.ContainerEdits {
 	i := strconv.Itoa(gpuIndex)
 	return cdispec.ContainerEdits{Env: []string{
 		names.EnvMemoryLimitPrefix + i + "=" + strconv.FormatUint(g.MemoryLimitBytes/bytesPerMiB, 10) + "m",
-		names.EnvSMLimitPrefix + i + "=" + strconv.FormatInt(g.SMLimitPercent, 10),
+		names.EnvSMLimitPrefix + i + "=" + strconv.FormatInt(timeShare(g), 10),
 	}}
 }
 

@@ -126,7 +126,7 @@ func renderConfig(c *PreparedClaim) []byte {
 		prefix := "device." + strconv.Itoa(k) + "."
 		line(prefix+"uuid", g.configUUID())
 		line(prefix+"memory_limit_bytes", strconv.FormatUint(g.MemoryLimitBytes, 10))
-		line(prefix+"sm_limit_percent", strconv.FormatInt(g.SMLimitPercent, 10))
+		line(prefix+"sm_limit_percent", strconv.FormatInt(timeShare(g), 10))
 	}
 	// The MPS client settings libvgpu.so sets before CUDA reads them
 	// (docs/mps.md); by the GPU's index in the claim.
@@ -137,6 +137,18 @@ func renderConfig(c *PreparedClaim) []byte {
 		}
 	}
 	return []byte(b.String())
+}
+
+// timeShare is the SM time share libvgpu.so's limiter holds the GPU's
+// kernels to. Under MPS the claim's cores are a share of the SMs that the
+// MPS server holds (mps.activeThreadPercent), not of time: time-slicing it
+// as well would give a claim of 30 cores 30 % of the SMs for 30 % of the
+// time.
+func timeShare(g GPULimit) int64 {
+	if g.MPS {
+		return 0
+	}
+	return g.SMLimitPercent
 }
 
 // writeClaimConfig makes the claim directory and its config file. An

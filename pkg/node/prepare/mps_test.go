@@ -172,6 +172,7 @@ func TestMPSClaimEditsAndConfig(t *testing.T) {
 	dev := specDevice(t, env.testEnv, claimA)
 	pipe := "/usr/local/vgpu/mps/" + uuid0
 	assert.Contains(t, dev.ContainerEdits.Env, "CUDA_MPS_PIPE_DIRECTORY="+pipe)
+	assert.Contains(t, dev.ContainerEdits.Env, "CUDA_DEVICE_SM_LIMIT_0=0", "no time share under MPS, where the variable could lower the config's")
 	assert.Contains(t, dev.ContainerEdits.Mounts, &cdispec.Mount{HostPath: env.daemonConfig().PipeDir(), ContainerPath: pipe,
 		Options: []string{"rw", "nosuid", "nodev", "noexec", "bind"}})
 	assert.Contains(t, dev.ContainerEdits.Mounts, &cdispec.Mount{HostPath: "/dev/shm", ContainerPath: "/dev/shm",
@@ -182,6 +183,7 @@ func TestMPSClaimEditsAndConfig(t *testing.T) {
 	config := configOf(t, env.testEnv, claimA)
 	assert.Contains(t, config, "device.0.uuid="+uuid0+"\n")
 	assert.Contains(t, config, "mps.activeThreadPercent.0=30\n")
+	assert.Contains(t, config, "device.0.sm_limit_percent=0\n", "MPS holds the SM share; the limiter does not time-slice it")
 	assert.Contains(t, config, "mps.pinnedMemoryLimit.0=1610612736\n")
 }
 
