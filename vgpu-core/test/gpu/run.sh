@@ -14,8 +14,8 @@
 # limitations under the License.
 
 # run.sh - vgpu-core on a real GPU (needs nvcc or cuda.h + nvml.h, PyTorch with CUDA, nvidia-smi).
-# Run from anywhere: bash vgpu-core/test/gpu/run.sh [--fake]. Takes about 6 minutes, never more
-# than 8 (the whole run is bounded, and every case has its own timeout). Installs nothing.
+# Run from anywhere: bash vgpu-core/test/gpu/run.sh [--fake]. Takes about 7 minutes, never more
+# than 9 (the whole run is bounded, and every case has its own timeout). Installs nothing.
 #   1. builds libvgpu.so and the probe (probe.c, with gcc against the real cuda.h; its kernels,
 #      spin.cu, with nvcc -ptx),
 #   2. checks our CUDA/NVML declarations against the real headers (static asserts),
@@ -40,7 +40,12 @@
 #   6. compute limiter: 8192^3 bf16 matmul throughput at a 30 % SM limit vs no limit (expect
 #      0.27-0.33 of it), then claims at 30 % and 70 % side by side with 1 and with 2
 #      processes each, their achieved ratios printed next to what the simulated plant
-#      (build/bench/limiter pair, the fake driver's GPU model) predicts for the same setup.
+#      (build/bench/limiter pair, the fake driver's GPU model) predicts for the same setup,
+#   7. MPS (docs/mps.md) under NVIDIA's own nvidia-cuda-mps-control, ceiling 60 %: a client's
+#      memory limit (1 GiB claim, the third 512 MiB block refused) with the server listed; a 30 %
+#      client that sets CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 itself runs the matmul at 0.2-0.45 of
+#      the unlimited rate; two processes of one-block kernels on 8 streams each complete at least
+#      1.2 x as many kernels under MPS as time-sliced.
 # --fake runs step 1 (the probe against vgpu-core's headers) and the cases of step 3 that need
 # no kernel code against vgpu-core's fake driver, to check the script and the probe without a GPU
 # (make -C vgpu-core gpu-script-test); the GPU-measured share and nvidia-smi are skipped there.
@@ -52,9 +57,9 @@ case "${1:-}" in
 "") ;;
 *) echo "usage: run.sh [--fake]" >&2; exit 2 ;;
 esac
-# The whole run is bounded: 8 minutes, then everything still running is stopped.
+# The whole run is bounded: 9 minutes, then everything still running is stopped.
 if [ -z "${VGPU_GPU_RUN_BOUNDED:-}" ]; then
-    VGPU_GPU_RUN_BOUNDED=1 exec timeout -k 10 "${VGPU_GPU_RUN_LIMIT_S:-480}" bash "$0" "$@"
+    VGPU_GPU_RUN_BOUNDED=1 exec timeout -k 10 "${VGPU_GPU_RUN_LIMIT_S:-540}" bash "$0" "$@"
 fi
 
 core="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -344,6 +349,70 @@ step "compute: claims at 30 % and 70 % side by side, one process each"
 pair 1
 step "compute: claims at 30 % and 70 % side by side, two processes each"
 pair 2
+
+# MPS (docs/mps.md): NVIDIA's control daemon on this GPU, clients whose claim configs carry the
+# mps.* lines that libvgpu.so turns into the MPS client settings before the driver reads them.
+mps_claim() { # NAME CORES MEMORY_BYTES: an MPS claim (no time share; the server holds the SM share)
+    compute_claim "$1" 0 "$3"
+    printf 'mps.activeThreadPercent.0=%s\nmps.pinnedMemoryLimit.0=%s\n' "$2" "$3" >>"$work/$1/$1/config"
+}
+mps_ctl="$(command -v nvidia-cuda-mps-control || true)"
+if [ -z "$mps_ctl" ]; then
+    verdict "MPS" 1 "no nvidia-cuda-mps-control next to the driver"
+else
+    export CUDA_MPS_PIPE_DIRECTORY="$work/mps/pipe" CUDA_MPS_LOG_DIRECTORY="$work/mps/log"
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    mps_stop() { echo quit | "$mps_ctl" >/dev/null 2>&1 || true; }
+    trap 'mps_stop; rm -rf "$work"' EXIT
+    step "MPS: the real control daemon, ceiling 60 %"
+    "$mps_ctl" -d || die "nvidia-cuda-mps-control -d"
+    echo set_default_active_thread_percentage 60 | "$mps_ctl"
+    mps_claim mps30 30 $((1 << 30))
+    mps_claim mps60 60 $((4 << 30))
+
+    step "MPS: a client's memory limit (1 GiB claim: 512 MiB blocks, the third refused)"
+    if in_claim "$work/mps30" 60 "$work/probe" vmm 512 3 >"$work/mps-vmm.txt"; then
+        servers="$(echo get_server_list | "$mps_ctl")"
+        c1="$(key "$work/mps-vmm.txt" created)" third="$(awk '$1 == "create" && $2 == 3 {print $3}' "$work/mps-vmm.txt")"
+        verdict "MPS client's memory limit" "$(holds "'$c1' == '2' and '$third' == '2' and '$servers' != ''"; echo $?)" \
+            "created $c1 of 3 blocks of 512 MiB, the third refused with error ${third:-?}; MPS servers: ${servers:-none}"
+    else
+        verdict "MPS client's memory limit" 1 "the probe failed or timed out"
+    fi
+
+    step "MPS: matmul throughput of a 30 % client that asks for 100 %, vs no limit"
+    if CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100 VGPU_SECONDS=20 VGPU_WARMUP=5 in_claim "$work/mps30" 120 \
+        python3 "$core/test/gpu/torch_compute.py" mps30 >"$work/mps30.json"; then
+        r="$(python3 -c "print($(rate_of "$work/mps30.json") / $free_rate)")"
+        verdict "MPS SM share held" "$(holds "0.2 <= $r <= 0.45"; echo $?)" \
+            "a 30 % client that set 100 % itself ran at $r of the GPU's matmul throughput (0.2-0.45)"
+    else
+        verdict "MPS SM share held" 1 "the client failed or timed out"
+    fi
+
+    step "MPS vs time-sliced: two processes of one-block 2 ms kernels on 8 streams each, 10 s"
+    streams_pair() { # LABEL CLAIM_A CLAIM_B: the sum of the two processes' launches
+        in_claim "$work/$2" 60 "$work/probe" streams "$work/spin.ptx" "$spin" 8 10 2000 2 >"$work/$1-a.txt" &
+        local a=$!
+        in_claim "$work/$3" 60 "$work/probe" streams "$work/spin.ptx" "$spin" 8 10 2000 2 >"$work/$1-b.txt" &
+        local b=$!
+        wait "$a" && wait "$b" || return 1
+        echo $(($(key "$work/$1-a.txt" launches) + $(key "$work/$1-b.txt" launches)))
+    }
+    mps_claim mpsa 50 $((4 << 30))
+    mps_claim mpsb 50 $((4 << 30))
+    compute_claim tsa 0 $((4 << 30))
+    compute_claim tsb 0 $((4 << 30))
+    if mps_n="$(streams_pair mps mpsa mpsb)" && mps_stop &&
+        ts_n="$(unset CUDA_MPS_PIPE_DIRECTORY; streams_pair ts tsa tsb)"; then
+        verdict "MPS throughput" "$(holds "$mps_n >= 1.2 * max($ts_n, 1)"; echo $?)" \
+            "$mps_n kernels under MPS, $ts_n time-sliced: $(python3 -c "print(round($mps_n / max($ts_n, 1), 2))") x (>= 1.2)"
+    else
+        verdict "MPS throughput" 1 "a streams client failed or timed out"
+    fi
+    mps_stop
+    unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+fi
 echo
 [ "$status" = 0 ] && echo "vgpu-core GPU check: PASSED" || echo "vgpu-core GPU check: FAILED"
 exit "$status"
