@@ -69,6 +69,7 @@ func mpsRows(inv *inventory, rows []GPURow) []GPURow {
 			i = len(rows) - 1
 			byUUID[g.node+"/"+g.uuid] = i
 		}
+		rows[i].MPSDevice = g.key.device
 		if g.granted.shares == 0 {
 			continue
 		}

@@ -140,9 +140,11 @@ func TestNodesMode(t *testing.T) {
 		assert.Equal(t, want.memory, r.MemoryAllocated, want.gpu)
 		assert.Equal(t, want.cores, r.CoresAllocated, want.gpu)
 		assert.Equal(t, 16*gi, r.MemoryCapacity)
+		assert.Equal(t, want.gpu+"-mps", r.MPSDevice)
 	}
 	assert.Equal(t, "node-p", rows[0].Node)
 	assert.Equal(t, ModeFree, rows[0].Mode, "a GPU without claims")
+	assert.Empty(t, rows[0].MPSDevice, "a GPU published without MPS")
 
 	var out bytes.Buffer
 	require.NoError(t, PrintNodes(&out, rows, false))

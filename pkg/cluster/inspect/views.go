@@ -62,6 +62,9 @@ type GPURow struct {
 	// slices or the whole GPU), ModeMPS (its MPS device), ModeMIG (MIG
 	// instances) or ModeFree (none).
 	Mode string `json:"mode"`
+	// MPSDevice is the GPU's MPS device (gpu-<i>-mps), folded into this
+	// row; empty when the GPU publishes none.
+	MPSDevice string `json:"mpsDevice,omitempty"`
 }
 
 // Nodes returns one row per published GPU, sorted by node and GPU index.
