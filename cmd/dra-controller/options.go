@@ -58,6 +58,7 @@ type options struct {
 	hamiAllNamespaces   bool
 	hamiDeviceClass     string
 	hamiMIGDeviceClass  string
+	hamiMPSDeviceClass  string
 	hamiCount           string
 	hamiMemory          string
 	hamiMemoryPercent   string
@@ -100,6 +101,7 @@ func newOptions() *options {
 		quotaGrace:          time.Minute,
 		hamiDeviceClass:     names.DeviceClass,
 		hamiMIGDeviceClass:  names.MIGDeviceClass,
+		hamiMPSDeviceClass:  names.MPSDeviceClass,
 		hamiCount:           string(hami.DefaultCountResource),
 		hamiMemory:          string(hami.DefaultMemoryResource),
 		hamiMemoryPercent:   string(hami.DefaultMemoryPercentageResource),
@@ -149,6 +151,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.BoolVar(&o.hamiAllNamespaces, "hami-compat-all-namespaces", o.hamiAllNamespaces, "Translate HAMi pods in every namespace. When false, only in namespaces labelled vgpu.dra.dev/hami-compat=enabled.")
 	fs.StringVar(&o.hamiDeviceClass, "hami-device-class", o.hamiDeviceClass, "DeviceClass that translated requests use.")
 	fs.StringVar(&o.hamiMIGDeviceClass, "hami-mig-device-class", o.hamiMIGDeviceClass, "DeviceClass that translated requests of pods annotated nvidia.com/vgpu-mode: mig use.")
+	fs.StringVar(&o.hamiMPSDeviceClass, "hami-mps-device-class", o.hamiMPSDeviceClass, "DeviceClass that translated requests of pods annotated nvidia.com/vgpu-mode: mps use.")
 	fs.StringVar(&o.hamiCount, "hami-resource-count", o.hamiCount, "Container resource with the number of GPUs.")
 	fs.StringVar(&o.hamiMemory, "hami-resource-memory", o.hamiMemory, "Container resource with GPU memory per GPU in MiB.")
 	fs.StringVar(&o.hamiMemoryPercent, "hami-resource-memory-percentage", o.hamiMemoryPercent, "Container resource with GPU memory per GPU in percent of the GPU.")
@@ -180,7 +183,7 @@ func (o *options) validate() error {
 		value string
 	}{
 		{"webhook-address", o.webhookAddress}, {"tls-cert-file", o.tlsCertFile}, {"tls-key-file", o.tlsKeyFile},
-		{"hami-device-class", o.hamiDeviceClass}, {"hami-mig-device-class", o.hamiMIGDeviceClass}, {"leader-elect-lease-name", o.leaseName},
+		{"hami-device-class", o.hamiDeviceClass}, {"hami-mig-device-class", o.hamiMIGDeviceClass}, {"hami-mps-device-class", o.hamiMPSDeviceClass}, {"leader-elect-lease-name", o.leaseName},
 		{"hami-resource-count", o.hamiCount}, {"hami-resource-memory", o.hamiMemory},
 		{"hami-resource-memory-percentage", o.hamiMemoryPercent}, {"hami-resource-cores", o.hamiCores},
 		{"hami-resource-priority", o.hamiPriority},

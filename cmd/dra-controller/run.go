@@ -144,7 +144,7 @@ func run(ctx context.Context, o *options) error {
 		Grants:           sizer,
 	}).Admit, webhookMetrics))
 	mux.Handle(admission.MutatePodsPath, admission.Handler("mutate-pods", (&admission.PodMutator{
-		Compat:        hami.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, MIGDeviceClassName: o.hamiMIGDeviceClass, DriverName: names.DriverName},
+		Compat:        hami.Config{Resources: o.resourceNames(), DeviceClassName: o.hamiDeviceClass, MIGDeviceClassName: o.hamiMIGDeviceClass, MPSDeviceClassName: o.hamiMPSDeviceClass, DriverName: names.DriverName},
 		AllNamespaces: o.hamiAllNamespaces,
 		Client:        client,
 		Namespaces:    namespaces,

@@ -58,6 +58,12 @@ func run(t *testing.T, args ...string) (string, error) {
 					ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse("4Gi"), "cores": resource.MustParse("30")}}}}}},
 		},
 	)
+	return runOn(t, client, args...)
+}
+
+// runOn executes the plugin with args against client.
+func runOn(t *testing.T, client kubernetes.Interface, args ...string) (string, error) {
+	t.Helper()
 	var out, errOut bytes.Buffer
 	cmd := newRootCommand(genericiooptions.IOStreams{Out: &out, ErrOut: &errOut}, func() (kubernetes.Interface, error) { return client, nil })
 	cmd.SetArgs(args)
@@ -70,7 +76,65 @@ func TestNodesTable(t *testing.T) {
 	require.NoError(t, err)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	require.Len(t, lines, 2, out)
-	assert.Regexp(t, `^node-a\s+gpu-0\s+-\s+16Gi\s+4Gi \(25%\)\s+-\s+100\s+30 \(30%\)\s+1\s+Healthy\s+<none>$`, lines[1])
+	assert.Regexp(t, `^node-a\s+gpu-0\s+time-sliced\s+-\s+16Gi\s+4Gi \(25%\)\s+-\s+100\s+30 \(30%\)\s+1\s+Healthy\s+<none>$`, lines[1])
+}
+
+// A GPU published with its MPS device (plugin --mps) is one row whose
+// MODE says which device holds its claims; the MPS claims are listed on
+// the MPS device.
+func TestNodesAndClaimsWithMPS(t *testing.T) {
+	mem := resource.MustParse("16Gi")
+	counters := []resourceapi.DeviceCounterConsumption{{CounterSet: "gpu-0-slices", Counters: map[string]resourceapi.Counter{"sharing-mode": {Value: resource.MustParse("1")}}}}
+	gpu := resourceapi.Device{Name: "gpu-0", AllowMultipleAllocations: ptr.To(true), ConsumesCounters: counters,
+		Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{"uuid": {StringValue: ptr.To("GPU-0")}, "index": {IntValue: ptr.To(int64(0))}},
+		Capacity:   map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{"memory": {Value: mem}, "cores": {Value: resource.MustParse("100")}}}
+	mps := *gpu.DeepCopy()
+	mps.Name = "gpu-0-mps"
+	mps.Attributes["mps"] = resourceapi.DeviceAttribute{BoolValue: ptr.To(true)}
+	claim := func(name, memory, cores string) *resourceapi.ResourceClaim {
+		return &resourceapi.ResourceClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: name},
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+				Name: "gpu", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "mps.vgpu.dra.dev"}}}}},
+			Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{Devices: resourceapi.DeviceAllocationResult{
+				Results: []resourceapi.DeviceRequestAllocationResult{{Request: "gpu", Driver: "vgpu.dra.dev", Pool: "node-a", Device: "gpu-0-mps", ShareID: ptr.To(k8stypes.UID("share-" + name)),
+					ConsumedCapacity: map[resourceapi.QualifiedName]resource.Quantity{"memory": resource.MustParse(memory), "cores": resource.MustParse(cores)}}}}}},
+		}
+	}
+	client := fake.NewClientset(
+		&resourceapi.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "node-a-vgpu"},
+			Spec: resourceapi.ResourceSliceSpec{Driver: "vgpu.dra.dev", NodeName: ptr.To("node-a"),
+				Pool:           resourceapi.ResourcePool{Name: "node-a", Generation: 1, ResourceSliceCount: 1},
+				SharedCounters: []resourceapi.CounterSet{{Name: "gpu-0-slices", Counters: map[string]resourceapi.Counter{"sharing-mode": {Value: resource.MustParse("1")}}}},
+				Devices:        []resourceapi.Device{gpu, mps}},
+		},
+		claim("a", "4Gi", "30"), claim("b", "2Gi", "70"),
+	)
+	out, err := runOn(t, client, "nodes")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 2, out)
+	assert.Regexp(t, `^node-a\s+gpu-0\s+mps\s+-\s+16Gi\s+6Gi \(37%\)\s+-\s+100\s+100 \(100%\)\s+2\s+Healthy\s+<none>$`, lines[1])
+
+	out, err = runOn(t, client, "nodes", "-o", "json")
+	require.NoError(t, err)
+	var nodes struct {
+		Items []struct {
+			GPU  string `json:"gpu"`
+			Mode string `json:"mode"`
+		} `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &nodes), out)
+	require.Len(t, nodes.Items, 1)
+	assert.Equal(t, "mps", nodes.Items[0].Mode)
+
+	out, err = runOn(t, client, "claims", "-n", "team-a")
+	require.NoError(t, err)
+	lines = strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 3, out)
+	assert.Regexp(t, `^a\s+<none>\s+Allocated\s+node-a\s+gpu-0-mps\s+4Gi\s+4Gi\s+-\s+30\s`, lines[1])
+	assert.Regexp(t, `^b\s+<none>\s+Allocated\s+node-a\s+gpu-0-mps\s+2Gi\s+2Gi\s+-\s+70\s`, lines[2])
 }
 
 func TestClaimsJSONAndYAML(t *testing.T) {

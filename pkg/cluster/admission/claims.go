@@ -188,10 +188,12 @@ func (v *ClaimValidator) validateSpec(ctx context.Context, namespace string, spe
 			continue
 		}
 		errs = append(errs, parsed.ValidateClaimConfig(p)...)
+		errs = append(errs, v.validateMPSComputePolicy(spec, cfg.Requests, parsed.ComputePolicy, p.Child("computePolicy"))...)
 		if parsed.MemoryLimit != nil {
 			errs = append(errs, v.validateMemoryLimit(spec, cfg.Requests, *parsed.MemoryLimit, p.Child("memoryLimit"))...)
 		}
 	}
+	errs = append(errs, v.validateMPSConstraints(spec, devicesPath.Child("constraints"))...)
 	if largest := v.LargestGPUMemory(); largest > 0 {
 		for _, req := range spec.Devices.Requests {
 			for _, capacity := range requestCapacities(req) {
@@ -261,6 +263,10 @@ func (v *ClaimValidator) validateMemoryLimit(spec *resourceapi.ResourceClaimSpec
 	}
 	for _, r := range v.ourRequests(spec) {
 		if !appliesTo(requests, r) {
+			continue
+		}
+		if v.Classes.IsMPS(r.class) {
+			errs = append(errs, field.Forbidden(p, fmt.Sprintf("request %q uses the MPS DeviceClass %q, whose memory limit is the memory it asks for: MPS claims do not burst", r, r.class)))
 			continue
 		}
 		if v.Classes.BurstPolicy(r.class) == api.BurstNever {
@@ -354,7 +360,12 @@ func (v *ClaimValidator) validateRequest(namespace string, spec *resourceapi.Res
 						resource.NewQuantity(v.MaxMemoryBytes, resource.BinarySI).String())))
 				}
 			case names.CapacityCores:
-				if n, ok := q.AsInt64(); !ok || n < 0 || n > names.CoresCapacity {
+				n, ok := q.AsInt64()
+				switch {
+				case v.Classes.IsMPS(class) && (!ok || n < 1 || n > names.CoresCapacity):
+					errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf(
+						"DeviceClass %q is MPS: cores is the share of the GPU's SMs each process may use, a whole number of percent between 1 and %d (leave it out for all of them)", class, names.CoresCapacity)))
+				case !ok || n < 0 || n > names.CoresCapacity:
 					errs = append(errs, field.Invalid(p, q.String(), fmt.Sprintf("must be a whole number of percent of the GPU's SM time between 0 and %d", names.CoresCapacity)))
 				}
 			default:
@@ -398,6 +409,81 @@ func distinct(spec *resourceapi.ResourceClaimSpec, requests ...string) bool {
 			}
 		}
 		if covered {
+			return true
+		}
+	}
+	return false
+}
+
+// validateMPSComputePolicy refuses a claim config's computePolicy other
+// than strict for the MPS requests it applies to: an MPS client's SM share
+// is held by the hardware, so neither lending idle time (workConserving)
+// nor no limit (disabled) can be applied, and prepare would fail the claim.
+func (v *ClaimValidator) validateMPSComputePolicy(spec *resourceapi.ResourceClaimSpec, requests []string, policy api.ComputePolicy, p *field.Path) field.ErrorList {
+	if policy == "" || policy == api.ComputePolicyStrict {
+		return nil
+	}
+	var errs field.ErrorList
+	for _, r := range v.ourRequests(spec) {
+		if appliesTo(requests, r) && v.Classes.IsMPS(r.class) {
+			errs = append(errs, field.Invalid(p, string(policy), fmt.Sprintf(
+				"applies to request %q of the MPS DeviceClass %q, whose SM share the hardware holds; use strict or name only the other requests in this config's requests", r, r.class)))
+		}
+	}
+	return errs
+}
+
+// gpuIdentities are the attributes whose equality puts two devices on the
+// same physical GPU of a node.
+var gpuIdentities = []resourceapi.QualifiedName{names.AttrUUID, names.AttrIndex, names.AttrMinor, names.AttrPCIeBusID}
+
+// validateMPSConstraints refuses a matchAttribute constraint that puts an
+// MPS request on the same GPU as another request of this driver's classes:
+// a GPU serves MPS claims or others, and prepare takes one device per GPU
+// in MPS use, so the scheduler could never satisfy the claim. A request
+// counts as MPS when every alternative of it in this driver's classes is;
+// one with another alternative may still be satisfied by that one.
+func (v *ClaimValidator) validateMPSConstraints(spec *resourceapi.ResourceClaimSpec, path *field.Path) field.ErrorList {
+	mpsRequests := map[string]bool{}
+	var ours []string
+	for _, r := range v.ourRequests(spec) {
+		mps := v.Classes.IsMPS(r.class)
+		if prev, seen := mpsRequests[r.parent]; seen {
+			mpsRequests[r.parent] = prev && mps
+			continue
+		}
+		mpsRequests[r.parent] = mps
+		ours = append(ours, r.parent)
+	}
+	var errs field.ErrorList
+	for i, c := range spec.Devices.Constraints {
+		if c.MatchAttribute == nil || !v.identifiesGPU(*c.MatchAttribute) {
+			continue
+		}
+		var covered []string
+		var mps string
+		for _, name := range ours {
+			if len(c.Requests) > 0 && !slices.Contains(c.Requests, name) {
+				continue
+			}
+			covered = append(covered, name)
+			if mps == "" && mpsRequests[name] {
+				mps = name
+			}
+		}
+		if mps == "" || len(covered) < 2 {
+			continue
+		}
+		errs = append(errs, field.Invalid(path.Index(i).Child("matchAttribute"), string(*c.MatchAttribute), fmt.Sprintf(
+			"puts the MPS request %q on the same GPU as the requests %q; a GPU serves MPS claims or others, and one claim holds one device of a GPU in MPS use, so no GPU could ever satisfy it",
+			mps, slices.DeleteFunc(covered, func(n string) bool { return n == mps }))))
+	}
+	return errs
+}
+
+func (v *ClaimValidator) identifiesGPU(attr resourceapi.FullyQualifiedName) bool {
+	for _, a := range gpuIdentities {
+		if string(attr) == v.DriverName+"/"+string(a) {
 			return true
 		}
 	}

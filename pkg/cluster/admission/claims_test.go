@@ -20,6 +20,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -63,7 +65,7 @@ func (q *fakeQuota) Admit(_ context.Context, claim *resourceapi.ResourceClaim, d
 func testValidator(q QuotaAdmitter) *ClaimValidator {
 	return &ClaimValidator{
 		DriverName:       "vgpu.dra.dev",
-		Classes:          &ClassMatcher{DriverName: "vgpu.dra.dev", Names: sets.New("vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu-unenforced.dra.dev")},
+		Classes:          &ClassMatcher{DriverName: "vgpu.dra.dev", Names: sets.New("vgpu.dra.dev", "vgpu-work-conserving.dra.dev", "vgpu-unenforced.dra.dev", "mig.vgpu.dra.dev")},
 		AdminOnlyClasses: sets.New("vgpu-unenforced.dra.dev"),
 		AdminNamespaces:  sets.New("kube-system", "gpu-admin"),
 		MaxMemoryBytes:   1 << 40,
@@ -344,6 +346,103 @@ func TestClaimValidation(t *testing.T) {
 			wantDeny: []string{"spec.devices.config[0].opaque.parameters.burst: Forbidden", "spec.devices.config[0].opaque.parameters.reclaimGracePeriodSeconds: Forbidden"},
 		},
 		{
+			name: "time-sliced cores 0 is best effort",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, capacity: {requests: {cores: "0"}}}}]}}`,
+		},
+		{
+			name: "MPS slice",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev, capacity: {requests: {memory: 8Gi, cores: "30"}}}}]}}`,
+		},
+		{
+			name: "MPS slice without cores gets all SMs",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev, capacity: {requests: {memory: 8Gi}}}}]}}`,
+		},
+		{
+			name:     "MPS cores 0",
+			spec:     `{devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev, capacity: {requests: {memory: 8Gi, cores: "0"}}}}]}}`,
+			wantDeny: []string{`spec.devices.requests[0].exactly.capacity.requests[cores]: Invalid value: "0"`, `DeviceClass "mps.vgpu.dra.dev" is MPS`, "between 1 and 100"},
+		},
+		{
+			name:     "MPS cores above 100",
+			spec:     `{devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev, capacity: {requests: {cores: "101"}}}}]}}`,
+			wantDeny: []string{`spec.devices.requests[0].exactly.capacity.requests[cores]: Invalid value: "101"`, "between 1 and 100"},
+		},
+		{
+			name:     "MPS cores 0 in a template",
+			template: true,
+			spec:     `{devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev, capacity: {requests: {cores: "0"}}}}]}}`,
+			wantDeny: []string{"ResourceClaimTemplate", `spec.spec.devices.requests[0].exactly.capacity.requests[cores]`, "between 1 and 100"},
+		},
+		{
+			name: "MPS cores 0 in a firstAvailable subrequest",
+			spec: `{devices: {requests: [{name: gpu, firstAvailable: [
+			        {name: ts, deviceClassName: vgpu.dra.dev, capacity: {requests: {cores: "0"}}},
+			        {name: mps, deviceClassName: mps.vgpu.dra.dev, capacity: {requests: {cores: "0"}}}]}]}}`,
+			wantDeny: []string{`spec.devices.requests[0].firstAvailable[1].capacity.requests[cores]`, "is MPS"},
+		},
+		{
+			name: "MPS with a strict claim config",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, computePolicy: strict}}}]}}`,
+		},
+		{
+			name: "MPS with a work-conserving claim config",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, computePolicy: workConserving}}}]}}`,
+			wantDeny: []string{`spec.devices.config[0].opaque.parameters.computePolicy: Invalid value: "workConserving"`, `request "gpu" of the MPS DeviceClass`, "use strict"},
+		},
+		{
+			name:     "MPS with compute policy disabled in a template",
+			template: true,
+			spec: `{devices: {requests: [{name: gpu, firstAvailable: [{name: mps, deviceClassName: mps.vgpu.dra.dev}]}],
+			        config: [{requests: [gpu], opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, computePolicy: disabled}}}]}}`,
+			wantDeny: []string{`spec.spec.devices.config[0].opaque.parameters.computePolicy: Invalid value: "disabled"`, `request "gpu/mps"`},
+		},
+		{
+			name: "work-conserving config for the time-sliced request of a claim with MPS",
+			spec: `{devices: {requests: [{name: ts, exactly: {deviceClassName: vgpu.dra.dev}}, {name: mps, exactly: {deviceClassName: mps.vgpu.dra.dev}}],
+			        constraints: [{distinctAttribute: vgpu.dra.dev/uuid}],
+			        config: [{requests: [ts], opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, computePolicy: workConserving}}}]}}`,
+		},
+		{
+			name: "MPS with a memoryLimit",
+			spec: `{devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev, capacity: {requests: {memory: 4Gi}}}}],
+			        config: [{opaque: {driver: vgpu.dra.dev, parameters: {` + opaqueHeader + `, memoryLimit: 8Gi}}}]}}`,
+			wantDeny: []string{"spec.devices.config[0].opaque.parameters.memoryLimit: Forbidden", "MPS claims do not burst"},
+		},
+		{
+			name: "MPS and time-sliced matched to one GPU",
+			spec: `{devices: {requests: [{name: ts, exactly: {deviceClassName: vgpu.dra.dev}}, {name: mps, exactly: {deviceClassName: mps.vgpu.dra.dev}}],
+			        constraints: [{requests: [ts, mps], matchAttribute: vgpu.dra.dev/uuid}]}}`,
+			wantDeny: []string{`spec.devices.constraints[0].matchAttribute: Invalid value: "vgpu.dra.dev/uuid"`, `MPS request "mps" on the same GPU as the requests ["ts"]`},
+		},
+		{
+			name:     "MPS and MIG matched to one GPU in a template",
+			template: true,
+			spec: `{devices: {requests: [{name: mig, exactly: {deviceClassName: mig.vgpu.dra.dev}}, {name: mps, exactly: {deviceClassName: mps.vgpu.dra.dev}}],
+			        constraints: [{matchAttribute: vgpu.dra.dev/index}]}}`,
+			wantDeny: []string{`spec.spec.devices.constraints[0].matchAttribute`, `MPS request "mps" on the same GPU as the requests ["mig"]`},
+		},
+		{
+			name: "two MPS requests matched to one GPU",
+			spec: `{devices: {requests: [{name: a, exactly: {deviceClassName: mps.vgpu.dra.dev}}, {name: b, exactly: {deviceClassName: mps.vgpu.dra.dev}}],
+			        constraints: [{distinctAttribute: vgpu.dra.dev/productName}, {requests: [a, b], matchAttribute: vgpu.dra.dev/pcieBusID}]}}`,
+			wantDeny: []string{`spec.devices.constraints[1].matchAttribute`, `MPS request "a"`, `["b"]`},
+		},
+		{
+			name: "MPS and time-sliced of one product",
+			spec: `{devices: {requests: [{name: ts, exactly: {deviceClassName: vgpu.dra.dev}}, {name: mps, exactly: {deviceClassName: mps.vgpu.dra.dev}}],
+			        constraints: [{requests: [ts, mps], matchAttribute: vgpu.dra.dev/productName}]}}`,
+			wantWarn: []string{`requests ["ts" "mps"] may be allocated on the same GPU`},
+		},
+		{
+			name: "MPS alternative next to a time-sliced one matched to one GPU",
+			spec: `{devices: {requests: [{name: ts, exactly: {deviceClassName: vgpu.dra.dev}}, {name: either, firstAvailable: [
+			        {name: mps, deviceClassName: mps.vgpu.dra.dev}, {name: ts, deviceClassName: vgpu.dra.dev}]}],
+			        constraints: [{matchAttribute: vgpu.dra.dev/uuid}]}}`,
+			wantWarn: []string{`may be allocated on the same GPU`},
+		},
+		{
 			name:     "several errors are all reported",
 			spec:     `{devices: {requests: [{name: gpu, exactly: {deviceClassName: vgpu.dra.dev, count: 3, capacity: {requests: {memory: -1, cores: "300"}}}}]}}`,
 			wantDeny: []string{"capacity.requests[memory]", "capacity.requests[cores]", "exactly.count"},
@@ -443,6 +542,44 @@ func TestClassMatcherRecognisesAdminClasses(t *testing.T) {
 	assert.True(t, m.IsOurs("by-config"))
 	assert.False(t, m.IsOurs("nic"))
 	assert.False(t, m.IsOurs("missing"))
+}
+
+// An admin's class that selects MPS devices is an MPS class; the classes
+// that exclude them or only read other attributes are not.
+func TestClassMatcherRecognisesMPSClasses(t *testing.T) {
+	shipped := func(file, name string) *resourceapi.DeviceClass {
+		raw, err := os.ReadFile(filepath.Join("..", "..", "..", "deviceclasses", file))
+		require.NoError(t, err)
+		var class resourceapi.DeviceClass
+		require.NoError(t, yaml.UnmarshalStrict(raw, &class))
+		class.Name = name
+		return &class
+	}
+	selecting := func(name, expr string) *resourceapi.DeviceClass {
+		return &resourceapi.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.DeviceClassSpec{
+			Selectors: []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{Expression: expr}}}}}
+	}
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, c := range []*resourceapi.DeviceClass{
+		shipped("mps.vgpu.dra.dev.yaml", "team-mps"),
+		shipped("vgpu.dra.dev.yaml", "team-sliced"),
+		shipped("mig.vgpu.dra.dev.yaml", "team-mig"),
+		selecting("by-value", `device.driver == "vgpu.dra.dev" && device.attributes["vgpu.dra.dev"].mps`),
+		selecting("by-product", `device.driver == "vgpu.dra.dev" && device.attributes["vgpu.dra.dev"].productName == "T4"`),
+	} {
+		require.NoError(t, indexer.Add(c))
+	}
+	m := &ClassMatcher{DriverName: "vgpu.dra.dev", Names: sets.New("vgpu.dra.dev"), Classes: resourcelisters.NewDeviceClassLister(indexer)}
+	assert.True(t, m.IsMPS("mps.vgpu.dra.dev"), "the class by its name")
+	assert.True(t, m.IsOurs("mps.vgpu.dra.dev"))
+	assert.True(t, m.IsMPS("team-mps"))
+	assert.True(t, m.IsOurs("team-mps"))
+	assert.True(t, m.IsMPS("by-value"))
+	assert.False(t, m.IsMPS("team-sliced"))
+	assert.False(t, m.IsMPS("team-mig"))
+	assert.False(t, m.IsMPS("by-product"))
+	assert.False(t, m.IsMPS("vgpu.dra.dev"))
+	assert.False(t, m.IsMPS("missing"))
 }
 
 // Whether a class is this driver's does not depend on how its selector is

@@ -24,8 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	resourcelisters "k8s.io/client-go/listers/resource/v1"
 	"k8s.io/dynamic-resource-allocation/cel"
+	"k8s.io/utils/ptr"
 
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 )
 
 // foreignDriver is the driver of the device a class must not match to be
@@ -55,9 +57,13 @@ type ClassMatcher struct {
 	celCache *cel.Cache
 }
 
+func (m *ClassMatcher) initCEL() {
+	m.celCache = cel.NewCache(100, cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true})
+}
+
 // IsOurs reports whether name is one of this driver's classes.
 func (m *ClassMatcher) IsOurs(name string) bool {
-	if m.Names.Has(name) {
+	if m.Names.Has(name) || m.IsMPS(name) {
 		return true
 	}
 	if m.Classes == nil {
@@ -80,9 +86,7 @@ func (m *ClassMatcher) ClassIsOurs(class *resourceapi.DeviceClass) bool {
 	if len(class.Spec.Selectors) == 0 {
 		return false
 	}
-	m.celOnce.Do(func() {
-		m.celCache = cel.NewCache(100, cel.Features{EnableConsumableCapacity: true, EnableListTypeAttributes: true})
-	})
+	m.celOnce.Do(m.initCEL)
 	ours := cel.Device{Driver: m.DriverName}
 	foreign := cel.Device{Driver: foreignDriver}
 	restrictsDriver := false
@@ -132,4 +136,46 @@ func (m *ClassMatcher) BurstPolicy(name string) api.BurstPolicy {
 		}
 	}
 	return policy
+}
+
+// IsMPS reports whether the DeviceClass name allocates this driver's MPS
+// devices (docs/mps.md): the class names.MPSDeviceClass, or a class whose
+// selectors, evaluated like ClassIsOurs's, pick a device of this driver
+// that carries the mps attribute and refuse one that does not.
+func (m *ClassMatcher) IsMPS(name string) bool {
+	if name == names.MPSDeviceClass {
+		return true
+	}
+	if m.Classes == nil {
+		return false
+	}
+	class, err := m.Classes.Get(name)
+	if err != nil || len(class.Spec.Selectors) == 0 {
+		return false
+	}
+	m.celOnce.Do(m.initCEL)
+	mps := cel.Device{Driver: m.DriverName, Attributes: map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		resourceapi.QualifiedName(m.DriverName + "/" + string(names.AttrMPS)): {BoolValue: ptr.To(true)},
+	}}
+	plain := cel.Device{Driver: m.DriverName}
+	refusesPlain := false
+	for _, s := range class.Spec.Selectors {
+		if s.CEL == nil {
+			continue
+		}
+		compiled := m.celCache.GetOrCompile(s.CEL.Expression)
+		if compiled.Error != nil {
+			return false
+		}
+		mpsMatches, _, mpsErr := compiled.DeviceMatches(context.Background(), mps)
+		if mpsErr == nil && !mpsMatches {
+			return false
+		}
+		// A selector that fails only without the attribute reads it
+		// (device.attributes[...].mps), which refuses the plain device.
+		if plainMatches, _, plainErr := compiled.DeviceMatches(context.Background(), plain); (plainErr == nil && !plainMatches) || (plainErr != nil && mpsErr == nil) {
+			refusesPlain = true
+		}
+	}
+	return refusesPlain
 }

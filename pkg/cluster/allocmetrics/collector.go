@@ -120,8 +120,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		}
 	}
 
-	largest := map[string]int64{}
-	free := map[string]int64{}
+	// A GPU published with its MPS device (docs/mps.md) is two devices of
+	// one UUID, gpu-<i> and gpu-<i>-mps, of which at most one holds claims
+	// (they consume the GPU's one sharing-mode counter): its free memory
+	// counts once, what neither device's claims hold.
+	type physical struct{ memory, allocated int64 }
+	byGPU := map[[2]string]*physical{}
 	for key, g := range gpus {
 		values := []string{g.node, key.device, g.uuid, g.index, g.product}
 		ch <- prometheus.MustNewConstMetric(memoryCapacityDesc, prometheus.GaugeValue, float64(g.memory), values...)
@@ -129,9 +133,24 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(coresCapacityDesc, prometheus.GaugeValue, float64(g.cores), values...)
 		ch <- prometheus.MustNewConstMetric(coresAllocatedDesc, prometheus.GaugeValue, float64(g.coresAllocated), values...)
 		ch <- prometheus.MustNewConstMetric(sharesDesc, prometheus.GaugeValue, float64(g.shares), values...)
-		left := max(g.memory-g.memoryAllocated, 0)
-		largest[g.node] = max(largest[g.node], left)
-		free[g.node] += left
+		id := [2]string{g.node, g.uuid}
+		if g.uuid == "" {
+			id[1] = "device:" + key.device
+		}
+		p := byGPU[id]
+		if p == nil {
+			p = &physical{}
+			byGPU[id] = p
+		}
+		p.memory = max(p.memory, g.memory)
+		p.allocated += g.memoryAllocated
+	}
+	largest := map[string]int64{}
+	free := map[string]int64{}
+	for id, p := range byGPU {
+		left := max(p.memory-p.allocated, 0)
+		largest[id[0]] = max(largest[id[0]], left)
+		free[id[0]] += left
 	}
 	for node, v := range largest {
 		ch <- prometheus.MustNewConstMetric(largestFreeDesc, prometheus.GaugeValue, float64(v), node)

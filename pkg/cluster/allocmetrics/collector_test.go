@@ -133,3 +133,40 @@ vgpu_dra_node_free_memory_bytes{node="node-a"} 1.7179869184e+10
 		"vgpu_dra_gpu_shares", "vgpu_dra_node_largest_free_memory_bytes", "vgpu_dra_node_free_memory_bytes"))
 	require.Equal(t, 2, testutil.CollectAndCount(c, "vgpu_dra_gpu_memory_capacity_bytes"), "the stale generation and other drivers are ignored")
 }
+
+// A GPU published with its MPS device has two devices of one UUID: each
+// gets its series, the MPS claims are on the MPS device, and the node's
+// free memory counts the GPU once.
+func TestCollectorMPS(t *testing.T) {
+	mps := device("gpu-0-mps", "GPU-0", 0, "80Gi")
+	mps.Attributes[names.AttrMPS] = resourceapi.DeviceAttribute{BoolValue: ptr.To(true)}
+	slices := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(t, slices.Add(&resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}, Spec: resourceapi.ResourceSliceSpec{
+		Driver: driver, NodeName: ptr.To("node-a"), Pool: resourceapi.ResourcePool{Name: "node-a", Generation: 1},
+		Devices: []resourceapi.Device{device("gpu-0", "GPU-0", 0, "80Gi"), mps, device("gpu-1", "GPU-1", 1, "80Gi")}}}))
+	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	for _, c := range []*resourceapi.ResourceClaim{
+		claim("a", "pod-a", nil, result("gpu-0-mps", "20Gi", "30")),
+		claim("b", "pod-b", nil, result("gpu-0-mps", "10Gi", "50")),
+		claim("c", "pod-c", nil, result("gpu-1", "70Gi", "10")),
+	} {
+		require.NoError(t, claims.Add(c))
+	}
+	c := &Collector{DriverName: driver, Slices: resourcelisters.NewResourceSliceLister(slices), Claims: resourcelisters.NewResourceClaimLister(claims)}
+
+	want := `
+# HELP vgpu_dra_gpu_cores_allocated SM time granted to allocated claims on the GPU, in percent of the GPU.
+# TYPE vgpu_dra_gpu_cores_allocated gauge
+vgpu_dra_gpu_cores_allocated{device="gpu-0",device_index="0",device_uuid="GPU-0",node="node-a",product="H100"} 0
+vgpu_dra_gpu_cores_allocated{device="gpu-0-mps",device_index="0",device_uuid="GPU-0",node="node-a",product="H100"} 80
+vgpu_dra_gpu_cores_allocated{device="gpu-1",device_index="1",device_uuid="GPU-1",node="node-a",product="H100"} 10
+# HELP vgpu_dra_node_largest_free_memory_bytes Largest unallocated GPU memory on a single GPU of the node: the biggest memory request that still fits there.
+# TYPE vgpu_dra_node_largest_free_memory_bytes gauge
+vgpu_dra_node_largest_free_memory_bytes{node="node-a"} 5.36870912e+10
+# HELP vgpu_dra_node_free_memory_bytes Unallocated GPU memory summed over the node's GPUs.
+# TYPE vgpu_dra_node_free_memory_bytes gauge
+vgpu_dra_node_free_memory_bytes{node="node-a"} 6.442450944e+10
+`
+	require.NoError(t, testutil.CollectAndCompare(c, strings.NewReader(want),
+		"vgpu_dra_gpu_cores_allocated", "vgpu_dra_node_largest_free_memory_bytes", "vgpu_dra_node_free_memory_bytes"))
+}

@@ -39,12 +39,15 @@ const (
 )
 
 // AnnotationVGPUMode is HAMi's pod annotation that picks how a GPU is
-// shared: VGPUModeHAMiCore (the default: a software slice) or VGPUModeMIG
-// (a MIG instance, the smallest profile whose memory fits nvidia.com/gpumem).
+// shared: VGPUModeHAMiCore (the default: a software slice), VGPUModeMIG
+// (a MIG instance, the smallest profile whose memory fits nvidia.com/gpumem)
+// or VGPUModeMPS (an MPS slice: a share of the SMs at the same time as the
+// GPU's other MPS clients).
 const (
 	AnnotationVGPUMode = "nvidia.com/vgpu-mode"
 	VGPUModeHAMiCore   = "hami-core"
 	VGPUModeMIG        = "mig"
+	VGPUModeMPS        = "mps"
 )
 
 // Labels on every template this package generates; the controller's
@@ -100,6 +103,8 @@ type Config struct {
 	DeviceClassName string
 	// MIGDeviceClassName is the DeviceClass of requests in MIG mode.
 	MIGDeviceClassName string
+	// MPSDeviceClassName is the DeviceClass of requests in MPS mode.
+	MPSDeviceClassName string
 	// DriverName is the DRA driver: the domain of the attributes used in
 	// selectors and the driver of the opaque priority config.
 	DriverName string

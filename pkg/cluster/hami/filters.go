@@ -41,8 +41,8 @@ var (
 type filters struct {
 	useTypes, noUseTypes []string
 	useUUIDs, noUseUUIDs []string
-	// mig: nvidia.com/vgpu-mode is mig.
-	mig bool
+	// mode is nvidia.com/vgpu-mode, VGPUModeHAMiCore when not given.
+	mode string
 }
 
 func parseFilters(annotations map[string]string) (filters, field.ErrorList) {
@@ -78,11 +78,22 @@ func parseFilters(annotations map[string]string) (filters, field.ErrorList) {
 	f.useUUIDs = parse(AnnotationUseGPUUUID, uuidPattern, "GPU UUID")
 	f.noUseUUIDs = parse(AnnotationNoUseGPUUUID, uuidPattern, "GPU UUID")
 	switch mode := annotations[AnnotationVGPUMode]; mode {
-	case "", VGPUModeHAMiCore:
-	case VGPUModeMIG:
-		f.mig = true
+	case "":
+		f.mode = VGPUModeHAMiCore
+	case VGPUModeHAMiCore, VGPUModeMIG, VGPUModeMPS:
+		f.mode = mode
 	default:
-		errs = append(errs, field.NotSupported(path.Key(AnnotationVGPUMode), mode, []string{VGPUModeHAMiCore, VGPUModeMIG}))
+		errs = append(errs, field.NotSupported(path.Key(AnnotationVGPUMode), mode, []string{VGPUModeHAMiCore, VGPUModeMIG, VGPUModeMPS}))
+	}
+	if f.mode == VGPUModeMPS {
+		// MPS serves whole GPUs not in MIG mode: a MIG instance's UUID
+		// could never match, and the pod would stay pending.
+		for _, u := range f.useUUIDs {
+			if strings.HasPrefix(u, "MIG-") {
+				errs = append(errs, field.Invalid(path.Key(AnnotationUseGPUUUID), u,
+					"names a MIG instance, but nvidia.com/vgpu-mode mps runs on whole GPUs that are not in MIG mode; name the GPU's UUID (GPU-…) or use nvidia.com/vgpu-mode mig"))
+			}
+		}
 	}
 	return f, errs
 }

@@ -192,8 +192,22 @@ func containerRequest(c *corev1.Container, resNames ResourceNames, path *field.P
 
 // claimSpec builds the claim for one container's request.
 func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *field.Path) (resourceapi.ResourceClaimSpec, field.ErrorList) {
-	if f.mig {
+	class := cfg.DeviceClassName
+	switch f.mode {
+	case VGPUModeMIG:
 		return migClaimSpec(r, f, cfg, products, path)
+	case VGPUModeMPS:
+		if r.priority != "" {
+			hamiPriority := map[api.Priority]int{api.PriorityHigh: 0, api.PriorityLow: 1}[r.priority]
+			return resourceapi.ResourceClaimSpec{}, field.ErrorList{field.Invalid(path.Child("resources", "limits").Key(string(cfg.Resources.Priority)), hamiPriority,
+				"nvidia.com/vgpu-mode mps runs the GPU's claims at the same time, each on its share of the SMs; a priority orders time-sliced claims and does not apply")}
+		}
+		class = cfg.MPSDeviceClassName
+		if r.cores == 0 {
+			// An MPS client always has a share of the SMs: no cores (or
+			// HAMi's 0) means all of them, as the MPS device's default.
+			r.cores = names.CoresCapacity
+		}
 	}
 	selectors := celSelectors(f.selectors(cfg.DriverName, names.AttrUUID))
 	capacity := func(memory int64) *resourceapi.CapacityRequirements {
@@ -228,7 +242,7 @@ func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *fi
 				strconv.Quote(cfg.DriverName), names.AttrProductName, strconv.Quote(p.Name))
 			subs = append(subs, resourceapi.DeviceSubRequest{
 				Name:            fmt.Sprintf("%s-%d", requestName, len(subs)),
-				DeviceClassName: cfg.DeviceClassName,
+				DeviceClassName: class,
 				Selectors:       append(celSelectors([]string{productSelector}), selectors...),
 				AllocationMode:  resourceapi.DeviceAllocationModeExactCount,
 				Count:           r.count,
@@ -248,7 +262,7 @@ func claimSpec(r gpuRequest, f filters, cfg Config, products []Product, path *fi
 		request.FirstAvailable = subs
 	} else {
 		request.Exactly = &resourceapi.ExactDeviceRequest{
-			DeviceClassName: cfg.DeviceClassName,
+			DeviceClassName: class,
 			Selectors:       selectors,
 			AllocationMode:  resourceapi.DeviceAllocationModeExactCount,
 			Count:           r.count,

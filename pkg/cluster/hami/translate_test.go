@@ -58,7 +58,7 @@ type goldenOutput struct {
 }
 
 func testConfig() Config {
-	return Config{Resources: DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", MIGDeviceClassName: "mig.vgpu.dra.dev", DriverName: names.DriverName}
+	return Config{Resources: DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", MIGDeviceClassName: "mig.vgpu.dra.dev", MPSDeviceClassName: "mps.vgpu.dra.dev", DriverName: names.DriverName}
 }
 
 func TestTranslateGolden(t *testing.T) {

@@ -58,6 +58,8 @@ type gpu struct {
 	// GPU in MIG mode (mig.go).
 	mig        *migDev
 	migEnabled bool
+	// mps is set on the MPS device of a GPU (mps.go).
+	mps bool
 	// claims are the claims allocated this device, as namespace/name.
 	claims []string
 }
@@ -129,6 +131,7 @@ func newInventory(snap *Snapshot) *inventory {
 				g.cores = c.Value.Value()
 			}
 			readMIG(g)
+			readMPS(g)
 			inv.gpus[g.key] = g
 			inv.ordered = append(inv.ordered, g)
 		}

@@ -134,6 +134,9 @@ func (inv *inventory) counterReasons(g *gpu) []string {
 	if len(g.device.ConsumesCounters) == 0 {
 		return nil
 	}
+	if reasons := inv.modeReasons(g); len(reasons) > 0 {
+		return reasons
+	}
 	blockers := inv.counterBlockers(g)
 	var reasons []string
 	if g.mig == nil {
@@ -265,6 +268,7 @@ func migRows(inv *inventory, rows []GPURow) []GPURow {
 		})
 		rows[i].Claims += g.granted.shares
 		if g.granted.shares > 0 {
+			rows[i].Mode = ModeMIG
 			rows[i].MemoryAllocated += g.memory
 			rows[i].CoresAllocated += inv.computeShare(g)
 		}

@@ -31,7 +31,7 @@ const none = "<none>"
 // GPU UUID.
 func PrintNodes(out io.Writer, rows []GPURow, wide bool) error {
 	w := newTable(out)
-	head := "NODE\tGPU\tPRODUCT\tMEMORY\tALLOCATED\tUSED\tCORES\tCORES-ALLOC\tCLAIMS\tHEALTH\tTAINTS"
+	head := "NODE\tGPU\tMODE\tPRODUCT\tMEMORY\tALLOCATED\tUSED\tCORES\tCORES-ALLOC\tCLAIMS\tHEALTH\tTAINTS"
 	if wide {
 		head += "\tUUID"
 	}
@@ -45,7 +45,7 @@ func PrintNodes(out io.Writer, rows []GPURow, wide bool) error {
 		if r.MemoryCapacity == 0 {
 			capacity = "-" // a GPU seen only through its MIG devices
 		}
-		line := strings.Join([]string{r.Node, r.GPU, orDash(r.Product), capacity,
+		line := strings.Join([]string{r.Node, r.GPU, orDash(r.Mode), orDash(r.Product), capacity,
 			withShare(r.MemoryAllocated, r.MemoryCapacity, FormatBytes), optBytes(r.MemoryUsed),
 			strconv.FormatInt(r.CoresCapacity, 10), withShare(r.CoresAllocated, r.CoresCapacity, formatCores),
 			strconv.Itoa(r.Claims), r.Health, taints}, "\t")

@@ -57,6 +57,14 @@ type GPURow struct {
 	// are its admin's instances and those allocated to claims.
 	MIG       string           `json:"mig,omitempty"`
 	Instances []MIGInstanceRow `json:"instances,omitempty"`
+	// Mode is the GPU's sharing mode, from which of its devices hold
+	// allocations: ModeTimeSliced (its whole-GPU device: time-sliced
+	// slices or the whole GPU), ModeMPS (its MPS device), ModeMIG (MIG
+	// instances) or ModeFree (none).
+	Mode string `json:"mode"`
+	// MPSDevice is the GPU's MPS device (gpu-<i>-mps), folded into this
+	// row; empty when the GPU publishes none.
+	MPSDevice string `json:"mpsDevice,omitempty"`
 }
 
 // Nodes returns one row per published GPU, sorted by node and GPU index.
@@ -72,7 +80,7 @@ func Nodes(snap *Snapshot) []GPURow {
 	}
 	rows := make([]GPURow, 0, len(inv.ordered))
 	for _, g := range inv.ordered {
-		if g.mig != nil {
+		if g.mig != nil || g.mps {
 			// Folded into its GPU's row below.
 			continue
 		}
@@ -99,9 +107,18 @@ func Nodes(snap *Snapshot) []GPURow {
 		if g.migEnabled {
 			r.MIG = MIGModeOn
 		}
+		if g.granted.shares > 0 {
+			r.Mode = ModeTimeSliced
+		}
 		rows = append(rows, r)
 	}
-	return migRows(inv, rows)
+	rows = migRows(inv, mpsRows(inv, rows))
+	for i := range rows {
+		if rows[i].Mode == "" {
+			rows[i].Mode = ModeFree
+		}
+	}
+	return rows
 }
 
 func taintString(t resourceapi.DeviceTaint) string {

@@ -294,9 +294,10 @@ func (w *why) node(ctx context.Context, node *corev1.Node) (NodeVerdict, []GPUVe
 		for _, r := range claim.Spec.Devices.Requests {
 			for _, alt := range w.alternatives(r) {
 				for _, g := range gpus {
-					if (g.mig != nil || g.migEnabled) && !w.selects(ctx, alt, g) {
-						// One device per MIG placement: only those the
-						// request could get are worth a line.
+					if (g.mig != nil || g.migEnabled || len(g.device.ConsumesCounters) > 0) && !w.selects(ctx, alt, g) {
+						// One device per MIG placement, two per GPU with
+						// MPS: only those the request could get are worth
+						// a line.
 						continue
 					}
 					v, err := w.gpu(ctx, node, claim, alt, g)

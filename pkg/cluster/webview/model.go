@@ -105,6 +105,10 @@ func Build(snap *inspect.Snapshot) *Model {
 	m := &Model{}
 	for _, r := range gpuRows {
 		g := GPU{GPURow: r, Claims: byDevice[key{r.Node, r.GPU}], MIGSlices: migSlicesMin}
+		if r.MPSDevice != "" {
+			// The MPS device is folded into its GPU's row: so are its claims.
+			g.Claims = append(slices.Clip(g.Claims), byDevice[key{r.Node, r.MPSDevice}]...)
+		}
 		for _, in := range r.Instances {
 			g.Instances = append(g.Instances, Instance{MIGInstanceRow: in, ClaimRows: byDevice[key{r.Node, in.Device}]})
 			g.MIGSlices = max(g.MIGSlices, in.PlacementStart+in.PlacementSize)

@@ -343,3 +343,31 @@ func TestFilter(t *testing.T) {
 	assert.Len(t, byNode.Pending, 1)
 	assert.Len(t, m.Nodes, 2, "Apply leaves the model alone")
 }
+
+// A GPU's MPS device is folded into its GPU's row, and so are its claims.
+func TestModelOfMPSGPU(t *testing.T) {
+	pool, _ := devices.MIGPool([]devices.GPU{{Info: nvgpu.Info{UUID: "GPU-5", Index: 0, ProductName: "NVIDIA A10", MemoryBytes: 16 << 30}}},
+		devices.Options{}, devices.MIGOptions{PartitionableDevices: true, MPS: true})
+	var published []resourceapi.ResourceSlice
+	for i, s := range pool.Slices {
+		published = append(published, resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("node-s-%d", i)}, Spec: resourceapi.ResourceSliceSpec{
+			Driver: names.DriverName, NodeName: ptr.To("node-s"), Pool: resourceapi.ResourcePool{Name: "node-s", Generation: 1, ResourceSliceCount: int64(len(pool.Slices))},
+			Devices: s.Devices, SharedCounters: s.SharedCounters}})
+	}
+	snap := &inspect.Snapshot{
+		Nodes:  []corev1.Node{*readyNode("node-s")},
+		Slices: published,
+		Claims: []resourceapi.ResourceClaim{
+			*allocate(vgpuClaim("team-a", "a", names.MPSDeviceClass, "4Gi"), "a", "node-s", "gpu-0-mps", "4Gi", "30", nil),
+			*allocate(vgpuClaim("team-a", "b", names.MPSDeviceClass, "2Gi"), "b", "node-s", "gpu-0-mps", "2Gi", "70", nil),
+		},
+	}
+	m := Build(snap)
+	require.Len(t, m.Nodes, 1)
+	require.Len(t, m.Nodes[0].GPUs, 1, "one GPU, its MPS device folded in")
+	g := m.Nodes[0].GPUs[0]
+	assert.Equal(t, inspect.ModeMPS, g.Mode)
+	require.Len(t, g.Claims, 2)
+	assert.Equal(t, "gpu-0-mps", g.Claims[0].GPU)
+	assert.Equal(t, 6*gi, g.MemoryAllocated)
+}
