@@ -20,6 +20,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path"
@@ -33,6 +34,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	utilversion "k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
 )
 
 const mpsClass = "mps.vgpu.dra.dev"
@@ -122,8 +125,9 @@ func mpsControl(t *testing.T, d mpsDaemon, command string) string {
 // use and back (docs/mps.md): MPS claims of two namespaces share the GPU
 // a time-sliced claim does not hold, under one control daemon whose
 // ceiling is their largest share, each held to its own memory limit; a
-// whole-GPU claim waits while the GPUs serve their modes, and once the
-// last MPS claim is gone the daemon stops and the GPU takes it.
+// whole-GPU claim waits while the GPUs serve their modes (kubectl vgpu
+// shows each GPU's mode and why names MPS), and once the last MPS claim is
+// gone the daemon stops and the GPU takes it.
 func TestMPSClaimsShareAGPUBesideATimeSlicedOne(t *testing.T) {
 	node := cluster.node
 	enableMPS(t, node)
@@ -190,6 +194,19 @@ func TestMPSClaimsShareAGPUBesideATimeSlicedOne(t *testing.T) {
 	f.createClaimTemplate("whole", claimRequest{})
 	f.createPod(podSpec{name: "whole", claims: []podClaim{{name: "gpu", template: "whole"}}})
 	f.waitUnschedulable("whole")
+	why := f.kubectlVGPU("why", "-n", f.ns, "whole")
+	assert.Contains(t, why, other+" serves MPS claims (", "why names the GPU MPS holds")
+	var nodes struct {
+		Items []inspect.GPURow `json:"items"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(f.kubectlVGPU("nodes", "-o", "json")), &nodes))
+	modes := map[string]string{}
+	for _, row := range nodes.Items {
+		if row.Node == node {
+			modes[row.GPU] = row.Mode
+		}
+	}
+	assert.Equal(t, map[string]string{sliced: "time-sliced", other: "mps"}, modes, "kubectl vgpu nodes: each GPU's mode")
 
 	// The larger share goes: the ceiling follows the remaining claim.
 	g.deletePodAndWait("mps")

@@ -194,6 +194,7 @@ func (v *ClaimValidator) validateSpec(ctx context.Context, namespace string, spe
 		}
 	}
 	errs = append(errs, v.validateMPSConstraints(spec, devicesPath.Child("constraints"))...)
+	errs = append(errs, v.validateMPSDeviceCount(spec, devicesPath.Child("requests"))...)
 	if largest := v.LargestGPUMemory(); largest > 0 {
 		for _, req := range spec.Devices.Requests {
 			for _, capacity := range requestCapacities(req) {
@@ -479,6 +480,56 @@ func (v *ClaimValidator) validateMPSConstraints(spec *resourceapi.ResourceClaimS
 			mps, slices.DeleteFunc(covered, func(n string) bool { return n == mps }))))
 	}
 	return errs
+}
+
+// validateMPSDeviceCount refuses a claim that could hold more than one
+// MPS device: each GPU in MPS use has a control daemon of its own and a
+// process reaches one (CUDA_MPS_PIPE_DIRECTORY is one per process, and CDI
+// merges it by name), while prepare takes one device of a GPU in MPS use.
+// A request counts as MPS when every alternative of it is.
+func (v *ClaimValidator) validateMPSDeviceCount(spec *resourceapi.ResourceClaimSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	first := ""
+	for i, req := range spec.Devices.Requests {
+		p := path.Index(i)
+		mps := false
+		if e := req.Exactly; e != nil && v.Classes.IsMPS(e.DeviceClassName) {
+			errs = append(errs, oneMPSDevice(e.AllocationMode, e.Count, p.Child("exactly"))...)
+			mps = true
+		}
+		if len(req.FirstAvailable) > 0 {
+			mps = true
+			for j, sub := range req.FirstAvailable {
+				if !v.Classes.IsMPS(sub.DeviceClassName) {
+					mps = false
+					continue
+				}
+				errs = append(errs, oneMPSDevice(sub.AllocationMode, sub.Count, p.Child("firstAvailable").Index(j))...)
+			}
+		}
+		switch {
+		case !mps:
+		case first == "":
+			first = req.Name
+		default:
+			errs = append(errs, field.Invalid(p.Child("name"), req.Name, fmt.Sprintf(
+				"a second MPS request next to %q: a claim holds one MPS device, since each GPU in MPS use has a control daemon of its own and a process reaches one (CUDA_MPS_PIPE_DIRECTORY); use one claim per MPS GPU, each in its own container", first)))
+		}
+	}
+	return errs
+}
+
+// oneMPSDevice refuses an MPS request's allocation mode or count that asks
+// for more than one device.
+func oneMPSDevice(mode resourceapi.DeviceAllocationMode, count int64, p *field.Path) field.ErrorList {
+	const why = "an MPS request asks for one device: each GPU in MPS use has a control daemon of its own, and a process reaches one"
+	switch {
+	case mode == resourceapi.DeviceAllocationModeAll:
+		return field.ErrorList{field.Invalid(p.Child("allocationMode"), mode, why)}
+	case count > 1:
+		return field.ErrorList{field.Invalid(p.Child("count"), count, why)}
+	}
+	return nil
 }
 
 func (v *ClaimValidator) identifiesGPU(attr resourceapi.FullyQualifiedName) bool {

@@ -430,6 +430,28 @@ func TestClaimValidation(t *testing.T) {
 			wantDeny: []string{`spec.devices.constraints[1].matchAttribute`, `MPS request "a"`, `["b"]`},
 		},
 		{
+			name:     "two MPS devices in one request",
+			spec:     `{devices: {requests: [{name: gpu, exactly: {deviceClassName: mps.vgpu.dra.dev, count: 2}}]}}`,
+			wantDeny: []string{`spec.devices.requests[0].exactly.count: Invalid value: 2`, "an MPS request asks for one device"},
+		},
+		{
+			name:     "every MPS device in a template",
+			template: true,
+			spec:     `{devices: {requests: [{name: gpu, firstAvailable: [{name: mps, deviceClassName: mps.vgpu.dra.dev, allocationMode: All}]}]}}`,
+			wantDeny: []string{`spec.spec.devices.requests[0].firstAvailable[0].allocationMode: Invalid value: "All"`},
+		},
+		{
+			name:     "two MPS requests",
+			spec:     `{devices: {requests: [{name: a, exactly: {deviceClassName: mps.vgpu.dra.dev}}, {name: b, exactly: {deviceClassName: mps.vgpu.dra.dev}}]}}`,
+			wantDeny: []string{`spec.devices.requests[1].name: Invalid value: "b"`, `a second MPS request next to "a"`, "one claim per MPS GPU"},
+		},
+		{
+			name: "an MPS request next to one that may be time-sliced",
+			spec: `{devices: {requests: [{name: a, exactly: {deviceClassName: mps.vgpu.dra.dev}}, {name: b, firstAvailable: [
+			        {name: mps, deviceClassName: mps.vgpu.dra.dev}, {name: ts, deviceClassName: vgpu.dra.dev}]}]}}`,
+			wantWarn: []string{`may be allocated on the same GPU`},
+		},
+		{
 			name: "MPS and time-sliced of one product",
 			spec: `{devices: {requests: [{name: ts, exactly: {deviceClassName: vgpu.dra.dev}}, {name: mps, exactly: {deviceClassName: mps.vgpu.dra.dev}}],
 			        constraints: [{requests: [ts, mps], matchAttribute: vgpu.dra.dev/productName}]}}`,
