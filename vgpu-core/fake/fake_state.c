@@ -679,7 +679,12 @@ static void engines_catch_up(fake_state *st, int dev)
 int64_t fake_state_submit(fake_state *st, int dev, uint32_t stream, bool small, uint64_t ns)
 {
     struct engine_hold hold;
+    const fake_slot_mps *m = &st->file->mps[st->slot];
+    uint64_t ino = atomic_load(&m->sock_ino);
+    /* Clients of one control daemon (its socket file) share its server's slice. */
+    uint64_t group = ino == 0 ? 0 : (ino ^ (m->sock_dev << 40)) | 1;
     engine_lock(st, own_engine(st, dev), dev, &hold);
+    gpu_sched_set_client(&hold.e->sched, st->slot, group, atomic_load(&m->share_pm));
     /* Submitting runs the engine up to now first. */
     int64_t ticket = gpu_sched_submit(&hold.e->sched, st->slot, stream, small, ns, fake_now_ns(),
                                       &hold.h);

@@ -1124,9 +1124,36 @@ static void remove_state(void)
 }
 
 /*
+ * After one launch on GPU 0: the share the engine holds this process to
+ * (0: it is no MPS client there).
+ */
+static uint32_t engine_share(fake_state *reader)
+{
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction k;
+    static const char image[] = "fake";
+
+    CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleGetFunction(&k, mod, "busy_10us"), CUDA_SUCCESS);
+    CHECK_EQ(cuLaunchKernel(k, 1024, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        const gpu_queue *q = &reader->file->engines[0].sched.q[i];
+
+        if (atomic_load(&reader->file->slots[i].active) &&
+            atomic_load(&reader->file->slots[i].pid) == (uint32_t)getpid())
+            return q->group != 0 ? q->share_pm : 0;
+    }
+    return 0;
+}
+
+/*
  * cuInit of a child with CUDA_MPS_PIPE_DIRECTORY=dir and the share share
  * (NULL: unset): returns its result, and in *share_pm the share the fake
- * recorded for it (0: not an MPS client).
+ * recorded for it (0: not an MPS client), which its engine must hold it to.
  */
 static CUresult mps_child_init(const char *dir, const char *share, uint32_t *share_pm)
 {
@@ -1147,9 +1174,12 @@ static CUresult mps_child_init(const char *dir, const char *share, uint32_t *sha
         else
             unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
         got[0] = (uint32_t)cuInit(0);
-        if (got[0] == CUDA_SUCCESS && fake_state_open(&reader, state_dir, 0, err, sizeof(err)) == 0 &&
-            !fake_state_mps_client(&reader, (unsigned int)getpid(), &got[1]))
-            got[1] = 0;
+        if (got[0] == CUDA_SUCCESS && fake_state_open(&reader, state_dir, 0, err, sizeof(err)) == 0) {
+            if (!fake_state_mps_client(&reader, (unsigned int)getpid(), &got[1]))
+                got[1] = 0;
+            if (engine_share(&reader) != got[1])
+                got[1] = 9999;
+        }
         _exit(write(fds[1], got, sizeof(got)) == (ssize_t)sizeof(got) ? 0 : 1);
     }
     close(fds[1]);
