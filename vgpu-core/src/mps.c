@@ -195,6 +195,28 @@ static int read_mps_configs(struct vgpu_claim_config *cfgs, int max)
     return n;
 }
 
+/*
+ * The log level the library's start will set (the most verbose log_level of
+ * the valid configs, else LIBCUDA_LOG_LEVEL), set now so that what cuInit
+ * replaced is logged by the same rule; the start sets it again.
+ */
+static void early_log_level(const struct vgpu_claim_config *const cfgs[], int n)
+{
+    enum vgpu_log_level level = VGPU_LOG_WARNING, env_level;
+    const char *env = getenv(VGPU_ENV_LOG_LEVEL);
+    bool from_config = false;
+
+    for (int i = 0; i < n; i++) {
+        if (cfgs[i]->has_log_level && (!from_config || cfgs[i]->log_level > level)) {
+            level = cfgs[i]->log_level;
+            from_config = true;
+        }
+    }
+    if (!from_config && env != NULL && vgpu_log_parse_level(env, &env_level) == 0)
+        level = env_level;
+    vgpu_log_set_level(level);
+}
+
 static void apply_env(void)
 {
     struct vgpu_claim_config *cfgs = calloc(VGPU_INJECTED_MAX, sizeof(*cfgs));
@@ -208,6 +230,7 @@ static void apply_env(void)
     for (int i = 0; i < n; i++)
         ptrs[i] = &cfgs[i];
     if (vgpu_mps_settings(ptrs, n, getenv(VGPU_MPS_ENV_THREADS), getenv(VGPU_MPS_ENV_PINNED), &env)) {
+        early_log_level(ptrs, n);
         if (env.threads_set && setenv(VGPU_MPS_ENV_THREADS, env.threads, 1) != 0)
             VGPU_ERROR("cannot set " VGPU_MPS_ENV_THREADS ": %s", strerror(errno));
         if (env.pinned_set && setenv(VGPU_MPS_ENV_PINNED, env.pinned, 1) != 0)

@@ -506,9 +506,12 @@ static int mps_listen(void)
     return fd;
 }
 
-/* Runs sc_mps_init with the pipe directory, env (NULL-terminated) and the expectations. */
-static void expect_mps(const char *const env[], const char *rc, const char *share, const char *pinned,
-                       const char *via)
+/*
+ * Runs sc_mps_init with the pipe directory, env (NULL-terminated) and the
+ * expectations; with logged set, its stderr must contain it, else be empty.
+ */
+static void expect_mps_logged(const char *const env[], const char *rc, const char *share,
+                              const char *pinned, const char *via, const char *logged)
 {
     char pipe_env[400], rc_env[64], share_env[64], pinned_env[128], via_env[64];
     const char *all[16];
@@ -531,7 +534,26 @@ static void expect_mps(const char *const env[], const char *rc, const char *shar
     snprintf(via_env, sizeof(via_env), "VGPU_TEST_VIA=%s", via);
     all[n++] = via_env;
     all[n] = NULL;
-    expect("mps_init", all, 0, true);
+    expect("mps_init", all, 0, logged == NULL);
+    if (logged != NULL) {
+        char path[600], text[4096] = "";
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s.mps_init.err", root);
+        f = fopen(path, "r");
+        if (f != NULL) {
+            size_t got = fread(text, 1, sizeof(text) - 1, f);
+            text[got] = '\0';
+            fclose(f);
+        }
+        CHECK_STR_CONTAINS(text, logged);
+    }
+}
+
+static void expect_mps(const char *const env[], const char *rc, const char *share, const char *pinned,
+                       const char *via)
+{
+    expect_mps_logged(env, rc, share, pinned, via, NULL);
 }
 
 /*
@@ -577,6 +599,21 @@ static void test_mps(void)
         expect_mps(NULL, "0", "300", "0=1536M", vias[v]);
         expect_mps(zero, "0", "300", "0=1536M", vias[v]);
         expect_mps(junk, "0", "300", "0=1536M", vias[v]);
+    }
+    /* At log level info the replacement is logged, though cuInit comes before the library's start. */
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=a\nlog_level=info\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
+             "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n", uuids[0]);
+    make_claim(cfg);
+    close(lfd);
+    CHECK(mkdir(dir, 0755) == 0);
+    lfd = mps_listen();
+    {
+        const char *higher[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
+
+        expect_mps_logged(higher, "0", "300", "0=1536M", "symbol",
+                          "MPS client: replaced the container's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100");
     }
     /* No mps lines: the container's own values reach the driver. */
     make_std_claim(GiB, "");
