@@ -28,10 +28,14 @@ limitations under the License.
 #include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 
-fake_process g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER};
+fake_process g_fake = {.mu = PTHREAD_MUTEX_INITIALIZER, .mps_fd = -1};
 
 static __thread fake_ctx *tls_ctx;
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
@@ -54,15 +58,72 @@ static void free_thread_streams(void *p)
     free(streams);
 }
 
+/*
+ * The share an MPS client reads from CUDA_MPS_ACTIVE_THREAD_PERCENTAGE, in
+ * per mille: a number in (0, 100] (NVIDIA's server logs it with a
+ * fraction); unset or anything else: the whole GPU (the fake client does
+ * not ask the daemon for its default).
+ */
+static uint32_t mps_share_from_env(void)
+{
+    const char *v = getenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+    char *end;
+    double pct;
+
+    if (v == NULL || v[0] == '\0')
+        return 1000;
+    errno = 0;
+    pct = strtod(v, &end);
+    if (errno != 0 || *end != '\0' || !isfinite(pct) || pct <= 0 || pct > 100)
+        return 1000;
+    return pct * 10 < 1 ? 1 : (uint32_t)(pct * 10 + 0.5);
+}
+
+/*
+ * An MPS client (CUDA_MPS_PIPE_DIRECTORY set), as NVIDIA's driver: cuInit
+ * connects to the control daemon's unix stream socket <dir>/control and
+ * fails with CUDA_ERROR_MPS_CONNECTION_FAILED when nothing answers there.
+ * The connection stays open for the process's life (a daemon counts its
+ * clients by it); nothing is sent on it. Returns 0, or -1.
+ */
+static int mps_connect(const char *pipe_dir, struct stat *sock)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    int fd;
+
+    if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", pipe_dir) >=
+            (int)sizeof(addr.sun_path) ||
+        stat(addr.sun_path, sock) != 0 || !S_ISSOCK(sock->st_mode))
+        return -1;
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return -1;
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+        close(fd);
+        return -1;
+    }
+    g_fake.mps_fd = fd;
+    return 0;
+}
+
 static void init_process(void)
 {
     const char *err = NULL;
+    const char *pipe_dir = getenv("CUDA_MPS_PIPE_DIRECTORY");
+    struct stat mps_sock;
     char msg[256];
     g_fake.cfg = fake_config_view(FAKE_VIEW_CUDA, &err);
     if (err != NULL) {
         fprintf(stderr, "fake libcuda: %s\n", err);
         g_fake.init_result = CUDA_ERROR_INVALID_VALUE;
         return;
+    }
+    if (pipe_dir != NULL && pipe_dir[0] != '\0') {
+        if (mps_connect(pipe_dir, &mps_sock) != 0) {
+            g_fake.init_result = CUDA_ERROR_MPS_CONNECTION_FAILED;
+            return;
+        }
+        g_fake.mps_share_pm = mps_share_from_env();
     }
     if (g_fake.cfg->gpu_count == 0) {
         g_fake.init_result = CUDA_ERROR_NO_DEVICE;
@@ -73,6 +134,9 @@ static void init_process(void)
         g_fake.init_result = CUDA_ERROR_OPERATING_SYSTEM;
         return;
     }
+    if (g_fake.mps_fd >= 0)
+        fake_state_set_mps(&g_fake.state, (uint64_t)mps_sock.st_dev, (uint64_t)mps_sock.st_ino,
+                           g_fake.mps_share_pm);
     if (pthread_key_create(&ptds_key, free_thread_streams) != 0 ||
         pthread_atfork(NULL, NULL, on_fork_child) != 0) {
         g_fake.init_result = CUDA_ERROR_OPERATING_SYSTEM;
@@ -144,6 +208,18 @@ static const struct {
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", "unspecified launch failure"},
     {CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted"},
+    {CUDA_ERROR_MPS_CONNECTION_FAILED, "CUDA_ERROR_MPS_CONNECTION_FAILED",
+     "MPS client failed to connect to the MPS control daemon or the MPS server"},
+    {CUDA_ERROR_MPS_RPC_FAILURE, "CUDA_ERROR_MPS_RPC_FAILURE",
+     "the remote procedural call between the MPS server and the MPS client failed"},
+    {CUDA_ERROR_MPS_SERVER_NOT_READY, "CUDA_ERROR_MPS_SERVER_NOT_READY",
+     "MPS server is not ready to accept new MPS client requests"},
+    {CUDA_ERROR_MPS_MAX_CLIENTS_REACHED, "CUDA_ERROR_MPS_MAX_CLIENTS_REACHED",
+     "the hardware resources required to create MPS client have been exhausted"},
+    {CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED, "CUDA_ERROR_MPS_MAX_CONNECTIONS_REACHED",
+     "the hardware resources required to support device connections have been exhausted"},
+    {CUDA_ERROR_MPS_CLIENT_TERMINATED, "CUDA_ERROR_MPS_CLIENT_TERMINATED",
+     "the MPS client has been terminated by the server"},
     {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
     {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED", "operation not permitted when stream is capturing"},
     {CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED", "operation failed due to a previous error during capture"},

@@ -94,6 +94,8 @@ typedef struct fake_process {
     int initialized;
     int forked; /* set in a child after fork: CUDA is unusable there */
     CUresult init_result;
+    int mps_fd;                /* an MPS client's connection to its control daemon, -1: none */
+    uint32_t mps_share_pm;     /* an MPS client's share of the SMs, per mille */
     const fake_config *cfg;
     fake_state state;
     fake_ctx primary[FAKE_MAX_GPUS];

@@ -75,6 +75,26 @@ static int64_t startable(gpu_sched *s, int owner, bool small_only)
     return -1;
 }
 
+/* An MPS client's share in per mille; 1000 for anything else (the file is writable by all). */
+static uint32_t share_of(const gpu_sched *s, int owner)
+{
+    uint32_t pm = s->q[owner].share_pm;
+
+    return s->q[owner].group != 0 && pm >= 1 && pm <= 1000 ? pm : 1000;
+}
+
+/* How long kernel k of owner runs: a full grid of an MPS client on its share of the SMs. */
+static uint64_t run_len(const gpu_sched *s, int owner, const gpu_kernel *k)
+{
+    uint64_t len = k->len < GPU_KERNEL_MAX_NS ? k->len : GPU_KERNEL_MAX_NS;
+    uint32_t pm = share_of(s, owner);
+
+    if (s->q[owner].group == 0 || k->small || pm == 1000)
+        return len;
+    len = len > GPU_KERNEL_MAX_NS / 1000 ? GPU_KERNEL_MAX_NS : len * 1000 / pm;
+    return len < GPU_KERNEL_MAX_NS ? len : GPU_KERNEL_MAX_NS;
+}
+
 static void start(gpu_sched *s, int owner, uint64_t ticket, const gpu_sched_hooks *h)
 {
     gpu_kernel *k = kernel(s, owner, ticket);
@@ -82,10 +102,11 @@ static void start(gpu_sched *s, int owner, uint64_t ticket, const gpu_sched_hook
     for (int i = 0; i < GPU_CONCURRENT; i++) {
         if (s->running[i] == 0) {
             s->running[i] = ticket + 1;
+            s->run_owner[i] = (uint8_t)owner;
             break;
         }
     }
-    k->end = s->now + (k->len < GPU_KERNEL_MAX_NS ? k->len : GPU_KERNEL_MAX_NS);
+    k->end = s->now + run_len(s, owner, k);
     k->state = GPU_K_RUNNING;
     s->small = k->small;
     s->q[owner].waiting--;
@@ -93,19 +114,82 @@ static void start(gpu_sched *s, int owner, uint64_t ticket, const gpu_sched_hook
     h->started(h->ctx, owner, s->now, k->end);
 }
 
+/* Whether owner j runs in the slice of owner o: o itself, or a client of o's MPS daemon. */
+static bool in_slice(const gpu_sched *s, int o, int j)
+{
+    return j == o || (s->q[o].group != 0 && s->q[j].group == s->q[o].group);
+}
+
+/* Kernels waiting in o's slice: o's own, or every client's of its MPS daemon. */
+static uint64_t slice_waiting(const gpu_sched *s, int o)
+{
+    uint64_t n = 0;
+
+    if (s->q[o].group == 0)
+        return s->q[o].waiting;
+    for (int j = 0; j < GPU_OWNERS; j++)
+        n += in_slice(s, o, j) ? s->q[j].waiting : 0;
+    return n;
+}
+
+/*
+ * The next kernel of an MPS client in o's slice (see "MPS" in fake_gpu.h),
+ * round robin from the client after *who (o: the last one started); its
+ * owner in *who. Returns its ticket, or -1.
+ */
+static int64_t mps_startable(gpu_sched *s, int o, int *who)
+{
+    uint32_t held = 0;
+    bool holds[GPU_OWNERS] = {false}, full[GPU_OWNERS] = {false};
+
+    for (int i = 0; i < GPU_CONCURRENT; i++) {
+        int r = s->run_owner[i];
+        const gpu_kernel *k;
+
+        if (s->running[i] == 0)
+            continue;
+        k = kernel(s, r, s->running[i] - 1);
+        full[r] = full[r] || !k->small;
+        if (!holds[r])
+            held += share_of(s, r);
+        holds[r] = true;
+    }
+    for (int step = 1; step <= GPU_OWNERS; step++) {
+        int j = (*who + step) % GPU_OWNERS;
+        int64_t t;
+
+        if (!in_slice(s, o, j) || s->q[j].waiting == 0 || full[j])
+            continue;
+        if (!holds[j] && held != 0 && held + share_of(s, j) > 1000)
+            continue;
+        t = startable(s, j, holds[j]);
+        if (t >= 0) {
+            *who = j;
+            return t;
+        }
+    }
+    return -1;
+}
+
 /* Starts what the engine picks at s->now (see fake_gpu.h). */
 static void dispatch(gpu_sched *s, const gpu_sched_hooks *h)
 {
     for (;;) {
-        int o = (int)s->owner - 1, n = running_count(s);
+        int o = (int)s->owner - 1, n = running_count(s), who = o;
         int64_t t = -1;
-        bool others = s->waiting > (o >= 0 ? s->q[o].waiting : 0);
+        bool others = s->waiting > (o >= 0 ? slice_waiting(s, o) : 0);
 
-        if (o >= 0 && n < GPU_CONCURRENT && (n == 0 || s->small) &&
-            (s->now < s->slice_end || !others))
-            t = startable(s, o, n > 0);
+        if (o >= 0 && n < GPU_CONCURRENT && (s->now < s->slice_end || !others)) {
+            if (s->q[o].group == 0 && (n == 0 || s->small)) {
+                t = startable(s, o, n > 0);
+            } else if (s->q[o].group != 0) {
+                t = mps_startable(s, o, &who);
+            }
+        }
         if (t >= 0) {
-            start(s, o, (uint64_t)t, h);
+            /* The daemon's slice stays; its clients take turns at the free SMs. */
+            s->owner = (uint32_t)who + 1;
+            start(s, who, (uint64_t)t, h);
             continue;
         }
         if (n > 0 || s->waiting == 0)
@@ -124,13 +208,19 @@ static void dispatch(gpu_sched *s, const gpu_sched_hooks *h)
     }
 }
 
+void gpu_sched_set_client(gpu_sched *s, int owner, uint64_t group, uint32_t share_pm)
+{
+    s->q[owner].group = group;
+    s->q[owner].share_pm = share_pm >= 1 && share_pm <= 1000 ? share_pm : 1000;
+}
+
 uint64_t gpu_sched_next_end(const gpu_sched *s)
 {
     uint64_t next = UINT64_MAX;
 
     for (int i = 0; i < GPU_CONCURRENT; i++) {
         if (s->running[i] != 0) {
-            uint64_t end = s->q[s->owner - 1].k[(s->running[i] - 1) % GPU_QUEUE].end;
+            uint64_t end = s->q[s->run_owner[i]].k[(s->running[i] - 1) % GPU_QUEUE].end;
 
             next = end < next ? end : next;
         }
@@ -145,11 +235,10 @@ void gpu_sched_advance(gpu_sched *s, uint64_t now, const gpu_sched_hooks *h)
     /* What a dropped process left idle goes on at once. */
     dispatch(s, h);
     while ((next = gpu_sched_next_end(s)) <= now) {
-        int o = (int)s->owner - 1;
-
         if (next > s->now)
             s->now = next;
         for (int i = 0; i < GPU_CONCURRENT; i++) {
+            int o = s->run_owner[i];
             gpu_kernel *k;
 
             if (s->running[i] == 0)
@@ -161,8 +250,8 @@ void gpu_sched_advance(gpu_sched *s, uint64_t now, const gpu_sched_hooks *h)
             s->running[i] = 0;
             if (h->finished != NULL)
                 h->finished(h->ctx, o, k->stream);
+            pop_done(s, o);
         }
-        pop_done(s, o);
         dispatch(s, h);
     }
     if (now > s->now)
@@ -221,8 +310,8 @@ void gpu_sched_drop(gpu_sched *s, int owner)
 {
     gpu_queue *q = &s->q[owner];
 
-    if ((int)s->owner - 1 == owner) {
-        for (int i = 0; i < GPU_CONCURRENT; i++)
+    for (int i = 0; i < GPU_CONCURRENT; i++) {
+        if (s->running[i] != 0 && s->run_owner[i] == owner)
             s->running[i] = 0;
     }
     s->waiting -= q->waiting < s->waiting ? q->waiting : s->waiting;
@@ -246,9 +335,10 @@ bool gpu_sched_sane(const gpu_sched *s)
 
         if (s->running[i] == 0)
             continue;
-        if (s->owner == 0)
+        if (s->owner == 0 || s->run_owner[i] >= GPU_OWNERS ||
+            !in_slice(s, (int)s->owner - 1, s->run_owner[i]))
             return false;
-        q = &s->q[s->owner - 1];
+        q = &s->q[s->run_owner[i]];
         if (t < q->head || t >= q->tail || q->k[t % GPU_QUEUE].state != GPU_K_RUNNING ||
             q->k[t % GPU_QUEUE].end > s->now + GPU_KERNEL_MAX_NS)
             return false;
@@ -278,12 +368,14 @@ void gpu_sched_repair(gpu_sched *s)
 
             if (k->len > GPU_KERNEL_MAX_NS)
                 k->len = GPU_KERNEL_MAX_NS;
-            if (k->state == GPU_K_RUNNING && k->end > s->now + k->len)
-                k->end = s->now + k->len;
-            if (k->state == GPU_K_RUNNING && j == o && n < GPU_CONCURRENT)
+            if (k->state == GPU_K_RUNNING && k->end > s->now + run_len(s, j, k))
+                k->end = s->now + run_len(s, j, k);
+            if (k->state == GPU_K_RUNNING && o >= 0 && in_slice(s, o, j) && n < GPU_CONCURRENT) {
+                s->run_owner[n] = (uint8_t)j;
                 s->running[n++] = t + 1;
-            else if (k->state == GPU_K_RUNNING)
-                k->state = GPU_K_DONE; /* only the owner's kernels can be running */
+            } else if (k->state == GPU_K_RUNNING) {
+                k->state = GPU_K_DONE; /* only the slice's kernels can be running */
+            }
             else if (k->state != GPU_K_DONE)
                 k->state = GPU_K_WAITING;
             q->waiting += k->state == GPU_K_WAITING;

@@ -28,8 +28,19 @@ limitations under the License.
  * one that leaves SMs free, runs beside the owner's other small grids);
  * once the slice is over and another process waits, the engine lets the
  * running kernels finish and gives the next slice to the next process with
- * work, round robin. A context that runs out of work yields at once. It is
- * simulated lazily: whoever calls advances it to "now", so a kernel's start
+ * work, round robin. A context that runs out of work yields at once.
+ *
+ * MPS. The clients of one MPS control daemon (gpu_sched_set_client: the
+ * same group) are one context, the daemon's server: while the slice is
+ * theirs, every client's kernels run at the same time, each client held to
+ * its share of the SMs (its active-thread percentage): a full grid runs on
+ * that share only, so it takes len x 1000 / share_pm; a small grid is taken
+ * to fit within the share and runs in len. A client with kernels running
+ * holds its share of the SMs; another client's kernel starts only while the
+ * shares held add up to no more than the whole GPU (or nothing runs). Per
+ * client the rules of a process hold (a stream in order, small grids beside
+ * each other). Clients of different daemons, and processes that are no
+ * client, take turns as above. It is simulated lazily: whoever calls advances it to "now", so a kernel's start
  * depends only on what was launched before it, not on when the host gets
  * round to looking.
  *
@@ -102,6 +113,9 @@ typedef struct gpu_queue {
     uint64_t head;    /* oldest kernel not done */
     uint64_t tail;    /* kernels ever submitted: the next ticket */
     uint64_t waiting; /* kernels not started */
+    uint64_t group;   /* MPS: the process's control daemon, 0 = not an MPS client */
+    uint32_t share_pm; /* MPS: its share of the SMs, per mille (1..1000) */
+    uint32_t reserved;
     gpu_kernel k[GPU_QUEUE];
 } gpu_queue;
 
@@ -115,8 +129,9 @@ typedef struct gpu_sched {
     uint64_t slice_end;
     uint64_t waiting;   /* kernels not started, all processes */
     uint32_t owner;     /* process holding the slice + 1, 0 = none yet */
-    uint32_t small;     /* the running kernels are small grids */
-    uint64_t running[GPU_CONCURRENT]; /* tickets + 1 of the owner's running kernels, 0 = free */
+    uint32_t small;     /* the running kernels are small grids (a process that is no MPS client) */
+    uint64_t running[GPU_CONCURRENT]; /* tickets + 1 of the running kernels, 0 = free */
+    uint8_t run_owner[GPU_CONCURRENT]; /* whose: the owner, or an MPS client of its group */
     gpu_queue q[GPU_OWNERS];
 } gpu_sched;
 
@@ -126,6 +141,13 @@ typedef struct gpu_sched_hooks {
     void (*finished)(void *ctx, int owner, uint32_t stream); /* NULL: nothing to do */
     void *ctx;
 } gpu_sched_hooks;
+
+/*
+ * Makes owner an MPS client of the daemon group (0: no client) with
+ * share_pm per mille of the SMs (out of 1..1000: the whole GPU), for the
+ * kernels it submits from now on.
+ */
+void gpu_sched_set_client(gpu_sched *s, int owner, uint64_t group, uint32_t share_pm);
 
 /* Runs the engine up to now (an earlier now changes nothing). */
 void gpu_sched_advance(gpu_sched *s, uint64_t now, const gpu_sched_hooks *h);

@@ -304,6 +304,7 @@ static int claim_slot(fake_state *st, char *err, size_t errlen)
             slot_clear(st, i);
         atomic_store(&st->file->ident[i].host_pid, 0);
         atomic_store(&st->file->ident[i].pidns, pidns_of("self"));
+        atomic_store(&st->file->mps[i].sock_ino, 0);
         atomic_store(&st->file->slots[i].pid, (uint32_t)getpid());
         atomic_store(&st->file->slots[i].active, 1);
         st->slot = i;
@@ -678,7 +679,12 @@ static void engines_catch_up(fake_state *st, int dev)
 int64_t fake_state_submit(fake_state *st, int dev, uint32_t stream, bool small, uint64_t ns)
 {
     struct engine_hold hold;
+    const fake_slot_mps *m = &st->file->mps[st->slot];
+    uint64_t ino = atomic_load(&m->sock_ino);
+    /* Clients of one control daemon (its socket file) share its server's slice. */
+    uint64_t group = ino == 0 ? 0 : (ino ^ (m->sock_dev << 40)) | 1;
     engine_lock(st, own_engine(st, dev), dev, &hold);
+    gpu_sched_set_client(&hold.e->sched, st->slot, group, atomic_load(&m->share_pm));
     /* Submitting runs the engine up to now first. */
     int64_t ticket = gpu_sched_submit(&hold.e->sched, st->slot, stream, small, ns, fake_now_ns(),
                                       &hold.h);
@@ -786,6 +792,31 @@ int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t
             return (int64_t)gpu_busy_between(&s->dev[dev].busy, from, to);
     }
     return -1;
+}
+
+void fake_state_set_mps(fake_state *st, uint64_t sock_dev, uint64_t sock_ino, uint32_t share_pm)
+{
+    fake_slot_mps *m;
+
+    if (st->slot < 0)
+        return;
+    m = &st->file->mps[st->slot];
+    m->sock_dev = sock_dev;
+    atomic_store(&m->share_pm, share_pm);
+    atomic_store(&m->sock_ino, sock_ino);
+}
+
+bool fake_state_mps_client(fake_state *st, unsigned int pid, uint32_t *share_pm)
+{
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        fake_slot *s = &st->file->slots[i];
+        if (atomic_load(&s->active) && atomic_load(&s->pid) == pid &&
+            atomic_load(&st->file->mps[i].sock_ino) != 0) {
+            *share_pm = atomic_load(&st->file->mps[i].share_pm);
+            return true;
+        }
+    }
+    return false;
 }
 
 void fake_state_resolve_host_pids(fake_state *st)

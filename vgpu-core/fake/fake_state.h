@@ -53,9 +53,10 @@ limitations under the License.
  * 4: no GPU-wide used counter, the sum of the slots' records instead;
  * 5: MIG instances per GPU, an engine per GPU instance, slots bound to an instance;
  * 6: IPC-shared allocations (fake_ipc);
- * 7: exported VMM fds hold their allocation (fake_ipc.fd_kind)
+ * 7: exported VMM fds hold their allocation (fake_ipc.fd_kind);
+ * 8: MPS clients (fake_slot_mps)
  */
-#define FAKE_STATE_VERSION 7u
+#define FAKE_STATE_VERSION 8u
 #define FAKE_MAX_IPC 64
 #define FAKE_MAX_SLOTS 64
 /* Lock bytes lie beyond the mapped data, one per slot, then one per GPU for MIG changes. */
@@ -173,6 +174,19 @@ typedef struct fake_ipc {
     uint64_t fd_dev, fd_ino, fd_tag; /* the export's file and eventfd counter (fake_fdscan.h) */
 } fake_ipc;
 
+/*
+ * A process that is an MPS client (cuInit connected to a control daemon):
+ * the daemon is known by its control socket's file (device and inode), the
+ * share by the CUDA_MPS_ACTIVE_THREAD_PERCENTAGE it read, in per mille.
+ * Written once by the owner at cuInit, sock_ino last (0: not a client).
+ */
+typedef struct fake_slot_mps {
+    uint64_t sock_dev;
+    _Atomic uint64_t sock_ino;
+    _Atomic uint32_t share_pm; /* 1..1000 */
+    uint32_t reserved;
+} fake_slot_mps;
+
 typedef struct fake_state_file {
     _Atomic uint64_t magic;
     _Atomic uint32_t version;
@@ -189,6 +203,7 @@ typedef struct fake_state_file {
     fake_dev_engine mig_engines[FAKE_MAX_GPUS][FAKE_MIG_ENGINES];
     _Atomic uint64_t ipc_next_id; /* version 6 */
     fake_ipc ipc[FAKE_MAX_IPC];
+    fake_slot_mps mps[FAKE_MAX_SLOTS]; /* version 8 */
 } fake_state_file;
 
 typedef struct fake_state {
@@ -303,6 +318,19 @@ int fake_state_processes(fake_state *st, int dev, uint64_t now, fake_proc *out, 
  * kernel ran on dev (the engine run up to now first).
  */
 unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now);
+
+/*
+ * This process is an MPS client of the control daemon whose socket file is
+ * (sock_dev, sock_ino), held to share_pm per mille of each GPU's SMs
+ * (cuInit, before any launch).
+ */
+void fake_state_set_mps(fake_state *st, uint64_t sock_dev, uint64_t sock_ino, uint32_t share_pm);
+
+/*
+ * Ground truth for tests: whether the live process with the given pid (the
+ * owner's own) is an MPS client, and its share in per mille (*share_pm).
+ */
+bool fake_state_mps_client(fake_state *st, unsigned int pid, uint32_t *share_pm);
 
 /* Returns dead processes' slots and memory to the pool. */
 void fake_state_reclaim(fake_state *st);

@@ -21,8 +21,10 @@ limitations under the License.
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "parse.h"
 
@@ -38,7 +40,15 @@ enum {
 };
 
 /* Bits of the per-device "seen" mask. */
-enum { DEV_UUID = 1u << 0, DEV_MEM = 1u << 1, DEV_SM = 1u << 2, DEV_ALL = 7u };
+enum {
+    DEV_UUID = 1u << 0,
+    DEV_MEM = 1u << 1,
+    DEV_SM = 1u << 2,
+    DEV_ALL = 7u,
+    DEV_MPS_PCT = 1u << 3,
+    DEV_MPS_PINNED = 1u << 4,
+    DEV_MPS_ALL = DEV_MPS_PCT | DEV_MPS_PINNED,
+};
 
 struct parse_state {
     struct vgpu_claim_config *cfg;
@@ -166,6 +176,49 @@ static void parse_device_key(struct parse_state *st, const char *key, const char
     }
 }
 
+/* mps.activeThreadPercent.<k> and mps.pinnedMemoryLimit.<k> (docs/mps.md); other mps.* ignored. */
+static void parse_mps_key(struct parse_state *st, const char *key, const char *val)
+{
+    const char *rest = key + strlen("mps.");
+    const char *dot = strchr(rest, '.');
+    bool pct;
+    uint64_t k, v;
+    struct vgpu_claim_device *d;
+
+    if (dot == NULL)
+        return;
+    if ((size_t)(dot - rest) == strlen("activeThreadPercent") &&
+        strncmp(rest, "activeThreadPercent", (size_t)(dot - rest)) == 0)
+        pct = true;
+    else if ((size_t)(dot - rest) == strlen("pinnedMemoryLimit") &&
+             strncmp(rest, "pinnedMemoryLimit", (size_t)(dot - rest)) == 0)
+        pct = false;
+    else
+        return; /* unknown mps.* key */
+    if (vgpu_parse_uint(dot + 1, VGPU_REGION_MAX_DEVICES - 1, &k) != 0) {
+        fail(st, "%.64s: device index is not an integer in 0..%d", key, VGPU_REGION_MAX_DEVICES - 1);
+        return;
+    }
+    d = &st->cfg->devices[k];
+    if (st->dev_line[k] == 0)
+        st->dev_line[k] = st->line;
+    if (once(st, &st->dev_seen[k], pct ? DEV_MPS_PCT : DEV_MPS_PINNED, key) != 0)
+        return;
+    if (pct) {
+        if (vgpu_parse_uint(val, 100, &v) != 0 || v == 0) {
+            fail(st, "%.64s: %.32s is not an integer in 1..100", key, val);
+            return;
+        }
+        d->mps_active_thread_percent = (uint32_t)v;
+    } else {
+        if (vgpu_parse_uint(val, UINT64_MAX, &v) != 0) {
+            fail(st, "%.64s: %.32s is not a decimal byte count", key, val);
+            return;
+        }
+        d->mps_pinned_memory_limit = v;
+    }
+}
+
 /* Maps val to one of names[] (index stored in *out); fails naming key otherwise. */
 static void parse_enum(struct parse_state *st, const char *key, const char *val, unsigned bit,
                        const char *const names[], unsigned count, unsigned *out)
@@ -231,6 +284,8 @@ static void parse_line(struct parse_state *st, char *line)
         cfg->enforcement = u == 1;
     } else if (strncmp(key, "device.", strlen("device.")) == 0) {
         parse_device_key(st, key, val);
+    } else if (strncmp(key, "mps.", strlen("mps.")) == 0) {
+        parse_mps_key(st, key, val);
     }
 }
 
@@ -305,15 +360,46 @@ int vgpu_config_parse(const char *text, size_t len, struct vgpu_claim_config *cf
     }
     for (unsigned k = 0; k < VGPU_REGION_MAX_DEVICES; k++) {
         st.line = 0;
-        if (k < cfg->device_count && st.dev_seen[k] != DEV_ALL)
+        if (k < cfg->device_count && (st.dev_seen[k] & DEV_ALL) != DEV_ALL)
             fail(&st, "device.%u: missing %s", k,
                  !(st.dev_seen[k] & DEV_UUID) ? "uuid"
                  : !(st.dev_seen[k] & DEV_MEM) ? "memory_limit_bytes"
                                                : "sm_limit_percent");
+        else if (k < cfg->device_count && (st.dev_seen[k] & DEV_MPS_ALL) != 0 &&
+                 (st.dev_seen[k] & DEV_MPS_ALL) != DEV_MPS_ALL)
+            fail(&st, "mps.%s.%u: missing (mps.%s.%u is set)",
+                 (st.dev_seen[k] & DEV_MPS_PCT) ? "pinnedMemoryLimit" : "activeThreadPercent", k,
+                 (st.dev_seen[k] & DEV_MPS_PCT) ? "activeThreadPercent" : "pinnedMemoryLimit", k);
         else if (k >= cfg->device_count && st.dev_seen[k] != 0 && (st.seen & SEEN_COUNT)) {
             st.line = st.dev_line[k];
-            fail(&st, "device.%u: index not below device.count %u", k, cfg->device_count);
+            fail(&st, "%s.%u: index not below device.count %u",
+                 (st.dev_seen[k] & DEV_ALL) != 0 ? "device" : "mps.*", k, cfg->device_count);
         }
+        cfg->devices[k].mps = (st.dev_seen[k] & DEV_MPS_ALL) == DEV_MPS_ALL;
     }
     return st.failed ? -1 : 0;
+}
+
+char *vgpu_config_read(int fd, size_t *len)
+{
+    char *buf = malloc(VGPU_CONFIG_MAX_BYTES + 1);
+    ssize_t n;
+    int e = ENOMEM;
+
+    *len = 0;
+    while (buf != NULL && *len < VGPU_CONFIG_MAX_BYTES + 1 &&
+           (n = read(fd, buf + *len, VGPU_CONFIG_MAX_BYTES + 1 - *len)) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            e = errno;
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        *len += (size_t)n;
+    }
+    close(fd);
+    errno = e;
+    return buf;
 }

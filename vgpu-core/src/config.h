@@ -24,7 +24,9 @@ limitations under the License.
  * claim, device.count and, for each k < count, device.<k>.uuid,
  * device.<k>.memory_limit_bytes, device.<k>.sm_limit_percent. Optional with
  * safe defaults: compute_policy (strict), priority (low), log_level
- * (unset), enforcement (enabled). Anything the parser cannot apply (a
+ * (unset), enforcement (enabled). An MPS claim (docs/mps.md) also has, for
+ * each of its devices k, both mps.activeThreadPercent.<k> (1..100) and
+ * mps.pinnedMemoryLimit.<k> (bytes, 0 = none), or neither. Anything the parser cannot apply (a
  * duplicate key or GPU, a malformed value, a missing required key, a byte
  * that is not printable ASCII, an embedded NUL, a file over the size limit)
  * makes the whole config invalid; the library then fails every GPU of the
@@ -50,6 +52,9 @@ struct vgpu_claim_device {
     char uuid[VGPU_REGION_UUID_LEN];
     uint64_t memory_limit; /* bytes, 0 = unlimited */
     uint32_t sm_limit;     /* percent, 0 = unlimited */
+    bool mps;              /* the mps.* keys of this index are set: an MPS client */
+    uint32_t mps_active_thread_percent; /* 1..100 (mps.activeThreadPercent.<k>) */
+    uint64_t mps_pinned_memory_limit;   /* bytes, 0 = none (mps.pinnedMemoryLimit.<k>) */
 };
 
 struct vgpu_claim_config {
@@ -72,6 +77,13 @@ struct vgpu_claim_config {
  */
 int vgpu_config_parse(const char *text, size_t len, struct vgpu_claim_config *cfg,
                       char err[VGPU_ERRMSG_MAX], unsigned *err_line);
+
+/*
+ * Reads an open config into a malloc'ed buffer and closes fd: up to one
+ * byte more than VGPU_CONFIG_MAX_BYTES, so that vgpu_config_parse sees a
+ * file over the limit. Sets *len; NULL with errno set on failure.
+ */
+char *vgpu_config_read(int fd, size_t *len);
 
 /*
  * Returns true if s is "GPU-" (a GPU) or "MIG-" (a MIG instance, as NVML

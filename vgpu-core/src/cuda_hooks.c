@@ -32,6 +32,7 @@ limitations under the License.
 #include "graphs.h"
 #include "limiter.h"
 #include "log.h"
+#include "mps.h"
 #include "process.h"
 #include "nvml_query.h"
 #include "pools.h"
@@ -1100,6 +1101,20 @@ static void clamp_info(struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
     if (g->fail_closed)
         *free_b = 0;
     *total_b = total;
+}
+
+/*
+ * An MPS claim's share and pinned limit go into the environment before the
+ * driver reads it (mps.h). Only that: the library itself starts where it
+ * always did, at the first wrapper that needs it, so cuInit stays the
+ * driver's own call in time and order.
+ */
+CUresult cuInit(unsigned int Flags)
+{
+    if (vgpu_cuda_load() != 0 || vgpu_cu.cuInit == NULL)
+        return CUDA_ERROR_NOT_INITIALIZED;
+    vgpu_mps_apply_env();
+    return vgpu_cu.cuInit(Flags);
 }
 
 CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)

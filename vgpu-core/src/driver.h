@@ -32,6 +32,7 @@ limitations under the License.
 
 /* CUDA functions that libvgpu.so wraps (exported with these exact names). */
 #define VGPU_CUDA_WRAPPED(X)                                                                       \
+    X(cuInit)                                                                                      \
     X(cuGetProcAddress)                                                                            \
     X(cuGetProcAddress_v2)                                                                         \
     X(cuMemAlloc_v2)                                                                               \

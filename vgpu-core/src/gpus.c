@@ -139,35 +139,6 @@ uint32_t vgpu_self_host_pid(struct vgpu_gpu *g)
 }
 
 /*
- * Reads an open config into a malloc'ed buffer and closes fd: up to one
- * byte more than the size limit, so that the parser sees a file over it.
- * NULL with errno set.
- */
-static char *read_config(int fd, size_t *len)
-{
-    char *buf = malloc(VGPU_CONFIG_MAX_BYTES + 1);
-    ssize_t n;
-    int e = ENOMEM;
-
-    *len = 0;
-    while (buf != NULL && *len < VGPU_CONFIG_MAX_BYTES + 1 &&
-           (n = read(fd, buf + *len, VGPU_CONFIG_MAX_BYTES + 1 - *len)) != 0) {
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            e = errno;
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        *len += (size_t)n;
-    }
-    close(fd);
-    errno = e;
-    return buf;
-}
-
-/*
  * The config rule: anything that keeps the library from applying every
  * injected config makes every GPU of the container fail closed. why is
  * logged here, once; the GPUs set up later refuse without a line each.
@@ -215,7 +186,7 @@ static void load_claim(const char *root, const struct vgpu_injected_config *ic)
     vgpu_hostpids_init(&c->hostpids, c->dir);
     vgpu_burst_init(&c->burst, c->dir);
     fd = vgpu_injected_open(root, ic, c->err);
-    if (fd >= 0 && (text = read_config(fd, &len)) == NULL)
+    if (fd >= 0 && (text = vgpu_config_read(fd, &len)) == NULL)
         snprintf(c->err, sizeof(c->err), "cannot read: %s", strerror(errno));
     if (text != NULL) {
         c->valid = vgpu_config_parse(text, len, &c->cfg, c->err, &line) == 0;
@@ -279,7 +250,7 @@ static void load_claims(void)
         return;
     }
     vgpu_injected_find(VGPU_MOUNTINFO_PATH, VGPU_CANONICAL_CLAIMS_ROOT, getenv(VGPU_ENV_CLAIMS_ROOT),
-                       set);
+                       false, set);
     for (int i = 0; i < set->count && i < VGPU_INJECTED_MAX; i++)
         load_claim(set->root, &set->configs[i]);
     if (set->count > VGPU_INJECTED_MAX)

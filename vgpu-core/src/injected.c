@@ -185,7 +185,7 @@ static void resolve_root(const char *root, char out[PATH_MAX])
 }
 
 void vgpu_injected_find(const char *mountinfo_path, const char *canonical_root,
-                        const char *override, struct vgpu_injected_set *set)
+                        const char *override, bool quiet, struct vgpu_injected_set *set)
 {
     char *text = read_proc_text(mountinfo_path);
 
@@ -193,14 +193,17 @@ void vgpu_injected_find(const char *mountinfo_path, const char *canonical_root,
     resolve_root(canonical_root, set->root);
     set->mountinfo_ok = text != NULL;
     if (text == NULL) {
-        VGPU_ERROR("cannot read %s: %s", mountinfo_path, strerror(errno));
+        if (!quiet)
+            VGPU_ERROR("cannot read %s: %s", mountinfo_path, strerror(errno));
         return;
     }
     set->count = vgpu_mountinfo_configs(text, set->root, set->configs, VGPU_INJECTED_MAX);
     if (override != NULL && override[0] != '\0') {
         if (set->count > 0) {
-            VGPU_WARN("ignoring VGPU_CLAIMS_ROOT=%.200s: the kubelet plugin injected claims under %s",
-                      override, set->root);
+            if (!quiet)
+                VGPU_WARN("ignoring VGPU_CLAIMS_ROOT=%.200s: the kubelet plugin injected claims "
+                          "under %s",
+                          override, set->root);
         } else {
             resolve_root(override, set->root);
             set->overridden = true;

@@ -71,10 +71,11 @@ int vgpu_mountinfo_configs(const char *text, const char *root, struct vgpu_injec
 /*
  * Fills set: reads the mount table at mountinfo_path, looks for config mount
  * points under canonical_root and, only if there are none, under override
- * (NULL or "" = none). Logs once when the override is refused.
+ * (NULL or "" = none). Logs once when the override is refused or the table
+ * cannot be read, unless quiet (a second reader of the same table).
  */
 void vgpu_injected_find(const char *mountinfo_path, const char *canonical_root,
-                        const char *override, struct vgpu_injected_set *set);
+                        const char *override, bool quiet, struct vgpu_injected_set *set);
 
 /* Whether set lists a config for the claim directory name. */
 bool vgpu_injected_has(const struct vgpu_injected_set *set, const char *name);

@@ -132,10 +132,11 @@ static void cuda_round(const char *dir, const char *tag)
     }
     ext.path = path;
     dl_iterate_phdr(find_extent, &ext);
+    /* Where the driver's code lies: a name libvgpu.so does not wrap. */
     if (first_base == 0)
-        first_base = base_of(dlsym(h, "cuInit"));
+        first_base = base_of(dlsym(h, "cuDriverGetVersion"));
     else
-        printf("%s moved: %s\n", tag, base_of(dlsym(h, "cuInit")) != first_base ? "yes" : "no");
+        printf("%s moved: %s\n", tag, base_of(dlsym(h, "cuDriverGetVersion")) != first_base ? "yes" : "no");
     printf("%s init = %d\n", tag, (int)SYM(h, cuInit)(0));
     printf("%s retain = %d\n", tag, (int)SYM(h, cuDevicePrimaryCtxRetain)(&ctx, 0));
     printf("%s current = %d\n", tag, (int)SYM(h, cuCtxSetCurrent)(ctx));

@@ -46,6 +46,7 @@ limitations under the License.
 static const char *const names[] = {
     "cuMemAlloc_v2",   "cuCtxCreate_v4",          "cuGetProcAddress_v2",
     "cuInit",          "cuNoSuchFunction",        "nvmlDeviceGetMemoryInfo",
+    "cuDriverGetVersion",
     "nvmlDeviceGetProcessUtilization", NULL,
 };
 
@@ -213,12 +214,14 @@ int main(int argc, char **argv)
             }
             if (strcmp(modes[m], "local") == 0 || strcmp(modes[m], "global") == 0) {
                 EXPECT_LINE(with, "handle cuMemAlloc_v2: sym vgpu");
-                EXPECT_LINE(with, "handle cuInit: sym");
+                EXPECT_LINE(with, "handle cuInit: sym vgpu");
+                EXPECT_LINE(with, "handle cuDriverGetVersion: sym");
             }
             if (strcmp(modes[m], "dep") == 0) {
                 EXPECT_LINE(with, "lib DEFAULT cuMemAlloc_v2: sym vgpu");
                 EXPECT_LINE(with, "lib NEXT cuMemAlloc_v2: sym vgpu");
-                EXPECT_LINE(with, "lib DEFAULT cuInit: sym");
+                EXPECT_LINE(with, "lib DEFAULT cuInit: sym vgpu");
+                EXPECT_LINE(with, "lib DEFAULT cuDriverGetVersion: sym");
             }
         }
     }
@@ -232,7 +235,8 @@ int main(int argc, char **argv)
         EXPECT_LINE(with, "DEFAULT cuMemAlloc_v2: sym vgpu");
         EXPECT_LINE(with, "lib DEFAULT cuMemAlloc_v2: sym vgpu");
         EXPECT_LINE(with, "lib NEXT cuMemAlloc_v2: sym vgpu");
-        EXPECT_LINE(with, "lib NEXT cuInit: sym");
+        EXPECT_LINE(with, "lib NEXT cuInit: sym vgpu");
+        EXPECT_LINE(with, "lib NEXT cuDriverGetVersion: sym");
     }
     return check_report("dlsym_test");
 }

@@ -140,8 +140,9 @@ out:
 /* The driver's own resolver returns its own functions; the wrapper substitutes ours. */
 static void substitution(void)
 {
-    PFN_cuGetProcAddress_v2 raw = own_symbol((void *)cuInit, "cuGetProcAddress_v2");
-    const char *fake = file_of((void *)cuInit);
+    /* The driver's file, from a name libvgpu.so does not wrap. */
+    PFN_cuGetProcAddress_v2 raw = own_symbol((void *)cuDriverGetVersion, "cuGetProcAddress_v2");
+    const char *fake = file_of((void *)cuDriverGetVersion);
     CUdriverProcAddressQueryResult status;
     void *fn = NULL, *self = NULL, *w = NULL;
     CUdeviceptr p = 0;
@@ -170,8 +171,11 @@ static void substitution(void)
                               CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, NULL) == CUDA_SUCCESS);
     CHECK(ends_with(file_of(w), "libvgpu.so") && strcmp(name_of(w), "cuLaunchKernel_ptsz") == 0);
     /* A name we do not wrap comes back as the driver's own. */
+    CHECK(cuGetProcAddress_v2("cuDriverGetVersion", &w, 12000, 0, NULL) == CUDA_SUCCESS &&
+          w == (void *)cuDriverGetVersion);
+    /* cuInit is wrapped (the library starts there, before the driver reads its environment). */
     CHECK(cuGetProcAddress_v2("cuInit", &w, 12000, 0, NULL) == CUDA_SUCCESS &&
-          w == (void *)cuInit);
+          ends_with(file_of(w), "libvgpu.so"));
 }
 
 /* Pinned host memory is not GPU memory: far beyond the GPU limit, nothing charged. */

@@ -41,6 +41,8 @@ limitations under the License.
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -48,6 +50,7 @@ limitations under the License.
 #include "check.h"
 #include "lib_test.h"
 #include "claimns.h"
+#include "fake_state.h"
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
 #include "vgpu_region.h"
@@ -450,6 +453,201 @@ static void expect_quiet(const char *name)
     expect(name, NULL, 0, true);
 }
 
+/*
+ * Scenario: cuInit (through the symbol, or with VGPU_TEST_VIA=procaddr through
+ * cuGetProcAddress as the CUDA runtime calls it) must return
+ * VGPU_TEST_EXPECT_RC (default 0); then the fake driver must have read the
+ * share VGPU_TEST_EXPECT_SHARE (per mille) as this process's MPS client
+ * share, and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT must be VGPU_TEST_EXPECT_PINNED
+ * ("unset": not set).
+ */
+static void sc_mps_init(void)
+{
+    const char *rc = getenv("VGPU_TEST_EXPECT_RC"), *via = getenv("VGPU_TEST_VIA");
+    const char *share = getenv("VGPU_TEST_EXPECT_SHARE"), *pinned = getenv("VGPU_TEST_EXPECT_PINNED");
+    const char *have;
+    PFN_cuInit init = cuInit;
+    fake_state st;
+    uint32_t pm = 0;
+    char err[256];
+
+    if (via != NULL && strcmp(via, "procaddr") == 0)
+        CHECK(cuGetProcAddress_v2("cuInit", (void **)&init, 12000, 0, NULL) == CUDA_SUCCESS);
+    CHECK_EQ(init(0), rc != NULL ? atoi(rc) : 0);
+    if (share != NULL) {
+        CHECK(fake_state_open(&st, getenv("VGPU_FAKE_STATE_DIR"), 0, err, sizeof(err)) == 0);
+        CHECK(fake_state_mps_client(&st, (unsigned int)getpid(), &pm));
+        CHECK_EQ(pm, (uint32_t)atoi(share));
+        fake_state_close(&st);
+    }
+    have = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
+    if (pinned != NULL) {
+        char got_b[600], want_b[600];
+
+        snprintf(got_b, sizeof(got_b), "[%s]", have != NULL ? have : "unset");
+        snprintf(want_b, sizeof(want_b), "[%s]", pinned);
+        CHECK_STR_CONTAINS(got_b, want_b);
+    }
+}
+
+/* A control socket listening at <root>/mps/control, as the MPS control daemon's; returns its fd. */
+static int mps_listen(void)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    char dir[300];
+    int fd;
+
+    snprintf(dir, sizeof(dir), "%s/mps", root);
+    CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST);
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", dir);
+    unlink(addr.sun_path);
+    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 && listen(fd, 64) == 0);
+    return fd;
+}
+
+/*
+ * Runs sc_mps_init with the pipe directory, env (NULL-terminated) and the
+ * expectations; with logged set, its stderr must contain it, else be empty.
+ */
+static void expect_mps_logged(const char *const env[], const char *rc, const char *share,
+                              const char *pinned, const char *via, const char *logged)
+{
+    char pipe_env[400], rc_env[64], share_env[64], pinned_env[128], via_env[64];
+    const char *all[16];
+    int n = 0;
+
+    snprintf(pipe_env, sizeof(pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s/mps", root);
+    all[n++] = pipe_env;
+    for (int i = 0; env != NULL && env[i] != NULL && n < 10; i++)
+        all[n++] = env[i];
+    snprintf(rc_env, sizeof(rc_env), "VGPU_TEST_EXPECT_RC=%s", rc);
+    all[n++] = rc_env;
+    if (share != NULL) {
+        snprintf(share_env, sizeof(share_env), "VGPU_TEST_EXPECT_SHARE=%s", share);
+        all[n++] = share_env;
+    }
+    if (pinned != NULL) {
+        snprintf(pinned_env, sizeof(pinned_env), "VGPU_TEST_EXPECT_PINNED=%s", pinned);
+        all[n++] = pinned_env;
+    }
+    snprintf(via_env, sizeof(via_env), "VGPU_TEST_VIA=%s", via);
+    all[n++] = via_env;
+    all[n] = NULL;
+    expect("mps_init", all, 0, logged == NULL);
+    if (logged != NULL) {
+        char path[600], text[4096] = "";
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s.mps_init.err", root);
+        f = fopen(path, "r");
+        if (f != NULL) {
+            size_t got = fread(text, 1, sizeof(text) - 1, f);
+            text[got] = '\0';
+            fclose(f);
+        }
+        CHECK_STR_CONTAINS(text, logged);
+    }
+}
+
+static void expect_mps(const char *const env[], const char *rc, const char *share, const char *pinned,
+                       const char *via)
+{
+    expect_mps_logged(env, rc, share, pinned, via, NULL);
+}
+
+/*
+ * An MPS claim's share and pinned limit reach the driver from the read-only
+ * config before its cuInit reads the environment, through the symbol and
+ * through cuGetProcAddress: the container's higher, zero or unreadable
+ * values are replaced, its lower ones kept; without mps lines the
+ * environment is the container's. A client without a daemon gets the
+ * driver's 805 unchanged. A malformed mps line fails the claim closed.
+ */
+static void test_mps(void)
+{
+    static const char *const vias[] = {"symbol", "procaddr"};
+    char cfg[1024], dir[300];
+    int lfd;
+
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
+             "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n", uuids[0]);
+    make_claim(cfg);
+    snprintf(dir, sizeof(dir), "%s/mps", root);
+    CHECK(mkdir(dir, 0755) == 0);
+    {
+        const char *env[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
+        char want[16];
+
+        snprintf(want, sizeof(want), "%d", (int)CUDA_ERROR_MPS_CONNECTION_FAILED);
+        expect_mps(env, want, NULL, NULL, "symbol");
+    }
+    lfd = mps_listen();
+    for (size_t v = 0; v < sizeof(vias) / sizeof(vias[0]); v++) {
+        const char *higher[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100",
+                                "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=4G", NULL};
+        const char *lower[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=10",
+                               "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=512M", NULL};
+        const char *zero[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=0", NULL};
+        const char *junk[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=0x64",
+                              "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=all", NULL};
+
+        expect_mps(higher, "0", "300", "0=1536M", vias[v]);
+        expect_mps(lower, "0", "100", "0=512M", vias[v]);
+        expect_mps(NULL, "0", "300", "0=1536M", vias[v]);
+        expect_mps(zero, "0", "300", "0=1536M", vias[v]);
+        expect_mps(junk, "0", "300", "0=1536M", vias[v]);
+    }
+    /* At log level info the replacement is logged, though cuInit comes before the library's start. */
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=a\nlog_level=info\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
+             "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n", uuids[0]);
+    make_claim(cfg);
+    close(lfd);
+    CHECK(mkdir(dir, 0755) == 0);
+    lfd = mps_listen();
+    {
+        const char *higher[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
+
+        expect_mps_logged(higher, "0", "300", "0=1536M", "symbol",
+                          "MPS client: replaced the container's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100");
+    }
+    /* No mps lines: the container's own values reach the driver. */
+    make_std_claim(GiB, "");
+    close(lfd);
+    CHECK(mkdir(dir, 0755) == 0);
+    lfd = mps_listen();
+    {
+        const char *env[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
+
+        expect_mps(env, "0", "1000", "unset", "symbol");
+    }
+    close(lfd);
+    /* A malformed mps line fails the claim closed, naming the key. */
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
+             "mps.activeThreadPercent.0=300\nmps.pinnedMemoryLimit.0=1073741824\n", uuids[0]);
+    make_claim(cfg);
+    expect("fail_closed", NULL, 0, false);
+    {
+        char path[600], text[4096] = "";
+        FILE *f;
+
+        snprintf(path, sizeof(path), "%s.fail_closed.err", root);
+        f = fopen(path, "r");
+        if (f != NULL) {
+            size_t n = fread(text, 1, sizeof(text) - 1, f);
+            text[n] = '\0';
+            fclose(f);
+        }
+        CHECK_STR_CONTAINS(text, "mps.activeThreadPercent.0: 300 is not an integer in 1..100");
+    }
+}
+
 static int run_driver(void)
 {
     char cache[512], errfile[600];
@@ -477,6 +675,8 @@ static int run_driver(void)
     if (getenv("VGPU_TEST_ONLY") != NULL) {
         if (strcmp(getenv("VGPU_TEST_ONLY"), "order") == 0)
             expect_call_order(expect_quiet);
+        else if (strcmp(getenv("VGPU_TEST_ONLY"), "mps") == 0)
+            test_mps();
         else
             expect(getenv("VGPU_TEST_ONLY"), NULL, 0, true);
         return check_report("lib_test");
@@ -603,6 +803,7 @@ static int run_driver(void)
         const char *env[] = {"VGPU_TEST_EXPECT=0", NULL};
         expect("expect_total", env, 0, true);
     }
+    test_mps();
     /* Invalid configs fail closed on their GPUs: wrong version, duplicate key. */
     make_std_claim(GiB, "version=1\n");
     expect("fail_closed", NULL, 0, false);
@@ -737,6 +938,7 @@ int main(int argc, char **argv)
         {"pool_race", sc_pool_race},
         {"killstress", sc_killstress}, {"lastkill", sc_lastkill},
         {"closed", sc_closed},     {"replaced", sc_replaced},
+        {"mps_init", sc_mps_init},
         {"twoclaims", sc_twoclaims}, {"pooldev", sc_pooldev},
         {"twoclaims_capped", sc_twoclaims_capped},
         {"idle", sc_idle},         {"nvml_procs", sc_nvml_procs},

@@ -82,6 +82,12 @@ static int call_dlerror(void)
     return dlerror() == NULL ? 0 : 1;
 }
 
+/* cuInit first: it only sets an MPS claim's variables (none here); the GPU is limited afterwards. */
+static int call_cuInit(void)
+{
+    return cuInit(0);
+}
+
 /* The pointers cuGetProcAddress hands out are called too: the runtime's path. */
 static int call_cuGetProcAddress(void)
 {
@@ -413,6 +419,7 @@ struct order_row {
 static const struct order_row rows[] = {
     ROW(dlsym, NI),
     ROW(dlerror, ANY),
+    ROW(cuInit, CUDA_SUCCESS),
     ROW(cuGetProcAddress, ANY),
     ROW(cuGetProcAddress_v2, ANY),
     ROW(cuMemAlloc_v2, NI),

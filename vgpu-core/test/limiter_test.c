@@ -493,6 +493,16 @@ static void ran_finished(void *ctx, int owner, uint32_t stream)
     ran.finished++;
 }
 
+/* Kernels the engine runs now. */
+static int running_in(const gpu_sched *e)
+{
+    int n = 0;
+
+    for (int i = 0; i < GPU_CONCURRENT; i++)
+        n += e->running[i] != 0;
+    return n;
+}
+
 /* The time-sliced engine shared by the plant and the fake driver. */
 static void test_engine(void)
 {
@@ -615,6 +625,89 @@ static void test_engine(void)
     CHECK(!gpu_sched_sane(&e));
     gpu_sched_repair(&e);
     CHECK(gpu_sched_sane(&e) && gpu_sched_next_end(&e) == GPU_KERNEL_MAX_NS);
+}
+
+/*
+ * MPS (fake_gpu.h): the clients of one daemon run at the same time, each on
+ * its share of the SMs; without MPS, or across daemons, processes take turns.
+ */
+static void test_engine_mps(void)
+{
+    static gpu_sched e;
+    const gpu_sched_hooks h = {.started = ran_started, .finished = ran_finished};
+
+    /* Four clients at 25 %: full grids all start at 0 and run four times as long. */
+    memset(&e, 0, sizeof(e));
+    memset(&ran, 0, sizeof(ran));
+    for (int o = 0; o < 4; o++) {
+        gpu_sched_set_client(&e, o, 77, 250);
+        CHECK(gpu_sched_submit(&e, o, 0, false, 1 * MS, 0, &h) == 0);
+    }
+    CHECK(ran.n == 4);
+    for (int k = 0; k < 4; k++)
+        CHECK(ran.start[k] == 0 && ran.end[k] == 4 * MS);
+    /* Small grids fit in the share: they run in their own time. */
+    for (int o = 0; o < 4; o++)
+        CHECK(gpu_sched_submit(&e, o, 1, true, 1 * MS, 0, &h) == 1);
+    gpu_sched_advance(&e, 100 * MS, &h);
+    CHECK(ran.n == 8 && ran.finished == 8);
+    for (int k = 4; k < 8; k++)
+        CHECK(ran.start[k] == 4 * MS && ran.end[k] == 5 * MS);
+
+    /* Shares past the whole GPU: 60 % and 60 % do not run at once; the first waits for nothing. */
+    memset(&e, 0, sizeof(e));
+    memset(&ran, 0, sizeof(ran));
+    gpu_sched_set_client(&e, 1, 5, 600);
+    gpu_sched_set_client(&e, 2, 5, 600);
+    CHECK(gpu_sched_submit(&e, 1, 0, false, 6 * MS, 0, &h) == 0);
+    CHECK(gpu_sched_submit(&e, 2, 0, false, 6 * MS, 0, &h) == 0);
+    gpu_sched_advance(&e, 100 * MS, &h);
+    CHECK(ran.n == 2 && ran.start[0] == 0 && ran.end[0] == 10 * MS);
+    CHECK(ran.owner[1] == 2 && ran.start[1] == 10 * MS && ran.end[1] == 20 * MS);
+    CHECK(gpu_sched_sane(&e));
+
+    /* Clients of two daemons, and a process that is no client, take turns. */
+    memset(&e, 0, sizeof(e));
+    memset(&ran, 0, sizeof(ran));
+    gpu_sched_set_client(&e, 1, 5, 500);
+    gpu_sched_set_client(&e, 2, 6, 500);
+    CHECK(gpu_sched_submit(&e, 1, 0, false, 1 * MS, 0, &h) == 0);
+    CHECK(gpu_sched_submit(&e, 2, 0, false, 1 * MS, 0, &h) == 0);
+    CHECK(gpu_sched_submit(&e, 3, 0, false, 1 * MS, 0, &h) == 0);
+    gpu_sched_advance(&e, 100 * MS, &h);
+    CHECK(ran.n == 3 && ran.start[1] == 2 * MS && ran.start[2] == 4 * MS);
+
+    /*
+     * The daemon's slice: two 50 % clients with work run side by side, and a
+     * process that is no client gets the GPU once the slice is over.
+     */
+    memset(&e, 0, sizeof(e));
+    memset(&ran, 0, sizeof(ran));
+    gpu_sched_set_client(&e, 1, 5, 500);
+    gpu_sched_set_client(&e, 2, 5, 500);
+    for (int k = 0; k < 4; k++) {
+        CHECK(gpu_sched_submit(&e, 1, 0, false, 300 * US, 0, &h) == k);
+        CHECK(gpu_sched_submit(&e, 2, 0, false, 300 * US, 0, &h) == k);
+    }
+    CHECK(gpu_sched_submit(&e, 3, 0, false, 300 * US, 0, &h) == 0);
+    gpu_sched_advance(&e, 100 * MS, &h);
+    CHECK(ran.n == 9);
+    /* Each client's 0.6 ms kernels: two side by side at 0 and 0.6 ms; the slice ends at 1 ms. */
+    CHECK(ran.start[0] == 0 && ran.start[1] == 0 && ran.start[2] == 600 * US &&
+          ran.start[3] == 600 * US);
+    CHECK(ran.owner[4] == 3 && ran.start[4] == 1200 * US);
+    /* A client's share is no bigger than the GPU; junk is the whole GPU. */
+    gpu_sched_set_client(&e, 4, 5, 5000);
+    CHECK_EQ_U64(e.q[4].share_pm, 1000);
+    /* Repair keeps the slice's clients' kernels running. */
+    memset(&e, 0, sizeof(e));
+    memset(&ran, 0, sizeof(ran));
+    gpu_sched_set_client(&e, 1, 5, 250);
+    gpu_sched_set_client(&e, 2, 5, 250);
+    CHECK(gpu_sched_submit(&e, 1, 0, false, 1 * MS, 0, &h) == 0);
+    CHECK(gpu_sched_submit(&e, 2, 0, false, 1 * MS, 0, &h) == 0);
+    gpu_sched_repair(&e);
+    CHECK(gpu_sched_sane(&e) && running_in(&e) == 2);
 }
 
 /* Settling is counted in sample periods: 18 of them (3 s) come to 3.000000006 s. */
@@ -1520,6 +1613,7 @@ int main(int argc, char **argv)
     test_sensor();
     test_rand_streams();
     test_engine();
+    test_engine_mps();
     test_grid();
     test_streams();
     test_grid_fully_booked();

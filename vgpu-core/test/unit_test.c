@@ -34,6 +34,7 @@ limitations under the License.
 
 #include "check.h"
 #include "config.h"
+#include "mps.h"
 #include "hostpids.h"
 #include "burstfile.h"
 #include "parse.h"
@@ -207,6 +208,108 @@ static void test_config(void)
     CHECK(!vgpu_uuid_same("MIG-11111111-2222-3333-4444-555555555555", "GPU-11111111-2222-3333-4444-555555555556"));
     CHECK(vgpu_uuid_same("", ""));
     CHECK(!vgpu_uuid_same(UUID0, ""));
+}
+
+/* An MPS claim's mps.* keys (docs/mps.md): both per device or neither, each value checked. */
+static void test_config_mps(void)
+{
+    struct vgpu_claim_config cfg;
+    char err[VGPU_ERRMSG_MAX];
+
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n",
+                        &cfg, err) == 0);
+    CHECK(cfg.devices[0].mps && !cfg.devices[1].mps);
+    CHECK_EQ_U64(cfg.devices[0].mps_active_thread_percent, 30);
+    CHECK_EQ_U64(cfg.devices[0].mps_pinned_memory_limit, 1610612736ull);
+    CHECK(parse_variant(NULL, "", &cfg, err) == 0);
+    CHECK(!cfg.devices[0].mps);
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=0\nmps.pinnedMemoryLimit.0=0\n", &cfg,
+                        err) != 0);
+    CHECK_STR_CONTAINS(err, "mps.activeThreadPercent.0: 0 is not an integer in 1..100");
+    CHECK_EQ_U64(variant_line, 17);
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=101\nmps.pinnedMemoryLimit.0=0\n", &cfg,
+                        err) != 0);
+    CHECK_STR_CONTAINS(err, "mps.activeThreadPercent.0: 101");
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=2Gi\n", &cfg,
+                        err) != 0);
+    CHECK_STR_CONTAINS(err, "mps.pinnedMemoryLimit.0: 2Gi is not a decimal byte count");
+    CHECK_EQ_U64(variant_line, 18);
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\n", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "mps.pinnedMemoryLimit.0: missing");
+    CHECK(parse_variant(NULL, "mps.pinnedMemoryLimit.1=0\n", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "mps.activeThreadPercent.1: missing");
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.activeThreadPercent.0=20\n"
+                        "mps.pinnedMemoryLimit.0=0\n", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "duplicate key mps.activeThreadPercent.0");
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.2=30\nmps.pinnedMemoryLimit.2=0\n", &cfg,
+                        err) != 0);
+    CHECK_STR_CONTAINS(err, "mps.*.2: index not below device.count 2");
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.x=30\n", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "mps.activeThreadPercent.x: device index");
+    /* Other mps.* keys are unknown keys: ignored. */
+    CHECK(parse_variant(NULL, "mps.future.0=1\n", &cfg, err) == 0);
+}
+
+/* The environment an MPS claim's client gets (mps.h): the config's share, or the container's lower one. */
+static void test_mps_settings(void)
+{
+    struct vgpu_claim_config a, b;
+    const struct vgpu_claim_config *cfgs[2] = {&a, &b};
+    struct vgpu_mps_env env;
+    char err[VGPU_ERRMSG_MAX];
+
+    CHECK(parse_variant(NULL, "", &a, err) == 0);
+    CHECK(!vgpu_mps_settings(cfgs, 1, "100", "0=1G", &env));
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n",
+                        &a, err) == 0);
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, &env));
+    CHECK(env.threads_set && strcmp(env.threads, "30") == 0);
+    CHECK(env.pinned_set && strcmp(env.pinned, "0=1536M") == 0);
+    CHECK(env.why[0] == '\0');
+    /* The container's higher values are replaced, its lower ones kept. */
+    CHECK(vgpu_mps_settings(cfgs, 1, "100", "0=2G", &env));
+    CHECK(env.threads_set && strcmp(env.threads, "30") == 0);
+    CHECK_STR_CONTAINS(env.why, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100");
+    CHECK(env.pinned_set && strcmp(env.pinned, "0=1536M") == 0);
+    CHECK(vgpu_mps_settings(cfgs, 1, "10", "0=512M,1=1G", &env));
+    CHECK(!env.threads_set && strcmp(env.threads, "10") == 0);
+    CHECK(env.pinned_set && strcmp(env.pinned, "0=512M,1=1024M") == 0);
+    CHECK(vgpu_mps_settings(cfgs, 1, "29", "0=1048576KB", &env));
+    CHECK(!env.threads_set && strcmp(env.threads, "29") == 0);
+    CHECK(strcmp(env.pinned, "0=1024M") == 0);
+    /* Already what it should be: nothing to set. */
+    CHECK(vgpu_mps_settings(cfgs, 1, "30", "0=1536M", &env));
+    CHECK(!env.threads_set && !env.pinned_set && env.why[0] == '\0');
+    /* Zero, unreadable or not a plain integer: replaced (the driver reads what was compared). */
+    static const char *const bad_threads[] = {"0", "30x", "nan", "12.5", "0x10", "-5", "1e1", "", "101"};
+    for (size_t i = 0; i < sizeof(bad_threads) / sizeof(bad_threads[0]); i++) {
+        CHECK(vgpu_mps_settings(cfgs, 1, bad_threads[i], NULL, &env));
+        CHECK(env.threads_set && strcmp(env.threads, "30") == 0);
+        CHECK_STR_CONTAINS(env.why, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=");
+    }
+    static const char *const bad_pinned[] = {"0=1G,junk", "0=512", "1=99999999999999999999G",
+                                             "x=1G", "0=-1G", "=1G", "0=1Q"};
+    for (size_t i = 0; i < sizeof(bad_pinned) / sizeof(bad_pinned[0]); i++) {
+        CHECK(vgpu_mps_settings(cfgs, 1, NULL, bad_pinned[i], &env));
+        CHECK(env.pinned_set && strcmp(env.pinned, "0=1536M") == 0);
+        CHECK_STR_CONTAINS(env.why, "(unreadable)");
+    }
+    /* A zero limit of the container's becomes the least the driver takes, 1 MiB. */
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, "0=0M", &env));
+    CHECK(strcmp(env.pinned, "0=1M") == 0);
+    /* No pinned limit in the config: the container's own stays untouched. */
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.1=50\nmps.pinnedMemoryLimit.1=0\n", &b,
+                        err) == 0);
+    CHECK(vgpu_mps_settings(&cfgs[1], 1, NULL, "0=1G", &env));
+    CHECK(strcmp(env.threads, "50") == 0 && !env.pinned_set);
+    /* Two claims: the smaller share, each index's own limit. */
+    CHECK(vgpu_mps_settings(cfgs, 2, NULL, NULL, &env));
+    CHECK(strcmp(env.threads, "30") == 0 && strcmp(env.pinned, "0=1536M") == 0);
+    /* Below one MiB: at least 1. */
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=5\nmps.pinnedMemoryLimit.0=1000\n", &a,
+                        err) == 0);
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, &env));
+    CHECK(strcmp(env.threads, "5") == 0 && strcmp(env.pinned, "0=1M") == 0);
 }
 
 /*
@@ -1028,6 +1131,8 @@ int main(void)
     test_parse_uint();
     test_config();
     test_config_rule();
+    test_config_mps();
+    test_mps_settings();
     test_ptrmap();
     test_vamap();
     test_procinfo();

@@ -25,6 +25,8 @@ limitations under the License.
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <signal.h>
@@ -1121,6 +1123,112 @@ static void remove_state(void)
     rmdir(state_dir);
 }
 
+/*
+ * After one launch on GPU 0: the share the engine holds this process to
+ * (0: it is no MPS client there).
+ */
+static uint32_t engine_share(fake_state *reader)
+{
+    CUcontext ctx;
+    CUmodule mod;
+    CUfunction k;
+    static const char image[] = "fake";
+
+    CHECK_EQ(cuDevicePrimaryCtxRetain(&ctx, 0), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleLoadData(&mod, image), CUDA_SUCCESS);
+    CHECK_EQ(cuModuleGetFunction(&k, mod, "busy_10us"), CUDA_SUCCESS);
+    CHECK_EQ(cuLaunchKernel(k, 1024, 1, 1, 32, 1, 1, 0, NULL, NULL, NULL), CUDA_SUCCESS);
+    CHECK_EQ(cuCtxSynchronize(), CUDA_SUCCESS);
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        const gpu_queue *q = &reader->file->engines[0].sched.q[i];
+
+        if (atomic_load(&reader->file->slots[i].active) &&
+            atomic_load(&reader->file->slots[i].pid) == (uint32_t)getpid())
+            return q->group != 0 ? q->share_pm : 0;
+    }
+    return 0;
+}
+
+/*
+ * cuInit of a child with CUDA_MPS_PIPE_DIRECTORY=dir and the share share
+ * (NULL: unset): returns its result, and in *share_pm the share the fake
+ * recorded for it (0: not an MPS client), which its engine must hold it to.
+ */
+static CUresult mps_child_init(const char *dir, const char *share, uint32_t *share_pm)
+{
+    int st, fds[2];
+    uint32_t got[2] = {0, 0};
+    pid_t pid;
+
+    CHECK(pipe(fds) == 0);
+    pid = fork();
+    if (pid == 0) {
+        fake_state reader;
+        char err[256];
+
+        close(fds[0]);
+        setenv("CUDA_MPS_PIPE_DIRECTORY", dir, 1);
+        if (share != NULL)
+            setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", share, 1);
+        else
+            unsetenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE");
+        got[0] = (uint32_t)cuInit(0);
+        if (got[0] == CUDA_SUCCESS && fake_state_open(&reader, state_dir, 0, err, sizeof(err)) == 0) {
+            if (!fake_state_mps_client(&reader, (unsigned int)getpid(), &got[1]))
+                got[1] = 0;
+            if (engine_share(&reader) != got[1])
+                got[1] = 9999;
+        }
+        _exit(write(fds[1], got, sizeof(got)) == (ssize_t)sizeof(got) ? 0 : 1);
+    }
+    close(fds[1]);
+    CHECK(pid > 0 && read(fds[0], got, sizeof(got)) == (ssize_t)sizeof(got));
+    close(fds[0]);
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    *share_pm = got[1];
+    return (CUresult)got[0];
+}
+
+/*
+ * An MPS client (CUDA_MPS_PIPE_DIRECTORY set): cuInit connects to the
+ * control daemon's unix socket <dir>/control and fails with
+ * CUDA_ERROR_MPS_CONNECTION_FAILED when nothing answers, as NVIDIA's driver
+ * does; a client's share is what it read from its environment at cuInit.
+ */
+static void test_mps_client(void)
+{
+    char dir[] = "/tmp/vgpu-fake-mps-XXXXXX";
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    const char *name = NULL, *text = NULL;
+    uint32_t pm = 0;
+    int lfd;
+
+    CHECK(mkdtemp(dir) != NULL);
+    /* No socket, then a socket nobody listens on (a daemon that died). */
+    CHECK_EQ(mps_child_init(dir, "40", &pm), CUDA_ERROR_MPS_CONNECTION_FAILED);
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", dir);
+    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) == 0);
+    CHECK_EQ(mps_child_init(dir, "40", &pm), CUDA_ERROR_MPS_CONNECTION_FAILED);
+    CHECK_EQ(cuGetErrorName(CUDA_ERROR_MPS_CONNECTION_FAILED, &name), CUDA_SUCCESS);
+    CHECK(name != NULL && strcmp(name, "CUDA_ERROR_MPS_CONNECTION_FAILED") == 0);
+    CHECK_EQ(cuGetErrorString(CUDA_ERROR_MPS_CLIENT_TERMINATED, &text), CUDA_SUCCESS);
+    /* A listening daemon: the client connects, with the share of its environment. */
+    CHECK(listen(lfd, 8) == 0);
+    CHECK_EQ(mps_child_init(dir, "40", &pm), CUDA_SUCCESS);
+    CHECK_EQ(pm, 400);
+    CHECK_EQ(mps_child_init(dir, "12.5", &pm), CUDA_SUCCESS);
+    CHECK_EQ(pm, 125);
+    CHECK_EQ(mps_child_init(dir, NULL, &pm), CUDA_SUCCESS);
+    CHECK_EQ(pm, 1000);
+    CHECK_EQ(mps_child_init(dir, "250", &pm), CUDA_SUCCESS);
+    CHECK_EQ(pm, 1000);
+    close(lfd);
+    unlink(addr.sun_path);
+    rmdir(dir);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "view") == 0)
@@ -1142,6 +1250,7 @@ int main(int argc, char **argv)
     test_config_file();
     test_visibility_rules();
     test_reserve_race();
+    test_mps_client();
 
     CUdeviceptr p;
     CHECK_EQ(cuMemAlloc_v2(&p, 1), CUDA_ERROR_NOT_INITIALIZED);
