@@ -46,6 +46,11 @@ GPU itself into the claim's containers.`,
 		AddFlags:      opts.addFlags,
 		UnprefixedEnv: []string{"node-name", "kubeconfig", "pod-uid"},
 		Validate:      opts.validate,
-		Run:           func(ctx context.Context) error { return run(ctx, opts) },
+		Run: func(ctx context.Context) error {
+			if opts.mpsHost {
+				return runMPSHost(ctx, opts)
+			}
+			return run(ctx, opts)
+		},
 	})
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/flags"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/mpshost"
 )
 
 func TestEveryFlagIsDocumentedWithItsEnvironmentVariable(t *testing.T) {
@@ -80,4 +81,15 @@ func TestMPSIsOffByDefault(t *testing.T) {
 	assert.Equal(t, "/driver-root/usr/bin/nvidia-cuda-mps-control", o.mpsOptions().Control, "the driver's own program")
 	o.mpsControl = "/opt/nvidia/nvidia-cuda-mps-control"
 	assert.Equal(t, "/opt/nvidia/nvidia-cuda-mps-control", o.mpsOptions().Control)
+	assert.Nil(t, o.mpsOptions().Runner, "without --mps-host-socket the plugin starts the daemons itself")
+	o.mpsHostSocket = "/var/lib/vgpu-dra/mps/host.sock"
+	assert.Equal(t, mpshost.Runner{Socket: "/var/lib/vgpu-dra/mps/host.sock"}, o.mpsOptions().Runner, "the mps-host container starts them")
+}
+
+func TestMPSHostNeedsOnlyItsSocket(t *testing.T) {
+	o := newOptions()
+	o.mpsHost = true
+	require.ErrorContains(t, o.validate(), "--mps-host-socket: required with --mps-host")
+	o.mpsHostSocket = "/var/lib/vgpu-dra/mps/host.sock"
+	assert.NoError(t, o.validate(), "no --node-name needed")
 }

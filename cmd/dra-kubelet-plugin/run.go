@@ -43,6 +43,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/monitor"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/mpshost"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/reclaim"
 )
@@ -135,6 +136,11 @@ func run(ctx context.Context, o *options) error {
 	manager, err := prepare.NewManager(ctx, claimOpts)
 	if err != nil {
 		return fmt.Errorf("claim manager: %w", err)
+	}
+	if claimOpts.MPS != nil {
+		if err := registry.Register(newMPSMetrics(o.nodeName, manager)); err != nil {
+			return fmt.Errorf("register MPS metrics: %w", err)
+		}
 	}
 	// What the publisher offers: the instances the plugin owns, then those
 	// that exist, both after recovery (which may have destroyed some) and
@@ -333,9 +339,31 @@ func (o *options) mpsOptions() *prepare.MPSOptions {
 	if !o.mps {
 		return nil
 	}
-	control := o.mpsControl
-	if control == "" {
-		control = filepath.Join(o.nvidiaDriverRoot, "usr", "bin", "nvidia-cuda-mps-control")
+	opts := &prepare.MPSOptions{Control: o.mpsControlPath(), Env: os.Environ()}
+	if o.mpsHostSocket != "" {
+		opts.Runner = mpshost.Runner{Socket: o.mpsHostSocket}
 	}
-	return &prepare.MPSOptions{Control: control, Env: os.Environ()}
+	return opts
+}
+
+// mpsControlPath is --mps-control, or the driver's own under the driver
+// root; the plugin and the mps-host container agree on it.
+func (o *options) mpsControlPath() string {
+	if o.mpsControl != "" {
+		return o.mpsControl
+	}
+	return filepath.Join(o.nvidiaDriverRoot, "usr", "bin", "nvidia-cuda-mps-control")
+}
+
+// runMPSHost is the mps-host container (--mps-host): it serves the
+// plugin's requests to run the control program until ctx ends.
+func runMPSHost(ctx context.Context, o *options) error {
+	srv := &mpshost.Server{
+		Socket:  o.mpsHostSocket,
+		Control: o.mpsControlPath(),
+		Dir:     prepare.MPSDir(o.stateRoot),
+		Env:     os.Environ(),
+		Reap:    true,
+	}
+	return srv.Serve(ctx)
 }

@@ -252,9 +252,11 @@ func TestMPSControlIsTheDriverRootsProgram(t *testing.T) {
 				"gpu": map[string]any{"driverRoot": "/opt/nvidia-driver"},
 			})
 			ds := daemonSet(t, objs)
-			plugin := container(t, ds.Spec.Template.Spec.Containers, "plugin")
-			assert.Contains(t, plugin.Args, "--mps-control=/driver-root/usr/bin/nvidia-cuda-mps-control")
-			assert.Equal(t, "/opt/nvidia-driver:ro", hostMounts(t, ds, plugin)["/driver-root"])
+			for _, name := range []string{"plugin", "mps-host"} {
+				c := container(t, ds.Spec.Template.Spec.Containers, name)
+				assert.Contains(t, c.Args, "--mps-control=/driver-root/usr/bin/nvidia-cuda-mps-control", name)
+				assert.Equal(t, "/opt/nvidia-driver:ro", hostMounts(t, ds, c)["/driver-root"], name)
+			}
 		})
 	}
 }
@@ -490,6 +492,41 @@ func TestDeviceClassesFromRepository(t *testing.T) {
 			assert.Equal(t, tc.want, got)
 		})
 	}
+}
+
+// With mps.enabled the plugin's pod gets the mps-host container, which
+// starts the MPS control daemons on the plugin's request over a socket in
+// the state root (both containers name the same one), as root with the
+// driver and the host's /dev/shm; without it neither the container nor
+// the socket flag.
+func TestMPSHostContainer(t *testing.T) {
+	spec := daemonSet(t, mustRender(t, nil, nil)).Spec.Template.Spec
+	assert.Len(t, spec.Containers, 1, "no mps-host container without MPS")
+	for _, arg := range container(t, spec.Containers, "plugin").Args {
+		assert.NotContains(t, arg, "--mps")
+	}
+
+	ds := daemonSet(t, mustRender(t, nil, map[string]any{"mps": map[string]any{"enabled": true}}))
+	spec = ds.Spec.Template.Spec
+	plugin := container(t, spec.Containers, "plugin")
+	host := container(t, spec.Containers, "mps-host")
+	const socket = "--mps-host-socket=/var/lib/vgpu-dra/mps/host.sock"
+	assert.Contains(t, plugin.Args, socket)
+	assert.Equal(t, plugin.Image, host.Image, "the same image")
+	assert.Equal(t, []string{"/usr/bin/dra-kubelet-plugin"}, host.Command)
+	assert.Subset(t, host.Args, []string{"--mps-host", socket, "--state-root=/var/lib/vgpu-dra", "--nvidia-driver-root=/driver-root"})
+	assert.Contains(t, plugin.Args, "--nvidia-driver-root=/driver-root", "both containers find the same control program")
+	require.NotNil(t, host.SecurityContext)
+	require.NotNil(t, host.SecurityContext.Privileged)
+	assert.True(t, *host.SecurityContext.Privileged)
+	assert.EqualValues(t, 0, *host.SecurityContext.RunAsUser)
+	assert.True(t, host.Resources.Limits.Memory().IsZero(), "no memory limit: the MPS servers run in its cgroup")
+	assert.Equal(t, map[string]string{
+		"/var/lib/vgpu-dra": "/var/lib/vgpu-dra",
+		"/driver-root":      "/:ro",
+		"/dev/shm":          "/dev/shm",
+	}, hostMounts(t, ds, host))
+	assert.True(t, spec.HostPID, "the plugin watches the daemons' pids")
 }
 
 func TestSimulatedNode(t *testing.T) {

@@ -44,6 +44,8 @@ const (
 	// controlLogName is the daemon's log in the log directory: every
 	// command and its answer.
 	controlLogName = "control.log"
+	// configFileName is the daemon's TOML configuration (-a/--apply).
+	configFileName = "config.toml"
 	// daemonName is the daemon's process name (/proc/<pid>/comm, which the
 	// kernel cuts to 15 characters).
 	daemonName = "nvidia-cuda-mps-control"
@@ -74,7 +76,16 @@ type Config struct {
 	Env []string
 	// Runner runs Control; nil runs it directly (ExecRunner).
 	Runner Runner
+	// MemAcct starts the daemon with the driver's memory accounting
+	// (r615 and later, docs/mps.md): -a ConfigFile, which turns on
+	// features.memacct, so that the driver holds each client to the
+	// limit it names in NVIDIA_GPU_MEMORY_LIMITS.
+	MemAcct bool
 }
+
+// ConfigFile is the daemon's configuration file with MemAcct, in the
+// GPU's directory, written at each start.
+func (c Config) ConfigFile() string { return filepath.Join(c.Dir, configFileName) }
 
 // PipeDir is where the daemon makes its sockets, and what clients set
 // CUDA_MPS_PIPE_DIRECTORY to.
@@ -95,6 +106,14 @@ func (c Config) invocation(stdin string, args ...string) Invocation {
 	env = append(env, EnvPipeDir+"="+c.PipeDir(), EnvLogDir+"="+c.LogDir(), "CUDA_VISIBLE_DEVICES="+c.GPU)
 	return Invocation{Path: c.Control, Args: args, Env: env, Stdin: stdin}
 }
+
+// memAcctConfig turns on the daemon's memory accounting: the MPS v3
+// configuration file NVIDIA documents for -a (r615 and later).
+const memAcctConfig = `schema_version = "1.0"
+
+[features.memacct]
+enabled = true
+`
 
 // Settings are the daemon's defaults, the ceiling of every client
 // (docs/mps.md): a client can lower them, never raise them.
@@ -159,8 +178,15 @@ func start(ctx context.Context, cfg Config, s Settings) (Process, error) {
 	if err := makeDir(cfg.LogDir(), logDirMode); err != nil {
 		return Process{}, err
 	}
-	if out, err := cfg.runner().Run(ctx, cfg.invocation("", "-d")); err != nil {
-		return Process{}, fmt.Errorf("%s -d: %w: %s", cfg.Control, err, strings.TrimSpace(string(out)))
+	args := []string{"-d"}
+	if cfg.MemAcct {
+		if err := os.WriteFile(cfg.ConfigFile(), []byte(memAcctConfig), 0o644); err != nil {
+			return Process{}, fmt.Errorf("write the daemon's configuration: %w", err)
+		}
+		args = append(args, "-a", cfg.ConfigFile())
+	}
+	if out, err := cfg.runner().Run(ctx, cfg.invocation("", args...)); err != nil {
+		return Process{}, fmt.Errorf("%s %s: %w: %s", cfg.Control, strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 	}
 	p, err := running(cfg)
 	if err != nil {

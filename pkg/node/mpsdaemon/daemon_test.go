@@ -123,7 +123,7 @@ func lifecycle(t *testing.T, cfg Config) {
 
 	// Supervised: killed, it is started again with its settings.
 	restarted := make(chan Process, 1)
-	sv := Supervise(ctx, cfg, s, p, quickBackoff, func(np Process) { restarted <- np })
+	sv := Supervise(ctx, cfg, s, p, SupervisorOptions{Backoff: quickBackoff, OnRestart: func(np Process) { restarted <- np }})
 	require.NoError(t, unix.Kill(p.PID, unix.SIGKILL))
 	var np Process
 	select {
@@ -272,7 +272,7 @@ func TestSupervisorRetriesFailedRestarts(t *testing.T) {
 	require.NoError(t, <-starts)
 
 	restarted := make(chan Process, 1)
-	sv := Supervise(ctx, cfg, s, p, quickBackoff, func(np Process) { restarted <- np })
+	sv := Supervise(ctx, cfg, s, p, SupervisorOptions{Backoff: quickBackoff, OnRestart: func(np Process) { restarted <- np }})
 	// The daemon dies and cannot start for a while (e.g. the driver being
 	// upgraded): the supervisor keeps trying.
 	require.NoError(t, os.WriteFile(failFile, []byte("Failed to start: driver/library version mismatch"), 0o644))
@@ -290,4 +290,90 @@ func TestSupervisorRetriesFailedRestarts(t *testing.T) {
 	assert.Equal(t, s, have)
 	require.NoError(t, sv.Quit(ctx))
 	exited(t, np)
+}
+
+func TestStartWithMemAcctAppliesConfigFile(t *testing.T) {
+	ctx := testContext(t)
+	cfg := fakeConfig(t)
+	cfg.MemAcct = true
+	p, err := Start(ctx, cfg, Settings{ActiveThreadPercent: 50})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = kill(p, cfg) })
+	data, err := os.ReadFile(cfg.ConfigFile())
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(cfg.Dir, "config.toml"), cfg.ConfigFile())
+	assert.Contains(t, string(data), "[features.memacct]\nenabled = true\n")
+	assert.Contains(t, controlLog(t, cfg), mpsdaemontest.MemAcctLogLine, "the daemon took the file")
+
+	// Without MemAcct (a driver before r615) no file and no -a.
+	require.NoError(t, Quit(ctx, cfg, p))
+	cfg.MemAcct = false
+	p, err = Start(ctx, cfg, Settings{ActiveThreadPercent: 50})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = kill(p, cfg) })
+	assert.NoFileExists(t, cfg.ConfigFile())
+	assert.NotContains(t, controlLog(t, cfg), mpsdaemontest.MemAcctLogLine)
+}
+
+func TestSupervisorGuard(t *testing.T) {
+	ctx := testContext(t)
+	cfg := fakeConfig(t)
+	s := Settings{ActiveThreadPercent: 40}
+	p, err := Start(ctx, cfg, s)
+	require.NoError(t, err)
+
+	// The caller took the daemon over (stopped or replaced it): the
+	// supervisor starts nothing and ends.
+	guarded := make(chan Process, 1)
+	sv := Supervise(ctx, cfg, s, p, SupervisorOptions{Backoff: quickBackoff,
+		Guard: func(dead Process) (func(), bool, error) {
+			guarded <- dead
+			return func() {}, false, nil
+		},
+		OnRestart: func(Process) { t.Error("restarted against the guard") }})
+	require.NoError(t, unix.Kill(p.PID, unix.SIGKILL))
+	assert.Equal(t, p, <-guarded, "the guard is asked about the dead daemon")
+	<-sv.Done()
+	assert.Equal(t, 0, sv.Restarts())
+	_, err = Adopt(ctx, cfg)
+	assert.ErrorIs(t, err, ErrNotRunning)
+
+	// The guard lets it restart: OnRestart runs inside it.
+	p, err = Start(ctx, cfg, s)
+	require.NoError(t, err)
+	var inside bool
+	held := false
+	restarted := make(chan Process, 1)
+	sv = Supervise(ctx, cfg, s, p, SupervisorOptions{Backoff: quickBackoff,
+		Guard: func(Process) (func(), bool, error) {
+			held = true
+			return func() { held = false }, true, nil
+		},
+		// The caller's settings now, not the last ones given.
+		Settings:  func() Settings { return Settings{ActiveThreadPercent: 70} },
+		OnRestart: func(np Process) { inside = held; restarted <- np }})
+	require.NoError(t, unix.Kill(p.PID, unix.SIGKILL))
+	np := <-restarted
+	t.Cleanup(func() { _ = kill(np, cfg) })
+	sv.Stop()
+	<-sv.Done()
+	assert.True(t, inside, "OnRestart runs with the guard's locks held")
+	have, err := Read(ctx, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, Settings{ActiveThreadPercent: 70}, have)
+	assert.True(t, alive(np), "Stop leaves the daemon running")
+	assert.Equal(t, 1, sv.Restarts())
+}
+
+func TestDefaultBackoffDoublesToFiveMinutes(t *testing.T) {
+	b := DefaultBackoff
+	var got []time.Duration
+	for range 12 {
+		got = append(got, b.Step())
+	}
+	want := []time.Duration{1, 2, 4, 8, 16, 32, 64, 128, 256, 300, 300, 300}
+	for i := range want {
+		want[i] *= time.Second
+	}
+	assert.Equal(t, want, got)
 }

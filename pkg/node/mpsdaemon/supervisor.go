@@ -31,14 +31,36 @@ import (
 // for longer than the cap.
 var DefaultBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Steps: 32, Cap: 5 * time.Minute}
 
+// SupervisorOptions are how a Supervisor restarts its daemon.
+type SupervisorOptions struct {
+	// Backoff is the delay before each try to start the daemon again
+	// (DefaultBackoff in the plugin).
+	Backoff wait.Backoff
+	// Guard, when set, runs around each restart of dead, the daemon that
+	// exited: it takes the caller's locks, so that the restart does not
+	// race with the caller's own changes to the daemon, and reports
+	// whether the daemon is still the caller's to restart (false ends the
+	// supervision: the caller stopped or replaced it meanwhile, and the
+	// locks are dropped already). release drops the locks after the
+	// restart and OnRestart. An error skips
+	// this try; the next comes after the backoff.
+	Guard func(dead Process) (release func(), restart bool, err error)
+	// Settings, when set, returns the settings of each restart, inside
+	// Guard (the caller's current ones, which SetSettings then need not
+	// follow); unset, a restart sets the last ones given.
+	Settings func() Settings
+	// OnRestart, when set, runs after each restart, inside Guard.
+	OnRestart func(Process)
+}
+
 // Supervisor keeps one GPU's control daemon running while claims use it:
 // a daemon that exits without being told to quit is started again with
 // its settings, after a backoff.
 type Supervisor struct {
-	cfg       Config
-	backoff   wait.Backoff
-	onRestart func(Process)
-	done      chan struct{}
+	cfg    Config
+	opts   SupervisorOptions
+	done   chan struct{}
+	cancel context.CancelFunc
 
 	mu       sync.Mutex
 	settings Settings
@@ -48,10 +70,10 @@ type Supervisor struct {
 }
 
 // Supervise watches process p, the daemon of cfg with settings s (just
-// started, or adopted), until ctx ends or Quit. onRestart, when set, runs
-// after each restart.
-func Supervise(ctx context.Context, cfg Config, s Settings, p Process, backoff wait.Backoff, onRestart func(Process)) *Supervisor {
-	sv := &Supervisor{cfg: cfg, backoff: backoff, onRestart: onRestart, done: make(chan struct{}), settings: s, proc: p}
+// started, or adopted), until ctx ends, Stop or Quit.
+func Supervise(ctx context.Context, cfg Config, s Settings, p Process, opts SupervisorOptions) *Supervisor {
+	ctx, cancel := context.WithCancel(ctx)
+	sv := &Supervisor{cfg: cfg, opts: opts, done: make(chan struct{}), cancel: cancel, settings: s, proc: p}
 	go sv.run(ctx)
 	return sv
 }
@@ -81,6 +103,19 @@ func (sv *Supervisor) SetSettings(ctx context.Context, s Settings) error {
 	return nil
 }
 
+// Stop ends the supervision without waiting for it and leaves the daemon
+// as it is; a restart under way when Stop is called (which Guard lets
+// wait for the caller's locks) starts nothing.
+func (sv *Supervisor) Stop() {
+	sv.mu.Lock()
+	sv.quitting = true
+	sv.mu.Unlock()
+	sv.cancel()
+}
+
+// Done is closed once the supervision has ended.
+func (sv *Supervisor) Done() <-chan struct{} { return sv.done }
+
 // Quit stops supervising, tells the daemon to quit and waits for it (see
 // Quit).
 func (sv *Supervisor) Quit(ctx context.Context) error {
@@ -99,7 +134,7 @@ func (sv *Supervisor) Quit(ctx context.Context) error {
 func (sv *Supervisor) run(ctx context.Context) {
 	defer close(sv.done)
 	logger := klog.FromContext(ctx).WithValues("gpu", sv.cfg.GPU)
-	backoff := sv.backoff
+	backoff := sv.opts.Backoff
 	started := time.Now()
 	for {
 		p := sv.Process()
@@ -110,7 +145,7 @@ func (sv *Supervisor) run(ctx context.Context) {
 			return
 		}
 		if time.Since(started) > backoff.Cap {
-			backoff = sv.backoff
+			backoff = sv.opts.Backoff
 		}
 		for {
 			if sv.stopping() {
@@ -123,7 +158,7 @@ func (sv *Supervisor) run(ctx context.Context) {
 				return
 			case <-time.After(delay):
 			}
-			if sv.restart(ctx) {
+			if sv.restart(ctx, p) {
 				started = time.Now()
 				break
 			}
@@ -137,13 +172,31 @@ func (sv *Supervisor) stopping() bool {
 	return sv.quitting
 }
 
-// restart starts the daemon again unless Quit was called; it reports
-// whether supervision goes on.
-func (sv *Supervisor) restart(ctx context.Context) bool {
+// restart starts the daemon dead again unless Stop or Quit was called or
+// the Guard refuses; it reports whether this try is over (restarted, or
+// nothing to restart).
+func (sv *Supervisor) restart(ctx context.Context, dead Process) bool {
+	if sv.opts.Guard != nil {
+		release, restart, err := sv.opts.Guard(dead)
+		if err != nil {
+			klog.FromContext(ctx).Error(err, "Cannot restart the MPS control daemon now; will retry", "gpu", sv.cfg.GPU)
+			return false
+		}
+		if !restart {
+			sv.mu.Lock()
+			sv.quitting = true
+			sv.mu.Unlock()
+			return true
+		}
+		defer release()
+	}
 	sv.mu.Lock()
 	defer sv.mu.Unlock()
-	if sv.quitting {
+	if sv.quitting || ctx.Err() != nil {
 		return true
+	}
+	if sv.opts.Settings != nil {
+		sv.settings = sv.opts.Settings()
 	}
 	p, err := Start(ctx, sv.cfg, sv.settings)
 	if err != nil {
@@ -152,8 +205,8 @@ func (sv *Supervisor) restart(ctx context.Context) bool {
 	}
 	sv.proc = p
 	sv.restarts++
-	if sv.onRestart != nil {
-		sv.onRestart(p)
+	if sv.opts.OnRestart != nil {
+		sv.opts.OnRestart(p)
 	}
 	return true
 }

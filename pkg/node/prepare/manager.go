@@ -189,6 +189,7 @@ type Manager struct {
 	modes       map[modeName]sharingMode
 	deviceModes []sharingMode
 	mig         *migMode
+	mps         *mpsMode
 }
 
 // NewManager loads the checkpoint, writes StateRoot/ld.so.preload and
@@ -218,7 +219,8 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	m := &Manager{opts: opts, layout: layout{stateRoot: opts.StateRoot}, specs: specs, staleDirAge: DefaultStaleDirAge,
 		bgCtx: ctx}
 	m.mig = newMIGMode(m)
-	mps := &mpsMode{m: m}
+	mps := newMPSMode(m)
+	m.mps = mps
 	m.modes = map[modeName]sharingMode{modeMIG: m.mig, modeMPS: mps}
 	if len(opts.MIGGPUs) > 0 {
 		m.deviceModes = append(m.deviceModes, m.mig)
@@ -230,6 +232,11 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 		return nil, err
 	}
 	m.sweep(ctx)
+	if opts.MPS != nil {
+		if err := mps.superviseAll(); err != nil {
+			return nil, fmt.Errorf("supervise the MPS control daemons: %w", err)
+		}
+	}
 	return m, nil
 }
 

@@ -23,10 +23,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/klog/v2"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
@@ -61,6 +64,10 @@ const mpsQuitTimeout = 10 * time.Second
 // root: <state root>/mps/<GPU UUID>.
 const mpsDirName = "mps"
 
+// MPSDir is where the GPUs' daemon directories are in state root
+// stateRoot: <state root>/mps/<GPU UUID>.
+func MPSDir(stateRoot string) string { return filepath.Join(stateRoot, mpsDirName) }
+
 // MPSOptions runs the GPUs' MPS control daemons.
 type MPSOptions struct {
 	// Control is the path of the node driver's nvidia-cuda-mps-control.
@@ -69,6 +76,9 @@ type MPSOptions struct {
 	Env []string
 	// Runner runs Control; nil runs it directly.
 	Runner mpsdaemon.Runner
+	// RestartBackoff is the delay before each try to start a daemon that
+	// died while claims use it; zero means mpsdaemon.DefaultBackoff.
+	RestartBackoff wait.Backoff
 }
 
 func (o *Options) validateMPS() []error {
@@ -111,17 +121,46 @@ func (r *daemonRecord) process() mpsdaemon.Process {
 // mpsMode is the MPS sharing mode of one Manager.
 type mpsMode struct {
 	m *Manager
+	// supervising is set once the manager has started: recovery runs
+	// before any supervisor may take the manager's lock.
+	supervising bool
+	// supervisors watch the Running daemons, by GPU UUID: a daemon that
+	// dies is started again with backoff (docs/mps.md, supervised).
+	supervisors map[string]*mpsdaemon.Supervisor
+	// restarts counts each GPU's daemon restarts since the manager
+	// started, by the supervisors and by a prepare that found the daemon
+	// dead.
+	restarts map[string]int
+}
+
+func newMPSMode(m *Manager) *mpsMode {
+	return &mpsMode{m: m, supervisors: map[string]*mpsdaemon.Supervisor{}, restarts: map[string]int{}}
 }
 
 var _ sharingMode = (*mpsMode)(nil)
 
 // config is the daemon of GPU gpuUUID.
 func (mm *mpsMode) config(gpuUUID string) mpsdaemon.Config {
-	cfg := mpsdaemon.Config{Dir: filepath.Join(mm.m.opts.StateRoot, mpsDirName, gpuUUID), GPU: gpuUUID}
+	cfg := mpsdaemon.Config{Dir: filepath.Join(MPSDir(mm.m.opts.StateRoot), gpuUUID), GPU: gpuUUID}
 	if o := mm.m.opts.MPS; o != nil {
 		cfg.Control, cfg.Env, cfg.Runner = o.Control, o.Env, o.Runner
 	}
+	if info, ok := mm.m.infoByUUID(gpuUUID); ok {
+		cfg.MemAcct = memAcctDriver(info.DriverVersion)
+	}
 	return cfg
+}
+
+// memAcctFirstDriver is the first driver branch whose MPS control daemon
+// accounts for its clients' memory (memacct, docs/mps.md).
+const memAcctFirstDriver = 615
+
+// memAcctDriver reports whether driver version v ("615.20.01", as NVML
+// gives it) has memacct; an unreadable version has not.
+func memAcctDriver(v string) bool {
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	return err == nil && n >= memAcctFirstDriver
 }
 
 // resolve returns, for "gpu-<index>-mps" of a GPU that is not in MIG
@@ -237,6 +276,7 @@ func (mm *mpsMode) ensureDaemon(ctx context.Context, gpu string, r *daemonRecord
 		if p, err := mpsdaemon.Adopt(ctx, cfg); err != nil || p != r.process() {
 			klog.FromContext(ctx).Info("The MPS control daemon is gone; starting it again", "gpu", gpu, "pid", r.PID, "err", err)
 			r.State = daemonStarting
+			mm.restarts[gpu]++
 		}
 	}
 	if r.State != daemonRunning {
@@ -256,9 +296,94 @@ func (mm *mpsMode) ensureDaemon(ctx context.Context, gpu string, r *daemonRecord
 		if err := m.saveCheckpoint(); err != nil {
 			return err
 		}
+		mm.supervise(gpu, r)
 		return m.step(stepMPSDaemonSettings, uid)
 	}
+	mm.supervise(gpu, r)
 	return mm.applyCeiling(ctx, gpu, r, uid)
+}
+
+// supervise makes sure a supervisor watches the daemon of Running record
+// r, replacing one that watches another process of the GPU. Before the
+// manager has started it does nothing: the manager then supervises every
+// Running daemon (superviseAll).
+func (mm *mpsMode) supervise(gpu string, r *daemonRecord) {
+	if !mm.supervising {
+		return
+	}
+	p := r.process()
+	if sv := mm.supervisors[gpu]; sv != nil {
+		select {
+		case <-sv.Done():
+		default:
+			if sv.Process() == p {
+				return
+			}
+		}
+		sv.Stop()
+	}
+	backoff := mm.m.opts.MPS.RestartBackoff
+	if backoff == (wait.Backoff{}) {
+		backoff = mpsdaemon.DefaultBackoff
+	}
+	logger := klog.FromContext(mm.m.bgCtx)
+	mm.supervisors[gpu] = mpsdaemon.Supervise(mm.m.bgCtx, mm.config(gpu), mm.ceiling(gpu, r), p, mpsdaemon.SupervisorOptions{
+		Backoff: backoff,
+		Guard:   func(dead mpsdaemon.Process) (func(), bool, error) { return mm.guardRestart(gpu, dead) },
+		// The ceiling of the claims as the checkpoint has them now: a
+		// setting that failed with the daemon that died is made good.
+		Settings:  func() mpsdaemon.Settings { return mm.ceiling(gpu, mm.m.cp.Daemons[gpu]) },
+		OnRestart: func(np mpsdaemon.Process) { mm.restarted(logger, gpu, np) },
+	})
+}
+
+// superviseAll starts supervising the Running daemons of prepared claims,
+// once the manager has started.
+func (mm *mpsMode) superviseAll() error {
+	end, err := mm.m.begin()
+	if err != nil {
+		return err
+	}
+	defer end()
+	mm.supervising = true
+	for _, gpu := range sortedKeys(mm.m.cp.Daemons) {
+		if r := mm.m.cp.Daemons[gpu]; r.State == daemonRunning && len(r.Claims) > 0 {
+			mm.supervise(gpu, r)
+		}
+	}
+	return nil
+}
+
+// guardRestart takes the manager's lock for a supervisor's restart of the
+// daemon dead of GPU gpu, as long as the checkpoint still holds dead as
+// the GPU's Running daemon of some claims: a prepare, an unprepare or
+// another plugin instance may have stopped or replaced it meanwhile.
+func (mm *mpsMode) guardRestart(gpu string, dead mpsdaemon.Process) (func(), bool, error) {
+	end, err := mm.m.begin()
+	if err != nil {
+		return nil, false, err
+	}
+	r := mm.m.cp.Daemons[gpu]
+	if r == nil || r.State != daemonRunning || len(r.Claims) == 0 || r.process() != dead {
+		end()
+		return nil, false, nil
+	}
+	return end, true, nil
+}
+
+// restarted records a supervisor's restart of GPU gpu's daemon as np, with
+// the manager's lock held (guardRestart).
+func (mm *mpsMode) restarted(logger klog.Logger, gpu string, np mpsdaemon.Process) {
+	mm.restarts[gpu]++
+	r := mm.m.cp.Daemons[gpu]
+	r.PID, r.StartTime = np.PID, np.StartTime
+	if err := mm.m.saveCheckpoint(); err != nil {
+		// The next prepare or start finds the recorded pid gone and
+		// replaces the daemon.
+		logger.Error(err, "Recording the restarted MPS control daemon failed", "gpu", gpu, "pid", np.PID)
+		return
+	}
+	logger.Info("Restarted the MPS control daemon", "gpu", gpu, "pid", np.PID, "restarts", mm.restarts[gpu])
 }
 
 // applyCeiling sets the defaults of Running daemon r to its claims'
@@ -314,8 +439,9 @@ func (mm *mpsMode) release(uid types.UID, complete bool) bool {
 	return changed
 }
 
-// teardown stops the daemons no claim uses and lowers the defaults of the
-// others to their claims' ceiling.
+// teardown stops the daemons no claim uses, lowers the defaults of the
+// others to their claims' ceiling and starts those of claims that are not
+// running.
 func (mm *mpsMode) teardown(ctx context.Context, uid types.UID) error {
 	var errs []error
 	for _, gpu := range sortedKeys(mm.m.cp.Daemons) {
@@ -325,6 +451,11 @@ func (mm *mpsMode) teardown(ctx context.Context, uid types.UID) error {
 			errs = append(errs, mm.stop(ctx, gpu, r, uid))
 		case r.State == daemonRunning && len(r.Claims) > 0:
 			errs = append(errs, mm.applyCeiling(ctx, gpu, r, uid))
+		case r.State == daemonStarting && len(r.Claims) > 0:
+			// A failed prepare that found the daemon of other claims dead
+			// could not start it: they need it back now, not at the next
+			// prepare on the GPU.
+			errs = append(errs, mm.ensureDaemon(ctx, gpu, r, uid))
 		}
 	}
 	return errors.Join(errs...)
@@ -352,6 +483,10 @@ func (mm *mpsMode) stop(ctx context.Context, gpu string, r *daemonRecord, uid ty
 // mpsQuitTimeout (only the recorded process, or the one the directory's
 // pid file names) and removes its directories.
 func (mm *mpsMode) quitDaemon(ctx context.Context, gpu string, r *daemonRecord) error {
+	if sv := mm.supervisors[gpu]; sv != nil {
+		sv.Stop()
+		delete(mm.supervisors, gpu)
+	}
 	cfg := mm.config(gpu)
 	p := r.process()
 	if mm.m.opts.MPS != nil {
@@ -518,4 +653,52 @@ func validateDaemons(c *checkpoint) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// MPSDaemonStatus is one GPU's MPS control daemon as the metrics show it.
+type MPSDaemonStatus struct {
+	// GPU is the GPU's UUID.
+	GPU string
+	// Up: the daemon the checkpoint records runs and answers a control
+	// command.
+	Up bool
+	// Restarts counts the daemon's restarts since the manager started.
+	Restarts int
+}
+
+// MPSDaemons returns the GPUs with an MPS control daemon record or a
+// restart since the manager started, sorted by UUID. The daemons are
+// asked outside the manager's lock, so that a slow daemon holds no
+// prepare.
+func (m *Manager) MPSDaemons(ctx context.Context) []MPSDaemonStatus {
+	if m.opts.MPS == nil {
+		return nil
+	}
+	end, err := m.begin()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Reading the MPS control daemons failed")
+		return nil
+	}
+	running := map[string]mpsdaemon.Process{}
+	gpus := map[string]int{}
+	for gpu, n := range m.mps.restarts {
+		gpus[gpu] = n
+	}
+	for gpu, r := range m.cp.Daemons {
+		gpus[gpu] = m.mps.restarts[gpu]
+		if r.State == daemonRunning {
+			running[gpu] = r.process()
+		}
+	}
+	end()
+	out := make([]MPSDaemonStatus, 0, len(gpus))
+	for _, gpu := range sortedKeys(gpus) {
+		st := MPSDaemonStatus{GPU: gpu, Restarts: gpus[gpu]}
+		if p, ok := running[gpu]; ok {
+			have, err := mpsdaemon.Adopt(ctx, m.mps.config(gpu))
+			st.Up = err == nil && have == p
+		}
+		out = append(out, st)
+	}
+	return out
 }

@@ -17,6 +17,7 @@ limitations under the License.
 package prepare
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -69,8 +70,16 @@ func (e *mpsEnv) options() Options {
 	return opts
 }
 
+// newManager starts a manager whose context ends with the test, as a
+// plugin's ends at its shutdown: its supervisors stop then.
 func (e *mpsEnv) newManager(t *testing.T) *Manager {
-	m, err := NewManager(testContext(t), e.options())
+	return e.newManagerWith(t, e.options())
+}
+
+func (e *mpsEnv) newManagerWith(t *testing.T, opts Options) *Manager {
+	ctx, cancel := context.WithCancel(testContext(t))
+	t.Cleanup(cancel)
+	m, err := NewManager(ctx, opts)
 	require.NoError(t, err)
 	return m
 }

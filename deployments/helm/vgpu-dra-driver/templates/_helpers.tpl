@@ -51,6 +51,13 @@ app.kubernetes.io/component: kubelet-plugin
 {{- define "vgpu-dra.pluginDataDir" -}}
 {{- printf "%s/plugins/%s" (trimSuffix "/" .Values.paths.kubeletDir) (include "vgpu-dra.driverName" .) -}}
 {{- end -}}
+{{/*
+The mps-host container's socket, in the state root (docs/mps.md).
+*/}}
+{{- define "vgpu-dra.mpsHostSocket" -}}
+{{- printf "%s/mps/host.sock" (trimSuffix "/" .Values.paths.stateRoot) -}}
+{{- end -}}
+
 {{- define "vgpu-dra.libvgpuPath" -}}
 {{- printf "%s/libvgpu.so" (trimSuffix "/" .Values.paths.libvgpuDir) -}}
 {{- end -}}

@@ -94,23 +94,25 @@ func fakeControl(args []string) int {
 	pipe, logDir := os.Getenv(envPipeDir), os.Getenv(envLogDir)
 	switch {
 	case len(args) == 1 && args[0] == "-d":
-		return fakeDaemonize(pipe)
-	case len(args) == 1 && args[0] == fakeServe:
-		return fakeServeDaemon(pipe, logDir)
+		return fakeDaemonize(pipe, "")
+	case len(args) == 3 && args[0] == "-d" && args[1] == "-a":
+		return fakeDaemonize(pipe, args[2])
+	case len(args) == 2 && args[0] == fakeServe:
+		return fakeServeDaemon(pipe, logDir, args[1])
 	case len(args) == 0:
 		return fakeClient(pipe)
 	}
-	fmt.Fprintln(os.Stderr, "usage: nvidia-cuda-mps-control [-d]")
+	fmt.Fprintln(os.Stderr, "usage: nvidia-cuda-mps-control [-d [-a config.toml]]")
 	return 1
 }
 
-func fakeDaemonize(pipe string) int {
+func fakeDaemonize(pipe, config string) int {
 	if st, err := os.Stat(pipe); err != nil || !st.IsDir() {
 		fmt.Fprintf(os.Stderr, "Cannot access %s=%s\n", envPipeDir, pipe)
 		return 1
 	}
 	if data, err := os.ReadFile(filepath.Join(pipe, pidFileName)); err == nil {
-		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && syscall.Kill(pid, 0) == nil {
+		if pid, err := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && fakeAlive(pid) {
 			fmt.Fprintln(os.Stderr, "An instance of this daemon is already running")
 			return 1
 		}
@@ -119,7 +121,7 @@ func fakeDaemonize(pipe string) int {
 	if err != nil {
 		return 1
 	}
-	cmd := exec.Command(os.Args[0], fakeServe)
+	cmd := exec.Command(os.Args[0], fakeServe, config)
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -133,7 +135,22 @@ func fakeDaemonize(pipe string) int {
 	return 0
 }
 
-func fakeServeDaemon(pipe, logDir string) int {
+// MemAcctLogLine is what the fake daemon logs in control.log when its
+// configuration file (-a) turns on memory accounting.
+const MemAcctLogLine = "Memory accounting (memacct) enabled"
+
+// fakeAlive reports whether pid runs; a killed daemon that nobody reaped
+// yet (a zombie) is gone.
+func fakeAlive(pid int) bool {
+	data, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return false
+	}
+	_, rest, ok := strings.Cut(string(data), ") ")
+	return ok && !strings.HasPrefix(rest, "Z") && !strings.HasPrefix(rest, "X")
+}
+
+func fakeServeDaemon(pipe, logDir, config string) int {
 	ready := os.NewFile(3, "ready")
 	logFile, err := os.OpenFile(filepath.Join(logDir, controlLogName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
@@ -145,6 +162,16 @@ func fakeServeDaemon(pipe, logDir string) int {
 	if reason, err := os.ReadFile(os.Getenv(FailEnv)); err == nil {
 		logf("%s", strings.TrimSpace(string(reason)))
 		return 1
+	}
+	if config != "" {
+		memAcct, err := fakeReadConfig(config)
+		if err != nil {
+			logf("Failed to apply configuration file %s: %v", config, err)
+			return 1
+		}
+		if memAcct {
+			logf("%s", MemAcctLogLine)
+		}
 	}
 	sock := filepath.Join(pipe, "control")
 	_ = os.Remove(sock)
@@ -174,6 +201,31 @@ func fakeServeDaemon(pipe, logDir string) int {
 			return 0
 		}
 	}
+}
+
+// fakeReadConfig reads the part of an MPS v3 configuration file the fake
+// knows: whether [features.memacct] has enabled = true. A key outside a
+// table it knows is an error, as any unknown key is to NVIDIA's daemon.
+func fakeReadConfig(path string) (bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false, err
+	}
+	table, memAcct := "", false
+	for line := range strings.Lines(string(data)) {
+		line = strings.TrimSpace(line)
+		switch {
+		case line == "":
+		case strings.HasPrefix(line, "["):
+			table = line
+		case table == "" && strings.HasPrefix(line, "schema_version"):
+		case table == "[features.memacct]" && strings.ReplaceAll(line, " ", "") == "enabled=true":
+			memAcct = true
+		default:
+			return false, fmt.Errorf("unknown key %q in %s", line, table)
+		}
+	}
+	return memAcct, nil
 }
 
 type fakeState struct {
