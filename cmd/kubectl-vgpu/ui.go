@@ -82,7 +82,7 @@ func (o *options) uiCommand() *cobra.Command {
 				return fmt.Errorf("--port %d: %w", port, err)
 			}
 			url := "http://" + ln.Addr().String() + "/"
-			source := webview.NewSource(client, webview.SourceOptions{Explain: explain})
+			source := webview.NewSource(client, webview.SourceOptions{})
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			g, ctx := errgroup.WithContext(ctx)
@@ -121,6 +121,6 @@ func (o *options) uiCommand() *cobra.Command {
 	}
 	c.Flags().IntVar(&port, "port", 8008, "Port on 127.0.0.1 to serve on (0: any free port)")
 	c.Flags().BoolVar(&open, "open", false, "Open the page in the default browser")
-	c.Flags().IntVar(&explain, "explain", 10, "Explain why for the first N Pending pods (each runs the allocator over every node)")
+	c.Flags().IntVar(&explain, "explain", 10, "Draw the first N Pending pods open with why they wait; the others are listed on demand and explained when opened (each explanation runs the allocator over every node)")
 	return c
 }

@@ -46,11 +46,12 @@ first_ms=$((($(date +%s%N) - start) / 1000000))
 gpus=$(grep -o '<span id="t-gpus">[^<]*' "$page" | sed 's/.*>//')
 nodes=$(grep -o '<span id="t-nodes">[^<]*' "$page" | sed 's/.*>//')
 read -r load_s size < <(curl -sf -o /dev/null -w '%{time_total} %{size_download}\n' "http://127.0.0.1:$PORT/")
+gz_size=$(curl -sf --compressed -o /dev/null -w '%{size_download}' "http://127.0.0.1:$PORT/")
 sleep "$WATCH"
 hwm_kib=$(awk '/^VmHWM/ {print $2}' "/proc/$pid/status")
 rss_kib=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status")
-printf 'kubectl vgpu ui: first page %d ms after start (%s, %s); a later page load %s s, %d bytes; peak RSS %d MiB (RSS %d MiB after %ss)\n' \
-  "$first_ms" "$nodes" "$gpus" "$load_s" "$size" $((hwm_kib / 1024)) $((rss_kib / 1024)) "$WATCH"
+printf 'kubectl vgpu ui: first page %d ms after start (%s, %s); a later page load %s s, %d bytes (%d gzipped); peak RSS %d MiB (RSS %d MiB after %ss)\n' \
+  "$first_ms" "$nodes" "$gpus" "$load_s" "$size" "$gz_size" $((hwm_kib / 1024)) $((rss_kib / 1024)) "$WATCH"
 ok=0
 [ "$first_ms" -le 2000 ] || { echo "ui.sh: the first page took more than 2 s" >&2; ok=1; }
 [ "$hwm_kib" -le $((200 * 1024)) ] || { echo "ui.sh: kubectl vgpu ui used more than 200 MiB" >&2; ok=1; }

@@ -69,16 +69,45 @@ func BenchmarkModel1000Nodes(b *testing.B) {
 	}
 }
 
-// BenchmarkPage1000Nodes serves the page of that model: the nodes
-// collapsed to their summary lines.
+// withPending adds n Pending pods, each with a claim larger than any GPU.
+func withPending(snap *inspect.Snapshot, n int) *inspect.Snapshot {
+	for i := range n {
+		c := vgpuClaim("wait", fmt.Sprintf("big-%04d", i), "vgpu.dra.dev", "200Gi")
+		snap.Claims = append(snap.Claims, *c)
+		snap.Pods = append(snap.Pods, *pod("wait", fmt.Sprintf("big-%04d", i), c.Name, ""))
+	}
+	return snap
+}
+
+// BenchmarkPage1000Nodes serves the page of that model with 1,000
+// Pending pods: the nodes collapsed to their summary lines, the first
+// Pending pods open, the others counted.
 func BenchmarkPage1000Nodes(b *testing.B) {
-	h := NewHandler(fixed{Build(fleet(1000, 10000))}, HandlerOptions{})
+	h := NewHandler(fixed{Build(withPending(fleet(1000, 10000), 1000))}, HandlerOptions{})
 	b.ReportAllocs()
-	size := 0
+	size, gzipped := 0, 0
 	for b.Loop() {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil))
 		size = rec.Body.Len()
+		req := httptest.NewRequest(http.MethodGet, "http://127.0.0.1/", nil)
+		req.Header.Set("Accept-Encoding", "gzip")
+		rec = httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		gzipped = rec.Body.Len()
 	}
 	b.ReportMetric(float64(size), "page-bytes")
+	b.ReportMetric(float64(gzipped), "gzip-bytes")
+}
+
+// BenchmarkExplain1000Nodes is one Pending pod's explanation at that
+// size, what kubectl vgpu ui works out in the background for each pod a
+// page shows open.
+func BenchmarkExplain1000Nodes(b *testing.B) {
+	snap := withPending(fleet(1000, 10000), 1)
+	for b.Loop() {
+		if _, err := inspect.Why(b.Context(), snap, "wait", "big-0000"); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

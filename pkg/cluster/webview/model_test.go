@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
@@ -232,7 +233,17 @@ func waitFor(t *testing.T, s *Source, ok func(*Model) bool) *Model {
 	}
 }
 
+func built(*Model) bool { return true }
+
 func explained(m *Model) bool { return len(m.Pending) > 0 && m.Pending[0].Why != nil }
+
+// explain asks s for the explanation of team-b/big and waits for it.
+func explain(t *testing.T, s *Source) *Model {
+	t.Helper()
+	waitFor(t, s, built)
+	s.Explain("team-b/big")
+	return waitFor(t, s, explained)
+}
 
 func findGPU(t *testing.T, m *Model, node, gpu string) GPU {
 	t.Helper()
@@ -248,7 +259,7 @@ func findGPU(t *testing.T, m *Model, node, gpu string) GPU {
 }
 
 func TestModelOfSharedGPUWithBurst(t *testing.T) {
-	m := waitFor(t, startSource(t, fixture(t)), explained)
+	m := waitFor(t, startSource(t, fixture(t)), built)
 	require.Len(t, m.Nodes, 2)
 	assert.Equal(t, "node-a", m.Nodes[0].Name)
 	assert.Equal(t, []string{"team-a", "team-b"}, m.Namespaces)
@@ -277,7 +288,7 @@ func TestModelOfSharedGPUWithBurst(t *testing.T) {
 }
 
 func TestModelOfMIGGPU(t *testing.T) {
-	m := waitFor(t, startSource(t, fixture(t)), explained)
+	m := waitFor(t, startSource(t, fixture(t)), built)
 	g := findGPU(t, m, "node-m", "gpu-0")
 	assert.Equal(t, inspect.MIGModeOn, g.MIG)
 	assert.Empty(t, g.Claims, "the claim is inside an instance, not on the whole GPU")
@@ -294,7 +305,7 @@ func TestModelOfMIGGPU(t *testing.T) {
 }
 
 func TestModelOfPendingPod(t *testing.T) {
-	m := waitFor(t, startSource(t, fixture(t)), explained)
+	m := explain(t, startSource(t, fixture(t)))
 	require.Len(t, m.Pending, 1, "team-c/other asks for no vGPU")
 	p := m.Pending[0]
 	assert.Equal(t, "team-b/big", p.Namespace+"/"+p.Name)
@@ -314,14 +325,14 @@ func TestModelOfPendingPod(t *testing.T) {
 func TestModelFollowsTheWatch(t *testing.T) {
 	client := fixture(t)
 	s := startSource(t, client)
-	waitFor(t, s, explained)
+	waitFor(t, s, built)
 	require.NoError(t, client.CoreV1().Pods("team-b").Delete(t.Context(), "big", metav1.DeleteOptions{}))
 	m := waitFor(t, s, func(m *Model) bool { return len(m.Pending) == 0 })
 	assert.Len(t, m.Nodes, 2)
 }
 
 func TestFilter(t *testing.T) {
-	m := waitFor(t, startSource(t, fixture(t)), explained)
+	m := waitFor(t, startSource(t, fixture(t)), built)
 
 	byNS := Filter{Namespace: "team-a"}.Apply(m)
 	var gpus []string
@@ -342,4 +353,41 @@ func TestFilter(t *testing.T) {
 	assert.Equal(t, "node-m", byNode.Nodes[0].Name)
 	assert.Len(t, byNode.Pending, 1)
 	assert.Len(t, m.Nodes, 2, "Apply leaves the model alone")
+}
+
+// The source explains only the pods pages ask for, in the background:
+// its models come without explanations until then.
+func TestSourceExplainsOnlyWhatIsAsked(t *testing.T) {
+	s := startSource(t, fixture(t))
+	m := waitFor(t, s, built)
+	require.Len(t, m.Pending, 1)
+	assert.Nil(t, m.Pending[0].Why, "published before any explanation")
+	s.Explain("team-c/other", "team-b/nope")
+	s.mu.Lock()
+	assert.Empty(t, s.queue, "not Pending pods of this driver")
+	s.mu.Unlock()
+
+	m = explain(t, s)
+	assert.Contains(t, m.Pending[0].Why.Summary, "fit on none of 2 nodes")
+	s.Explain("team-b/big")
+	s.mu.Lock()
+	assert.Empty(t, s.queue, "explained from the current model already")
+	s.mu.Unlock()
+}
+
+// An explanation that takes longer than its deadline stops and says so.
+func TestSourceBoundsAnExplanation(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	s := NewSource(fixture(t), SourceOptions{Interval: 1, ExplainTimeout: time.Nanosecond})
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	waitFor(t, s, built)
+	s.Explain("team-b/big")
+	m := waitFor(t, s, func(m *Model) bool { return len(m.Pending) == 1 && m.Pending[0].WhyError != "" })
+	assert.Nil(t, m.Pending[0].Why)
+	assert.Equal(t, "Working this out took longer than 1ns at this cluster's size: kubectl vgpu why -n team-b big", m.Pending[0].WhyError)
 }

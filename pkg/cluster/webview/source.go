@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -39,10 +41,14 @@ type SourceOptions struct {
 	// Interval is the least time between two models: changes within it
 	// are folded into one rebuild (default 1s).
 	Interval time.Duration
-	// Explain bounds the Pending pods explained per rebuild, the first
-	// ones by namespace and name (default 10): each explanation runs the
-	// allocator over every node.
-	Explain int
+	// ExplainTimeout bounds the work on one pod's explanation (default
+	// 20s): each runs the allocator over every node, about a second per
+	// pod at 1,000 nodes of 8 GPUs.
+	ExplainTimeout time.Duration
+	// Reexplain is the least age of an explanation before a change of the
+	// cluster has it worked out again (default 30s), so that a cluster
+	// that changes every second does not keep a core explaining.
+	Reexplain time.Duration
 	// SyncTimeout bounds the wait for the first list of every kind
 	// (default 1m): without list and watch rights it never comes.
 	SyncTimeout time.Duration
@@ -54,15 +60,34 @@ type Source struct {
 	factory informers.SharedInformerFactory
 	changed chan struct{}
 
+	// wake tells the explainer that pods were queued.
+	wake chan struct{}
+
 	mu      sync.Mutex
 	model   *Model
 	version uint64
 	// updated is closed when a new model is published.
 	updated chan struct{}
-	// explained caches explanations by namespace/pod until the next
-	// rebuild replaces them, so that a rebuild shows the last one while it
-	// works out the new.
-	explained map[string]PendingPod
+	// snap is what model was built from, for the explainer; generation
+	// counts the rebuilds.
+	snap       *inspect.Snapshot
+	generation uint64
+	// pending are the model's Pending pods (namespace/name).
+	pending map[string]bool
+	// explained holds the explanations by namespace/name while the pod is
+	// Pending; a rebuild shows the last one until a newer is worked out.
+	explained map[string]explanation
+	// queue are the pods to explain, in the order pages asked for them.
+	queue  []string
+	queued map[string]bool
+}
+
+// explanation is the `why` of a Pending pod and when it was worked out.
+type explanation struct {
+	why        *inspect.Explanation
+	err        string
+	at         time.Time
+	generation uint64
 }
 
 // NewSource makes a Source reading the cluster through client.
@@ -70,8 +95,11 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
-	if opts.Explain <= 0 {
-		opts.Explain = 10
+	if opts.ExplainTimeout <= 0 {
+		opts.ExplainTimeout = 20 * time.Second
+	}
+	if opts.Reexplain <= 0 {
+		opts.Reexplain = 30 * time.Second
 	}
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = time.Minute
@@ -80,8 +108,11 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 		opts:      opts,
 		factory:   informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim)),
 		changed:   make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 		updated:   make(chan struct{}),
-		explained: map[string]PendingPod{},
+		pending:   map[string]bool{},
+		explained: map[string]explanation{},
+		queued:    map[string]bool{},
 	}
 	notify := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.poke() },
@@ -162,6 +193,9 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	var explainer sync.WaitGroup
+	explainer.Go(func() { s.explainLoop(ctx) })
+	defer explainer.Wait()
 	for {
 		start := time.Now()
 		s.rebuild(ctx)
@@ -179,8 +213,8 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 }
 
-// rebuild publishes the model of the informers' current content, then
-// explains the first Pending pods and publishes again with their reasons.
+// rebuild publishes the model of the informers' current content with
+// the explanations worked out so far; it never waits for one.
 func (s *Source) rebuild(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	snap, err := s.snapshot()
@@ -191,47 +225,129 @@ func (s *Source) rebuild(ctx context.Context) {
 	}
 	m := Build(snap)
 	s.mu.Lock()
-	known := s.explained
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	pending := make(map[string]bool, len(m.Pending))
 	for i := range m.Pending {
-		if old, ok := known[m.Pending[i].Namespace+"/"+m.Pending[i].Name]; ok {
-			m.Pending[i].Why, m.Pending[i].WhyError = old.Why, old.WhyError
+		p := &m.Pending[i]
+		key := p.Namespace + "/" + p.Name
+		pending[key] = true
+		if e, ok := s.explained[key]; ok {
+			p.Why, p.WhyError = e.why, e.err
 		}
 	}
-	if len(m.Pending) == 0 {
-		s.publish(m, map[string]PendingPod{})
-		return
-	}
-	s.publish(m, nil)
-	explained := *m
-	explained.Pending = append([]PendingPod(nil), m.Pending...)
-	cache := map[string]PendingPod{}
-	for i := range explained.Pending {
-		p := &explained.Pending[i]
-		if i >= s.opts.Explain {
-			p.Why, p.WhyError = nil, ""
-			continue
+	for key := range s.explained {
+		if !pending[key] {
+			delete(s.explained, key)
 		}
-		exp, err := inspect.Why(ctx, snap, p.Namespace, p.Name)
-		p.Why, p.WhyError = exp, ""
-		if err != nil {
-			p.WhyError = err.Error()
-		}
-		cache[p.Namespace+"/"+p.Name] = *p
 	}
-	s.publish(&explained, cache)
+	s.pending = pending
+	s.snap = snap
+	s.generation++
+	s.publishLocked(m)
 }
 
-// publish makes m the current model and wakes the update streams;
-// explained replaces the cache of explanations unless nil.
-func (s *Source) publish(m *Model, explained map[string]PendingPod) {
+// Explain asks for the explanation of Pending pods (namespace/name) that
+// a page shows: those without one, or with one older than Reexplain that
+// a later change of the cluster may have made wrong, are queued for the
+// explainer. Pods that are not Pending are ignored.
+func (s *Source) Explain(keys ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	added := false
+	for _, key := range keys {
+		if !s.pending[key] || s.queued[key] {
+			continue
+		}
+		if e, ok := s.explained[key]; ok && (e.generation == s.generation || time.Since(e.at) < s.opts.Reexplain) {
+			continue
+		}
+		s.queue = append(s.queue, key)
+		s.queued[key] = true
+		added = true
+	}
+	if added {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// explainLoop works out the queued explanations one at a time, each
+// within ExplainTimeout, and publishes the model with each as it comes,
+// until ctx ends.
+func (s *Source) explainLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		for ctx.Err() == nil {
+			key, snap, generation, ok := s.next()
+			if !ok {
+				break
+			}
+			namespace, name, _ := strings.Cut(key, "/")
+			start := time.Now()
+			podCtx, cancel := context.WithTimeout(ctx, s.opts.ExplainTimeout)
+			why, err := inspect.Why(podCtx, snap, namespace, name)
+			cancel()
+			e := explanation{why: why, at: time.Now(), generation: generation}
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, context.DeadlineExceeded):
+				e.err = fmt.Sprintf("Working this out took longer than %v at this cluster's size: kubectl vgpu why -n %s %s", s.opts.ExplainTimeout, namespace, name)
+			case err != nil:
+				e.err = err.Error()
+			}
+			klog.FromContext(ctx).V(4).Info("Explained a Pending pod", "pod", key, "duration", time.Since(start), "err", err)
+			s.record(key, e)
+		}
+	}
+}
+
+// next takes the first queued pod that is still Pending, with the
+// snapshot to explain it from.
+func (s *Source) next() (string, *inspect.Snapshot, uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) > 0 {
+		key := s.queue[0]
+		s.queue = s.queue[1:]
+		delete(s.queued, key)
+		if s.pending[key] {
+			return key, s.snap, s.generation, true
+		}
+	}
+	s.queue = nil
+	return "", nil, 0, false
+}
+
+// record keeps an explanation and publishes the current model with it.
+func (s *Source) record(key string, e explanation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pending[key] {
+		return
+	}
+	s.explained[key] = e
+	m := *s.model
+	m.Pending = slices.Clone(m.Pending)
+	for i := range m.Pending {
+		p := &m.Pending[i]
+		if p.Namespace+"/"+p.Name == key {
+			p.Why, p.WhyError = e.why, e.err
+		}
+	}
+	s.publishLocked(&m)
+}
+
+// publishLocked makes m the current model and wakes the update streams.
+func (s *Source) publishLocked(m *Model) {
 	s.model = m
 	s.version++
-	if explained != nil {
-		s.explained = explained
-	}
 	close(s.updated)
 	s.updated = make(chan struct{})
 }
@@ -249,11 +365,11 @@ func (s *Source) snapshot() (*inspect.Snapshot, error) {
 	snap := &inspect.Snapshot{}
 	res := s.factory.Resource().V1()
 	core := s.factory.Core().V1()
-	slices, err := res.ResourceSlices().Lister().List(labels.Everything())
+	resourceSlices, err := res.ResourceSlices().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
-	snap.Slices = deref(slices)
+	snap.Slices = deref(resourceSlices)
 	claims, err := res.ResourceClaims().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaims: %w", err)
