@@ -17,13 +17,19 @@ limitations under the License.
 package webview
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"runtime/metrics"
 	"testing"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	k8sruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
@@ -110,4 +116,73 @@ func BenchmarkExplain1000Nodes(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkSourcePeakHeap1000Nodes lists a fake clientset of the scale
+// benchmark's size (1,000 nodes of 8 GPUs, 10,000 claims and pods) into
+// a Source until its first model, and reports the peak of the heap's
+// objects above what the clientset itself holds (sampled every
+// millisecond), and the live heap with the model after a GC: what
+// kubectl vgpu ui's informers and model cost in memory.
+func BenchmarkSourcePeakHeap1000Nodes(b *testing.B) {
+	snap := fleet(1000, 10000)
+	var objs []k8sruntime.Object
+	for i := range snap.Nodes {
+		objs = append(objs, &snap.Nodes[i], &snap.Slices[i])
+	}
+	for i := range snap.Claims {
+		objs = append(objs, &snap.Claims[i], &snap.Pods[i])
+	}
+	objs = append(objs, &snap.Classes[0])
+	var peak, live uint64
+	for b.Loop() {
+		client := fake.NewClientset(objs...)
+		runtime.GC()
+		base := heapObjects()
+		sampled := make(chan uint64)
+		stop := make(chan struct{})
+		go func() {
+			top := uint64(0)
+			tick := time.NewTicker(time.Millisecond)
+			defer tick.Stop()
+			for {
+				top = max(top, heapObjects())
+				select {
+				case <-stop:
+					sampled <- top
+					return
+				case <-tick.C:
+				}
+			}
+		}()
+		ctx, cancel := context.WithCancel(b.Context())
+		s := NewSource(client, SourceOptions{Interval: time.Hour})
+		done := make(chan error, 1)
+		go func() { done <- s.Run(ctx) }()
+		for {
+			m, _, updated := s.Current()
+			if m != nil {
+				break
+			}
+			<-updated
+		}
+		close(stop)
+		peak = max(peak, <-sampled-base)
+		runtime.GC()
+		live = heapObjects() - base
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+	b.ReportMetric(float64(live)/(1<<20), "live-heap-MiB")
+}
+
+// heapObjects is the memory of the heap's objects, live or not yet
+// collected.
+func heapObjects() uint64 {
+	s := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	metrics.Read(s)
+	return s[0].Value.Uint64()
 }

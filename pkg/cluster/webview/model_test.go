@@ -391,3 +391,22 @@ func TestSourceBoundsAnExplanation(t *testing.T) {
 	assert.Nil(t, m.Pending[0].Why)
 	assert.Equal(t, "Working this out took longer than 1ns at this cluster's size: kubectl vgpu why -n team-b big", m.Pending[0].WhyError)
 }
+
+// The informers' cache keeps what the views read and drops the rest.
+func TestTrimForCache(t *testing.T) {
+	c := allocate(vgpuClaim("team", "c", "vgpu.dra.dev", "4Gi"), "p", "node-a", "gpu-0", "4Gi", "10", map[string]any{"memoryUsed": "1Gi"})
+	c.Annotations = map[string]string{"big": strings.Repeat("x", 1000)}
+	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-scheduler"}}
+	c.Status.Devices[0].Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}
+	c.Status.Devices[0].NetworkData = &resourceapi.NetworkDeviceData{InterfaceName: "eth1"}
+	obj, err := trim(c)
+	require.NoError(t, err)
+	got := obj.(*resourceapi.ResourceClaim)
+	assert.Nil(t, got.Annotations)
+	assert.Nil(t, got.ManagedFields)
+	assert.Nil(t, got.Status.Devices[0].Conditions)
+	assert.Nil(t, got.Status.Devices[0].NetworkData)
+	assert.JSONEq(t, `{"memoryUsed":"1Gi"}`, string(got.Status.Devices[0].Data.Raw), "the plugin's data stays")
+	assert.NotNil(t, got.Status.Allocation)
+	assert.Equal(t, "gpu", got.Spec.Devices.Requests[0].Name)
+}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -68,9 +69,7 @@ type Source struct {
 	version uint64
 	// updated is closed when a new model is published.
 	updated chan struct{}
-	// snap is what model was built from, for the explainer; generation
-	// counts the rebuilds.
-	snap       *inspect.Snapshot
+	// generation counts the rebuilds.
 	generation uint64
 	// pending are the model's Pending pods (namespace/name).
 	pending map[string]bool
@@ -151,6 +150,14 @@ func trim(obj any) (any, error) {
 	case *corev1.Node:
 		o.Annotations = nil
 		o.Status.Images = nil
+	case *resourceapi.ResourceClaim:
+		// Ten thousand of them at the scale benchmark's size: of the
+		// devices' status only the plugin's data is read.
+		o.Annotations = nil
+		for i := range o.Status.Devices {
+			d := &o.Status.Devices[i]
+			d.Conditions, d.NetworkData = nil, nil
+		}
 	}
 	return obj, nil
 }
@@ -241,7 +248,6 @@ func (s *Source) rebuild(ctx context.Context) {
 		}
 	}
 	s.pending = pending
-	s.snap = snap
 	s.generation++
 	s.publishLocked(m)
 }
@@ -284,9 +290,17 @@ func (s *Source) explainLoop(ctx context.Context) {
 		case <-s.wake:
 		}
 		for ctx.Err() == nil {
-			key, snap, generation, ok := s.next()
+			key, generation, ok := s.next()
 			if !ok {
 				break
+			}
+			// Its own copy of the informers' content, a little newer than
+			// the model's at most, and dropped after: the command keeps
+			// no second copy of ten thousand pods.
+			snap, err := s.snapshot()
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Read the informers' cache")
+				continue
 			}
 			namespace, name, _ := strings.Cut(key, "/")
 			start := time.Now()
@@ -309,8 +323,8 @@ func (s *Source) explainLoop(ctx context.Context) {
 }
 
 // next takes the first queued pod that is still Pending, with the
-// snapshot to explain it from.
-func (s *Source) next() (string, *inspect.Snapshot, uint64, bool) {
+// generation of the model.
+func (s *Source) next() (string, uint64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for len(s.queue) > 0 {
@@ -318,11 +332,11 @@ func (s *Source) next() (string, *inspect.Snapshot, uint64, bool) {
 		s.queue = s.queue[1:]
 		delete(s.queued, key)
 		if s.pending[key] {
-			return key, s.snap, s.generation, true
+			return key, s.generation, true
 		}
 	}
 	s.queue = nil
-	return "", nil, 0, false
+	return "", 0, false
 }
 
 // record keeps an explanation and publishes the current model with it.
