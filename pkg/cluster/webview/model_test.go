@@ -410,3 +410,69 @@ func TestTrimForCache(t *testing.T) {
 	assert.NotNil(t, got.Status.Allocation)
 	assert.Equal(t, "gpu", got.Spec.Devices.Requests[0].Name)
 }
+
+// mpsGPU is the MPS device the plugin publishes with --mps beside
+// plainGPU(index): same UUID and capacities, attribute mps true.
+func mpsGPU(index int) resourceapi.Device {
+	d := plainGPU(index)
+	d.Name = fmt.Sprintf("gpu-%d-mps", index)
+	d.Attributes[names.AttrMPS] = resourceapi.DeviceAttribute{BoolValue: ptr.To(true)}
+	return d
+}
+
+// A node of the plugin with --mps: GPU 0 serves two MPS claims, GPU 1 a
+// time-sliced one, GPU 2 nothing.
+func mpsSnapshot() *inspect.Snapshot {
+	slice := resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-p-vgpu"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-p"),
+			Pool:    resourceapi.ResourcePool{Name: "node-p", Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{plainGPU(0), mpsGPU(0), plainGPU(1), mpsGPU(1), plainGPU(2), mpsGPU(2)}},
+	}
+	claims := []*resourceapi.ResourceClaim{
+		allocate(vgpuClaim("team-a", "mps-a", "mps.vgpu.dra.dev", "4Gi"), "mps-a", "node-p", "gpu-0-mps", "4Gi", "30", map[string]any{"memoryUsed": "1Gi"}),
+		allocate(vgpuClaim("team-b", "mps-b", "mps.vgpu.dra.dev", "2Gi"), "mps-b", "node-p", "gpu-0-mps", "2Gi", "20", nil),
+		allocate(vgpuClaim("team-a", "ts", "vgpu.dra.dev", "8Gi"), "ts", "node-p", "gpu-1", "8Gi", "50", nil),
+	}
+	snap := &inspect.Snapshot{
+		Nodes:  []corev1.Node{*readyNode("node-p")},
+		Slices: []resourceapi.ResourceSlice{slice},
+		Classes: []resourceapi.DeviceClass{
+			*class("vgpu.dra.dev", `device.driver == "vgpu.dra.dev" && !("mps" in device.attributes["vgpu.dra.dev"])`),
+			*class("mps.vgpu.dra.dev", `device.driver == "vgpu.dra.dev" && "mps" in device.attributes["vgpu.dra.dev"]`),
+		},
+	}
+	for _, c := range claims {
+		snap.Claims = append(snap.Claims, *c)
+		snap.Pods = append(snap.Pods, *pod(c.Namespace, c.Name, c.Name, "node-p"))
+	}
+	return snap
+}
+
+// A GPU's MPS device is folded into the GPU: its claims listed under it,
+// its bookings in the GPU's figures, and the GPU's mode says MPS.
+func TestModelOfMPSGPU(t *testing.T) {
+	m := Build(mpsSnapshot())
+	require.Len(t, m.Nodes, 1)
+	require.Len(t, m.Nodes[0].GPUs, 3, "the MPS devices are not GPUs of their own")
+
+	g := findGPU(t, m, "node-p", "gpu-0")
+	assert.Equal(t, ModeMPS, g.Mode)
+	assert.Empty(t, g.Claims)
+	require.Len(t, g.MPSClaims, 2)
+	assert.Equal(t, "mps-a", g.MPSClaims[0].Claim)
+	assert.Equal(t, 6*gi, g.MemoryAllocated)
+	assert.Equal(t, int64(50), g.CoresAllocated)
+	assert.Equal(t, 2, g.GPURow.Claims)
+	assert.Equal(t, 1*gi, *g.MemoryUsed)
+
+	assert.Equal(t, ModeTimeSliced, findGPU(t, m, "node-p", "gpu-1").Mode)
+	assert.Equal(t, ModeFree, findGPU(t, m, "node-p", "gpu-2").Mode)
+	assert.Equal(t, 14*gi, m.Nodes[0].MemoryAllocated)
+	assert.Equal(t, 3, m.Nodes[0].Claims)
+
+	byNS := Filter{Namespace: "team-b"}.Apply(m)
+	require.Len(t, byNS.Nodes, 1)
+	require.Len(t, byNS.Nodes[0].GPUs, 1, "team-b holds only an MPS claim on gpu-0")
+	assert.Equal(t, []string{"mps-b"}, []string{byNS.Nodes[0].GPUs[0].MPSClaims[0].Claim})
+}

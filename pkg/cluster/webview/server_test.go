@@ -257,3 +257,17 @@ func TestPageGzipped(t *testing.T) {
 	assert.Empty(t, hdr.Get("Content-Encoding"), "Go's client asks for gzip only when it decodes it itself")
 	assert.Contains(t, plain, `data-pod="team/pod-000"`)
 }
+
+// Each GPU's card names its mode, and MPS claims are listed under their
+// GPU.
+func TestPageShowsGPUModes(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(fixed{Build(mpsSnapshot())}, HandlerOptions{}))
+	defer srv.Close()
+	body, _ := get(t, srv.URL+"/")
+	assert.Regexp(t, `data-gpu="node-p/gpu-0">\n<h3>.*<span class="mode mode-MPS">MPS</span>`, body)
+	assert.Regexp(t, `data-gpu="node-p/gpu-1">\n<h3>.*<span class="mode mode-time-sliced">time-sliced</span>`, body)
+	assert.Regexp(t, `data-gpu="node-p/gpu-2">\n<h3>.*<span class="mode mode-free">free</span>`, body)
+	assert.Contains(t, body, `<tr data-claim="team-a/mps-a"><td>team-a</td><td>mps-a</td><td>mps-a</td><td>MPS</td>`)
+	assert.NotContains(t, body, `data-gpu="node-p/gpu-0-mps"`)
+	assert.Contains(t, body, `<span id="t-claims">3 claims</span>`)
+}

@@ -71,6 +71,7 @@ type nodeView struct {
 
 type gpuView struct {
 	inspect.GPURow
+	Mode          string
 	MemoryBurst   int64
 	Memory, Cores bar
 	Full          bool
@@ -155,7 +156,7 @@ func (p *page) fill(m *Model, open, openPods map[string]bool, explain int) []str
 		nv := nodeView{Node: n, Open: !p.Collapsed || open[n.Name]}
 		nv.Bar = memoryBar(n.MemoryCapacity, n.MemoryAllocated, n.MemoryUsed, 0)
 		for _, g := range n.GPUs {
-			gv := gpuView{GPURow: g.GPURow, MemoryBurst: g.MemoryBurst}
+			gv := gpuView{GPURow: g.GPURow, Mode: g.Mode, MemoryBurst: g.MemoryBurst}
 			gv.Full = (g.MemoryCapacity > 0 && g.MemoryAllocated >= g.MemoryCapacity) ||
 				(g.CoresCapacity > 0 && g.CoresAllocated >= g.CoresCapacity)
 			if gv.Full {
@@ -163,7 +164,7 @@ func (p *page) fill(m *Model, open, openPods map[string]bool, explain int) []str
 				p.FullGPUs++
 			}
 			p.GPUs++
-			p.Claims += len(g.Claims)
+			p.Claims += len(g.Claims) + len(g.MPSClaims)
 			for _, in := range g.Instances {
 				p.Claims += len(in.ClaimRows)
 			}
@@ -175,6 +176,9 @@ func (p *page) fill(m *Model, open, openPods map[string]bool, explain int) []str
 				Segs: segments(g.CoresCapacity, "cores", g.CoresAllocated)}
 			for _, c := range g.Claims {
 				gv.Claims = append(gv.Claims, claimOf(c, "whole GPU"))
+			}
+			for _, c := range g.MPSClaims {
+				gv.Claims = append(gv.Claims, claimOf(c, "MPS"))
 			}
 			for _, in := range g.Instances {
 				iv := instanceView{Instance: in}
