@@ -35,6 +35,9 @@ type Model struct {
 	// Namespaces are those holding a claim or a Pending pod, sorted: the
 	// choices of the namespace filter.
 	Namespaces []string
+	// Listing is set while the claims and pods are being listed: the
+	// GPUs are all there, what is booked on them and waiting is not yet.
+	Listing bool
 }
 
 // Node is one node's GPUs.
@@ -314,7 +317,7 @@ type Filter struct {
 
 // Apply returns the part of m the filter keeps; m is not changed.
 func (f Filter) Apply(m *Model) *Model {
-	out := &Model{Namespaces: m.Namespaces}
+	out := &Model{Namespaces: m.Namespaces, Listing: m.Listing}
 	for _, n := range m.Nodes {
 		if f.Node != "" && !strings.Contains(n.Name, f.Node) {
 			continue

@@ -36,6 +36,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
@@ -233,7 +234,8 @@ func waitFor(t *testing.T, s *Source, ok func(*Model) bool) *Model {
 	}
 }
 
-func built(*Model) bool { return true }
+// built holds for a model with everything listed.
+func built(m *Model) bool { return !m.Listing }
 
 func explained(m *Model) bool { return len(m.Pending) > 0 && m.Pending[0].Why != nil }
 
@@ -475,4 +477,25 @@ func TestModelOfMPSGPU(t *testing.T) {
 	require.Len(t, byNS.Nodes, 1)
 	require.Len(t, byNS.Nodes[0].GPUs, 1, "team-b holds only an MPS claim on gpu-0")
 	assert.Equal(t, []string{"mps-b"}, []string{byNS.Nodes[0].GPUs[0].MPSClaims[0].Claim})
+}
+
+// The GPUs are published while claims and pods are still being listed,
+// marked so; the whole model follows.
+func TestSourcePublishesTheGPUsFirst(t *testing.T) {
+	client := fixture(t)
+	release := make(chan struct{})
+	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+		<-release
+		return false, nil, nil
+	})
+	s := startSource(t, client)
+	m := waitFor(t, s, func(*Model) bool { return true })
+	assert.True(t, m.Listing)
+	assert.Len(t, m.Nodes, 2, "every node")
+	assert.Len(t, findGPU(t, m, "node-a", "gpu-0").Claims, 0, "no claims listed yet")
+	assert.Empty(t, m.Pending)
+	close(release)
+	m = waitFor(t, s, built)
+	assert.Len(t, findGPU(t, m, "node-a", "gpu-0").Claims, 2)
+	assert.Len(t, m.Pending, 1)
 }

@@ -271,3 +271,15 @@ func TestPageShowsGPUModes(t *testing.T) {
 	assert.NotContains(t, body, `data-gpu="node-p/gpu-0-mps"`)
 	assert.Contains(t, body, `<span id="t-claims">3 claims</span>`)
 }
+
+// While claims and pods are listed the page says so above the GPUs.
+func TestPageWhileListing(t *testing.T) {
+	m := Build(mpsSnapshot())
+	m.Listing = true
+	srv := httptest.NewServer(NewHandler(fixed{m}, HandlerOptions{}))
+	defer srv.Close()
+	body, _ := get(t, srv.URL+"/")
+	assert.Contains(t, body, "Listing claims and pods…")
+	assert.Contains(t, body, `data-gpu="node-p/gpu-0"`)
+	assert.NotContains(t, body, "Listing the cluster")
+}

@@ -57,9 +57,13 @@ type SourceOptions struct {
 
 // Source keeps the model of the cluster up to date from informers.
 type Source struct {
-	opts    SourceOptions
-	factory informers.SharedInformerFactory
-	changed chan struct{}
+	opts SourceOptions
+	// fleet lists the GPUs (ResourceSlices, Nodes, DeviceClasses) and is
+	// started first, so that the first page shows them while work lists
+	// what is booked and waiting (ResourceClaims, their templates, Pods):
+	// ten thousand of each at the scale benchmark's size.
+	fleet, work informers.SharedInformerFactory
+	changed     chan struct{}
 
 	// wake tells the explainer that pods were queued.
 	wake chan struct{}
@@ -105,7 +109,8 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 	}
 	s := &Source{
 		opts:      opts,
-		factory:   informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim)),
+		fleet:     informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim)),
+		work:      informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim)),
 		changed:   make(chan struct{}, 1),
 		wake:      make(chan struct{}, 1),
 		updated:   make(chan struct{}),
@@ -119,12 +124,12 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 		DeleteFunc: func(any) { s.poke() },
 	}
 	for _, inf := range []cache.SharedIndexInformer{
-		s.factory.Resource().V1().ResourceSlices().Informer(),
-		s.factory.Resource().V1().ResourceClaims().Informer(),
-		s.factory.Resource().V1().DeviceClasses().Informer(),
-		s.factory.Resource().V1().ResourceClaimTemplates().Informer(),
-		s.factory.Core().V1().Pods().Informer(),
-		s.factory.Core().V1().Nodes().Informer(),
+		s.fleet.Resource().V1().ResourceSlices().Informer(),
+		s.fleet.Resource().V1().DeviceClasses().Informer(),
+		s.fleet.Core().V1().Nodes().Informer(),
+		s.work.Resource().V1().ResourceClaims().Informer(),
+		s.work.Resource().V1().ResourceClaimTemplates().Informer(),
+		s.work.Core().V1().Pods().Informer(),
 	} {
 		// Adding a handler to an informer that has not started cannot fail.
 		_, _ = inf.AddEventHandler(notify)
@@ -179,27 +184,27 @@ func (s *Source) poke() {
 }
 
 // Run lists and watches the cluster and rebuilds the model after each
-// change until ctx ends. It returns an error when the first lists do not
-// complete within the sync timeout.
+// change until ctx ends: first the GPUs, published as a model marked
+// Listing, then the claims and pods. It returns an error when the first
+// lists do not complete within the sync timeout.
 func (s *Source) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	s.factory.Start(ctx.Done())
-	defer s.factory.Shutdown()
 	syncCtx, cancel := context.WithTimeout(ctx, s.opts.SyncTimeout)
-	synced := s.factory.WaitForCacheSync(syncCtx.Done())
-	cancel()
-	var missing []error
-	for kind, ok := range synced {
-		if !ok {
-			missing = append(missing, fmt.Errorf("list and watch %v: not done within %v (does your user have the rights?)", kind, s.opts.SyncTimeout))
-		}
-	}
-	if err := errors.Join(missing...); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+	defer cancel()
+	start := time.Now()
+	s.fleet.Start(ctx.Done())
+	defer s.fleet.Shutdown()
+	if err := s.waitForSync(ctx, syncCtx, s.fleet); err != nil || ctx.Err() != nil {
 		return err
 	}
+	logger.V(2).Info("Listed the GPUs", "duration", time.Since(start))
+	s.rebuildListing(ctx)
+	s.work.Start(ctx.Done())
+	defer s.work.Shutdown()
+	if err := s.waitForSync(ctx, syncCtx, s.work); err != nil || ctx.Err() != nil {
+		return err
+	}
+	logger.V(2).Info("Listed claims and pods", "duration", time.Since(start))
 	var explainer sync.WaitGroup
 	explainer.Go(func() { s.explainLoop(ctx) })
 	defer explainer.Wait()
@@ -218,6 +223,35 @@ func (s *Source) Run(ctx context.Context) error {
 		case <-time.After(time.Until(start.Add(s.opts.Interval))):
 		}
 	}
+}
+
+// waitForSync waits for the first lists of a factory's informers.
+func (s *Source) waitForSync(ctx, syncCtx context.Context, f informers.SharedInformerFactory) error {
+	var missing []error
+	for kind, ok := range f.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			missing = append(missing, fmt.Errorf("list and watch %v: not done within %v (does your user have the rights?)", kind, s.opts.SyncTimeout))
+		}
+	}
+	if err := errors.Join(missing...); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// rebuildListing publishes the model of the GPUs alone, marked Listing,
+// while the claims and pods are listed.
+func (s *Source) rebuildListing(ctx context.Context) {
+	snap, err := s.snapshot()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Read the informers' cache")
+		return
+	}
+	m := Build(snap)
+	m.Listing = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.publishLocked(m)
 }
 
 // rebuild publishes the model of the informers' current content with
@@ -377,34 +411,33 @@ func (s *Source) Current() (*Model, uint64, <-chan struct{}) {
 // snapshot copies the informers' content into an inspect.Snapshot.
 func (s *Source) snapshot() (*inspect.Snapshot, error) {
 	snap := &inspect.Snapshot{}
-	res := s.factory.Resource().V1()
-	core := s.factory.Core().V1()
-	resourceSlices, err := res.ResourceSlices().Lister().List(labels.Everything())
+	fleet, work := s.fleet.Resource().V1(), s.work.Resource().V1()
+	resourceSlices, err := fleet.ResourceSlices().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
 	snap.Slices = deref(resourceSlices)
-	claims, err := res.ResourceClaims().Lister().List(labels.Everything())
+	claims, err := work.ResourceClaims().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaims: %w", err)
 	}
 	snap.Claims = deref(claims)
-	classes, err := res.DeviceClasses().Lister().List(labels.Everything())
+	classes, err := fleet.DeviceClasses().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list DeviceClasses: %w", err)
 	}
 	snap.Classes = deref(classes)
-	templates, err := res.ResourceClaimTemplates().Lister().List(labels.Everything())
+	templates, err := work.ResourceClaimTemplates().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaimTemplates: %w", err)
 	}
 	snap.Templates = deref(templates)
-	nodes, err := core.Nodes().Lister().List(labels.Everything())
+	nodes, err := s.fleet.Core().V1().Nodes().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	snap.Nodes = deref(nodes)
-	pods, err := core.Pods().Lister().List(labels.Everything())
+	pods, err := s.work.Core().V1().Pods().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}

@@ -46,6 +46,9 @@ type page struct {
 	AllPending bool
 	Version    uint64
 	Loading    bool
+	// Listing: the GPUs are shown, their claims and the Pending pods are
+	// still being listed.
+	Listing    bool
 	Namespaces []string
 	Nodes      []nodeView
 	// Pending are the first Pending pods, drawn open with their
@@ -150,6 +153,7 @@ func memoryBar(capacity, booked, used, burst int64) bar {
 // explanation the page shows.
 func (p *page) fill(m *Model, open, openPods map[string]bool, explain int) []string {
 	m = p.Filter.Apply(m)
+	p.Listing = m.Listing
 	p.Namespaces = m.Namespaces
 	p.Collapsed = len(m.Nodes) > expandAll
 	for _, n := range m.Nodes {
