@@ -120,10 +120,10 @@ func BenchmarkExplain1000Nodes(b *testing.B) {
 
 // BenchmarkSourcePeakHeap1000Nodes lists a fake clientset of the scale
 // benchmark's size (1,000 nodes of 8 GPUs, 10,000 claims and pods) into
-// a Source until its first model, and reports the peak of the heap's
-// objects above what the clientset itself holds (sampled every
-// millisecond), and the live heap with the model after a GC: what
-// kubectl vgpu ui's informers and model cost in memory.
+// a Source until its first model with everything listed, and reports
+// the peak of the heap's objects above what the clientset itself holds
+// (sampled every millisecond), and the live heap with the model after a
+// GC: what kubectl vgpu ui's informers and model cost in memory.
 func BenchmarkSourcePeakHeap1000Nodes(b *testing.B) {
 	snap := fleet(1000, 10000)
 	var objs []k8sruntime.Object
@@ -161,7 +161,7 @@ func BenchmarkSourcePeakHeap1000Nodes(b *testing.B) {
 		go func() { done <- s.Run(ctx) }()
 		for {
 			m, _, updated := s.Current()
-			if m != nil {
+			if m != nil && !m.Listing {
 				break
 			}
 			<-updated
