@@ -19,6 +19,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"runtime/debug"
 	"strings"
 	"testing"
 
@@ -174,4 +175,17 @@ func TestBadInput(t *testing.T) {
 	require.EqualError(t, err, "--port 70000: must be 0 (any free port) to 65535")
 	_, err = run(t, "ui", "--explain", "0")
 	require.EqualError(t, err, "--explain 0: must be at least 1")
+}
+
+// ui sets a soft memory limit unless the user set GOMEMLIMIT.
+func TestSoftMemoryLimit(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	t.Cleanup(func() { debug.SetMemoryLimit(before) })
+	assert.Equal(t, int64(uiMemoryLimit), softMemoryLimit(uiMemoryLimit))
+	assert.Equal(t, int64(uiMemoryLimit), debug.SetMemoryLimit(-1))
+
+	debug.SetMemoryLimit(before)
+	t.Setenv("GOMEMLIMIT", "1GiB")
+	assert.Equal(t, before, softMemoryLimit(uiMemoryLimit))
+	assert.Equal(t, before, debug.SetMemoryLimit(-1), "the user's limit stays")
 }

@@ -26,6 +26,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -46,6 +47,22 @@ func browserCommand(url string) *exec.Cmd {
 	default:
 		return exec.Command("xdg-open", url)
 	}
+}
+
+// uiMemoryLimit is the Go runtime's soft memory limit while ui runs: at
+// a thousand nodes its informers and model hold about 100 MiB, and an
+// explanation allocates hundreds of MiB of short-lived objects, which
+// the default GOGC=100 would let grow the heap to twice what is live.
+const uiMemoryLimit = 150 << 20
+
+// softMemoryLimit sets the runtime's soft memory limit unless the user
+// set GOMEMLIMIT, and returns the limit in effect.
+func softMemoryLimit(limit int64) int64 {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return debug.SetMemoryLimit(-1)
+	}
+	debug.SetMemoryLimit(limit)
+	return limit
 }
 
 func (o *options) uiCommand() *cobra.Command {
@@ -82,7 +99,8 @@ func (o *options) uiCommand() *cobra.Command {
 				return fmt.Errorf("--port %d: %w", port, err)
 			}
 			url := "http://" + ln.Addr().String() + "/"
-			source := webview.NewSource(client, webview.SourceOptions{Explain: explain})
+			softMemoryLimit(uiMemoryLimit)
+			source := webview.NewSource(client, webview.SourceOptions{})
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			g, ctx := errgroup.WithContext(ctx)
@@ -121,6 +139,6 @@ func (o *options) uiCommand() *cobra.Command {
 	}
 	c.Flags().IntVar(&port, "port", 8008, "Port on 127.0.0.1 to serve on (0: any free port)")
 	c.Flags().BoolVar(&open, "open", false, "Open the page in the default browser")
-	c.Flags().IntVar(&explain, "explain", 10, "Explain why for the first N Pending pods (each runs the allocator over every node)")
+	c.Flags().IntVar(&explain, "explain", 10, "Draw the first N Pending pods open with why they wait; the others are listed on demand and explained when opened (each explanation runs the allocator over every node)")
 	return c
 }

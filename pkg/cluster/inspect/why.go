@@ -150,6 +150,10 @@ func Why(ctx context.Context, snap *Snapshot, namespace, name string) (*Explanat
 	nodes := slices.Clone(snap.Nodes)
 	slices.SortFunc(nodes, func(a, b corev1.Node) int { return cmp.Compare(a.Name, b.Name) })
 	for i := range nodes {
+		// At a thousand nodes this takes seconds: a caller may bound it.
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("explain pod %s/%s: %w", namespace, name, err)
+		}
 		nv, gpus, err := w.node(ctx, &nodes[i])
 		if err != nil {
 			return nil, err

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 )
 
 // Model is the whole fleet at one moment, before filtering.
@@ -34,6 +35,9 @@ type Model struct {
 	// Namespaces are those holding a claim or a Pending pod, sorted: the
 	// choices of the namespace filter.
 	Namespaces []string
+	// Listing is set while the claims and pods are being listed: the
+	// GPUs are all there, what is booked on them and waiting is not yet.
+	Listing bool
 }
 
 // Node is one node's GPUs.
@@ -49,8 +53,15 @@ type Node struct {
 // nodes` and the rows of `kubectl vgpu claims` on it.
 type GPU struct {
 	inspect.GPURow
+	// Mode is how the GPU is shared now: ModeFree, ModeTimeSliced,
+	// ModeMPS or ModeMIG.
+	Mode string
 	// Claims are the claims on the whole-GPU device (software slices).
 	Claims []inspect.ClaimRow
+	// MPSClaims are the claims on the GPU's MPS device (gpu-<i>-mps,
+	// published with the plugin's --mps); its bookings count in the
+	// GPU's figures.
+	MPSClaims []inspect.ClaimRow
 	// Instances are the MIG instances (admin's and allocated) with the
 	// claims inside each.
 	Instances []Instance
@@ -80,6 +91,19 @@ type PendingPod struct {
 	WhyError string
 }
 
+// The modes of a GPU: no claim on it; claims sharing it by time slices
+// (or holding it whole); claims on its MPS device (time-sliced ones are
+// then kept off it by the counter both devices consume); MIG mode.
+const (
+	ModeFree       = "free"
+	ModeTimeSliced = "time-sliced"
+	ModeMPS        = "MPS"
+	ModeMIG        = "MIG"
+)
+
+// deviceKey names a published device on a node.
+type deviceKey struct{ node, device string }
+
 // migSlicesMin is the memory slices of the MIG GPUs there are (A100, H100,
 // H200: placements 0 to 7).
 const migSlicesMin = 8
@@ -89,7 +113,7 @@ const migSlicesMin = 8
 func Build(snap *inspect.Snapshot) *Model {
 	gpuRows := inspect.Nodes(snap)
 	claimRows := inspect.Claims(snap, "")
-	type key struct{ node, device string }
+	type key = deviceKey
 	byDevice := map[key][]inspect.ClaimRow{}
 	namespaces := map[string]bool{}
 	pendingClaims := map[string]bool{} // namespace/claim
@@ -102,20 +126,43 @@ func Build(snap *inspect.Snapshot) *Model {
 		byDevice[key{c.Node, c.GPU}] = append(byDevice[key{c.Node, c.GPU}], c)
 	}
 
+	mps := mpsDevices(snap)
+	mpsRows := map[key]inspect.GPURow{}
+	for _, dev := range mps {
+		mpsRows[dev] = inspect.GPURow{}
+	}
+	for _, r := range gpuRows {
+		if _, ok := mpsRows[key{r.Node, r.GPU}]; ok {
+			mpsRows[key{r.Node, r.GPU}] = r
+		}
+	}
+
 	m := &Model{}
 	for _, r := range gpuRows {
+		if _, ok := mpsRows[key{r.Node, r.GPU}]; ok {
+			// Folded into its GPU below.
+			continue
+		}
 		g := GPU{GPURow: r, Claims: byDevice[key{r.Node, r.GPU}], MIGSlices: migSlicesMin}
-		if r.MPSDevice != "" {
-			// The MPS device is folded into its GPU's row: so are its claims.
-			g.Claims = append(slices.Clip(g.Claims), byDevice[key{r.Node, r.MPSDevice}]...)
+		if dev, ok := mps[key{r.Node, r.GPU}]; ok {
+			g.MPSClaims = byDevice[dev]
+			mr := mpsRows[dev]
+			g.MemoryAllocated += mr.MemoryAllocated
+			g.CoresAllocated += mr.CoresAllocated
+			g.GPURow.Claims += mr.Claims
+			if mr.MemoryUsed != nil {
+				g.MemoryUsed = ptr.To(ptr.Deref(g.MemoryUsed, 0) + *mr.MemoryUsed)
+			}
 		}
 		for _, in := range r.Instances {
 			g.Instances = append(g.Instances, Instance{MIGInstanceRow: in, ClaimRows: byDevice[key{r.Node, in.Device}]})
 			g.MIGSlices = max(g.MIGSlices, in.PlacementStart+in.PlacementSize)
 		}
-		for _, c := range g.Claims {
+		for _, c := range slices.Concat(g.Claims, g.MPSClaims) {
 			g.MemoryBurst += ptr.Deref(c.MemoryBurst, 0)
 		}
+		g.Mode = modeOf(&g)
+		r = g.GPURow
 		if len(m.Nodes) == 0 || m.Nodes[len(m.Nodes)-1].Name != r.Node {
 			m.Nodes = append(m.Nodes, Node{Name: r.Node})
 		}
@@ -147,6 +194,63 @@ func Build(snap *inspect.Snapshot) *Model {
 	}
 	slices.Sort(m.Namespaces)
 	return m
+}
+
+// mpsDevices maps each GPU's whole-GPU device to its MPS device: the
+// device of the same node and UUID with the attribute mps true
+// (docs/mps.md). Only the newest generation of a pool counts, as in
+// inspect.
+func mpsDevices(snap *inspect.Snapshot) map[deviceKey]deviceKey {
+	newest := map[string]int64{}
+	for i := range snap.Slices {
+		sl := &snap.Slices[i]
+		if sl.Spec.Driver == names.DriverName {
+			newest[sl.Spec.Pool.Name] = max(newest[sl.Spec.Pool.Name], sl.Spec.Pool.Generation)
+		}
+	}
+	type gpuID struct{ node, uuid string }
+	whole := map[gpuID]string{}
+	mpsOf := map[gpuID]string{}
+	for i := range snap.Slices {
+		sl := &snap.Slices[i]
+		if sl.Spec.Driver != names.DriverName || sl.Spec.Pool.Generation != newest[sl.Spec.Pool.Name] {
+			continue
+		}
+		node := ptr.Deref(sl.Spec.NodeName, sl.Spec.Pool.Name)
+		for j := range sl.Spec.Devices {
+			d := &sl.Spec.Devices[j]
+			uuid := d.Attributes[names.AttrUUID].StringValue
+			if uuid == nil {
+				continue
+			}
+			if ptr.Deref(d.Attributes[names.AttrMPS].BoolValue, false) {
+				mpsOf[gpuID{node, *uuid}] = d.Name
+			} else if _, mig := d.Attributes[names.AttrProfile]; !mig {
+				whole[gpuID{node, *uuid}] = d.Name
+			}
+		}
+	}
+	out := map[deviceKey]deviceKey{}
+	for id, dev := range mpsOf {
+		if parent, ok := whole[id]; ok {
+			out[deviceKey{id.node, parent}] = deviceKey{id.node, dev}
+		}
+	}
+	return out
+}
+
+// modeOf says how a GPU is shared now.
+func modeOf(g *GPU) string {
+	switch {
+	case g.MIG != "":
+		return ModeMIG
+	case len(g.MPSClaims) > 0:
+		return ModeMPS
+	case len(g.Claims) > 0:
+		return ModeTimeSliced
+	default:
+		return ModeFree
+	}
 }
 
 // waiting reports whether a pod waits for the scheduler: Pending, not
@@ -213,7 +317,7 @@ type Filter struct {
 
 // Apply returns the part of m the filter keeps; m is not changed.
 func (f Filter) Apply(m *Model) *Model {
-	out := &Model{Namespaces: m.Namespaces}
+	out := &Model{Namespaces: m.Namespaces, Listing: m.Listing}
 	for _, n := range m.Nodes {
 		if f.Node != "" && !strings.Contains(n.Name, f.Node) {
 			continue
@@ -250,7 +354,8 @@ func (f Filter) nodeOfNamespace(n Node) Node {
 	n.GPUs = nil
 	for _, g := range gpus {
 		g.Claims = ours(g.Claims)
-		held := len(g.Claims) > 0
+		g.MPSClaims = ours(g.MPSClaims)
+		held := len(g.Claims) > 0 || len(g.MPSClaims) > 0
 		instances := g.Instances
 		g.Instances = nil
 		for _, in := range instances {

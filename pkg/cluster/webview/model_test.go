@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/NVIDIA/go-nvml/pkg/nvml/mock/gpus"
@@ -35,6 +36,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
@@ -232,7 +234,18 @@ func waitFor(t *testing.T, s *Source, ok func(*Model) bool) *Model {
 	}
 }
 
+// built holds for a model with everything listed.
+func built(m *Model) bool { return !m.Listing }
+
 func explained(m *Model) bool { return len(m.Pending) > 0 && m.Pending[0].Why != nil }
+
+// explain asks s for the explanation of team-b/big and waits for it.
+func explain(t *testing.T, s *Source) *Model {
+	t.Helper()
+	waitFor(t, s, built)
+	s.Explain("team-b/big")
+	return waitFor(t, s, explained)
+}
 
 func findGPU(t *testing.T, m *Model, node, gpu string) GPU {
 	t.Helper()
@@ -248,7 +261,7 @@ func findGPU(t *testing.T, m *Model, node, gpu string) GPU {
 }
 
 func TestModelOfSharedGPUWithBurst(t *testing.T) {
-	m := waitFor(t, startSource(t, fixture(t)), explained)
+	m := waitFor(t, startSource(t, fixture(t)), built)
 	require.Len(t, m.Nodes, 2)
 	assert.Equal(t, "node-a", m.Nodes[0].Name)
 	assert.Equal(t, []string{"team-a", "team-b"}, m.Namespaces)
@@ -277,7 +290,7 @@ func TestModelOfSharedGPUWithBurst(t *testing.T) {
 }
 
 func TestModelOfMIGGPU(t *testing.T) {
-	m := waitFor(t, startSource(t, fixture(t)), explained)
+	m := waitFor(t, startSource(t, fixture(t)), built)
 	g := findGPU(t, m, "node-m", "gpu-0")
 	assert.Equal(t, inspect.MIGModeOn, g.MIG)
 	assert.Empty(t, g.Claims, "the claim is inside an instance, not on the whole GPU")
@@ -294,7 +307,7 @@ func TestModelOfMIGGPU(t *testing.T) {
 }
 
 func TestModelOfPendingPod(t *testing.T) {
-	m := waitFor(t, startSource(t, fixture(t)), explained)
+	m := explain(t, startSource(t, fixture(t)))
 	require.Len(t, m.Pending, 1, "team-c/other asks for no vGPU")
 	p := m.Pending[0]
 	assert.Equal(t, "team-b/big", p.Namespace+"/"+p.Name)
@@ -314,14 +327,14 @@ func TestModelOfPendingPod(t *testing.T) {
 func TestModelFollowsTheWatch(t *testing.T) {
 	client := fixture(t)
 	s := startSource(t, client)
-	waitFor(t, s, explained)
+	waitFor(t, s, built)
 	require.NoError(t, client.CoreV1().Pods("team-b").Delete(t.Context(), "big", metav1.DeleteOptions{}))
 	m := waitFor(t, s, func(m *Model) bool { return len(m.Pending) == 0 })
 	assert.Len(t, m.Nodes, 2)
 }
 
 func TestFilter(t *testing.T) {
-	m := waitFor(t, startSource(t, fixture(t)), explained)
+	m := waitFor(t, startSource(t, fixture(t)), built)
 
 	byNS := Filter{Namespace: "team-a"}.Apply(m)
 	var gpus []string
@@ -344,8 +357,10 @@ func TestFilter(t *testing.T) {
 	assert.Len(t, m.Nodes, 2, "Apply leaves the model alone")
 }
 
-// A GPU's MPS device is folded into its GPU's row, and so are its claims.
-func TestModelOfMPSGPU(t *testing.T) {
+// The plugin's own publishing with --mps: the MPS device, folded into its
+// GPU's row by inspect.Nodes already, brings its claims to the GPU,
+// counted once.
+func TestModelOfMPSGPUAsThePluginPublishesIt(t *testing.T) {
 	pool, _ := devices.MIGPool([]devices.GPU{{Info: nvgpu.Info{UUID: "GPU-5", Index: 0, ProductName: "NVIDIA A10", MemoryBytes: 16 << 30}}},
 		devices.Options{}, devices.MIGOptions{PartitionableDevices: true, MPS: true})
 	var published []resourceapi.ResourceSlice
@@ -366,8 +381,152 @@ func TestModelOfMPSGPU(t *testing.T) {
 	require.Len(t, m.Nodes, 1)
 	require.Len(t, m.Nodes[0].GPUs, 1, "one GPU, its MPS device folded in")
 	g := m.Nodes[0].GPUs[0]
-	assert.Equal(t, inspect.ModeMPS, g.Mode)
-	require.Len(t, g.Claims, 2)
-	assert.Equal(t, "gpu-0-mps", g.Claims[0].GPU)
+	assert.Equal(t, ModeMPS, g.Mode)
+	assert.Empty(t, g.Claims)
+	require.Len(t, g.MPSClaims, 2)
+	assert.Equal(t, "gpu-0-mps", g.MPSClaims[0].GPU)
 	assert.Equal(t, 6*gi, g.MemoryAllocated)
+}
+
+// The source explains only the pods pages ask for, in the background:
+// its models come without explanations until then.
+func TestSourceExplainsOnlyWhatIsAsked(t *testing.T) {
+	s := startSource(t, fixture(t))
+	m := waitFor(t, s, built)
+	require.Len(t, m.Pending, 1)
+	assert.Nil(t, m.Pending[0].Why, "published before any explanation")
+	s.Explain("team-c/other", "team-b/nope")
+	s.mu.Lock()
+	assert.Empty(t, s.queue, "not Pending pods of this driver")
+	s.mu.Unlock()
+
+	m = explain(t, s)
+	assert.Contains(t, m.Pending[0].Why.Summary, "fit on none of 2 nodes")
+	s.Explain("team-b/big")
+	s.mu.Lock()
+	assert.Empty(t, s.queue, "explained from the current model already")
+	s.mu.Unlock()
+}
+
+// An explanation that takes longer than its deadline stops and says so.
+func TestSourceBoundsAnExplanation(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	s := NewSource(fixture(t), SourceOptions{Interval: 1, ExplainTimeout: time.Nanosecond})
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	waitFor(t, s, built)
+	s.Explain("team-b/big")
+	m := waitFor(t, s, func(m *Model) bool { return len(m.Pending) == 1 && m.Pending[0].WhyError != "" })
+	assert.Nil(t, m.Pending[0].Why)
+	assert.Equal(t, "Working this out took longer than 1ns at this cluster's size: kubectl vgpu why -n team-b big", m.Pending[0].WhyError)
+}
+
+// The informers' cache keeps what the views read and drops the rest.
+func TestTrimForCache(t *testing.T) {
+	c := allocate(vgpuClaim("team", "c", "vgpu.dra.dev", "4Gi"), "p", "node-a", "gpu-0", "4Gi", "10", map[string]any{"memoryUsed": "1Gi"})
+	c.Annotations = map[string]string{"big": strings.Repeat("x", 1000)}
+	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-scheduler"}}
+	c.Status.Devices[0].Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}
+	c.Status.Devices[0].NetworkData = &resourceapi.NetworkDeviceData{InterfaceName: "eth1"}
+	obj, err := trim(c)
+	require.NoError(t, err)
+	got := obj.(*resourceapi.ResourceClaim)
+	assert.Nil(t, got.Annotations)
+	assert.Nil(t, got.ManagedFields)
+	assert.Nil(t, got.Status.Devices[0].Conditions)
+	assert.Nil(t, got.Status.Devices[0].NetworkData)
+	assert.JSONEq(t, `{"memoryUsed":"1Gi"}`, string(got.Status.Devices[0].Data.Raw), "the plugin's data stays")
+	assert.NotNil(t, got.Status.Allocation)
+	assert.Equal(t, "gpu", got.Spec.Devices.Requests[0].Name)
+}
+
+// mpsGPU is the MPS device the plugin publishes with --mps beside
+// plainGPU(index): same UUID and capacities, attribute mps true.
+func mpsGPU(index int) resourceapi.Device {
+	d := plainGPU(index)
+	d.Name = fmt.Sprintf("gpu-%d-mps", index)
+	d.Attributes[names.AttrMPS] = resourceapi.DeviceAttribute{BoolValue: ptr.To(true)}
+	return d
+}
+
+// A node of the plugin with --mps: GPU 0 serves two MPS claims, GPU 1 a
+// time-sliced one, GPU 2 nothing.
+func mpsSnapshot() *inspect.Snapshot {
+	slice := resourceapi.ResourceSlice{
+		ObjectMeta: metav1.ObjectMeta{Name: "node-p-vgpu"},
+		Spec: resourceapi.ResourceSliceSpec{Driver: names.DriverName, NodeName: ptr.To("node-p"),
+			Pool:    resourceapi.ResourcePool{Name: "node-p", Generation: 1, ResourceSliceCount: 1},
+			Devices: []resourceapi.Device{plainGPU(0), mpsGPU(0), plainGPU(1), mpsGPU(1), plainGPU(2), mpsGPU(2)}},
+	}
+	claims := []*resourceapi.ResourceClaim{
+		allocate(vgpuClaim("team-a", "mps-a", "mps.vgpu.dra.dev", "4Gi"), "mps-a", "node-p", "gpu-0-mps", "4Gi", "30", map[string]any{"memoryUsed": "1Gi"}),
+		allocate(vgpuClaim("team-b", "mps-b", "mps.vgpu.dra.dev", "2Gi"), "mps-b", "node-p", "gpu-0-mps", "2Gi", "20", nil),
+		allocate(vgpuClaim("team-a", "ts", "vgpu.dra.dev", "8Gi"), "ts", "node-p", "gpu-1", "8Gi", "50", nil),
+	}
+	snap := &inspect.Snapshot{
+		Nodes:  []corev1.Node{*readyNode("node-p")},
+		Slices: []resourceapi.ResourceSlice{slice},
+		Classes: []resourceapi.DeviceClass{
+			*class("vgpu.dra.dev", `device.driver == "vgpu.dra.dev" && !("mps" in device.attributes["vgpu.dra.dev"])`),
+			*class("mps.vgpu.dra.dev", `device.driver == "vgpu.dra.dev" && "mps" in device.attributes["vgpu.dra.dev"]`),
+		},
+	}
+	for _, c := range claims {
+		snap.Claims = append(snap.Claims, *c)
+		snap.Pods = append(snap.Pods, *pod(c.Namespace, c.Name, c.Name, "node-p"))
+	}
+	return snap
+}
+
+// A GPU's MPS device is folded into the GPU: its claims listed under it,
+// its bookings in the GPU's figures, and the GPU's mode says MPS.
+func TestModelOfMPSGPU(t *testing.T) {
+	m := Build(mpsSnapshot())
+	require.Len(t, m.Nodes, 1)
+	require.Len(t, m.Nodes[0].GPUs, 3, "the MPS devices are not GPUs of their own")
+
+	g := findGPU(t, m, "node-p", "gpu-0")
+	assert.Equal(t, ModeMPS, g.Mode)
+	assert.Empty(t, g.Claims)
+	require.Len(t, g.MPSClaims, 2)
+	assert.Equal(t, "mps-a", g.MPSClaims[0].Claim)
+	assert.Equal(t, 6*gi, g.MemoryAllocated)
+	assert.Equal(t, int64(50), g.CoresAllocated)
+	assert.Equal(t, 2, g.GPURow.Claims)
+	assert.Equal(t, 1*gi, *g.MemoryUsed)
+
+	assert.Equal(t, ModeTimeSliced, findGPU(t, m, "node-p", "gpu-1").Mode)
+	assert.Equal(t, ModeFree, findGPU(t, m, "node-p", "gpu-2").Mode)
+	assert.Equal(t, 14*gi, m.Nodes[0].MemoryAllocated)
+	assert.Equal(t, 3, m.Nodes[0].Claims)
+
+	byNS := Filter{Namespace: "team-b"}.Apply(m)
+	require.Len(t, byNS.Nodes, 1)
+	require.Len(t, byNS.Nodes[0].GPUs, 1, "team-b holds only an MPS claim on gpu-0")
+	assert.Equal(t, []string{"mps-b"}, []string{byNS.Nodes[0].GPUs[0].MPSClaims[0].Claim})
+}
+
+// The GPUs are published while claims and pods are still being listed,
+// marked so; the whole model follows.
+func TestSourcePublishesTheGPUsFirst(t *testing.T) {
+	client := fixture(t)
+	release := make(chan struct{})
+	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, k8sruntime.Object, error) {
+		<-release
+		return false, nil, nil
+	})
+	s := startSource(t, client)
+	m := waitFor(t, s, func(*Model) bool { return true })
+	assert.True(t, m.Listing)
+	assert.Len(t, m.Nodes, 2, "every node")
+	assert.Len(t, findGPU(t, m, "node-a", "gpu-0").Claims, 0, "no claims listed yet")
+	assert.Empty(t, m.Pending)
+	close(release)
+	m = waitFor(t, s, built)
+	assert.Len(t, findGPU(t, m, "node-a", "gpu-0").Claims, 2)
+	assert.Len(t, m.Pending, 1)
 }

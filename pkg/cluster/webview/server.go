@@ -18,12 +18,14 @@ package webview
 
 import (
 	"bytes"
+	"compress/gzip"
 	"embed"
 	"fmt"
 	"html/template"
 	"io/fs"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"k8s.io/klog/v2"
@@ -41,10 +43,18 @@ type Models interface {
 	Current() (*Model, uint64, <-chan struct{})
 }
 
+// Explainer works out, in the background, the explanations of the
+// Pending pods (namespace/name) a page shows; the models published after
+// carry them. Source is one.
+type Explainer interface {
+	Explain(keys ...string)
+}
+
 // HandlerOptions tune the handler.
 type HandlerOptions struct {
-	// Explain is the number of Pending pods the source explains, for
-	// the page to say so of the others.
+	// Explain is the number of Pending pods drawn open with their
+	// explanation (default 10); the others are counted, listed on demand
+	// and explained when the user opens one.
 	Explain int
 	// Keepalive is the interval of comments on an idle update stream
 	// (default 15s), so that proxies and browsers keep it open.
@@ -68,6 +78,9 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 func NewHandler(models Models, opts HandlerOptions) http.Handler {
 	if opts.Keepalive <= 0 {
 		opts.Keepalive = 15 * time.Second
+	}
+	if opts.Explain <= 0 {
+		opts.Explain = 10
 	}
 	tmpl := template.Must(template.New("").Funcs(template.FuncMap{
 		"bytes": inspect.FormatBytes,
@@ -130,15 +143,21 @@ func securityHeaders(next http.Handler) http.Handler {
 }
 
 // render writes the page or its fragment for the request's filter
-// (parameters ns and node) and open nodes (open, comma-separated).
+// (parameters ns and node), open nodes and Pending pods (open and why,
+// comma-separated) and whether all Pending pods are listed (pending=all);
+// it asks the explainer for the Pending pods it draws open.
 func (h *handler) render(w http.ResponseWriter, r *http.Request, name string) {
 	q := r.URL.Query()
 	m, version, _ := h.models.Current()
-	p := &page{Filter: Filter{Namespace: q.Get("ns"), Node: q.Get("node")}, Open: q.Get("open"), Version: version}
+	p := &page{Filter: Filter{Namespace: q.Get("ns"), Node: q.Get("node")}, Open: q.Get("open"), Why: q.Get("why"),
+		AllPending: q.Get("pending") == "all", Version: version}
 	if m == nil {
 		p.Loading = true
 	} else {
-		p.fill(m, p.Filter, openSet(p.Open), h.opts.Explain)
+		shown := p.fill(m, openSet(p.Open), openSet(p.Why), h.opts.Explain)
+		if e, ok := h.models.(Explainer); ok && len(shown) > 0 {
+			e.Explain(shown...)
+		}
 	}
 	var buf bytes.Buffer
 	if err := h.tmpl.ExecuteTemplate(&buf, name, p); err != nil {
@@ -147,7 +166,28 @@ func (h *handler) render(w http.ResponseWriter, r *http.Request, name string) {
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_, _ = w.Write(buf.Bytes())
+	w.Header().Add("Vary", "Accept-Encoding")
+	if !acceptsGzip(r) {
+		_, _ = w.Write(buf.Bytes())
+		return
+	}
+	// The summary lines of a thousand nodes repeat themselves: gzip
+	// sends them in a tenth of the bytes.
+	w.Header().Set("Content-Encoding", "gzip")
+	zw, _ := gzip.NewWriterLevel(w, gzip.BestSpeed) // a valid level cannot fail
+	_, _ = zw.Write(buf.Bytes())
+	_ = zw.Close()
+}
+
+// acceptsGzip reports whether the request's Accept-Encoding allows gzip.
+func acceptsGzip(r *http.Request) bool {
+	for _, enc := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(enc), ";")
+		if strings.TrimSpace(name) == "gzip" && strings.ReplaceAll(params, " ", "") != "q=0" {
+			return true
+		}
+	}
+	return false
 }
 
 // events is the update stream (server-sent events): a "model" event with

@@ -18,6 +18,7 @@ package webview
 
 import (
 	"bufio"
+	"compress/gzip"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,6 +30,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
 )
 
 func get(t *testing.T, url string) (string, http.Header) {
@@ -46,7 +49,7 @@ func get(t *testing.T, url string) (string, http.Header) {
 
 func TestPage(t *testing.T) {
 	s := startSource(t, fixture(t))
-	waitFor(t, s, explained)
+	explain(t, s)
 	srv := httptest.NewServer(NewHandler(s, HandlerOptions{Explain: 10}))
 	defer srv.Close()
 
@@ -136,7 +139,7 @@ func TestOnlyLoopbackNames(t *testing.T) {
 func TestUpdateStream(t *testing.T) {
 	client := fixture(t)
 	s := startSource(t, client)
-	waitFor(t, s, explained)
+	waitFor(t, s, built)
 	srv := httptest.NewServer(NewHandler(s, HandlerOptions{}))
 	defer srv.Close()
 
@@ -176,4 +179,107 @@ func TestUpdateStream(t *testing.T) {
 		}
 	}
 	assert.Regexp(t, regexp.MustCompile(`<span id="t-pending">0 Pending pods</span>`), frag)
+}
+
+// asked records the pods a page asks to have explained.
+type asked struct {
+	fixed
+	keys []string
+}
+
+func (a *asked) Explain(keys ...string) { a.keys = append(a.keys, keys...) }
+
+// pendingModel has n Pending pods, team/pod-000 to pod-<n-1>; the first
+// is explained.
+func pendingModel(n int) *Model {
+	m := &Model{Namespaces: []string{"team"}}
+	for i := range n {
+		m.Pending = append(m.Pending, PendingPod{Namespace: "team", Name: fmt.Sprintf("pod-%03d", i), Claims: []string{"gpu"}})
+	}
+	m.Pending[0].Why = &inspect.Explanation{Summary: "The pod's vGPU claims fit on none of 1 node."}
+	return m
+}
+
+// A page draws the first Pending pods open and asks for their
+// explanations; the rest are a count until listed, and each of those is
+// one line until opened.
+func TestPageCollapsesManyPendingPods(t *testing.T) {
+	models := &asked{fixed: fixed{pendingModel(30)}}
+	srv := httptest.NewServer(NewHandler(models, HandlerOptions{Explain: 3}))
+	defer srv.Close()
+
+	body, _ := get(t, srv.URL+"/")
+	assert.Contains(t, body, `<span id="t-pending">30 Pending pods</span>`)
+	assert.Contains(t, body, `<details class="pod" data-pod="team/pod-000" open>`)
+	assert.Contains(t, body, "fit on none of 1 node")
+	assert.Contains(t, body, `<details class="pod" data-pod="team/pod-002" open>`)
+	assert.Regexp(t, `data-pod="team/pod-001" open>\n<summary>.*</summary>\n<p class="why explaining">Explaining…`, body, "not worked out yet")
+	assert.NotContains(t, body, `data-pod="team/pod-003"`)
+	assert.Contains(t, body, "27 more Pending pods")
+	assert.Equal(t, []string{"team/pod-000", "team/pod-001", "team/pod-002"}, models.keys)
+
+	models.keys = nil
+	body, _ = get(t, srv.URL+"/fragment?pending=all&why=team/pod-007")
+	assert.Contains(t, body, `<details class="pod" data-pod="team/pod-029">`, "listed, closed")
+	assert.Contains(t, body, `<details class="pod" data-pod="team/pod-007" open>`, "opened by the user")
+	assert.Equal(t, []string{"team/pod-000", "team/pod-001", "team/pod-002", "team/pod-007"}, models.keys)
+}
+
+// A Pending pod whose explanation failed says why in place of it.
+func TestPageShowsExplanationError(t *testing.T) {
+	m := pendingModel(2)
+	m.Pending[1].WhyError = "Working this out took longer than 20s"
+	srv := httptest.NewServer(NewHandler(fixed{m}, HandlerOptions{}))
+	defer srv.Close()
+	body, _ := get(t, srv.URL+"/")
+	assert.Contains(t, body, `<p class="why error">Working this out took longer than 20s</p>`)
+}
+
+// A browser gets the page gzipped; a client that does not ask gets it
+// plain.
+func TestPageGzipped(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(fixed{pendingModel(3)}, HandlerOptions{}))
+	defer srv.Close()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, srv.URL+"/", nil)
+	require.NoError(t, err)
+	req.Header.Set("Accept-Encoding", "gzip, deflate, br")
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	require.NoError(t, err)
+	defer func() { _ = resp.Body.Close() }()
+	assert.Equal(t, "gzip", resp.Header.Get("Content-Encoding"))
+	zr, err := gzip.NewReader(resp.Body)
+	require.NoError(t, err)
+	body, err := io.ReadAll(zr)
+	require.NoError(t, err)
+	assert.Contains(t, string(body), `data-pod="team/pod-000"`)
+
+	plain, hdr := get(t, srv.URL+"/fragment")
+	assert.Empty(t, hdr.Get("Content-Encoding"), "Go's client asks for gzip only when it decodes it itself")
+	assert.Contains(t, plain, `data-pod="team/pod-000"`)
+}
+
+// Each GPU's card names its mode, and MPS claims are listed under their
+// GPU.
+func TestPageShowsGPUModes(t *testing.T) {
+	srv := httptest.NewServer(NewHandler(fixed{Build(mpsSnapshot())}, HandlerOptions{}))
+	defer srv.Close()
+	body, _ := get(t, srv.URL+"/")
+	assert.Regexp(t, `data-gpu="node-p/gpu-0">\n<h3>.*<span class="mode mode-MPS">MPS</span>`, body)
+	assert.Regexp(t, `data-gpu="node-p/gpu-1">\n<h3>.*<span class="mode mode-time-sliced">time-sliced</span>`, body)
+	assert.Regexp(t, `data-gpu="node-p/gpu-2">\n<h3>.*<span class="mode mode-free">free</span>`, body)
+	assert.Contains(t, body, `<tr data-claim="team-a/mps-a"><td>team-a</td><td>mps-a</td><td>mps-a</td><td>MPS</td>`)
+	assert.NotContains(t, body, `data-gpu="node-p/gpu-0-mps"`)
+	assert.Contains(t, body, `<span id="t-claims">3 claims</span>`)
+}
+
+// While claims and pods are listed the page says so above the GPUs.
+func TestPageWhileListing(t *testing.T) {
+	m := Build(mpsSnapshot())
+	m.Listing = true
+	srv := httptest.NewServer(NewHandler(fixed{m}, HandlerOptions{}))
+	defer srv.Close()
+	body, _ := get(t, srv.URL+"/")
+	assert.Contains(t, body, "Listing claims and pods…")
+	assert.Contains(t, body, `data-gpu="node-p/gpu-0"`)
+	assert.NotContains(t, body, "Listing the cluster")
 }

@@ -20,10 +20,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
@@ -39,10 +42,14 @@ type SourceOptions struct {
 	// Interval is the least time between two models: changes within it
 	// are folded into one rebuild (default 1s).
 	Interval time.Duration
-	// Explain bounds the Pending pods explained per rebuild, the first
-	// ones by namespace and name (default 10): each explanation runs the
-	// allocator over every node.
-	Explain int
+	// ExplainTimeout bounds the work on one pod's explanation (default
+	// 20s): each runs the allocator over every node, about a second per
+	// pod at 1,000 nodes of 8 GPUs.
+	ExplainTimeout time.Duration
+	// Reexplain is the least age of an explanation before a change of the
+	// cluster has it worked out again (default 30s), so that a cluster
+	// that changes every second does not keep a core explaining.
+	Reexplain time.Duration
 	// SyncTimeout bounds the wait for the first list of every kind
 	// (default 1m): without list and watch rights it never comes.
 	SyncTimeout time.Duration
@@ -50,19 +57,40 @@ type SourceOptions struct {
 
 // Source keeps the model of the cluster up to date from informers.
 type Source struct {
-	opts    SourceOptions
-	factory informers.SharedInformerFactory
-	changed chan struct{}
+	opts SourceOptions
+	// fleet lists the GPUs (ResourceSlices, Nodes, DeviceClasses) and is
+	// started first, so that the first page shows them while work lists
+	// what is booked and waiting (ResourceClaims, their templates, Pods):
+	// ten thousand of each at the scale benchmark's size.
+	fleet, work informers.SharedInformerFactory
+	changed     chan struct{}
+
+	// wake tells the explainer that pods were queued.
+	wake chan struct{}
 
 	mu      sync.Mutex
 	model   *Model
 	version uint64
 	// updated is closed when a new model is published.
 	updated chan struct{}
-	// explained caches explanations by namespace/pod until the next
-	// rebuild replaces them, so that a rebuild shows the last one while it
-	// works out the new.
-	explained map[string]PendingPod
+	// generation counts the rebuilds.
+	generation uint64
+	// pending are the model's Pending pods (namespace/name).
+	pending map[string]bool
+	// explained holds the explanations by namespace/name while the pod is
+	// Pending; a rebuild shows the last one until a newer is worked out.
+	explained map[string]explanation
+	// queue are the pods to explain, in the order pages asked for them.
+	queue  []string
+	queued map[string]bool
+}
+
+// explanation is the `why` of a Pending pod and when it was worked out.
+type explanation struct {
+	why        *inspect.Explanation
+	err        string
+	at         time.Time
+	generation uint64
 }
 
 // NewSource makes a Source reading the cluster through client.
@@ -70,18 +98,25 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 	if opts.Interval <= 0 {
 		opts.Interval = time.Second
 	}
-	if opts.Explain <= 0 {
-		opts.Explain = 10
+	if opts.ExplainTimeout <= 0 {
+		opts.ExplainTimeout = 20 * time.Second
+	}
+	if opts.Reexplain <= 0 {
+		opts.Reexplain = 30 * time.Second
 	}
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = time.Minute
 	}
 	s := &Source{
 		opts:      opts,
-		factory:   informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim)),
+		fleet:     informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim)),
+		work:      informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim)),
 		changed:   make(chan struct{}, 1),
+		wake:      make(chan struct{}, 1),
 		updated:   make(chan struct{}),
-		explained: map[string]PendingPod{},
+		pending:   map[string]bool{},
+		explained: map[string]explanation{},
+		queued:    map[string]bool{},
 	}
 	notify := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { s.poke() },
@@ -89,12 +124,12 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 		DeleteFunc: func(any) { s.poke() },
 	}
 	for _, inf := range []cache.SharedIndexInformer{
-		s.factory.Resource().V1().ResourceSlices().Informer(),
-		s.factory.Resource().V1().ResourceClaims().Informer(),
-		s.factory.Resource().V1().DeviceClasses().Informer(),
-		s.factory.Resource().V1().ResourceClaimTemplates().Informer(),
-		s.factory.Core().V1().Pods().Informer(),
-		s.factory.Core().V1().Nodes().Informer(),
+		s.fleet.Resource().V1().ResourceSlices().Informer(),
+		s.fleet.Resource().V1().DeviceClasses().Informer(),
+		s.fleet.Core().V1().Nodes().Informer(),
+		s.work.Resource().V1().ResourceClaims().Informer(),
+		s.work.Resource().V1().ResourceClaimTemplates().Informer(),
+		s.work.Core().V1().Pods().Informer(),
 	} {
 		// Adding a handler to an informer that has not started cannot fail.
 		_, _ = inf.AddEventHandler(notify)
@@ -120,6 +155,14 @@ func trim(obj any) (any, error) {
 	case *corev1.Node:
 		o.Annotations = nil
 		o.Status.Images = nil
+	case *resourceapi.ResourceClaim:
+		// Ten thousand of them at the scale benchmark's size: of the
+		// devices' status only the plugin's data is read.
+		o.Annotations = nil
+		for i := range o.Status.Devices {
+			d := &o.Status.Devices[i]
+			d.Conditions, d.NetworkData = nil, nil
+		}
 	}
 	return obj, nil
 }
@@ -141,27 +184,30 @@ func (s *Source) poke() {
 }
 
 // Run lists and watches the cluster and rebuilds the model after each
-// change until ctx ends. It returns an error when the first lists do not
-// complete within the sync timeout.
+// change until ctx ends: first the GPUs, published as a model marked
+// Listing, then the claims and pods. It returns an error when the first
+// lists do not complete within the sync timeout.
 func (s *Source) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	s.factory.Start(ctx.Done())
-	defer s.factory.Shutdown()
 	syncCtx, cancel := context.WithTimeout(ctx, s.opts.SyncTimeout)
-	synced := s.factory.WaitForCacheSync(syncCtx.Done())
-	cancel()
-	var missing []error
-	for kind, ok := range synced {
-		if !ok {
-			missing = append(missing, fmt.Errorf("list and watch %v: not done within %v (does your user have the rights?)", kind, s.opts.SyncTimeout))
-		}
-	}
-	if err := errors.Join(missing...); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+	defer cancel()
+	start := time.Now()
+	s.fleet.Start(ctx.Done())
+	defer s.fleet.Shutdown()
+	if err := s.waitForSync(ctx, syncCtx, s.fleet); err != nil || ctx.Err() != nil {
 		return err
 	}
+	logger.V(2).Info("Listed the GPUs", "duration", time.Since(start))
+	s.rebuildListing(ctx)
+	s.work.Start(ctx.Done())
+	defer s.work.Shutdown()
+	if err := s.waitForSync(ctx, syncCtx, s.work); err != nil || ctx.Err() != nil {
+		return err
+	}
+	logger.V(2).Info("Listed claims and pods", "duration", time.Since(start))
+	var explainer sync.WaitGroup
+	explainer.Go(func() { s.explainLoop(ctx) })
+	defer explainer.Wait()
 	for {
 		start := time.Now()
 		s.rebuild(ctx)
@@ -179,8 +225,37 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 }
 
-// rebuild publishes the model of the informers' current content, then
-// explains the first Pending pods and publishes again with their reasons.
+// waitForSync waits for the first lists of a factory's informers.
+func (s *Source) waitForSync(ctx, syncCtx context.Context, f informers.SharedInformerFactory) error {
+	var missing []error
+	for kind, ok := range f.WaitForCacheSync(syncCtx.Done()) {
+		if !ok {
+			missing = append(missing, fmt.Errorf("list and watch %v: not done within %v (does your user have the rights?)", kind, s.opts.SyncTimeout))
+		}
+	}
+	if err := errors.Join(missing...); err != nil && ctx.Err() == nil {
+		return err
+	}
+	return nil
+}
+
+// rebuildListing publishes the model of the GPUs alone, marked Listing,
+// while the claims and pods are listed.
+func (s *Source) rebuildListing(ctx context.Context) {
+	snap, err := s.snapshot()
+	if err != nil {
+		klog.FromContext(ctx).Error(err, "Read the informers' cache")
+		return
+	}
+	m := Build(snap)
+	m.Listing = true
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.publishLocked(m)
+}
+
+// rebuild publishes the model of the informers' current content with
+// the explanations worked out so far; it never waits for one.
 func (s *Source) rebuild(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	snap, err := s.snapshot()
@@ -191,47 +266,136 @@ func (s *Source) rebuild(ctx context.Context) {
 	}
 	m := Build(snap)
 	s.mu.Lock()
-	known := s.explained
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	pending := make(map[string]bool, len(m.Pending))
 	for i := range m.Pending {
-		if old, ok := known[m.Pending[i].Namespace+"/"+m.Pending[i].Name]; ok {
-			m.Pending[i].Why, m.Pending[i].WhyError = old.Why, old.WhyError
+		p := &m.Pending[i]
+		key := p.Namespace + "/" + p.Name
+		pending[key] = true
+		if e, ok := s.explained[key]; ok {
+			p.Why, p.WhyError = e.why, e.err
 		}
 	}
-	if len(m.Pending) == 0 {
-		s.publish(m, map[string]PendingPod{})
-		return
-	}
-	s.publish(m, nil)
-	explained := *m
-	explained.Pending = append([]PendingPod(nil), m.Pending...)
-	cache := map[string]PendingPod{}
-	for i := range explained.Pending {
-		p := &explained.Pending[i]
-		if i >= s.opts.Explain {
-			p.Why, p.WhyError = nil, ""
-			continue
+	for key := range s.explained {
+		if !pending[key] {
+			delete(s.explained, key)
 		}
-		exp, err := inspect.Why(ctx, snap, p.Namespace, p.Name)
-		p.Why, p.WhyError = exp, ""
-		if err != nil {
-			p.WhyError = err.Error()
-		}
-		cache[p.Namespace+"/"+p.Name] = *p
 	}
-	s.publish(&explained, cache)
+	s.pending = pending
+	s.generation++
+	s.publishLocked(m)
 }
 
-// publish makes m the current model and wakes the update streams;
-// explained replaces the cache of explanations unless nil.
-func (s *Source) publish(m *Model, explained map[string]PendingPod) {
+// Explain asks for the explanation of Pending pods (namespace/name) that
+// a page shows: those without one, or with one older than Reexplain that
+// a later change of the cluster may have made wrong, are queued for the
+// explainer. Pods that are not Pending are ignored.
+func (s *Source) Explain(keys ...string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	added := false
+	for _, key := range keys {
+		if !s.pending[key] || s.queued[key] {
+			continue
+		}
+		if e, ok := s.explained[key]; ok && (e.generation == s.generation || time.Since(e.at) < s.opts.Reexplain) {
+			continue
+		}
+		s.queue = append(s.queue, key)
+		s.queued[key] = true
+		added = true
+	}
+	if added {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// explainLoop works out the queued explanations one at a time, each
+// within ExplainTimeout, and publishes the model with each as it comes,
+// until ctx ends.
+func (s *Source) explainLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.wake:
+		}
+		for ctx.Err() == nil {
+			key, generation, ok := s.next()
+			if !ok {
+				break
+			}
+			// Its own copy of the informers' content, a little newer than
+			// the model's at most, and dropped after: the command keeps
+			// no second copy of ten thousand pods.
+			snap, err := s.snapshot()
+			if err != nil {
+				klog.FromContext(ctx).Error(err, "Read the informers' cache")
+				continue
+			}
+			namespace, name, _ := strings.Cut(key, "/")
+			start := time.Now()
+			podCtx, cancel := context.WithTimeout(ctx, s.opts.ExplainTimeout)
+			why, err := inspect.Why(podCtx, snap, namespace, name)
+			cancel()
+			e := explanation{why: why, at: time.Now(), generation: generation}
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, context.DeadlineExceeded):
+				e.err = fmt.Sprintf("Working this out took longer than %v at this cluster's size: kubectl vgpu why -n %s %s", s.opts.ExplainTimeout, namespace, name)
+			case err != nil:
+				e.err = err.Error()
+			}
+			klog.FromContext(ctx).V(4).Info("Explained a Pending pod", "pod", key, "duration", time.Since(start), "err", err)
+			s.record(key, e)
+		}
+	}
+}
+
+// next takes the first queued pod that is still Pending, with the
+// generation of the model.
+func (s *Source) next() (string, uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for len(s.queue) > 0 {
+		key := s.queue[0]
+		s.queue = s.queue[1:]
+		delete(s.queued, key)
+		if s.pending[key] {
+			return key, s.generation, true
+		}
+	}
+	s.queue = nil
+	return "", 0, false
+}
+
+// record keeps an explanation and publishes the current model with it.
+func (s *Source) record(key string, e explanation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pending[key] {
+		return
+	}
+	s.explained[key] = e
+	m := *s.model
+	m.Pending = slices.Clone(m.Pending)
+	for i := range m.Pending {
+		p := &m.Pending[i]
+		if p.Namespace+"/"+p.Name == key {
+			p.Why, p.WhyError = e.why, e.err
+		}
+	}
+	s.publishLocked(&m)
+}
+
+// publishLocked makes m the current model and wakes the update streams.
+func (s *Source) publishLocked(m *Model) {
 	s.model = m
 	s.version++
-	if explained != nil {
-		s.explained = explained
-	}
 	close(s.updated)
 	s.updated = make(chan struct{})
 }
@@ -247,34 +411,33 @@ func (s *Source) Current() (*Model, uint64, <-chan struct{}) {
 // snapshot copies the informers' content into an inspect.Snapshot.
 func (s *Source) snapshot() (*inspect.Snapshot, error) {
 	snap := &inspect.Snapshot{}
-	res := s.factory.Resource().V1()
-	core := s.factory.Core().V1()
-	slices, err := res.ResourceSlices().Lister().List(labels.Everything())
+	fleet, work := s.fleet.Resource().V1(), s.work.Resource().V1()
+	resourceSlices, err := fleet.ResourceSlices().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceSlices: %w", err)
 	}
-	snap.Slices = deref(slices)
-	claims, err := res.ResourceClaims().Lister().List(labels.Everything())
+	snap.Slices = deref(resourceSlices)
+	claims, err := work.ResourceClaims().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaims: %w", err)
 	}
 	snap.Claims = deref(claims)
-	classes, err := res.DeviceClasses().Lister().List(labels.Everything())
+	classes, err := fleet.DeviceClasses().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list DeviceClasses: %w", err)
 	}
 	snap.Classes = deref(classes)
-	templates, err := res.ResourceClaimTemplates().Lister().List(labels.Everything())
+	templates, err := work.ResourceClaimTemplates().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list ResourceClaimTemplates: %w", err)
 	}
 	snap.Templates = deref(templates)
-	nodes, err := core.Nodes().Lister().List(labels.Everything())
+	nodes, err := s.fleet.Core().V1().Nodes().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	snap.Nodes = deref(nodes)
-	pods, err := core.Pods().Lister().List(labels.Everything())
+	pods, err := s.work.Core().V1().Pods().Lister().List(labels.Everything())
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}

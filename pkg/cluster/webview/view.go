@@ -38,17 +38,30 @@ const expandAll = 24
 const verdictsShown = 12
 
 type page struct {
-	Filter     Filter
-	Open       string
+	Filter Filter
+	// Open names the nodes the user opened, Why the Pending pods
+	// (namespace/name), comma-separated; AllPending asks for the Pending
+	// pods after the first ones.
+	Open, Why  string
+	AllPending bool
 	Version    uint64
 	Loading    bool
+	// Listing: the GPUs are shown, their claims and the Pending pods are
+	// still being listed.
+	Listing    bool
 	Namespaces []string
 	Nodes      []nodeView
-	Pending    []pendingView
-	GPUs       int
-	FullGPUs   int
-	Claims     int
-	Collapsed  bool
+	// Pending are the first Pending pods, drawn open with their
+	// explanation; MorePending counts the others, listed (one line each
+	// until opened) in Rest when AllPending.
+	Pending      []pendingView
+	MorePending  int
+	Rest         []pendingView
+	PendingTotal int
+	GPUs         int
+	FullGPUs     int
+	Claims       int
+	Collapsed    bool
 }
 
 type nodeView struct {
@@ -61,6 +74,7 @@ type nodeView struct {
 
 type gpuView struct {
 	inspect.GPURow
+	Mode          string
 	MemoryBurst   int64
 	Memory, Cores bar
 	Full          bool
@@ -82,9 +96,11 @@ type claimView struct {
 
 type pendingView struct {
 	PendingPod
+	// Open pods show their explanation ("Explaining…" until it comes);
+	// the others are one line until the user opens them.
+	Open     bool
 	Verdicts []inspect.GPUVerdict
 	More     int
-	Explain  int
 }
 
 // bar is a horizontal bar of coloured segments over a free background.
@@ -132,15 +148,19 @@ func memoryBar(capacity, booked, used, burst int64) bar {
 	return bar{Label: label, Segs: segments(capacity, "used", used, "idle", idle, "burst", burst)}
 }
 
-func (p *page) fill(m *Model, f Filter, open map[string]bool, explain int) {
-	m = f.Apply(m)
+// fill draws the filtered model with the nodes and Pending pods the user
+// opened; it returns the Pending pods drawn open (namespace/name), whose
+// explanation the page shows.
+func (p *page) fill(m *Model, open, openPods map[string]bool, explain int) []string {
+	m = p.Filter.Apply(m)
+	p.Listing = m.Listing
 	p.Namespaces = m.Namespaces
 	p.Collapsed = len(m.Nodes) > expandAll
 	for _, n := range m.Nodes {
 		nv := nodeView{Node: n, Open: !p.Collapsed || open[n.Name]}
 		nv.Bar = memoryBar(n.MemoryCapacity, n.MemoryAllocated, n.MemoryUsed, 0)
 		for _, g := range n.GPUs {
-			gv := gpuView{GPURow: g.GPURow, MemoryBurst: g.MemoryBurst}
+			gv := gpuView{GPURow: g.GPURow, Mode: g.Mode, MemoryBurst: g.MemoryBurst}
 			gv.Full = (g.MemoryCapacity > 0 && g.MemoryAllocated >= g.MemoryCapacity) ||
 				(g.CoresCapacity > 0 && g.CoresAllocated >= g.CoresCapacity)
 			if gv.Full {
@@ -148,7 +168,7 @@ func (p *page) fill(m *Model, f Filter, open map[string]bool, explain int) {
 				p.FullGPUs++
 			}
 			p.GPUs++
-			p.Claims += len(g.Claims)
+			p.Claims += len(g.Claims) + len(g.MPSClaims)
 			for _, in := range g.Instances {
 				p.Claims += len(in.ClaimRows)
 			}
@@ -160,6 +180,9 @@ func (p *page) fill(m *Model, f Filter, open map[string]bool, explain int) {
 				Segs: segments(g.CoresCapacity, "cores", g.CoresAllocated)}
 			for _, c := range g.Claims {
 				gv.Claims = append(gv.Claims, claimOf(c, "whole GPU"))
+			}
+			for _, c := range g.MPSClaims {
+				gv.Claims = append(gv.Claims, claimOf(c, "MPS"))
 			}
 			for _, in := range g.Instances {
 				iv := instanceView{Instance: in}
@@ -179,9 +202,18 @@ func (p *page) fill(m *Model, f Filter, open map[string]bool, explain int) {
 		}
 		p.Nodes = append(p.Nodes, nv)
 	}
-	for _, pp := range m.Pending {
-		pv := pendingView{PendingPod: pp, Explain: explain}
-		if pp.Why != nil {
+	p.PendingTotal = len(m.Pending)
+	p.MorePending = max(p.PendingTotal-explain, 0)
+	var shown []string
+	for i, pp := range m.Pending {
+		if i >= explain && !p.AllPending {
+			break
+		}
+		pv := pendingView{PendingPod: pp, Open: i < explain || openPods[pp.Namespace+"/"+pp.Name]}
+		if pv.Open {
+			shown = append(shown, pp.Namespace+"/"+pp.Name)
+		}
+		if pv.Open && pp.Why != nil {
 			for _, v := range pp.Why.GPUs {
 				if v.Fits {
 					continue
@@ -193,8 +225,13 @@ func (p *page) fill(m *Model, f Filter, open map[string]bool, explain int) {
 				pv.Verdicts = append(pv.Verdicts, v)
 			}
 		}
-		p.Pending = append(p.Pending, pv)
+		if i < explain {
+			p.Pending = append(p.Pending, pv)
+		} else {
+			p.Rest = append(p.Rest, pv)
+		}
 	}
+	return shown
 }
 
 // claimOf draws a claim's booking against the most it may hold: used
@@ -211,7 +248,7 @@ func claimOf(c inspect.ClaimRow, on string) claimView {
 		"used", used, "idle", held-used, "burst", burst, "limit", top)}}
 }
 
-// openSet reads the comma-separated node names of the open parameter.
+// openSet reads a comma-separated parameter: the open nodes or pods.
 func openSet(v string) map[string]bool {
 	out := map[string]bool{}
 	for _, n := range strings.Split(v, ",") {

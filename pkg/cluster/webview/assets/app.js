@@ -15,8 +15,8 @@ limitations under the License.
 */
 // The page's only script: it keeps the view live without reloading. The
 // server sends a "model" event on /events whenever the cluster changed;
-// the script then fetches /fragment for the current filter and open nodes
-// and swaps it in, keeping the focus and the open/closed state of what
+// the script then fetches /fragment for the current filter, open nodes and
+// Pending pods and swaps it in, keeping the focus and the open/closed state of what
 // the user opened or closed. Filters apply as they are typed.
 'use strict';
 (function () {
@@ -24,21 +24,25 @@ limitations under the License.
   const status = document.getElementById('status');
   const form = document.getElementById('filters');
   const openField = document.getElementById('f-open');
-  // Node and verdict sections the user toggled: data key -> open.
+  const whyField = document.getElementById('f-why');
+  const pendingField = document.getElementById('f-pending');
+  // Node, pod, verdict and list sections the user toggled: key -> open.
   const toggled = new Map();
   let shown = view.dataset.version;
   let latest = shown;
   let busy = false;
   let again = false;
 
-  function openNodes() {
+  function opened(prefix) {
     const names = [];
-    toggled.forEach((open, key) => { if (open && key.startsWith('node:')) names.push(key.slice(5)); });
+    toggled.forEach((open, key) => { if (open && key.startsWith(prefix)) names.push(key.slice(prefix.length)); });
     return names.join(',');
   }
 
   function query() {
-    openField.value = openNodes();
+    openField.value = opened('node:');
+    whyField.value = opened('pod:');
+    pendingField.value = toggled.get('more:pending') ? 'all' : '';
     const params = new URLSearchParams(new FormData(form));
     for (const [k, v] of Array.from(params.entries())) { if (v === '') params.delete(k); }
     return params.toString();
@@ -46,8 +50,10 @@ limitations under the License.
 
   function keyOf(el) {
     if (el.dataset.node) return 'node:' + el.dataset.node;
+    if (el.dataset.pod) return 'pod:' + el.dataset.pod;
+    if (el.dataset.more) return 'more:' + el.dataset.more;
     const pod = el.closest('[data-pod]');
-    if (pod) return 'pod:' + pod.dataset.pod;
+    if (pod) return 'verdicts:' + pod.dataset.pod;
     return null;
   }
 
@@ -90,8 +96,9 @@ limitations under the License.
     if (key === null) return;
     if (toggled.get(key) === d.open) return;
     toggled.set(key, d.open);
-    // A collapsed node's GPUs are fetched when it is opened.
-    if (d.open && d.querySelector('.lazy')) refresh();
+    // A collapsed node's GPUs, a pod's explanation and the rest of the
+    // Pending pods are fetched when opened.
+    if (d.open && d.querySelector(':scope > .lazy')) refresh();
   }, true);
 
   form.addEventListener('submit', (ev) => { ev.preventDefault(); refresh(); });
