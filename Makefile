@@ -96,7 +96,7 @@ vgpu-core-test: ## the vgpu-core C suite: normal, ASan/UBSan, -O0, valgrind (par
 	$(MAKE) -C vgpu-core test
 
 .PHONY: accuracy
-accuracy: vgpu-core ## the compute limiter's real-time shares on the fake driver: quick subset, streams grid, MIG SM limits (root; ~10 min)
+accuracy: vgpu-core ## the compute limiter's real-time shares on the fake driver: quick subset, streams grid, MIG SM limits (root; ~9 min)
 	$(MAKE) -C vgpu-core accuracy
 
 .PHONY: fmt-check
