@@ -76,12 +76,28 @@ release-kubectl-vgpu: ## kubectl-vgpu release archives and SHA256SUMS for RELEAS
 vgpu-core: ## build libvgpu.so, the fake CUDA/NVML drivers and cuda-probe (and the burst probe Go tests run)
 	$(MAKE) -C vgpu-core all build/test/burst_test
 
+# make test and make accuracy run their parts one after another and print
+# the seconds each took (also after a failure) and the suites that could not
+# run on this machine (hack/run-parts.sh).
+TEST_PARTS := fmt-check generate-check vet lint vgpu-core go-test vgpu-core-test
+
 .PHONY: test
-test: fmt-check generate-check vet lint vgpu-core ## all checks and unit tests (Go with -race, vgpu-core C suite)
+test: ## all checks and unit tests, none judged by wall-clock time (Go with -race, vgpu-core C suite); prints seconds per part
+	@hack/run-parts.sh "make test" $(MAKE) --no-print-directory -- $(TEST_PARTS)
+
+.PHONY: go-test
+go-test: vgpu-core ## Go tests with -race (part of make test)
 	VGPU_FAKE_NVML_LIB=$(FAKE_LIB_DIR)/libnvidia-ml.so.1 \
 	VGPU_CORE_BUILD=$(abspath $(VGPU_CORE_BUILD)) \
 		$(GO) test -race -count=1 $(GO_PACKAGES)
+
+.PHONY: vgpu-core-test
+vgpu-core-test: ## the vgpu-core C suite: normal, ASan/UBSan, -O0, valgrind (part of make test)
 	$(MAKE) -C vgpu-core test
+
+.PHONY: accuracy
+accuracy: vgpu-core ## the compute limiter's real-time shares on the fake driver: quick subset, streams grid, MIG SM limits (root; ~9 min)
+	$(MAKE) -C vgpu-core accuracy
 
 .PHONY: fmt-check
 fmt-check: ## fail if any Go file is not gofmt-formatted

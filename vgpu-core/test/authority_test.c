@@ -551,8 +551,9 @@ int main(int argc, char **argv)
     self_exe[n] = '\0';
     ns = vgpu_test_claims_ns_supported();
     if (ns != 0) {
-        printf("skip authority_test cases: they build /usr/local/vgpu/claims in a private mount "
-               "namespace, which needs root (unshare(CLONE_NEWNS): %s)\n", strerror(-ns));
+        check_unavailable("authority_test cases", "they build /usr/local/vgpu/claims in a private "
+                          "mount namespace, which needs root (unshare(CLONE_NEWNS): %s)",
+                          strerror(-ns));
         return check_report("authority_test");
     }
     CHECK(cuInit(0) == CUDA_SUCCESS);

@@ -484,8 +484,8 @@ static int driver(void)
     pthread_t th;
 
     if (vgpu_test_claims_ns_supported() != 0) {
-        printf("burst_test: SKIP (needs root for a private mount namespace)\n");
-        return 0;
+        check_unavailable("burst_test", "needs root for a private mount namespace");
+        return check_report("burst_test");
     }
     CHECK(mkdtemp(state) != NULL);
     setenv("VGPU_FAKE_STATE_DIR", state, 1);

@@ -1205,9 +1205,9 @@ int main(int argc, char **argv)
         need = copies;
     }
     if (vgpu_test_claims_ns_supported() != 0) {
-        printf("skip compute_test: claims must be read-only mounts in a private mount namespace, "
-               "which needs root\n");
-        return 0;
+        check_unavailable("compute_test", "claims must be read-only mounts in a private mount "
+                          "namespace, which needs root");
+        return check_report("compute_test");
     }
     if ((!full && !kills_only && !streams_only && !streams_one && !streams_grid_run && !one_cell &&
          (argc != 2 || strcmp(argv[1], "quick") != 0)) ||

@@ -267,9 +267,9 @@ int main(int argc, char **argv)
     }
     ns = vgpu_test_claims_ns_supported();
     if (ns != 0) {
-        printf("skip fidelity_test: claims must be read-only mounts in a private mount "
-               "namespace, which needs root (unshare(CLONE_NEWNS): %s)\n", strerror(-ns));
-        return 0;
+        check_unavailable("fidelity_test", "claims must be read-only mounts in a private mount "
+                          "namespace, which needs root (unshare(CLONE_NEWNS): %s)", strerror(-ns));
+        return check_report("fidelity_test");
     }
     /* Not preloaded here: the driver asks the fake directly. */
     CHECK(cuInit(0) == CUDA_SUCCESS && cuDeviceGetUuid_v2(&u, 0) == CUDA_SUCCESS);

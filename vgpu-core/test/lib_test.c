@@ -273,7 +273,8 @@ static void expect_hostpid(void)
     CHECK(read(report[0], &child, sizeof(child)) == (ssize_t)sizeof(child));
     close(report[0]);
     if (child <= 0) {
-        printf("skip hostpid (unshare(CLONE_NEWPID | CLONE_NEWNS): %s)\n", strerror(-child));
+        check_unavailable("lib_test hostpid", "unshare(CLONE_NEWPID | CLONE_NEWNS): %s",
+                          strerror(-child));
         close(to[1]);
         close(from[0]);
         waitpid(mid, &st, 0);
@@ -654,9 +655,9 @@ static int run_driver(void)
     int ns = vgpu_test_claims_ns_supported();
 
     if (ns != 0) {
-        printf("skip lib_test: claims must be read-only mounts in a private mount namespace, "
-               "which needs root (unshare(CLONE_NEWNS): %s)\n", strerror(-ns));
-        return 0;
+        check_unavailable("lib_test", "claims must be read-only mounts in a private mount namespace, "
+                          "which needs root (unshare(CLONE_NEWNS): %s)", strerror(-ns));
+        return check_report("lib_test");
     }
     /* Not preloaded here: the driver talks to the fake directly. */
     CHECK(cuInit(0) == CUDA_SUCCESS);

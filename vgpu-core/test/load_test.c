@@ -133,9 +133,9 @@ int main(int argc, char **argv)
         return scenario(fake_dir);
     ns = vgpu_test_claims_ns_supported();
     if (ns != 0) {
-        printf("skip load_test: claims must be read-only mounts in a private mount namespace, "
-               "which needs root (unshare(CLONE_NEWNS): %s)\n", strerror(-ns));
-        return 0;
+        check_unavailable("load_test", "claims must be read-only mounts in a private mount namespace, "
+                          "which needs root (unshare(CLONE_NEWNS): %s)", strerror(-ns));
+        return check_report("load_test");
     }
     if (mkdtemp(root) == NULL || rmdir(root) != 0 || uuid0(fake_dir, uuid) != 0 ||
         vgpu_test_make_claim(root, uuid) != 0) {

@@ -31,6 +31,9 @@ limitations under the License.
  * the fake H200 (VGPU_FAKE_MIG_GEOMETRY, set by the Makefile) through the
  * fake NVML, writes the claim as the plugin would and runs itself preloaded
  * with libvgpu.so (VGPU_TEST_LIB) in a private mount namespace, as root.
+ * "mig_test shares" runs the SM limits instead: measured in real time, they
+ * are part of `make accuracy` (make -C vgpu-core mig-shares-test), not of
+ * `make test`.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -542,7 +545,7 @@ static bool region_names(const char *root, const char *uuid)
     return named;
 }
 
-static int driver(void)
+static int driver(bool shares)
 {
     char state[] = "/tmp/vgpu-mig-test-XXXXXX", root[600], mig[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
     char parent[NVML_DEVICE_UUID_V2_BUFFER_SIZE], cmd[700];
@@ -551,8 +554,9 @@ static int driver(void)
     nvmlComputeInstance_t ci;
 
     if (vgpu_test_claims_ns_supported() != 0) {
-        printf("mig_test: SKIP (needs root for a private mount namespace)\n");
-        return 0;
+        check_unavailable(shares ? "mig_test shares" : "mig_test",
+                          "needs root for a private mount namespace");
+        return check_report("mig_test");
     }
     CHECK(mkdtemp(state) != NULL);
     setenv("VGPU_FAKE_STATE_DIR", state, 1);
@@ -573,17 +577,20 @@ static int driver(void)
     char upper[sizeof(mig)];
     for (size_t i = 0; i < sizeof(upper); i++)
         upper[i] = i >= 4 && mig[i] >= 'a' && mig[i] <= 'f' ? (char)(mig[i] - 'a' + 'A') : mig[i];
-    CHECK_EQ(vgpu_test_make_claim(root, upper), 0);
-    CHECK_EQ(run_child("child-limited", root, mig), 0);
-    CHECK(region_names(root, mig));
+    if (!shares) {
+        CHECK_EQ(vgpu_test_make_claim(root, upper), 0);
+        CHECK_EQ(run_child("child-limited", root, mig), 0);
+        CHECK(region_names(root, mig));
 
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-    CHECK(system(cmd) == 0);
-    CHECK_EQ(vgpu_test_make_claim(root, parent), 0);
-    CHECK_EQ(run_child("child-unlimited", root, mig), 0);
-
-    /* SM limits inside the instance: one process, 2 ms full grids; 8 streams of small grids. */
-    {
+        snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+        CHECK(system(cmd) == 0);
+        CHECK_EQ(vgpu_test_make_claim(root, parent), 0);
+        CHECK_EQ(run_child("child-unlimited", root, mig), 0);
+        /* An SM limit, so that the limiter times the launches whose contexts end. */
+        CHECK_EQ(make_sm_claim(root, mig, 30), 0);
+        CHECK_EQ(run_child("child-ctx-churn", root, mig), 0);
+    } else {
+        /* SM limits inside the instance: one process, 2 ms full grids; 8 streams of small grids. */
         nvmlGpuInstanceInfo_t gi_info;
         nvmlComputeInstanceInfo_t ci_info;
         fake_state st;
@@ -610,7 +617,6 @@ static int driver(void)
         CHECK(MET_IN_TWO_RUNS(sm_work_conserving(&st, state, mig)));
         fake_state_close(&st);
     }
-    CHECK_EQ(run_child("child-ctx-churn", root, mig), 0);
 
     CHECK_EQ(nvmlComputeInstanceDestroy(ci), NVML_SUCCESS);
     CHECK_EQ(nvmlGpuInstanceDestroy(gi), NVML_SUCCESS);
@@ -634,5 +640,11 @@ int main(int argc, char **argv)
         return child_ctx_churn();
     if (argc == 6 && strcmp(argv[1], "child-sm") == 0)
         return child_sm(argv[2], atoi(argv[3]), (unsigned)atoi(argv[4]), atoi(argv[5]));
-    return driver();
+    if (argc == 2 && strcmp(argv[1], "shares") == 0)
+        return driver(true);
+    if (argc > 1) {
+        fprintf(stderr, "usage: mig_test [shares]\n");
+        return 2;
+    }
+    return driver(false);
 }

@@ -1119,6 +1119,62 @@ static void test_reserve(void)
     CHECK_EQ_U64(atomic_load(&counter), 30000);
 }
 
+/*
+ * check_unavailable in a child (its output to /dev/null) with CI set to ci,
+ * or unset for NULL, and the skip log at log: returns the child's
+ * check_failures * 10 + check_unrun, -1 if it did not exit normally.
+ */
+static int unavailable_in_child(const char *ci, const char *log)
+{
+    int st;
+    pid_t pid;
+
+    fflush(NULL);
+    pid = fork();
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+
+        dup2(null, 1);
+        dup2(null, 2);
+        if (ci != NULL)
+            setenv("CI", ci, 1);
+        else
+            unsetenv("CI");
+        setenv("VGPU_TEST_SKIP_LOG", log, 1);
+        check_failures = 0;
+        check_unrun = 0;
+        check_unavailable("suite part", "needs %s", "root");
+        fflush(NULL);
+        _exit(check_failures * 10 + check_unrun);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+        return -1;
+    return WEXITSTATUS(st);
+}
+
+/* A test that cannot run here fails under CI, and elsewhere is counted and logged. */
+static void test_check_unavailable(void)
+{
+    char log[600], line[128] = "";
+    FILE *f;
+
+    snprintf(log, sizeof(log), "%s/skipped", tmpdir);
+    CHECK_EQ(unavailable_in_child("true", log), 10);
+    CHECK(access(log, F_OK) != 0);
+    CHECK_EQ(unavailable_in_child("", log), 1);
+    CHECK_EQ(unavailable_in_child(NULL, log), 1);
+    f = fopen(log, "r");
+    CHECK(f != NULL);
+    if (f == NULL)
+        return;
+    CHECK(fgets(line, sizeof(line), f) != NULL);
+    CHECK(strcmp(line, "suite part: needs root\n") == 0);
+    CHECK(fgets(line, sizeof(line), f) != NULL);
+    CHECK(strcmp(line, "suite part: needs root\n") == 0);
+    CHECK(fgets(line, sizeof(line), f) == NULL);
+    fclose(f);
+}
+
 int main(void)
 {
     char cmd[64];
@@ -1145,6 +1201,7 @@ int main(void)
     test_region_reclaim();
     test_charge_undo();
     test_reserve();
+    test_check_unavailable();
     snprintf(cmd, sizeof(cmd), "rm -rf %s", tmpdir);
     if (system(cmd) != 0)
         fprintf(stderr, "cannot remove %s\n", tmpdir);

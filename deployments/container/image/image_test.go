@@ -37,6 +37,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/internal/testenv"
 )
 
 // hostDynamicBinary is a dynamically linked program of the build machine
@@ -54,7 +56,7 @@ func hostDynamicBinary(t *testing.T) string {
 			return p
 		}
 	}
-	t.Skip("no dynamically linked env(1) on this machine")
+	testenv.Unavailable(t, "no dynamically linked env(1) on this machine")
 	return ""
 }
 
@@ -238,7 +240,7 @@ func TestRootfsMatchesLayer(t *testing.T) {
 // library closure is complete and where the loader looks for it.
 func TestRootfsRuns(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("chroot needs root")
+		testenv.Unavailable(t, "chroot needs root")
 	}
 	entries, err := Contents(testInputs(t))
 	require.NoError(t, err)

@@ -20,6 +20,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/internal/testenv"
 )
 
 // TestClusterSideLinksNoGPULibrary holds the promise of this package: the
@@ -29,7 +31,7 @@ import (
 // Go; any other package with cgo, or go-nvml at all, fails the test.
 func TestClusterSideLinksNoGPULibrary(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
-		t.Skipf("go tool not on PATH: %v", err)
+		testenv.Unavailable(t, "go tool not on PATH: %v", err)
 	}
 	for _, cmd := range []string{"../../../cmd/dra-controller", "../../../cmd/kubectl-vgpu"} {
 		out, err := exec.Command("go", "list", "-deps",

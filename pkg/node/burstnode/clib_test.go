@@ -29,6 +29,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/internal/testenv"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
@@ -45,16 +46,13 @@ func coreBuild() string {
 
 // needLibrary returns the absolute path of a vgpu-core build output, or
 // skips the test where it is not built (fails under CI, where `make test`
-// builds it first).
+// builds it first: testenv.Unavailable).
 func needLibrary(t *testing.T, rel string) string {
 	t.Helper()
 	p, err := filepath.Abs(filepath.Join(coreBuild(), rel))
 	require.NoError(t, err)
 	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("%s not built under CI (make vgpu-core): %v", p, err)
-		}
-		t.Skipf("%s not built (make vgpu-core): %v", p, err)
+		testenv.Unavailable(t, "%s not built (make vgpu-core): %v", p, err)
 	}
 	return p
 }
@@ -83,7 +81,7 @@ func fakeGPUUUID(t *testing.T, lib, stateDir string) string {
 // speak it. Needs root.
 func TestLibraryAsksThePlugin(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Skip("needs root for a private mount namespace")
+		testenv.Unavailable(t, "needs root for a private mount namespace")
 	}
 	lib := needLibrary(t, "libvgpu.so")
 	probe := needLibrary(t, "test/burst_test")

@@ -25,6 +25,8 @@ import (
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/internal/testenv"
 )
 
 // defaultFakeNVML is where "make -C vgpu-core" puts the fake NVML library.
@@ -38,7 +40,7 @@ func TestNVCDISourceWithFakeNVML(t *testing.T) {
 		lib = defaultFakeNVML
 	}
 	if _, err := os.Stat(lib); err != nil {
-		t.Skipf("fake NVML %s not built (make -C vgpu-core fakes, or set VGPU_FAKE_NVML_LIB): %v", lib, err)
+		testenv.Unavailable(t, "fake NVML %s not built (make -C vgpu-core fakes, or set VGPU_FAKE_NVML_LIB): %v", lib, err)
 	}
 	ctx := context.Background()
 	// The fake's state and device nodes are this test's, never the host's.

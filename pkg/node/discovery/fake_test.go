@@ -30,6 +30,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/klog/v2/ktesting"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/internal/testenv"
 )
 
 // fakeNVMLEnv names the fake libnvidia-ml.so.1 built by vgpu-core
@@ -46,7 +48,7 @@ var uuidPattern = regexp.MustCompile(`^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[
 func TestDiscoverFakeNVMLLibrary(t *testing.T) {
 	lib := os.Getenv(fakeNVMLEnv)
 	if lib == "" {
-		t.Skipf("%s is not set; build vgpu-core's fakes (make -C vgpu-core fakes) and point it at libnvidia-ml.so.1", fakeNVMLEnv)
+		testenv.Unavailable(t, "%s is not set; build vgpu-core's fakes (make -C vgpu-core fakes) and point it at libnvidia-ml.so.1", fakeNVMLEnv)
 	}
 	require.FileExists(t, lib)
 
@@ -174,7 +176,7 @@ const fakeMIGChildEnv = "VGPU_FAKE_MIG_TEST_GEOMETRY"
 func TestReadMIGFakeMatchesMock(t *testing.T) {
 	lib := os.Getenv(fakeNVMLEnv)
 	if lib == "" {
-		t.Skipf("%s is not set; build vgpu-core's fakes (make -C vgpu-core fakes) and point it at libnvidia-ml.so.1", fakeNVMLEnv)
+		testenv.Unavailable(t, "%s is not set; build vgpu-core's fakes (make -C vgpu-core fakes) and point it at libnvidia-ml.so.1", fakeNVMLEnv)
 	}
 	require.FileExists(t, lib)
 	configs := map[string]gpus.Config{"h100-80gb": gpus.H100_SXM5_80GB, "h200-141gb": gpus.H200_SXM5_141GB}

@@ -36,6 +36,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/internal/testenv"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region/regiontest"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare/preparetest"
@@ -252,7 +253,7 @@ func startInNewPIDNamespace(t *testing.T, regionPath string) uint32 {
 	out, err := cmd.StdoutPipe()
 	require.NoError(t, err)
 	if err := cmd.Start(); err != nil {
-		t.Skipf("cannot start a process in a new pid namespace (needs CAP_SYS_ADMIN): %v", err)
+		testenv.Unavailable(t, "cannot start a process in a new pid namespace (needs CAP_SYS_ADMIN): %v", err)
 	}
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()

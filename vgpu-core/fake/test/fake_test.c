@@ -829,8 +829,8 @@ static void test_pid_namespace(const char *probe)
     CHECK(read(report[0], &host_pid, sizeof(host_pid)) == (ssize_t)sizeof(host_pid));
     close(report[0]);
     if (host_pid <= 0) {
-        printf("fake_test: skipping the pid namespace test: unshare(CLONE_NEWPID): %s\n",
-               strerror(-host_pid));
+        check_unavailable("fake_test pid namespace", "unshare(CLONE_NEWPID): %s",
+                          strerror(-host_pid));
     } else {
         CHECK(fgets(line, sizeof(line), probe_out) != NULL);
         CHECK(strstr(line, "\"action\":\"alloc\"") != NULL);

@@ -43,10 +43,9 @@ run_timeout="${VGPU_CUDART_RUN_TIMEOUT:-60}"
 keyring=/usr/share/keyrings/debian-archive-keyring.gpg
 client="$build/cudart-client"
 
-skip() {
-    echo "skip cudart-test: $*"
-    exit 0
-}
+# shellcheck source=../lib/skip.sh
+. "$core/test/lib/skip.sh"
+skip() { skipped cudart-test "$@"; }
 fail() {
     echo "FAIL cudart-test: $*" >&2
     exit 1

@@ -61,10 +61,9 @@ probe="$build/realdrv-probe"
 lib="$build/libvgpu.so"
 packages=(libcuda1 libnvidia-ml1 libnvidia-ptxjitcompiler1)
 
-skip() {
-    echo "SKIP realdrv-test: $*"
-    exit 0
-}
+# shellcheck source=../lib/skip.sh
+. "$core/test/lib/skip.sh"
+skip() { skipped realdrv-test "$@"; }
 fail() {
     echo "FAIL realdrv-test: $*" >&2
     exit 1
@@ -241,9 +240,9 @@ find_libdir() {
 
 [ -x "$probe" ] && [ -e "$lib" ] && [ -x "$build/claims-ns" ] && [ -x "$build/region-writer" ] ||
     fail "build/realdrv-probe, libvgpu.so, claims-ns or region-writer missing (make -C vgpu-core realdrv-test builds them)"
-[ "$(id -u)" -eq 0 ] || skip "needs root (a private mount namespace with its own /dev: the real libcuda mknods /dev/nvidiactl)"
-command -v unshare >/dev/null || skip "needs unshare (util-linux) for a private mount namespace"
-unshare -m --propagation private true 2>/dev/null || skip "cannot create a private mount namespace (unshare -m)"
+[ "$(id -u)" -eq 0 ] || unavailable realdrv-test "needs root (a private mount namespace with its own /dev: the real libcuda mknods /dev/nvidiactl)"
+command -v unshare >/dev/null || unavailable realdrv-test "needs unshare (util-linux) for a private mount namespace"
+unshare -m --propagation private true 2>/dev/null || unavailable realdrv-test "cannot create a private mount namespace (unshare -m)"
 
 # test/cudart/run.sh fetches the runtime under an exclusive lock on this file.
 cudart_cache="${VGPU_CUDART_DIR:-$build/cudart}"
@@ -271,6 +270,7 @@ for suite in $suites; do
     if [ -z "$libdir" ] || [ ! -e "$libdir/libnvidia-ml.so.1" ]; then
         why="$(fetch "$suite" "$cache")" || {
             echo "SKIP realdrv-test $suite: $why"
+            [ -z "${VGPU_TEST_SKIP_LOG:-}" ] || echo "realdrv-test $suite: $why" >>"$VGPU_TEST_SKIP_LOG"
             continue
         }
         libdir="$(find_libdir "$cache")"
@@ -287,7 +287,8 @@ done
 if [ "$host_ctl" = no ] && [ -e /dev/nvidiactl ]; then
     fail "/dev/nvidiactl appeared in the machine's /dev: the private /dev did not hold"
 fi
-[ "$tested" -gt 0 ] || skip "no driver version could be fetched (see the lines above)"
+# Each suite that could not be fetched was counted above.
+[ "$tested" -gt 0 ] || { echo "SKIP realdrv-test: no driver version could be fetched (see the lines above)"; exit 0; }
 [ "$status" -eq 0 ] || fail "libvgpu.so is not invisible on top of the real driver (differences above;" \
     "CUDA runtime on top: $([ -n "$cudart" ] && basename "$(readlink -f "$cudart")" || echo none))"
 echo "ok   realdrv-test: $tested driver version(s), identical with and without libvgpu.so" \
