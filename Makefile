@@ -89,7 +89,7 @@ test: ## all checks and unit tests, none judged by wall-clock time (Go with -rac
 go-test: vgpu-core ## Go tests with -race (part of make test)
 	VGPU_FAKE_NVML_LIB=$(FAKE_LIB_DIR)/libnvidia-ml.so.1 \
 	VGPU_CORE_BUILD=$(abspath $(VGPU_CORE_BUILD)) \
-		$(GO) test -race -count=1 $(GO_PACKAGES)
+		$(GO) test -race -count=1 -timeout 30m $(GO_PACKAGES)
 
 .PHONY: vgpu-core-test
 vgpu-core-test: ## the vgpu-core C suite: normal, ASan/UBSan, -O0, valgrind (part of make test)

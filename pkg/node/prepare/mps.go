@@ -572,9 +572,15 @@ func checkMPSResult(path *field.Path, request string, dev PreparedDevice, s Sett
 }
 
 // checkMPSAlone refuses a claim with an MPS limit and another limit on
-// the same GPU: a GPU serves one sharing mode at a time.
+// the same GPU (a GPU serves one sharing mode at a time), and one with MPS
+// limits of two GPUs: each GPU's daemon has its own pipe directory, and a
+// process reaches one (CUDA_MPS_PIPE_DIRECTORY).
 func checkMPSAlone(resultsPath *field.Path, c *PreparedClaim) field.ErrorList {
 	var errs field.ErrorList
+	if gpus := mpsGPUs(c); len(gpus) > 1 {
+		errs = append(errs, field.Invalid(resultsPath, gpus,
+			"the claim has MPS devices of two GPUs; a claim holds one MPS device, since each GPU in MPS use has a control daemon of its own and a process reaches one"))
+	}
 	for _, gpu := range mpsGPUs(c) {
 		n := 0
 		for _, g := range c.GPUs {

@@ -235,6 +235,10 @@ func TestMPSRequestsRefused(t *testing.T) {
 			newClaim(claimA, "infer").result("gpu", "gpu-0-mps", "8Gi", "30", shareA).result("more", "gpu-0", "8Gi", "30", shareB).obj(),
 			"a GPU serves MPS claims or others, not both",
 		},
+		"with an MPS share of another GPU": {
+			newClaim(claimA, "infer").result("gpu", "gpu-0-mps", "8Gi", "30", shareA).result("more", "gpu-1-mps", "8Gi", "30", shareB).obj(),
+			"the claim has MPS devices of two GPUs",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			results, err := m.PrepareResourceClaims(testContext(t), []*resourceapi.ResourceClaim{tc.claim})
