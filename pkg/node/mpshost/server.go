@@ -173,12 +173,12 @@ func (s *Server) run(ctx context.Context, req Request) Response {
 	if err != nil {
 		return fail(err)
 	}
-	defer closeRemove(in)
+	defer func() { _ = in.Close() }()
 	out, err := tempFile("")
 	if err != nil {
 		return fail(err)
 	}
-	defer closeRemove(out)
+	defer func() { _ = out.Close() }()
 	cmd := exec.Command(req.Path, req.Args...)
 	cmd.Env = s.env(req)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = in, out, out
@@ -235,25 +235,24 @@ func waitCode(cmd *exec.Cmd, ws unix.WaitStatus, cause error) (int, error) {
 	return -1, fmt.Errorf("%s: %v (%w)", cmd.Path, ws.Signal(), errors.Join(cause, errors.New("killed")))
 }
 
+// tempFile is an anonymous file (memfd) holding content: the container
+// has no writable file system but the state root, and a crash leaves no
+// name behind.
 func tempFile(content string) (*os.File, error) {
-	f, err := os.CreateTemp("", "mps-host-*")
+	fd, err := unix.MemfdCreate("mps-host", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
+	f := os.NewFile(uintptr(fd), "mps-host")
 	if _, err := f.WriteString(content); err != nil {
-		closeRemove(f)
+		_ = f.Close()
 		return nil, err
 	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		closeRemove(f)
+		_ = f.Close()
 		return nil, err
 	}
 	return f, nil
-}
-
-func closeRemove(f *os.File) {
-	_ = f.Close()
-	_ = os.Remove(f.Name())
 }
 
 // reaper is the server as child subreaper: the daemons the control

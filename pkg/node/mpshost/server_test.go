@@ -157,6 +157,22 @@ func TestRunnerStartsAndCommandsTheDaemonThroughTheServer(t *testing.T) {
 	assert.ErrorIs(t, err, mpsdaemon.ErrNotRunning)
 }
 
+// The mps-host container has a read-only root file system: serving a
+// request must not need a writable temporary directory.
+func TestServerNeedsNoTemporaryDirectory(t *testing.T) {
+	s := newSetup(t)
+	t.Setenv("TMPDIR", filepath.Join(t.TempDir(), "missing"))
+	serveInProcess(t, s)
+	ctx := testContext(t)
+	cfg := s.config()
+	p, err := mpsdaemon.Start(ctx, cfg, mpsdaemon.Settings{ActiveThreadPercent: 40})
+	require.NoError(t, err)
+	quitAtEnd(t, cfg, p)
+	have, err := mpsdaemon.Read(ctx, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 40, have.ActiveThreadPercent)
+}
+
 func TestServerRunsOnlyTheControlProgram(t *testing.T) {
 	s := newSetup(t)
 	serveInProcess(t, s)
