@@ -224,3 +224,43 @@ func TestMPSClaimsShareAGPUBesideATimeSlicedOne(t *testing.T) {
 	whole := allocatedDevice(t, f.claimOf(f.waitRunning("whole"), "gpu"))
 	assert.Equal(t, other, whole.Device, "the GPU left by MPS serves a whole-GPU claim")
 }
+
+// TestMPSDaemonOutlivesAKilledPlugin SIGKILLs the plugin's container
+// while an MPS client runs: the daemon, started by the pod's mps-host
+// container, keeps serving; the plugin's next instance adopts it (same
+// pid, same ceiling) instead of starting another, the client keeps its
+// memory, and the claim's limit still holds for a new process.
+func TestMPSDaemonOutlivesAKilledPlugin(t *testing.T) {
+	node := cluster.node
+	enableMPS(t, node)
+	f := newFramework(t)
+	f.createClaimTemplate("mps", claimRequest{class: mpsClass, memory: "2Gi", cores: "40"})
+	f.createPod(podSpec{name: "client", claims: []podClaim{{name: "gpu", template: "mps"}}})
+	claim := f.claimOf(f.waitRunning("client"), "gpu")
+	out, err := f.execIn("client", "c0", "cat", path.Join(containerClaims, string(claim.UID), "config"))
+	require.NoError(t, err)
+	uuid := parseConfig(out)["device.0.uuid"]
+	before, ok := mpsDaemons(t, node)[uuid]
+	require.True(t, ok, "a control daemon for %s", uuid)
+	require.NoError(t, syscall.Kill(before.pid, 0), "the daemon's process %d runs", before.pid)
+
+	h := f.probeHold("client", "c0", 0, uuid, gib)
+	f.driverOn(node, "kill")
+	f.driverOn(node, "start")
+
+	after := mpsDaemons(t, node)[uuid]
+	assert.Equal(t, before.pid, after.pid, "the new plugin adopted the daemon instead of starting another")
+	assert.NoError(t, syscall.Kill(before.pid, 0), "the daemon outlived the plugin's container")
+	assert.Equal(t, "40.0", mpsControl(t, after, "get_default_active_thread_percentage"), "its ceiling kept")
+	assert.Len(t, f.probePIDs("client", "c0", "hold"), 1, "the client kept running")
+	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc("client", "c0", 0, uuid, gib+512*mib),
+		"1Gi held and 1.5Gi more is past the claim's 2Gi")
+	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc("client", "c0", 0, uuid, 512*mib), "within it")
+	h.stop()
+	f.killProbes("client", "c0", "hold")
+
+	f.deletePodAndWait("client")
+	f.poll("the adopted daemon stopped with its last claim", deleteTimeout, func() (bool, error) {
+		return len(mpsDaemons(t, node)) == 0 && syscall.Kill(before.pid, 0) != nil, nil
+	})
+}
