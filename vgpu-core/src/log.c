@@ -30,11 +30,6 @@ void vgpu_log_set_level(enum vgpu_log_level level)
     __atomic_store_n(&current_level, (int)level, __ATOMIC_RELAXED);
 }
 
-enum vgpu_log_level vgpu_log_get_level(void)
-{
-    return (enum vgpu_log_level)__atomic_load_n(&current_level, __ATOMIC_RELAXED);
-}
-
 int vgpu_log_parse_level(const char *s, enum vgpu_log_level *level)
 {
     static const struct {

@@ -34,9 +34,6 @@ enum vgpu_log_level {
 /* Sets the level below which messages are dropped. */
 void vgpu_log_set_level(enum vgpu_log_level level);
 
-/* Returns the current level. */
-enum vgpu_log_level vgpu_log_get_level(void);
-
 /*
  * Parses "error|warning|info|debug" or the HAMi digits "0".."4" (4 = debug)
  * into *level. Returns 0, or -1 for anything else (*level unchanged).

@@ -19,14 +19,14 @@ package v1alpha1
 import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 )
 
 const (
 	// GroupName is the API group of the opaque configuration; it equals the
-	// driver name so that DRA routes the config to this driver.
-	GroupName = names.DriverName
+	// driver name (pkg/contract/names.DriverName, checked by a test) so
+	// that DRA routes the config to this driver. The API imports nothing
+	// of the house above it.
+	GroupName = "vgpu.dra.dev"
 	// Version is the only served version of the opaque configuration.
 	Version = "v1alpha1"
 	// Kind is the kind of the opaque configuration object.
