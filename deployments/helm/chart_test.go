@@ -514,8 +514,9 @@ func TestMPSHostContainer(t *testing.T) {
 	assert.Contains(t, plugin.Args, socket)
 	assert.Equal(t, plugin.Image, host.Image, "the same image")
 	assert.Equal(t, []string{"/usr/bin/dra-kubelet-plugin"}, host.Command)
-	assert.Subset(t, host.Args, []string{"--mps-host", socket, "--state-root=/var/lib/vgpu-dra", "--nvidia-driver-root=/driver-root"})
-	assert.Contains(t, plugin.Args, "--nvidia-driver-root=/driver-root", "both containers find the same control program")
+	const control = "--mps-control=/driver-root/usr/bin/nvidia-cuda-mps-control"
+	assert.Subset(t, host.Args, []string{"--mps-host", socket, "--state-root=/var/lib/vgpu-dra", control})
+	assert.Contains(t, plugin.Args, control, "both containers name the same control program")
 	require.NotNil(t, host.SecurityContext)
 	require.NotNil(t, host.SecurityContext.Privileged)
 	assert.True(t, *host.SecurityContext.Privileged)

@@ -284,7 +284,7 @@ int main(int argc, char **argv)
     /* The control daemon, as far as a client sees it: a listening socket named control. */
     snprintf(pipe_dir, sizeof(pipe_dir), "%s/pipe", dir);
     snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", pipe_dir);
-    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
     if (mkdir(pipe_dir, 0755) != 0 || lfd < 0 ||
         bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(lfd, 64) != 0) {
         fprintf(stderr, "mps bench: control socket: %s\n", strerror(errno));

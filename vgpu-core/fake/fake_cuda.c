@@ -95,7 +95,8 @@ static int mps_connect(const char *pipe_dir, struct stat *sock)
             (int)sizeof(addr.sun_path) ||
         stat(addr.sun_path, sock) != 0 || !S_ISSOCK(sock->st_mode))
         return -1;
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* NVIDIA's control socket is a SOCK_SEQPACKET one (a stream connect is refused). */
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
     if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {

@@ -502,7 +502,7 @@ static int mps_listen(void)
     CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST);
     snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", dir);
     unlink(addr.sun_path);
-    fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     CHECK(fd >= 0 && bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0 && listen(fd, 64) == 0);
     return fd;
 }

@@ -18,6 +18,7 @@ package mpsdaemon
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -104,6 +105,11 @@ func lifecycle(t *testing.T, cfg Config) {
 	require.NoError(t, err)
 	assert.Equal(t, os.FileMode(pipeDirMode), st.Mode().Perm())
 
+	// NVIDIA's control socket is a SOCK_SEQPACKET one: what the fake
+	// driver's CUDA clients connect to.
+	client, err := net.Dial("unixpacket", filepath.Join(cfg.PipeDir(), "control"))
+	require.NoError(t, err)
+	_ = client.Close()
 	have, err := Read(ctx, cfg)
 	require.NoError(t, err)
 	assert.Equal(t, s, have)
@@ -156,6 +162,23 @@ func lifecycle(t *testing.T, cfg Config) {
 
 func TestLifecycleOnFakeControl(t *testing.T) {
 	lifecycle(t, fakeConfig(t))
+}
+
+// A CUDA client holds its connection for as long as it runs: the fake
+// answers commands beside it, as NVIDIA's daemon serves its clients and
+// tools at once.
+func TestFakeAnswersBesideAConnectedClient(t *testing.T) {
+	cfg := fakeConfig(t)
+	ctx := testContext(t)
+	p, err := Start(ctx, cfg, Settings{ActiveThreadPercent: 30})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = kill(p, cfg) })
+	client, err := net.Dial("unixpacket", filepath.Join(cfg.PipeDir(), "control"))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = client.Close() })
+	have, err := Read(ctx, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, 30, have.ActiveThreadPercent)
 }
 
 // The plugin's container has a read-only root file system: running the

@@ -1208,7 +1208,7 @@ static void test_mps_client(void)
     /* No socket, then a socket nobody listens on (a daemon that died). */
     CHECK_EQ(mps_child_init(dir, "40", &pm), CUDA_ERROR_MPS_CONNECTION_FAILED);
     snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/control", dir);
-    lfd = socket(AF_UNIX, SOCK_STREAM, 0);
+    lfd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
     CHECK(lfd >= 0 && bind(lfd, (struct sockaddr *)&addr, sizeof(addr)) == 0);
     CHECK_EQ(mps_child_init(dir, "40", &pm), CUDA_ERROR_MPS_CONNECTION_FAILED);
     CHECK_EQ(cuGetErrorName(CUDA_ERROR_MPS_CONNECTION_FAILED, &name), CUDA_SUCCESS);

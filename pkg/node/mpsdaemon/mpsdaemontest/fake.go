@@ -30,6 +30,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -175,7 +176,7 @@ func fakeServeDaemon(pipe, logDir, config string) int {
 	}
 	sock := filepath.Join(pipe, "control")
 	_ = os.Remove(sock)
-	ln, err := net.Listen("unix", sock)
+	ln, err := net.Listen("unixpacket", sock)
 	if err != nil {
 		logf("Failed to listen on %s: %v", sock, err)
 		return 1
@@ -186,20 +187,35 @@ func fakeServeDaemon(pipe, logDir, config string) int {
 	}
 	logf("Starting control daemon using socket %s", sock)
 	_ = ready.Close()
+	// Connections are served at the same time, as NVIDIA's daemon serves
+	// them: a CUDA client holds its connection for as long as it runs.
 	st := &fakeState{percentage: 100}
-	for {
-		conn, err := ln.Accept()
-		if err != nil {
-			return 1
+	quit := make(chan struct{})
+	var quitOnce sync.Once
+	accepted := make(chan error, 1)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				accepted <- err
+				return
+			}
+			logf("NEW UI")
+			go func() {
+				defer func() { _ = conn.Close() }()
+				if st.serve(conn, logf) {
+					quitOnce.Do(func() { close(quit) })
+				}
+			}()
 		}
-		logf("NEW UI")
-		quit := st.serve(conn, logf)
-		_ = conn.Close()
-		if quit {
-			logf("Exit with status 0")
-			_ = os.Remove(pidFile)
-			return 0
-		}
+	}()
+	select {
+	case <-quit:
+		logf("Exit with status 0")
+		_ = os.Remove(pidFile)
+		return 0
+	case <-accepted:
+		return 1
 	}
 }
 
@@ -229,6 +245,7 @@ func fakeReadConfig(path string) (bool, error) {
 }
 
 type fakeState struct {
+	mu         sync.Mutex
 	percentage float64
 	pinned     string
 }
@@ -241,29 +258,9 @@ func (st *fakeState) serve(conn net.Conn, logf func(string, ...any)) bool {
 		if line == "" {
 			continue
 		}
-		logf("Cmd:%s", line)
-		f := strings.Fields(line)
-		answer := ""
-		switch {
-		case line == "quit":
+		if quit, answer := st.command(line, logf); quit {
 			return true
-		case line == "get_default_active_thread_percentage":
-			answer = fmt.Sprintf("%.1f", st.percentage)
-		case f[0] == "set_default_active_thread_percentage" && len(f) == 2:
-			// Like NVIDIA's: a value out of range is ignored silently.
-			if v, err := strconv.ParseFloat(f[1], 64); err == nil && v >= 1 && v <= 100 {
-				st.percentage = v
-				answer = fmt.Sprintf("%.1f", v)
-			}
-		case f[0] == "set_default_device_pinned_mem_limit" && len(f) == 3:
-			st.pinned = f[2]
-		case f[0] == "get_default_device_pinned_mem_limit" && len(f) == 2:
-			answer = st.pinned
-		case line == "get_server_list":
-		default:
-			answer = fmt.Sprintf("Unknown command %q", line)
-		}
-		if answer != "" {
+		} else if answer != "" {
 			logf("%s", answer)
 			if _, err := fmt.Fprintln(conn, answer); err != nil {
 				return false
@@ -273,8 +270,38 @@ func (st *fakeState) serve(conn net.Conn, logf func(string, ...any)) bool {
 	return false
 }
 
+// command runs one command line; it reports whether it was quit, and
+// the answer to send.
+func (st *fakeState) command(line string, logf func(string, ...any)) (bool, string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	logf("Cmd:%s", line)
+	f := strings.Fields(line)
+	answer := ""
+	switch {
+	case line == "quit":
+		return true, ""
+	case line == "get_default_active_thread_percentage":
+		answer = fmt.Sprintf("%.1f", st.percentage)
+	case f[0] == "set_default_active_thread_percentage" && len(f) == 2:
+		// Like NVIDIA's: a value out of range is ignored silently.
+		if v, err := strconv.ParseFloat(f[1], 64); err == nil && v >= 1 && v <= 100 {
+			st.percentage = v
+			answer = fmt.Sprintf("%.1f", v)
+		}
+	case f[0] == "set_default_device_pinned_mem_limit" && len(f) == 3:
+		st.pinned = f[2]
+	case f[0] == "get_default_device_pinned_mem_limit" && len(f) == 2:
+		answer = st.pinned
+	case line == "get_server_list":
+	default:
+		answer = fmt.Sprintf("Unknown command %q", line)
+	}
+	return false, answer
+}
+
 func fakeClient(pipe string) int {
-	conn, err := net.Dial("unix", filepath.Join(pipe, "control"))
+	conn, err := net.Dial("unixpacket", filepath.Join(pipe, "control"))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "Cannot find MPS control daemon process")
 		return 1
