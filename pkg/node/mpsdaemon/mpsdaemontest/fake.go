@@ -214,7 +214,8 @@ func fakeServeDaemon(pipe, logDir, config string) int {
 		logf("Exit with status 0")
 		_ = os.Remove(pidFile)
 		return 0
-	case <-accepted:
+	case err := <-accepted:
+		logf("Failed to accept on %s: %v", sock, err)
 		return 1
 	}
 }
