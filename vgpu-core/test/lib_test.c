@@ -111,12 +111,12 @@ static void make_std_claim(uint64_t mem0, const char *extra)
  * Runs this program preloaded with scenario name; env is NULL-terminated
  * "K=V" additions. Returns the exit status; stderr goes to errfile.
  */
-static int run_preloaded(const char *name, const char *const env[], const char *errfile)
+/* Starts scenario name preloaded in the claims root with env added; returns its pid. */
+static pid_t start_preloaded(const char *name, const char *const env[], const char *errfile)
 {
     char preload[8192];
     const char *prefix = getenv("VGPU_TEST_PRELOAD_PREFIX");
     pid_t pid;
-    int st;
 
     snprintf(preload, sizeof(preload), "%s%s%s", prefix ? prefix : "", prefix ? ":" : "",
              getenv("VGPU_TEST_LIB"));
@@ -139,7 +139,14 @@ static int run_preloaded(const char *name, const char *const env[], const char *
             execl(self_exe, self_exe, name, (char *)NULL);
         _exit(127);
     }
-    waitpid(pid, &st, 0);
+    return pid;
+}
+
+static int run_preloaded(const char *name, const char *const env[], const char *errfile)
+{
+    int st;
+
+    waitpid(start_preloaded(name, env, errfile), &st, 0);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -600,6 +607,29 @@ static void test_mps(void)
         expect_mps(NULL, "0", "300", "0=1536M", vias[v]);
         expect_mps(zero, "0", "300", "0=1536M", vias[v]);
         expect_mps(junk, "0", "300", "0=1536M", vias[v]);
+    }
+    /*
+     * Clients SIGKILLed at random instants of their MPS start (config read,
+     * environment set, the driver's cuInit, connected): the next client
+     * still gets the claim's share and pinned limit, whatever it asks.
+     */
+    {
+        char pipe_env[400], errfile[512];
+        const char *env[] = {pipe_env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
+        const char *higher[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
+
+        snprintf(pipe_env, sizeof(pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s/mps", root);
+        snprintf(errfile, sizeof(errfile), "%s.mps_kill.err", root);
+        srand((unsigned int)getpid());
+        for (int i = 0; i < 40; i++) {
+            pid_t pid = start_preloaded("mps_init", env, errfile);
+            int st;
+
+            usleep((useconds_t)(rand() % 3000));
+            kill(pid, SIGKILL);
+            CHECK(waitpid(pid, &st, 0) == pid);
+        }
+        expect_mps(higher, "0", "300", "0=1536M", "symbol");
     }
     /* At log level info the replacement is logged, though cuInit comes before the library's start. */
     snprintf(cfg, sizeof(cfg),
