@@ -51,17 +51,14 @@ type Invocation struct {
 // ExecRunner runs the control program as a child process.
 type ExecRunner struct{}
 
-// Run runs inv. Its output goes to a file, not a pipe: a daemon that
-// forks into the background inherits the descriptors, and a pipe would
-// stay open for as long as the daemon runs. The file is anonymous (memfd),
-// since the plugin's container has no writable file system but the state
-// root, and no name of it is left behind by a crash.
+// Run runs inv. Its output goes to a file (MemFile), not a pipe: a
+// daemon that forks into the background inherits the descriptors, and a
+// pipe would stay open for as long as the daemon runs.
 func (ExecRunner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
-	fd, err := unix.MemfdCreate("mps-control-output", unix.MFD_CLOEXEC)
+	out, err := MemFile("mps-control-output", "")
 	if err != nil {
 		return nil, fmt.Errorf("output file: %w", err)
 	}
-	out := os.NewFile(uintptr(fd), "mps-control-output")
 	defer func() { _ = out.Close() }()
 	cmd := exec.CommandContext(ctx, inv.Path, inv.Args...)
 	cmd.Env = inv.Env
@@ -75,4 +72,25 @@ func (ExecRunner) Run(ctx context.Context, inv Invocation) ([]byte, error) {
 	}
 	data, err := io.ReadAll(out)
 	return data, errors.Join(runErr, err)
+}
+
+// MemFile is an anonymous file (memfd) holding content, positioned at its
+// start: for the control program's standard input and output where the
+// container has no writable file system but the state root, and where a
+// crash must leave no name behind.
+func MemFile(name, content string) (*os.File, error) {
+	fd, err := unix.MemfdCreate(name, unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
+	if _, err := f.WriteString(content); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
 }

@@ -169,12 +169,12 @@ func (s *Server) env(req Request) []string {
 // pipe would stay open for as long as it runs.
 func (s *Server) run(ctx context.Context, req Request) Response {
 	fail := func(err error) Response { return Response{ExitCode: -1, Error: err.Error()} }
-	in, err := tempFile(req.Stdin)
+	in, err := mpsdaemon.MemFile("mps-host-stdin", req.Stdin)
 	if err != nil {
 		return fail(err)
 	}
 	defer func() { _ = in.Close() }()
-	out, err := tempFile("")
+	out, err := mpsdaemon.MemFile("mps-host-output", "")
 	if err != nil {
 		return fail(err)
 	}
@@ -233,26 +233,6 @@ func waitCode(cmd *exec.Cmd, ws unix.WaitStatus, cause error) (int, error) {
 		return ws.ExitStatus(), nil
 	}
 	return -1, fmt.Errorf("%s: %v (%w)", cmd.Path, ws.Signal(), errors.Join(cause, errors.New("killed")))
-}
-
-// tempFile is an anonymous file (memfd) holding content: the container
-// has no writable file system but the state root, and a crash leaves no
-// name behind.
-func tempFile(content string) (*os.File, error) {
-	fd, err := unix.MemfdCreate("mps-host", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, err
-	}
-	f := os.NewFile(uintptr(fd), "mps-host")
-	if _, err := f.WriteString(content); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		_ = f.Close()
-		return nil, err
-	}
-	return f, nil
 }
 
 // reaper is the server as child subreaper: the daemons the control
