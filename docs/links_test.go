@@ -16,7 +16,8 @@ limitations under the License.
 
 // Package docs holds the project's documentation; its tests check that every
 // relative link between the Markdown files of the repository resolves, and
-// that the make targets and flags the docs name exist (drift_test.go).
+// that the make targets and flags the docs name exist (drift_test.go), and
+// that status lives only in the README's Status section (status_test.go).
 package docs
 
 import (

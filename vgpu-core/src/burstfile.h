@@ -31,8 +31,8 @@ limitations under the License.
  * malformed rejects the whole file, and then no GPU has a grant (the claim is
  * held to its guarantee). The effective limit on a GPU is guarantee + grant.
  *
- * Status: the parser and the limit only; reading the file at a crossing and
- * asking the plugin over host/burst.sock are not built yet.
+ * This unit is the parser and the limit; reading the file at a crossing and
+ * asking the plugin over host/burst.sock are burst.h's.
  */
 #ifndef VGPU_BURSTFILE_H
 #define VGPU_BURSTFILE_H
