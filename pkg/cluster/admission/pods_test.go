@@ -71,7 +71,10 @@ func newPodFixture(t testing.TB, objs ...any) *podFixture {
 	}
 	client := fake.NewClientset()
 	return &podFixture{client: client, mutator: &PodMutator{
-		Compat:     hami.Config{Resources: hami.DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", DriverName: names.DriverName},
+		Compat: hami.Config{Resources: hami.ResourceNames{
+			Count: hami.DefaultCountResource, Memory: hami.DefaultMemoryResource, MemoryPercentage: hami.DefaultMemoryPercentageResource,
+			Cores: hami.DefaultCoresResource, Priority: hami.DefaultPriorityResource,
+		}, DeviceClassName: "vgpu.dra.dev", DriverName: names.DriverName},
 		Client:     client,
 		Namespaces: corelisters.NewNamespaceLister(nsIndexer),
 		Slices:     resourcelisters.NewResourceSliceLister(sliceIndexer),

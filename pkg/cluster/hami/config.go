@@ -80,17 +80,6 @@ type ResourceNames struct {
 	Priority corev1.ResourceName
 }
 
-// DefaultResourceNames are HAMi's own names.
-func DefaultResourceNames() ResourceNames {
-	return ResourceNames{
-		Count:            DefaultCountResource,
-		Memory:           DefaultMemoryResource,
-		MemoryPercentage: DefaultMemoryPercentageResource,
-		Cores:            DefaultCoresResource,
-		Priority:         DefaultPriorityResource,
-	}
-}
-
 func (n ResourceNames) all() []corev1.ResourceName {
 	return []corev1.ResourceName{n.Count, n.Memory, n.MemoryPercentage, n.Cores, n.Priority}
 }

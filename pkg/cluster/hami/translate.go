@@ -22,6 +22,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 
@@ -136,7 +137,7 @@ func Translate(namespace string, pod *corev1.Pod, cfg Config, products []Product
 		}
 	}
 	out := &Translation{Patch: patch}
-	for _, name := range sortedKeys(templates) {
+	for _, name := range slices.Sorted(maps.Keys(templates)) {
 		out.Templates = append(out.Templates, templates[name])
 	}
 	return out, nil
@@ -399,13 +400,4 @@ func translatedResources(in corev1.ResourceRequirements, resNames ResourceNames,
 	}
 	out.Claims = append(out.Claims, corev1.ResourceClaim{Name: claim})
 	return out
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

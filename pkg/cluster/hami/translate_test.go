@@ -57,8 +57,17 @@ type goldenOutput struct {
 	Patch     []PatchOp                            `json:"patch,omitempty"`
 }
 
+// hamiNames are HAMi's own resource names, the controller's defaults.
+var hamiNames = ResourceNames{
+	Count:            DefaultCountResource,
+	Memory:           DefaultMemoryResource,
+	MemoryPercentage: DefaultMemoryPercentageResource,
+	Cores:            DefaultCoresResource,
+	Priority:         DefaultPriorityResource,
+}
+
 func testConfig() Config {
-	return Config{Resources: DefaultResourceNames(), DeviceClassName: "vgpu.dra.dev", MIGDeviceClassName: "mig.vgpu.dra.dev", MPSDeviceClassName: "mps.vgpu.dra.dev", DriverName: names.DriverName}
+	return Config{Resources: hamiNames, DeviceClassName: "vgpu.dra.dev", MIGDeviceClassName: "mig.vgpu.dra.dev", MPSDeviceClassName: "mps.vgpu.dra.dev", DriverName: names.DriverName}
 }
 
 func TestTranslateGolden(t *testing.T) {
@@ -140,7 +149,7 @@ func checkPatchedPod(t *testing.T, pod *corev1.Pod, tr *Translation) {
 		}
 	}
 	for _, c := range append(out.Spec.InitContainers, out.Spec.Containers...) {
-		for _, name := range DefaultResourceNames().all() {
+		for _, name := range hamiNames.all() {
 			assert.NotContains(t, c.Resources.Limits, name, "container %s", c.Name)
 			assert.NotContains(t, c.Resources.Requests, name, "container %s", c.Name)
 		}

@@ -25,7 +25,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 )
 
 // Model is the whole fleet at one moment, before filtering.
@@ -59,8 +58,8 @@ type GPU struct {
 	// Claims are the claims on the whole-GPU device (software slices).
 	Claims []inspect.ClaimRow
 	// MPSClaims are the claims on the GPU's MPS device (gpu-<i>-mps,
-	// published with the plugin's --mps); its bookings count in the
-	// GPU's figures.
+	// published with the plugin's --mps); inspect.Nodes counts its
+	// bookings in the GPU's figures.
 	MPSClaims []inspect.ClaimRow
 	// Instances are the MIG instances (admin's and allocated) with the
 	// claims inside each.
@@ -126,33 +125,12 @@ func Build(snap *inspect.Snapshot) *Model {
 		byDevice[key{c.Node, c.GPU}] = append(byDevice[key{c.Node, c.GPU}], c)
 	}
 
-	mps := mpsDevices(snap)
-	mpsRows := map[key]inspect.GPURow{}
-	for _, dev := range mps {
-		mpsRows[dev] = inspect.GPURow{}
-	}
-	for _, r := range gpuRows {
-		if _, ok := mpsRows[key{r.Node, r.GPU}]; ok {
-			mpsRows[key{r.Node, r.GPU}] = r
-		}
-	}
-
 	m := &Model{}
 	for _, r := range gpuRows {
-		if _, ok := mpsRows[key{r.Node, r.GPU}]; ok {
-			// Folded into its GPU below.
-			continue
-		}
 		g := GPU{GPURow: r, Claims: byDevice[key{r.Node, r.GPU}], MIGSlices: migSlicesMin}
-		if dev, ok := mps[key{r.Node, r.GPU}]; ok {
-			g.MPSClaims = byDevice[dev]
-			mr := mpsRows[dev]
-			g.MemoryAllocated += mr.MemoryAllocated
-			g.CoresAllocated += mr.CoresAllocated
-			g.GPURow.Claims += mr.Claims
-			if mr.MemoryUsed != nil {
-				g.MemoryUsed = ptr.To(ptr.Deref(g.MemoryUsed, 0) + *mr.MemoryUsed)
-			}
+		if r.MPSDevice != "" {
+			// inspect.Nodes folds the MPS device's bookings into the row.
+			g.MPSClaims = byDevice[key{r.Node, r.MPSDevice}]
 		}
 		for _, in := range r.Instances {
 			g.Instances = append(g.Instances, Instance{MIGInstanceRow: in, ClaimRows: byDevice[key{r.Node, in.Device}]})
@@ -194,49 +172,6 @@ func Build(snap *inspect.Snapshot) *Model {
 	}
 	slices.Sort(m.Namespaces)
 	return m
-}
-
-// mpsDevices maps each GPU's whole-GPU device to its MPS device: the
-// device of the same node and UUID with the attribute mps true
-// (docs/mps.md). Only the newest generation of a pool counts, as in
-// inspect.
-func mpsDevices(snap *inspect.Snapshot) map[deviceKey]deviceKey {
-	newest := map[string]int64{}
-	for i := range snap.Slices {
-		sl := &snap.Slices[i]
-		if sl.Spec.Driver == names.DriverName {
-			newest[sl.Spec.Pool.Name] = max(newest[sl.Spec.Pool.Name], sl.Spec.Pool.Generation)
-		}
-	}
-	type gpuID struct{ node, uuid string }
-	whole := map[gpuID]string{}
-	mpsOf := map[gpuID]string{}
-	for i := range snap.Slices {
-		sl := &snap.Slices[i]
-		if sl.Spec.Driver != names.DriverName || sl.Spec.Pool.Generation != newest[sl.Spec.Pool.Name] {
-			continue
-		}
-		node := ptr.Deref(sl.Spec.NodeName, sl.Spec.Pool.Name)
-		for j := range sl.Spec.Devices {
-			d := &sl.Spec.Devices[j]
-			uuid := d.Attributes[names.AttrUUID].StringValue
-			if uuid == nil {
-				continue
-			}
-			if ptr.Deref(d.Attributes[names.AttrMPS].BoolValue, false) {
-				mpsOf[gpuID{node, *uuid}] = d.Name
-			} else if _, mig := d.Attributes[names.AttrProfile]; !mig {
-				whole[gpuID{node, *uuid}] = d.Name
-			}
-		}
-	}
-	out := map[deviceKey]deviceKey{}
-	for id, dev := range mpsOf {
-		if parent, ok := whole[id]; ok {
-			out[deviceKey{id.node, parent}] = deviceKey{id.node, dev}
-		}
-	}
-	return out
 }
 
 // modeOf says how a GPU is shared now.

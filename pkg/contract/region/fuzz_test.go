@@ -17,21 +17,30 @@ limitations under the License.
 package region
 
 import (
+	"path/filepath"
 	"testing"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region/regiontest"
 )
 
-// FuzzParse feeds arbitrary bytes, padded or cut to the region size, over a
-// valid region's header and first records: parsing must never panic, and
-// whatever it accepts must respect the documented bounds.
-func FuzzParse(f *testing.F) {
+// FuzzRead writes arbitrary bytes, padded or cut to the region size, over a
+// valid region's header and first records into a region file and reads it
+// as the plugin does: reading must never panic, and whatever it accepts
+// must respect the documented bounds.
+func FuzzRead(f *testing.F) {
 	valid := fixtureBytes(f)
 	f.Add(valid[:SlotsOffset+SlotSize])
 	f.Add(make([]byte, 64))
 	b := make([]byte, Size)
+	path := filepath.Join(f.TempDir(), "region")
+	reader := NewReader()
 	f.Fuzz(func(t *testing.T, prefix []byte) {
 		copy(b, valid)
 		copy(b, prefix)
-		r, err := Parse(b)
+		if err := regiontest.WriteFile(path, b); err != nil {
+			t.Fatal(err)
+		}
+		r, err := reader.Read(path)
 		if err != nil {
 			if r != nil {
 				t.Fatalf("error %v with a region", err)

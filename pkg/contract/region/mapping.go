@@ -86,10 +86,10 @@ func (r *Reader) ReadMapping(m *Mapping) (*Region, error) {
 	return reg, nil
 }
 
-// readMapped copies the header, the device records in use and the slots
-// that can be in use into r.buf, each active slot under its seqlock, and
-// parses the copy. Faults become errors: the file may shrink between the
-// size check and the copies.
+// readMapped copies the header, the device records in use, the shared
+// allocation records and the slots that can be in use into r.buf, each
+// active slot under its seqlock, and parses the copy. Faults become errors:
+// the file may shrink between the size check and the copies.
 func (r *Reader) readMapped(m *Mapping) (reg *Region, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -105,6 +105,7 @@ func (r *Reader) readMapped(m *Mapping) (reg *Region, err error) {
 	copy(r.buf[:HeaderSize], data)
 	devices := min(int(le32(r.buf, offDeviceCount)), MaxDevices)
 	copy(r.buf[DevicesOffset:DevicesOffset+devices*DeviceSize], data[DevicesOffset:])
+	copy(r.buf[SharedOffset:SharedOffset+MaxShared*SharedSize], data[SharedOffset:])
 	limit := slotLimit(r.buf)
 	// A slot's per-device records past the device count are never parsed.
 	used := offSlotDevices + devices*SlotDeviceSize

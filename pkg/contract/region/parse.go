@@ -158,15 +158,6 @@ type ProcessDevice struct {
 // kept changing; raw is slot i as found in the snapshot.
 type slotSource func(i int, raw []byte) (slot []byte, ok bool, err error)
 
-// Parse validates and decodes a complete region snapshot of exactly Size
-// bytes. A slot caught mid-update (odd seqlock) counts as Unstable, since a
-// snapshot cannot be re-read; Reader retries such slots instead.
-func Parse(b []byte) (*Region, error) {
-	return parse(b, func(_ int, raw []byte) ([]byte, bool, error) {
-		return raw, le32(raw, offSlotSeq)%2 == 0, nil
-	})
-}
-
 func parse(b []byte, slots slotSource) (*Region, error) {
 	if len(b) != Size {
 		return nil, fmt.Errorf("%w: %d bytes, want %d", ErrCorrupt, len(b), Size)

@@ -43,6 +43,13 @@ func writeRegion(t *testing.T, b []byte) string {
 	return path
 }
 
+// read reads the region snapshot b the way the plugin does: from a file,
+// through a Reader.
+func read(t *testing.T, b []byte) (*Region, error) {
+	t.Helper()
+	return NewReader().Read(writeRegion(t, b))
+}
+
 func TestReadFreshRegion(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "region")
 	require.NoError(t, Create(path))
@@ -80,7 +87,7 @@ func TestReadRejectsFilesThatAreNoRegion(t *testing.T) {
 	assert.NotErrorIs(t, err, ErrCorrupt)
 }
 
-func TestParseRejectsCorruptFields(t *testing.T) {
+func TestReadRejectsCorruptFields(t *testing.T) {
 	slot3 := SlotsOffset + 3*SlotSize
 	for _, tc := range []struct {
 		name  string
@@ -106,22 +113,22 @@ func TestParseRejectsCorruptFields(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := fixtureBytes(t)
 			copy(b[tc.off:], tc.value)
-			_, err := Parse(b)
+			_, err := read(t, b)
 			require.ErrorIs(t, err, ErrCorrupt)
 			assert.Contains(t, err.Error(), tc.field)
 		})
 	}
 }
 
-// TestParseReadsAchievedShare checks the minor-4 fields: the achieved SM
+// TestReadAchievedShare checks the minor-4 fields: the achieved SM
 // share and the time it was published.
-func TestParseReadsAchievedShare(t *testing.T) {
+func TestReadAchievedShare(t *testing.T) {
 	b := fixtureBytes(t)
 	dev := DevicesOffset
 	binary.LittleEndian.PutUint32(b[dev+offDevSMShare:], 2975)
 	binary.LittleEndian.PutUint64(b[dev+offDevSMShareTime:], 1700000000123456789)
 
-	r, err := Parse(b)
+	r, err := read(t, b)
 	require.NoError(t, err)
 	assert.EqualValues(t, 2975, r.Devices[0].SMShareBasisPoints)
 	assert.Equal(t, time.Unix(0, 1700000000123456789), r.Devices[0].SMShareTime)
@@ -129,7 +136,7 @@ func TestParseReadsAchievedShare(t *testing.T) {
 	assert.True(t, r.Devices[1].SMShareTime.IsZero(), "never published")
 }
 
-func TestParseClampsValues(t *testing.T) {
+func TestReadClampsValues(t *testing.T) {
 	b := fixtureBytes(t)
 	dev := DevicesOffset
 	binary.LittleEndian.PutUint32(b[dev+offDevSMLimit:], 250)
@@ -142,7 +149,7 @@ func TestParseClampsValues(t *testing.T) {
 	binary.LittleEndian.PutUint64(b[sd+offSDPeakBytes:], 0)
 	binary.LittleEndian.PutUint64(b[offInitTimeNS:], 1<<63)
 
-	r, err := Parse(b)
+	r, err := read(t, b)
 	require.NoError(t, err)
 	d := r.Devices[0]
 	assert.EqualValues(t, 100, d.SMLimitPercent)
@@ -156,13 +163,13 @@ func TestParseClampsValues(t *testing.T) {
 	assert.True(t, r.InitTime.IsZero(), "an out-of-range timestamp is dropped")
 }
 
-func TestParseFailClosedAndCharges(t *testing.T) {
+func TestReadFailClosedAndCharges(t *testing.T) {
 	b := fixtureBytes(t)
 	binary.LittleEndian.PutUint64(b[DevicesOffset+offDevRefused:], 3)
 	binary.LittleEndian.PutUint32(b[SlotsOffset+offSlotFlags:], slotFlagFailClosed)
 	binary.LittleEndian.PutUint64(b[SlotsOffset+offSlotDevices+offSDChargedBytes:], 12345)
 
-	r, err := Parse(b)
+	r, err := read(t, b)
 	require.NoError(t, err)
 	assert.EqualValues(t, 3, r.Devices[0].RefusedProcesses)
 	require.Len(t, r.Processes, 2)
@@ -171,10 +178,10 @@ func TestParseFailClosedAndCharges(t *testing.T) {
 	assert.EqualValues(t, 12345, r.Processes[0].Devices[0].ChargedBytes)
 }
 
-func TestParseSkipsSlotCaughtMidUpdate(t *testing.T) {
+func TestReadSkipsSlotCaughtMidUpdate(t *testing.T) {
 	b := fixtureBytes(t)
 	binary.LittleEndian.PutUint32(b[SlotsOffset+offSlotSeq:], 7)
-	r, err := Parse(b)
+	r, err := read(t, b)
 	require.NoError(t, err)
 	assert.Equal(t, 1, r.Unstable)
 	require.Len(t, r.Processes, 1)
@@ -283,21 +290,17 @@ func TestSlotsInUseBoundsTheSlotsRead(t *testing.T) {
 			binary.LittleEndian.PutUint16(b[offMinor:], tc.minor)
 			binary.LittleEndian.PutUint32(b[offSlotsInUse:], tc.slotsInUse)
 
-			parsed, err := Parse(b)
+			got, err := read(t, b)
 			require.NoError(t, err)
-			assert.Equal(t, tc.want, slotsOf(parsed), "Parse")
-
-			read, err := NewReader().Read(writeRegion(t, b))
-			require.NoError(t, err)
-			assert.Equal(t, tc.want, slotsOf(read), "Read")
+			assert.Equal(t, tc.want, slotsOf(got))
 		})
 	}
 }
 
-// TestParseSumsSharedRecords checks the minor-7 shared allocation records:
+// TestReadSumsSharedRecords checks the minor-7 shared allocation records:
 // live ones are summed per device (saturating), free ones and ones naming a
 // device out of range are ignored.
-func TestParseSumsSharedRecords(t *testing.T) {
+func TestReadSumsSharedRecords(t *testing.T) {
 	b := fixtureBytes(t)
 	put := func(k int, dev, state uint32, bytes uint64) {
 		rec := SharedOffset + k*SharedSize
@@ -312,7 +315,7 @@ func TestParseSumsSharedRecords(t *testing.T) {
 	put(6, 1, sharedLive, math.MaxUint64)
 	put(7, 1, sharedLive, 5)
 
-	r, err := Parse(b)
+	r, err := read(t, b)
 	require.NoError(t, err)
 	assert.EqualValues(t, 123, r.Devices[0].SharedBytes)
 	assert.Equal(t, 2, r.Devices[0].SharedRecords)

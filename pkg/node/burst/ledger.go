@@ -252,6 +252,15 @@ func (l *Ledger) Grants(uid types.UID) map[string]uint64 {
 	return maps.Clone(c.grants)
 }
 
+// HoldsBurst reports whether a claim holds a grant on any GPU (false when
+// the claim is not in the ledger).
+func (l *Ledger) HoldsBurst(uid types.UID) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.claims[uid]
+	return c != nil && !allZero(c.grants)
+}
+
 // Booked returns what the ledger counts against a GPU (guarantees and
 // grants of the claims, pending guarantees, use outside claims) and the
 // GPU's usable memory.

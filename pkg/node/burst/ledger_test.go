@@ -154,8 +154,10 @@ func TestGrantCappedAtTheLimit(t *testing.T) {
 func TestShrinkFromPhysicalUse(t *testing.T) {
 	f := newFixture(t)
 	f.add(uidA, 4*gib, 12*gib)
+	assert.False(t, f.ledger.HoldsBurst(uidA), "no grant yet")
 	_, err := f.ledger.Grant(uidA, uuid0, 8*gib)
 	require.NoError(t, err)
+	assert.True(t, f.ledger.HoldsBurst(uidA))
 	grantTime := f.clock.Now()
 
 	got, err := f.ledger.Shrink(uidA, uuid0, 0, grantTime, nil)
@@ -176,6 +178,8 @@ func TestShrinkFromPhysicalUse(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, got, "use within the guarantee: no burst")
 	assert.Equal(t, map[string]uint64{uuid0: 0}, f.file(uidA))
+	assert.False(t, f.ledger.HoldsBurst(uidA), "a grant shrunk to zero is no burst")
+	assert.False(t, f.ledger.HoldsBurst(uidB), "a claim not in the ledger holds none")
 	booked, _ := f.ledger.Booked(uuid0)
 	assert.Equal(t, 4*gib, booked)
 }

@@ -532,7 +532,7 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 				logger.Error(err, "Shrinking a burst grant failed", "claimUID", c.UID, "gpu", uuid)
 			}
 		}
-		if len(grants) > 0 && allZero(n.ledger.Grants(c.UID)) {
+		if len(grants) > 0 && !n.ledger.HoldsBurst(c.UID) {
 			n.mu.Lock()
 			delete(n.reclaiming, c.UID)
 			n.mu.Unlock()
@@ -676,15 +676,6 @@ func (n *Node) setOverSince(uuid string, at time.Time) time.Time {
 		since = at
 	}
 	return since
-}
-
-func allZero(m map[string]uint64) bool {
-	for _, v := range m {
-		if v != 0 {
-			return false
-		}
-	}
-	return true
 }
 
 // regionReservation reads the claim's region again: its reservation on

@@ -19,6 +19,7 @@ package prepare
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -216,11 +217,8 @@ func (m *Manager) infoByUUID(uuid string) (discovery.Info, bool) {
 	return discovery.Info{}, false
 }
 
+// sortedKeys returns m's keys in order, so that the checkpoint's sections
+// are walked the same way at every run.
 func sortedKeys[K ~string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
+	return slices.Sorted(maps.Keys(m))
 }
