@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -46,6 +47,13 @@ var (
 // and vendored trees.
 func markdownFiles(t *testing.T, root string) []string {
 	t.Helper()
+	return repoFiles(t, root, ".md")
+}
+
+// repoFiles lists the repository's files with one of the extensions exts,
+// outside build output, vendored trees and test data.
+func repoFiles(t *testing.T, root string, exts ...string) []string {
+	t.Helper()
 	var files []string
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -53,12 +61,12 @@ func markdownFiles(t *testing.T, root string) []string {
 		}
 		if d.IsDir() {
 			switch d.Name() {
-			case ".git", "node_modules", "vendor", "build", "_output", "bin":
+			case ".git", "node_modules", "vendor", "build", "_output", "bin", "testdata":
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		if strings.HasSuffix(path, ".md") {
+		if slices.Contains(exts, filepath.Ext(path)) {
 			files = append(files, path)
 		}
 		return nil
