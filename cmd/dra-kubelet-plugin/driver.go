@@ -30,19 +30,14 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/gpuhealth"
 )
 
 // claimPreparer is what the driver needs from the claim manager.
 type claimPreparer interface {
 	PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error)
 	UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error)
-}
-
-// xidSource reports GPU XID errors until ctx ends.
-type xidSource interface {
-	Watch(ctx context.Context, report func(discovery.XIDEvent)) error
 }
 
 // healthResendInterval stays well inside the kubelet's default 30 s health
@@ -56,13 +51,10 @@ type driver struct {
 	pool   string
 	// deviceByUUID maps GPU UUIDs to DRA device names for health reports.
 	deviceByUUID map[string]string
-	// health reports XIDs; nil when device health is off.
-	health xidSource
-	// mig resolves XIDs inside MIG instances; nil without a GPU in MIG mode.
-	mig *migResolver
-	// taintPolicy chooses each XID's taint effect; gpus holds the result.
-	taintPolicy devices.TaintPolicy
-	gpus        *gpuHealth
+	// health turns XIDs into the health gpus holds; nil when device
+	// health is off.
+	health *gpuhealth.Watcher
+	gpus   *gpuhealth.Tracker
 
 	operations *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
@@ -76,8 +68,7 @@ func newDriver(claims claimPreparer, cancel context.CancelCauseFunc, pool string
 		cancel:       cancel,
 		pool:         pool,
 		deviceByUUID: make(map[string]string, len(byName)),
-		taintPolicy:  devices.TaintPolicy{NoExecute: devices.DefaultNoExecuteXIDs()},
-		gpus:         newGPUHealth(),
+		gpus:         gpuhealth.NewTracker(),
 		operations: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "vgpu_dra_claim_operations_total",
 			Help: "Claims prepared or unprepared by this node's plugin, by operation and result (success or error).",
@@ -141,7 +132,7 @@ func (d *driver) HandleError(ctx context.Context, err error, msg string) {
 }
 
 // WatchHealthStatus streams the GPUs' health to the kubelet: every GPU
-// healthy until an XID taints it (see watchHealth), then unhealthy until the
+// healthy until an XID taints it (gpuhealth.Watcher), then unhealthy until the
 // plugin restarts. Reports are re-sent periodically so the kubelet never
 // times them out, and at once after a change.
 func (d *driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletplugin.DeviceHealthReport) error {
@@ -151,7 +142,7 @@ func (d *driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 	ticker := time.NewTicker(healthResendInterval)
 	defer ticker.Stop()
 	for {
-		unhealthy, changed := d.gpus.state()
+		unhealthy, changed := d.gpus.State()
 		select {
 		case <-ctx.Done():
 			return nil
@@ -166,7 +157,7 @@ func (d *driver) WatchHealthStatus(ctx context.Context, reports chan<- kubeletpl
 	}
 }
 
-func (d *driver) healthReport(unhealthy map[string]unhealthyGPU) kubeletplugin.DeviceHealthReport {
+func (d *driver) healthReport(unhealthy map[string]gpuhealth.Unhealthy) kubeletplugin.DeviceHealthReport {
 	names := make([]string, 0, len(d.deviceByUUID))
 	for _, name := range d.deviceByUUID {
 		names = append(names, name)
@@ -184,7 +175,7 @@ func (d *driver) healthReport(unhealthy map[string]unhealthyGPU) kubeletplugin.D
 		h := kubeletplugin.DeviceHealth{PoolName: d.pool, DeviceName: name, Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
 		if u, bad := unhealthy[name]; bad {
 			h.Health = kubeletplugin.HealthStatusUnhealthy
-			h.Message = u.reason
+			h.Message = u.Reason
 		}
 		report.Devices = append(report.Devices, h)
 	}

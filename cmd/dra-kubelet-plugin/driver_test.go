@@ -19,10 +19,7 @@ package main
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,9 +31,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/klog/v2/ktesting"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/gpuhealth"
 )
 
 type fakeClaims struct {
@@ -123,7 +121,8 @@ func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 	reports := make(chan kubeletplugin.DeviceHealthReport)
 	done := make(chan error, 1)
 	// The kubelet's stream starts first: all healthy.
-	d.health = fakeXIDs{}
+	d.health = &gpuhealth.Watcher{XIDs: fakeXIDs{}, DeviceByUUID: d.deviceByUUID, Tracker: d.gpus,
+		Policy: devices.TaintPolicy{NoExecute: devices.DefaultNoExecuteXIDs()}}
 	go func() { done <- d.WatchHealthStatus(ctx, reports) }()
 	health := func(r kubeletplugin.DeviceHealthReport) map[string]kubeletplugin.HealthStatus {
 		out := map[string]kubeletplugin.HealthStatus{}
@@ -137,7 +136,7 @@ func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 	assert.Equal(t, map[string]kubeletplugin.HealthStatus{"gpu-0": "Healthy", "gpu-1": "Healthy"}, health(first))
 
 	// A NoSchedule XID, then a fatal one, then a milder one again on gpu-1.
-	d.health = fakeXIDs{events: []discovery.XIDEvent{
+	d.health.XIDs = fakeXIDs{events: []discovery.XIDEvent{
 		{UUID: "GPU-unknown", XID: 79},
 		{UUID: testGPUs["gpu-1"].UUID, XID: 94},
 		{UUID: testGPUs["gpu-1"].UUID, XID: 79},
@@ -147,7 +146,7 @@ func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 	watchCtx, stopWatch := context.WithCancel(ctx)
 	watchDone := make(chan error, 1)
 	go func() {
-		watchDone <- d.watchHealth(watchCtx, func(_ context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+		watchDone <- d.health.Run(watchCtx, func(_ context.Context, taints map[string][]resourceapi.DeviceTaint) error {
 			published = append(published, taints)
 			return nil
 		})
@@ -185,69 +184,14 @@ func TestXIDTaintsGPUAndReportsItUnhealthy(t *testing.T) {
 	}
 }
 
-// fakeInstances is a GPU's MIG instances as NVML lists them.
-type fakeInstances []discovery.MIGInstanceState
-
-func (f fakeInstances) Instances(context.Context, string) ([]discovery.MIGInstanceState, error) {
-	return f, nil
-}
-
-// An XID NVML attributes to a MIG instance taints only the devices of
-// that instance; one NVML attributes to the whole GPU, or an instance that
-// cannot be found, taints the whole GPU (and so all its MIG devices).
-func TestXIDInMIGInstanceTaintsOnlyThatInstance(t *testing.T) {
-	uuid := testGPUs["gpu-0"].UUID
-	run := func(t *testing.T, events ...discovery.XIDEvent) map[string][]resourceapi.DeviceTaint {
-		d := newDriver(fakeClaims{}, func(error) {}, "node-a", testGPUs, prometheus.NewRegistry())
-		d.mig = &migResolver{
-			lister: fakeInstances{
-				{MIGInstance: discovery.MIGInstance{ID: 3, ProfileID: 2, Placement: discovery.MIGPlacement{Start: 4, Size: 4}}},
-				{MIGInstance: discovery.MIGInstance{ID: 5, ProfileID: 0, Placement: discovery.MIGPlacement{Start: 0, Size: 8}}},
-			},
-			gpus: map[string]migGPU{uuid: {index: 0, mig: migInfo()}},
-		}
-		d.health = fakeXIDs{events: events}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		var mu sync.Mutex
-		var last map[string][]resourceapi.DeviceTaint
-		go func() {
-			done <- d.watchHealth(ctx, func(_ context.Context, taints map[string][]resourceapi.DeviceTaint) error {
-				mu.Lock()
-				defer mu.Unlock()
-				last = taints
-				return nil
-			})
-		}()
-		require.Eventually(t, func() bool { mu.Lock(); defer mu.Unlock(); return last != nil }, 5*time.Second, time.Millisecond)
-		cancel()
-		require.NoError(t, <-done)
-		// Reported to the kubelet too.
-		report := d.healthReport(func() map[string]unhealthyGPU { s, _ := d.gpus.state(); return s }())
-		for _, dev := range report.Devices {
-			_, tainted := last[dev.DeviceName]
-			assert.Equal(t, tainted, dev.Health == kubeletplugin.HealthStatusUnhealthy, dev.DeviceName)
-		}
-		return last
+// A MIG device tainted on its own (an XID inside its instance) is
+// reported to the kubelet too, next to the whole-GPU devices.
+func TestHealthReportNamesTaintedMIGDevices(t *testing.T) {
+	d := newDriver(fakeClaims{}, func(error) {}, "node-a", testGPUs, prometheus.NewRegistry())
+	report := d.healthReport(map[string]gpuhealth.Unhealthy{"gpu-0-mig-3g-40gb-4": {Reason: "critical XID 79 reported by NVML in MIG GPU instance 3"}})
+	got := map[string]kubeletplugin.HealthStatus{}
+	for _, dev := range report.Devices {
+		got[dev.DeviceName] = dev.Health
 	}
-	keys := func(m map[string][]resourceapi.DeviceTaint) []string { return slices.Sorted(maps.Keys(m)) }
-
-	inInstance := run(t, discovery.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 3, ComputeInstanceID: 0})
-	assert.Equal(t, []string{"gpu-0-mig-3g-40gb-4"}, keys(inInstance))
-	p, h := testPublisher(nil, true)
-	_, ctx := ktesting.NewTestContext(t)
-	require.NoError(t, p.publish(ctx, inInstance))
-	for _, s := range h.last(t).Slices {
-		for _, d := range s.Devices {
-			assert.Equal(t, d.Name == "gpu-0-mig-3g-40gb-4", len(d.Taints) == 1, "%s: only the instance's device is tainted", d.Name)
-		}
-	}
-
-	full := run(t, discovery.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 5, ComputeInstanceID: 0})
-	assert.Equal(t, []string{"gpu-0", "gpu-0-mig-7g-80gb-0"}, keys(full), "the full-size instance realises the whole GPU too")
-
-	whole := run(t, discovery.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: discovery.NoInstance, ComputeInstanceID: discovery.NoInstance})
-	assert.Equal(t, []string{"gpu-0"}, keys(whole))
-	unknown := run(t, discovery.XIDEvent{UUID: uuid, XID: 79, GPUInstanceID: 9, ComputeInstanceID: 0})
-	assert.Equal(t, []string{"gpu-0"}, keys(unknown), "an instance that cannot be found: the whole GPU")
+	assert.Equal(t, map[string]kubeletplugin.HealthStatus{"gpu-0": "Healthy", "gpu-1": "Healthy", "gpu-0-mig-3g-40gb-4": "Unhealthy"}, got)
 }

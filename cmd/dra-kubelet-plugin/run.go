@@ -41,10 +41,12 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/gpuhealth"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/monitor"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/mpshost"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/publish"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/reclaim"
 )
 
@@ -64,7 +66,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return fmt.Errorf("discover GPUs: %w", err)
 	}
-	mig, err := discoverMIG(ctx, discoverer, infos)
+	mig, err := publish.DiscoverMIG(ctx, discoverer, infos)
 	if err != nil {
 		return err
 	}
@@ -95,14 +97,14 @@ func run(ctx context.Context, o *options) error {
 	}
 	// A GPU in MIG mode runs CUDA only inside instances: its devices, the
 	// whole-GPU one included, are realised as instances (docs/mig.md).
-	var migHealth *migResolver
-	if len(mig.enabled) > 0 {
-		claimOpts.MIGGPUs = mig.enabled
+	var migHealth *gpuhealth.MIGResolver
+	if len(mig.Enabled) > 0 {
+		claimOpts.MIGGPUs = mig.Enabled
 		claimOpts.MIG = discovery.NewMIGController(discovery.WithNVML(nvmlLib))
-		migHealth = &migResolver{lister: discovery.NewMIGController(discovery.WithNVML(nvmlLib)), gpus: map[string]migGPU{}}
-		for name, m := range mig.enabled {
+		migHealth = &gpuhealth.MIGResolver{Lister: discovery.NewMIGController(discovery.WithNVML(nvmlLib)), GPUs: map[string]gpuhealth.MIGGPU{}}
+		for name, m := range mig.Enabled {
 			info := byName[name]
-			migHealth.gpus[info.UUID] = migGPU{index: info.Index, mig: m}
+			migHealth.GPUs[info.UUID] = gpuhealth.MIGGPU{Index: info.Index, MIG: m}
 		}
 	}
 	if claimOpts.MPS = o.mpsOptions(); claimOpts.MPS != nil {
@@ -146,8 +148,8 @@ func run(ctx context.Context, o *options) error {
 	// that exist, both after recovery (which may have destroyed some) and
 	// before the kubelet can call: nothing creates an instance in between.
 	owned := manager.OwnedMIGInstances()
-	if len(mig.byUUID) > 0 {
-		if mig, err = mig.withInstancesNow(ctx, discoverer); err != nil {
+	if len(mig.ByUUID) > 0 {
+		if mig, err = mig.WithInstancesNow(ctx, discoverer); err != nil {
 			return err
 		}
 	}
@@ -161,7 +163,6 @@ func run(ctx context.Context, o *options) error {
 	defer cancel(nil)
 	go reclaimer.run(ctx)
 	d := newDriver(manager, cancel, o.nodeName, byName, registry)
-	d.mig = migHealth
 
 	// The monitor reads the prepared claims' regions.
 	mon, err := monitor.New(ctx, monitor.Options{
@@ -194,8 +195,13 @@ func run(ctx context.Context, o *options) error {
 		for _, xid := range o.ignoredXIDs {
 			ignored = append(ignored, uint64(xid))
 		}
-		d.health = discovery.NewXIDWatcher(ignored, discovery.WithNVML(nvmlLib))
-		d.taintPolicy = devices.TaintPolicy{NoExecute: o.noExecuteXIDList()}
+		d.health = &gpuhealth.Watcher{
+			XIDs:         discovery.NewXIDWatcher(ignored, discovery.WithNVML(nvmlLib)),
+			DeviceByUUID: d.deviceByUUID,
+			MIG:          migHealth,
+			Policy:       devices.TaintPolicy{NoExecute: o.noExecuteXIDList()},
+			Tracker:      d.gpus,
+		}
 	}
 
 	helperOpts := []kubeletplugin.Option{
@@ -221,41 +227,41 @@ func run(ctx context.Context, o *options) error {
 	}
 	defer helper.Stop()
 
-	nodeEvents, stopNodeEvents := newNodeEventRecorder(ctx, client, o.nodeName)
+	nodeEvents, stopNodeEvents := publish.NewNodeEventRecorder(ctx, client, o.nodeName)
 	defer stopNodeEvents()
-	features, err := apifeatures.NewReporter(registry, nodeEvents, nodeRef(o.nodeName))
+	features, err := apifeatures.NewReporter(registry, nodeEvents, publish.NodeRef(o.nodeName))
 	if err != nil {
 		return err
 	}
 	publishOpts := o.publishOptions()
-	if publishOpts.PartitionableDevices && !countersSafe(ctx, client.Discovery(), nodeEvents, o.nodeName) {
+	if publishOpts.PartitionableDevices && !publish.CountersSafe(ctx, client.Discovery(), nodeEvents, o.nodeName) {
 		publishOpts.PartitionableDevices = false
 	}
-	pub := newPublisher(helper, features, o.nodeName, infos, mig, owned, devOpts, publishOpts)
-	if err := pub.publish(ctx, nil); err != nil {
+	pub := publish.New(helper, features, o.nodeName, infos, mig, owned, devOpts, publishOpts)
+	if err := pub.Publish(ctx, nil); err != nil {
 		return err
 	}
-	logger.Info("Published ResourceSlice", "pool", o.nodeName, "gpus", len(infos), "gpusInMIGMode", len(mig.enabled))
-	go pub.checkReadBack(ctx, client)
-	if len(mig.enabled) > 0 {
-		go pub.watchBlocked(ctx, manager)
+	logger.Info("Published ResourceSlice", "pool", o.nodeName, "gpus", len(infos), "gpusInMIGMode", len(mig.Enabled))
+	go pub.CheckReadBack(ctx, client)
+	if len(mig.Enabled) > 0 {
+		go pub.WatchBlocked(ctx, manager)
 	}
 	if d.health != nil {
 		// A publish with taints is read back too: an API server without
 		// DRADeviceTaints drops them.
-		publish := func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
-			err := pub.publish(ctx, taints)
+		publishTaints := func(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+			err := pub.Publish(ctx, taints)
 			if err == nil && len(taints) > 0 {
-				go pub.checkReadBack(ctx, client)
+				go pub.CheckReadBack(ctx, client)
 			}
 			return err
 		}
 		if !o.deviceTaints {
-			publish = nil
+			publishTaints = nil
 		}
 		go func() {
 			// Without XID events the GPUs stay healthy; the plugin keeps serving.
-			if err := d.watchHealth(ctx, publish); err != nil {
+			if err := d.health.Run(ctx, publishTaints); err != nil {
 				logger.Error(err, "GPU health watch stopped; GPUs are no longer tainted or reported unhealthy")
 			}
 		}()

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package publish
 
 import (
 	"cmp"
@@ -48,32 +48,32 @@ import (
 // slices to read back whether the API server kept every field.
 const readBackTimeout = time.Minute
 
-// migState is the MIG state of the node's GPUs, read at start.
-type migState struct {
-	// byUUID holds every MIG-capable GPU, by GPU UUID.
-	byUUID map[string]discovery.MIGInfo
-	// enabled holds the GPUs in MIG mode, by device name (gpu-<index>):
+// MIGState is the MIG state of the node's GPUs, read at start.
+type MIGState struct {
+	// ByUUID holds every MIG-capable GPU, by GPU UUID.
+	ByUUID map[string]discovery.MIGInfo
+	// Enabled holds the GPUs in MIG mode, by device name (gpu-<index>):
 	// the claims manager realises their devices as MIG instances.
-	enabled map[string]discovery.MIGInfo
+	Enabled map[string]discovery.MIGInfo
 }
 
-// discoverMIG reads the MIG state of infos and logs each GPU's mode.
-func discoverMIG(ctx context.Context, d *discovery.Discoverer, infos []discovery.Info) (migState, error) {
+// DiscoverMIG reads the MIG state of infos and logs each GPU's mode.
+func DiscoverMIG(ctx context.Context, d *discovery.Discoverer, infos []discovery.Info) (MIGState, error) {
 	logger := klog.FromContext(ctx)
 	list, err := d.MIG(ctx)
 	if err != nil {
-		return migState{}, fmt.Errorf("discover MIG: %w", err)
+		return MIGState{}, fmt.Errorf("discover MIG: %w", err)
 	}
-	st := migState{byUUID: map[string]discovery.MIGInfo{}, enabled: map[string]discovery.MIGInfo{}}
+	st := MIGState{ByUUID: map[string]discovery.MIGInfo{}, Enabled: map[string]discovery.MIGInfo{}}
 	for _, m := range list {
-		st.byUUID[m.UUID] = m.MIG
+		st.ByUUID[m.UUID] = m.MIG
 	}
 	for _, info := range infos {
-		m, ok := st.byUUID[info.UUID]
+		m, ok := st.ByUUID[info.UUID]
 		switch {
 		case !ok:
 		case m.Enabled:
-			st.enabled[devices.Name(info.Index)] = m
+			st.Enabled[devices.Name(info.Index)] = m
 			logger.Info("GPU in MIG mode", "device", devices.Name(info.Index), "uuid", info.UUID, "profiles", len(m.Profiles), "instances", len(m.Instances))
 		case m.Pending:
 			logger.Info("GPU has MIG mode pending: it is published as a plain GPU until a reset turns MIG on (docs/mig.md)", "device", devices.Name(info.Index), "uuid", info.UUID)
@@ -82,39 +82,39 @@ func discoverMIG(ctx context.Context, d *discovery.Discoverer, infos []discovery
 	return st, nil
 }
 
-// withInstancesNow returns st with every GPU's instances as NVML lists them
+// WithInstancesNow returns st with every GPU's instances as NVML lists them
 // now. The claims manager's recovery destroys the instances a crashed
 // prepare left (state Creating), which st, read before it, still lists:
 // published with a checkpoint that no longer owns them, they would be an
 // admin's fixed devices, blocking their placements and the whole GPU.
-func (st migState) withInstancesNow(ctx context.Context, d *discovery.Discoverer) (migState, error) {
+func (st MIGState) WithInstancesNow(ctx context.Context, d *discovery.Discoverer) (MIGState, error) {
 	list, err := d.MIG(ctx)
 	if err != nil {
-		return migState{}, fmt.Errorf("discover MIG after recovery: %w", err)
+		return MIGState{}, fmt.Errorf("discover MIG after recovery: %w", err)
 	}
 	now := make(map[string]discovery.MIGInfo, len(list))
 	for _, m := range list {
 		now[m.UUID] = m.MIG
 	}
-	out := migState{byUUID: make(map[string]discovery.MIGInfo, len(st.byUUID)), enabled: st.enabled}
-	for uuid, m := range st.byUUID {
+	out := MIGState{ByUUID: make(map[string]discovery.MIGInfo, len(st.ByUUID)), Enabled: st.Enabled}
+	for uuid, m := range st.ByUUID {
 		if n, ok := now[uuid]; ok {
 			m.Instances = n.Instances
 		}
-		out.byUUID[uuid] = m
+		out.ByUUID[uuid] = m
 	}
 	return out, nil
 }
 
-// publishHelper is the part of the kubeletplugin helper that publishes.
-type publishHelper interface {
+// Helper is the part of the kubeletplugin helper that publishes.
+type Helper interface {
 	PublishResources(ctx context.Context, resources resourceslice.DriverResources) error
 }
 
-// publisher publishes the node's pool and republishes it with taints, or
+// Publisher publishes the node's pool and republishes it with taints, or
 // without counters once the cluster turns out not to keep them.
-type publisher struct {
-	helper   publishHelper
+type Publisher struct {
+	helper   Helper
 	reporter *apifeatures.Reporter
 	node     string
 	gpus     []devices.GPU
@@ -126,14 +126,14 @@ type publisher struct {
 	logged  map[string]bool
 }
 
-// newPublisher describes infos (with their MIG state and the instances the
+// New describes infos (with their MIG state and the instances the
 // plugin owns, by GPU UUID) for publishing.
-func newPublisher(helper publishHelper, reporter *apifeatures.Reporter, node string, infos []discovery.Info, mig migState, owned map[string][]discovery.MIGInstance,
-	devOpts devices.Options, migOpts devices.MIGOptions) *publisher {
-	p := &publisher{helper: helper, reporter: reporter, node: node, devOpts: devOpts, migOpts: migOpts, logged: map[string]bool{}}
+func New(helper Helper, reporter *apifeatures.Reporter, node string, infos []discovery.Info, mig MIGState, owned map[string][]discovery.MIGInstance,
+	devOpts devices.Options, migOpts devices.MIGOptions) *Publisher {
+	p := &Publisher{helper: helper, reporter: reporter, node: node, devOpts: devOpts, migOpts: migOpts, logged: map[string]bool{}}
 	for _, info := range infos {
 		g := devices.GPU{Info: info, Owned: owned[info.UUID]}
-		if m, ok := mig.byUUID[info.UUID]; ok {
+		if m, ok := mig.ByUUID[info.UUID]; ok {
 			g.MIG = &m
 		}
 		p.gpus = append(p.gpus, g)
@@ -142,7 +142,7 @@ func newPublisher(helper publishHelper, reporter *apifeatures.Reporter, node str
 }
 
 // pool is what is published now; p.mu held.
-func (p *publisher) pool(ctx context.Context) resourceslice.Pool {
+func (p *Publisher) pool(ctx context.Context) resourceslice.Pool {
 	pool, notes := devices.MIGPool(p.gpus, p.devOpts, p.migOpts)
 	for _, n := range notes {
 		if !p.logged[n] {
@@ -153,8 +153,8 @@ func (p *publisher) pool(ctx context.Context) resourceslice.Pool {
 	return devices.WithTaints(pool, p.taints)
 }
 
-// publish publishes the pool with taints (nil: none).
-func (p *publisher) publish(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
+// Publish publishes the pool with taints (nil: none).
+func (p *Publisher) Publish(ctx context.Context, taints map[string][]resourceapi.DeviceTaint) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.taints = taints
@@ -162,7 +162,7 @@ func (p *publisher) publish(ctx context.Context, taints map[string][]resourceapi
 }
 
 // publishLocked publishes the current pool; p.mu held.
-func (p *publisher) publishLocked(ctx context.Context) error {
+func (p *Publisher) publishLocked(ctx context.Context) error {
 	pool := p.pool(ctx)
 	if err := p.helper.PublishResources(ctx, resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{p.node: pool}}); err != nil {
 		return fmt.Errorf("publish ResourceSlice: %w", err)
@@ -170,7 +170,7 @@ func (p *publisher) publishLocked(ctx context.Context) error {
 	return nil
 }
 
-// checkReadBack reads the node's slices back once they are published and
+// CheckReadBack reads the node's slices back once they are published and
 // reports every field the API server dropped for want of a feature gate
 // (docs/install.md): never silently. Without DRAPartitionableDevices the
 // scheduler could allocate nothing of a GPU in MIG mode, nor tell a GPU's
@@ -180,7 +180,7 @@ func (p *publisher) publishLocked(ctx context.Context) error {
 // stored devices are exclusive, one claim per GPU, and stay published so
 // (whole GPUs still work); without DRADeviceTaints a GPU with a fatal XID
 // is reported unhealthy but not tainted.
-func (p *publisher) checkReadBack(ctx context.Context, client kubernetes.Interface) {
+func (p *Publisher) CheckReadBack(ctx context.Context, client kubernetes.Interface) {
 	logger := klog.FromContext(ctx)
 	p.mu.Lock()
 	published := p.pool(ctx)
@@ -210,7 +210,7 @@ func (p *publisher) checkReadBack(ctx context.Context, client kubernetes.Interfa
 			p.migOpts.PartitionableDevices = false
 			taints := p.taints
 			p.mu.Unlock()
-			if err := p.publish(ctx, taints); err != nil {
+			if err := p.Publish(ctx, taints); err != nil {
 				logger.Error(err, "Republishing without counters failed")
 			}
 		case apifeatures.ConsumableCapacity.Name:
@@ -231,7 +231,7 @@ var countersFixedIn = utilversion.MustParseGeneric("1.36.2")
 // the cluster's version cannot be trusted with the node's counters.
 const ReasonCountersUnsafe = "SharedCountersUnsafe"
 
-// countersSafe reports whether the cluster's scheduler can be given the
+// CountersSafe reports whether the cluster's scheduler can be given the
 // node's counter sets: GPUs in MIG mode, whose instances take software
 // slices (multi-allocatable devices that consume counters), and MPS
 // devices. On an older cluster it logs and records why not, and the
@@ -239,7 +239,7 @@ const ReasonCountersUnsafe = "SharedCountersUnsafe"
 // overlapping instances, nor one GPU in two sharing modes, silently. A
 // version it cannot read counts as safe (the read-back still checks the
 // gate).
-func countersSafe(ctx context.Context, disc k8sdiscovery.ServerVersionInterface, recorder record.EventRecorder, node string) bool {
+func CountersSafe(ctx context.Context, disc k8sdiscovery.ServerVersionInterface, recorder record.EventRecorder, node string) bool {
 	logger := klog.FromContext(ctx)
 	info, err := disc.ServerVersion()
 	if err != nil {
@@ -255,26 +255,26 @@ func countersSafe(ctx context.Context, disc k8sdiscovery.ServerVersionInterface,
 		"publishing GPUs in MIG mode as their whole-GPU device only, and no MPS devices, as with --partitionable-devices=false. See docs/install.md, section Kubernetes versions",
 		info.GitVersion)
 	logger.Error(nil, msg, "serverVersion", info.GitVersion)
-	recorder.Event(nodeRef(node), corev1.EventTypeWarning, ReasonCountersUnsafe, msg)
+	recorder.Event(NodeRef(node), corev1.EventTypeWarning, ReasonCountersUnsafe, msg)
 	return false
 }
 
-// newNodeEventRecorder records Events about the node itself, as the
+// NewNodeEventRecorder records Events about the node itself, as the
 // kubelet does (the node's name is its reference's UID).
-func newNodeEventRecorder(ctx context.Context, client kubernetes.Interface, nodeName string) (record.EventRecorder, func()) {
+func NewNodeEventRecorder(ctx context.Context, client kubernetes.Interface, nodeName string) (record.EventRecorder, func()) {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	return b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: names.DriverName + "/kubelet-plugin", Host: nodeName}), b.Shutdown
 }
 
-// nodeRef is the reference of Events about the node.
-func nodeRef(nodeName string) *corev1.ObjectReference {
+// NodeRef is the reference of Events about the node.
+func NodeRef(nodeName string) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Node", Name: nodeName, UID: types.UID(nodeName)}
 }
 
-// blockedSource is what the publisher needs of the claims manager to keep
+// BlockedSource is what the Publisher needs of the claims manager to keep
 // instances being destroyed from being offered.
-type blockedSource interface {
+type BlockedSource interface {
 	MIGChanges() <-chan struct{}
 	BlockedMIGInstances() map[string][]discovery.MIGInstance
 }
@@ -283,7 +283,7 @@ type blockedSource interface {
 // and republishes when they changed: while one exists its placement, what
 // overlaps it and its GPU's whole-GPU device are not offered, so that the
 // scheduler allocates nothing prepare would refuse.
-func (p *publisher) setBlocked(ctx context.Context, blocked map[string][]discovery.MIGInstance) error {
+func (p *Publisher) setBlocked(ctx context.Context, blocked map[string][]discovery.MIGInstance) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	changed := false
@@ -310,9 +310,9 @@ func (p *publisher) setBlocked(ctx context.Context, blocked map[string][]discove
 	return p.publishLocked(ctx)
 }
 
-// watchBlocked keeps the published pool in step with src's instances being
+// WatchBlocked keeps the published pool in step with src's instances being
 // destroyed until ctx ends.
-func (p *publisher) watchBlocked(ctx context.Context, src blockedSource) {
+func (p *Publisher) WatchBlocked(ctx context.Context, src BlockedSource) {
 	for {
 		if err := p.setBlocked(ctx, src.BlockedMIGInstances()); err != nil {
 			klog.FromContext(ctx).Error(err, "Republishing after a change of MIG instances failed; will retry at the next change")

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package main
+package publish
 
 import (
 	"context"
@@ -76,29 +76,29 @@ func migInfo() discovery.MIGInfo {
 	}}
 }
 
-func testPublisher(owned map[string][]discovery.MIGInstance, partitionable bool) (*publisher, *recordingHelper) {
+func testPublisher(owned map[string][]discovery.MIGInstance, partitionable bool) (*Publisher, *recordingHelper) {
 	return testPublisherWith(owned, devices.MIGOptions{PartitionableDevices: partitionable})
 }
 
-func testPublisherWith(owned map[string][]discovery.MIGInstance, migOpts devices.MIGOptions) (*publisher, *recordingHelper) {
+func testPublisherWith(owned map[string][]discovery.MIGInstance, migOpts devices.MIGOptions) (*Publisher, *recordingHelper) {
 	infos := []discovery.Info{
 		{UUID: "GPU-00000000-0000-0000-0000-000000000000", Index: 0, ProductName: "NVIDIA H100", MemoryBytes: 80 << 30},
 		{UUID: "GPU-11111111-1111-1111-1111-111111111111", Index: 1, ProductName: "NVIDIA H100", MemoryBytes: 80 << 30},
 	}
-	mig := migState{byUUID: map[string]discovery.MIGInfo{infos[0].UUID: migInfo()}, enabled: map[string]discovery.MIGInfo{"gpu-0": migInfo()}}
+	mig := MIGState{ByUUID: map[string]discovery.MIGInfo{infos[0].UUID: migInfo()}, Enabled: map[string]discovery.MIGInfo{"gpu-0": migInfo()}}
 	h := &recordingHelper{}
 	reporter, err := apifeatures.NewReporter(prometheus.NewRegistry(), nil, nil)
 	if err != nil {
 		panic(err)
 	}
-	return newPublisher(h, reporter, "node-a", infos, mig, owned, devices.Options{}, migOpts), h
+	return New(h, reporter, "node-a", infos, mig, owned, devices.Options{}, migOpts), h
 }
 
 // withEvents gives p a reporter whose Events and metric the test reads.
-func withEvents(t *testing.T, p *publisher) (*record.FakeRecorder, *prometheus.Registry) {
+func withEvents(t *testing.T, p *Publisher) (*record.FakeRecorder, *prometheus.Registry) {
 	events := record.NewFakeRecorder(10)
 	reg := prometheus.NewRegistry()
-	reporter, err := apifeatures.NewReporter(reg, events, nodeRef("node-a"))
+	reporter, err := apifeatures.NewReporter(reg, events, NodeRef("node-a"))
 	require.NoError(t, err)
 	p.reporter = reporter
 	return events, reg
@@ -137,13 +137,13 @@ func deviceNames(p resourceslice.Pool) (names []string, counterSets int) {
 func TestPublisherPublishesMIGDevices(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	p, h := testPublisher(nil, true)
-	require.NoError(t, p.publish(ctx, nil))
+	require.NoError(t, p.Publish(ctx, nil))
 	got, sets := deviceNames(h.last(t))
 	assert.Equal(t, 1, sets)
 	assert.ElementsMatch(t, []string{"gpu-0", "gpu-0-mig-3g-40gb-0", "gpu-0-mig-3g-40gb-4", "gpu-0-mig-7g-80gb-0", "gpu-1"}, got)
 
 	taint := devices.TaintPolicy{}.XIDTaint(79, metav1.Now().Time)
-	require.NoError(t, p.publish(ctx, map[string][]resourceapi.DeviceTaint{"gpu-0": {taint}}))
+	require.NoError(t, p.Publish(ctx, map[string][]resourceapi.DeviceTaint{"gpu-0": {taint}}))
 	for _, s := range h.last(t).Slices {
 		for _, d := range s.Devices {
 			assert.Equal(t, d.Name != "gpu-1", len(d.Taints) == 1, d.Name)
@@ -162,7 +162,7 @@ func TestPublisherTellsOwnedFromStaticInstances(t *testing.T) {
 		info := migInfo()
 		info.Instances = []discovery.MIGInstance{instance}
 		p.gpus[0].MIG = &info
-		require.NoError(t, p.publish(ctx, nil))
+		require.NoError(t, p.Publish(ctx, nil))
 		static := map[string]bool{} // device name: static attribute
 		for _, s := range h.last(t).Slices {
 			for _, d := range s.Devices {
@@ -188,14 +188,14 @@ func TestCheckReadBackRepublishesWithoutCounters(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p, h := testPublisher(nil, true)
 			events, reg := withEvents(t, p)
-			require.NoError(t, p.publish(ctx, nil))
+			require.NoError(t, p.Publish(ctx, nil))
 			client := fake.NewClientset()
 			storeAsAPIServer(ctx, t, client, h.last(t), 1, func(s *resourceapi.ResourceSliceSpec) {
 				if !keep {
 					s.SharedCounters = nil
 				}
 			})
-			p.checkReadBack(ctx, client)
+			p.CheckReadBack(ctx, client)
 			got, sets := deviceNames(h.last(t))
 			if keep {
 				assert.Equal(t, 1, sets)
@@ -227,14 +227,14 @@ func TestPublisherPublishesMPSDevices(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	p, h := testPublisherWith(nil, devices.MIGOptions{PartitionableDevices: true, MPS: true})
 	events, _ := withEvents(t, p)
-	require.NoError(t, p.publish(ctx, nil))
+	require.NoError(t, p.Publish(ctx, nil))
 	got, sets := deviceNames(h.last(t))
 	assert.Equal(t, 2, sets, "gpu-0's MIG counters and gpu-1's sharing mode")
 	assert.ElementsMatch(t, []string{"gpu-0", "gpu-0-mig-3g-40gb-0", "gpu-0-mig-3g-40gb-4", "gpu-0-mig-7g-80gb-0", "gpu-1", "gpu-1-mps"}, got)
 
 	client := fake.NewClientset()
 	storeAsAPIServer(ctx, t, client, h.last(t), 1, func(s *resourceapi.ResourceSliceSpec) { s.SharedCounters = nil })
-	p.checkReadBack(ctx, client)
+	p.CheckReadBack(ctx, client)
 	got, sets = deviceNames(h.last(t))
 	assert.Zero(t, sets)
 	assert.ElementsMatch(t, []string{"gpu-0", "gpu-1"}, got, "no MPS device without counters")
@@ -250,7 +250,7 @@ func TestCheckReadBackReportsExclusiveGPUsAndDroppedTaints(t *testing.T) {
 	p, h := testPublisher(nil, false)
 	events, reg := withEvents(t, p)
 	taint := devices.TaintPolicy{}.XIDTaint(79, metav1.Now().Time)
-	require.NoError(t, p.publish(ctx, map[string][]resourceapi.DeviceTaint{"gpu-1": {taint}}))
+	require.NoError(t, p.Publish(ctx, map[string][]resourceapi.DeviceTaint{"gpu-1": {taint}}))
 	client := fake.NewClientset()
 	storeAsAPIServer(ctx, t, client, h.last(t), 1, func(s *resourceapi.ResourceSliceSpec) {
 		for i := range s.Devices {
@@ -258,7 +258,7 @@ func TestCheckReadBackReportsExclusiveGPUsAndDroppedTaints(t *testing.T) {
 			s.Devices[i].Taints = nil
 		}
 	})
-	p.checkReadBack(ctx, client)
+	p.CheckReadBack(ctx, client)
 	assert.Len(t, h.pools, 1, "nothing republished")
 	require.Len(t, events.Events, 2)
 	first, second := <-events.Events, <-events.Events
@@ -268,7 +268,7 @@ func TestCheckReadBackReportsExclusiveGPUsAndDroppedTaints(t *testing.T) {
 	assert.Equal(t, 2, testutil.CollectAndCount(reg, apifeatures.MetricName))
 
 	// Reported once per process, however often the pool is read back.
-	p.checkReadBack(ctx, client)
+	p.CheckReadBack(ctx, client)
 	assert.Empty(t, events.Events)
 }
 
@@ -280,7 +280,7 @@ func TestCheckReadBackWaitsForItsOwnPool(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	p, h := testPublisher(nil, true)
 	events, _ := withEvents(t, p)
-	require.NoError(t, p.publish(ctx, nil))
+	require.NoError(t, p.Publish(ctx, nil))
 	client := fake.NewClientset()
 	old := &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{Name: "node-a-old"},
@@ -295,7 +295,7 @@ func TestCheckReadBackWaitsForItsOwnPool(t *testing.T) {
 		_ = client.ResourceV1().ResourceSlices().Delete(ctx, old.Name, metav1.DeleteOptions{})
 		storeAsAPIServer(ctx, t, client, h.last(t), 2, nil)
 	}()
-	p.checkReadBack(ctx, client)
+	p.CheckReadBack(ctx, client)
 	_, sets := deviceNames(h.last(t))
 	assert.Equal(t, 1, sets, "the counters are still published")
 	assert.Len(t, h.pools, 1, "nothing republished")
@@ -334,13 +334,13 @@ func TestPublisherBlocksInstanceBeingDestroyed(t *testing.T) {
 	uuid := "GPU-00000000-0000-0000-0000-000000000000"
 	instance := discovery.MIGInstance{ID: 1, ProfileID: 2, Placement: discovery.MIGPlacement{Start: 4, Size: 4}, ComputeInstances: 1}
 	p, h := testPublisher(map[string][]discovery.MIGInstance{uuid: {instance}}, true)
-	require.NoError(t, p.publish(ctx, nil))
+	require.NoError(t, p.Publish(ctx, nil))
 	all := []string{"gpu-0", "gpu-0-mig-3g-40gb-0", "gpu-0-mig-3g-40gb-4", "gpu-0-mig-7g-80gb-0", "gpu-1"}
 	got, _ := deviceNames(h.last(t))
 	assert.ElementsMatch(t, all, got)
 
 	src := &fakeBlocked{changes: make(chan struct{})}
-	go p.watchBlocked(ctx, src)
+	go p.WatchBlocked(ctx, src)
 	src.set(map[string][]discovery.MIGInstance{uuid: {instance}})
 	assert.Eventually(t, func() bool {
 		got, _ := deviceNames(h.last(t))
@@ -372,7 +372,7 @@ func TestCountersSafeOnlyFrom1362(t *testing.T) {
 			client := fake.NewClientset()
 			client.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &apiversion.Info{GitVersion: version}
 			events := record.NewFakeRecorder(1)
-			assert.Equal(t, safe, countersSafe(ctx, client.Discovery(), events, "node-a"))
+			assert.Equal(t, safe, CountersSafe(ctx, client.Discovery(), events, "node-a"))
 			if safe {
 				assert.Empty(t, events.Events)
 				return
@@ -383,4 +383,21 @@ func TestCountersSafeOnlyFrom1362(t *testing.T) {
 			assert.Contains(t, ev, "publishing GPUs in MIG mode as their whole-GPU device only, and no MPS devices")
 		})
 	}
+}
+
+// A taint of a MIG device (an XID inside its instance) is published on
+// that device alone.
+func TestPublisherTaintsOnlyTheTaintedMIGDevice(t *testing.T) {
+	p, h := testPublisher(nil, true)
+	_, ctx := ktesting.NewTestContext(t)
+	taint := resourceapi.DeviceTaint{Key: "vgpu.dra.dev/xid", Value: "79", Effect: resourceapi.DeviceTaintEffectNoExecute}
+	require.NoError(t, p.Publish(ctx, map[string][]resourceapi.DeviceTaint{"gpu-0-mig-3g-40gb-4": {taint}}))
+	found := false
+	for _, s := range h.last(t).Slices {
+		for _, d := range s.Devices {
+			found = found || d.Name == "gpu-0-mig-3g-40gb-4"
+			assert.Equal(t, d.Name == "gpu-0-mig-3g-40gb-4", len(d.Taints) == 1, "%s: only the instance's device is tainted", d.Name)
+		}
+	}
+	assert.True(t, found, "the MIG device is published")
 }
