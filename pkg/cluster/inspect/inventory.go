@@ -55,7 +55,7 @@ type gpu struct {
 	usedSum  int64
 	usedSeen bool
 	// mig is set on a MIG device; migEnabled on the whole-GPU device of a
-	// GPU in MIG mode (mig.go).
+	// GPU in MIG mode (migslices.go).
 	mig        *migDev
 	migEnabled bool
 	// mps is set on the MPS device of a GPU (mps.go).

@@ -36,7 +36,7 @@ limitations under the License.
 // plan.go turns the allocation into limits), unprepare in unprepare.go,
 // recovery at startup in recovery.go, the on-disk layout in files.go and
 // the region file system in regionfs.go. A limit realised by a sharing
-// mode beyond the software slice (MIG, mig.go) goes through the
+// mode beyond the software slice (MIG, migmode.go) goes through the
 // sharingMode interface in mode.go; a plain slice calls no mode.
 // docs/prepare.md describes the files, the checkpoint format and the
 // recovery rules.

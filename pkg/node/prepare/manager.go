@@ -151,7 +151,7 @@ type step string
 
 const (
 	stepCheckpointStarted step = "checkpoint-started"
-	// A sharing mode's steps (a MIG instance's: mig.go; an MPS daemon's:
+	// A sharing mode's steps (a MIG instance's: migmode.go; an MPS daemon's:
 	// mps.go) come here in
 	// prepare, after stepCheckpointRemoved in unprepare.
 	stepConfig              step = "config"
