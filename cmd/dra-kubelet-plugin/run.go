@@ -38,7 +38,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/version"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstnode"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/claimcdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/gpuhealth"
@@ -306,16 +306,16 @@ func draSocketName(podUID string) string {
 	return "dra.sock"
 }
 
-func newGPUEditsSource(ctx context.Context, o *options, lib nvml.Interface) (cdi.GPUEditsSource, error) {
+func newGPUEditsSource(ctx context.Context, o *options, lib nvml.Interface) (claimcdi.GPUEditsSource, error) {
 	switch o.gpuEdits {
 	case gpuEditsCDISpec:
-		src, err := cdi.NewSpecDirSource(o.vendorCDIKind, o.vendorCDIDirs)
+		src, err := claimcdi.NewSpecDirSource(o.vendorCDIKind, o.vendorCDIDirs)
 		if err != nil {
 			return nil, fmt.Errorf("--gpu-edits=cdi-spec: %w", err)
 		}
 		return src, nil
 	default:
-		src, err := cdi.NewNVCDISource(ctx, cdi.NVCDIOptions{
+		src, err := claimcdi.NewNVCDISource(ctx, claimcdi.NVCDIOptions{
 			DriverRoot:        o.nvidiaDriverRoot,
 			HostDriverRoot:    o.nvidiaHostDriverRoot,
 			DevRoot:           o.nvidiaDevRoot,

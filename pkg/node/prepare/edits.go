@@ -28,7 +28,7 @@ import (
 
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/claimcdi"
 )
 
 const bytesPerMiB = 1 << 20
@@ -56,7 +56,7 @@ func cdiDeviceName(uid types.UID, d PreparedDevice) string {
 // indexed limit variables, then the GPU's own edits.
 func (m *Manager) claimSpec(ctx context.Context, c *PreparedClaim) (cdispec.ContainerEdits, []cdispec.Device, error) {
 	common := m.claimEdits(c)
-	gpuEdits := make([]*cdi.GPUEdits, len(c.GPUs))
+	gpuEdits := make([]*claimcdi.GPUEdits, len(c.GPUs))
 	var seen []cdispec.ContainerEdits
 	for i, g := range c.GPUs {
 		edits, err := m.opts.GPUEdits.ContainerEdits(ctx, g.UUID)
@@ -170,7 +170,7 @@ func (m *Manager) writeCDISpec(ctx context.Context, c *PreparedClaim) error {
 func cdiDeviceIDs(c *PreparedClaim) []string {
 	ids := make([]string, len(c.Devices))
 	for i, d := range c.Devices {
-		ids[i] = cdi.QualifiedName(cdiDeviceName(c.UID, d))
+		ids[i] = claimcdi.QualifiedName(cdiDeviceName(c.UID, d))
 	}
 	return ids
 }

@@ -32,10 +32,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2/ktesting"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/claimcdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
@@ -81,7 +81,7 @@ func newTestEnv(t testing.TB) *testEnv {
 	sharedMount(t, env.stateRoot)
 	env.setBootID(t, "boot-1")
 	writeVendorSpec(t, env.vendorDir)
-	src, err := cdi.NewSpecDirSource(cdi.DefaultVendorKind, []string{env.vendorDir})
+	src, err := claimcdi.NewSpecDirSource(claimcdi.DefaultVendorKind, []string{env.vendorDir})
 	require.NoError(t, err)
 	env.edits = &failingEdits{source: src, fail: map[string]error{}}
 	return env
@@ -120,7 +120,7 @@ func testContext(t testing.TB) context.Context {
 func writeVendorSpec(t testing.TB, dir string) {
 	spec := cdispec.Spec{
 		Version: "0.6.0",
-		Kind:    cdi.DefaultVendorKind,
+		Kind:    claimcdi.DefaultVendorKind,
 		Devices: []cdispec.Device{
 			{Name: uuid0, ContainerEdits: cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{{Path: "/dev/nvidia0", Type: "c", Major: 195, Minor: 0}}}},
 			{Name: uuid1, ContainerEdits: cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{{Path: "/dev/nvidia1", Type: "c", Major: 195, Minor: 1}}}},
@@ -139,12 +139,12 @@ func writeVendorSpec(t testing.TB, dir string) {
 
 // failingEdits wraps a real source and fails for chosen UUIDs.
 type failingEdits struct {
-	source cdi.GPUEditsSource
+	source claimcdi.GPUEditsSource
 	mu     sync.Mutex
 	fail   map[string]error
 }
 
-func (f *failingEdits) ContainerEdits(ctx context.Context, uuid string) (*cdi.GPUEdits, error) {
+func (f *failingEdits) ContainerEdits(ctx context.Context, uuid string) (*claimcdi.GPUEdits, error) {
 	f.mu.Lock()
 	err := f.fail[uuid]
 	f.mu.Unlock()
@@ -225,9 +225,9 @@ func (b *claimBuilder) config(source resourceapi.AllocationConfigSource, request
 func (b *claimBuilder) obj() *resourceapi.ResourceClaim { return b.claim }
 
 // readSpec parses the claim's CDI spec back with the CDI library.
-func readSpec(t testing.TB, e *testEnv, uid string) *cdiapi.Spec {
-	path := filepath.Join(e.cdiRoot, cdiapi.GenerateTransientSpecName(cdi.Vendor, cdi.Class, uid)+".json")
-	spec, err := cdiapi.ReadSpec(path, 0)
+func readSpec(t testing.TB, e *testEnv, uid string) *cdi.Spec {
+	path := filepath.Join(e.cdiRoot, cdi.GenerateTransientSpecName(claimcdi.Vendor, claimcdi.Class, uid)+".json")
+	spec, err := cdi.ReadSpec(path, 0)
 	require.NoError(t, err)
 	return spec
 }
@@ -252,7 +252,7 @@ func (e *testEnv) diskState(t testing.TB, uid string) diskState {
 		claimDir: exists(l.claimDir(u)),
 		config:   exists(l.configPath(u)),
 		region:   exists(l.regionPath(u)),
-		spec:     exists(filepath.Join(e.cdiRoot, cdiapi.GenerateTransientSpecName(cdi.Vendor, cdi.Class, uid)+".json")),
+		spec:     exists(filepath.Join(e.cdiRoot, cdi.GenerateTransientSpecName(claimcdi.Vendor, claimcdi.Class, uid)+".json")),
 	}
 	for _, p := range mountsUnder(t, l.claimDir(u)) {
 		require.Equal(t, l.shmDir(u), p, "the only mount of a claim is its region file system")

@@ -29,7 +29,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/claimcdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
 
@@ -53,7 +53,7 @@ type Options struct {
 	// Devices are the node's GPUs by DRA device name ("gpu-<index>").
 	Devices map[string]discovery.Info
 	// GPUEdits produces the container edits of a whole GPU.
-	GPUEdits cdi.GPUEditsSource
+	GPUEdits claimcdi.GPUEditsSource
 	// BootIDPath is read to detect reboots; empty means DefaultBootIDPath.
 	BootIDPath string
 	// MIGGPUs is the MIG state, read at start, of the GPUs in MIG mode by
@@ -170,7 +170,7 @@ const (
 type Manager struct {
 	opts   Options
 	layout layout
-	specs  *cdi.ClaimSpecs
+	specs  *claimcdi.ClaimSpecs
 
 	mu        sync.Mutex
 	stateLock *stateLock
@@ -212,7 +212,7 @@ func NewManager(ctx context.Context, opts Options) (*Manager, error) {
 	// The caller's map must not change the manager's view later.
 	opts.Devices = maps.Clone(opts.Devices)
 	opts.MIGGPUs = maps.Clone(opts.MIGGPUs)
-	specs, err := cdi.NewClaimSpecs(opts.CDIRoot)
+	specs, err := claimcdi.NewClaimSpecs(opts.CDIRoot)
 	if err != nil {
 		return nil, err
 	}

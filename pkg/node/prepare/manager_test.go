@@ -30,7 +30,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
@@ -395,7 +395,7 @@ func TestInjectIntoContainer(t *testing.T) {
 	m := env.newManager(t)
 	res := prepareOne(t, m, twoGPUClaim(claimA))
 
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(env.cdiRoot), cdiapi.WithAutoRefresh(false))
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(env.cdiRoot), cdi.WithAutoRefresh(false))
 	require.NoError(t, err)
 	container := &oci.Spec{Process: &oci.Process{}, Linux: &oci.Linux{}}
 	var ids []string

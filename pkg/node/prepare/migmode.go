@@ -31,7 +31,7 @@ import (
 	"k8s.io/klog/v2"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/claimcdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 )
@@ -382,7 +382,7 @@ func (mm *migMode) deviceEdits(g GPULimit, gpu cdispec.ContainerEdits) (cdispec.
 	if r == nil || r.State != instanceReady {
 		return cdispec.ContainerEdits{}, fmt.Errorf("MIG instance of profile %d at slice %d of GPU %s is not ready", g.MIG.ProfileID, g.MIG.Placement.Start, g.UUID)
 	}
-	edits, err := cdi.MIGEdits{ProcRoot: m.opts.ProcRoot, HostDevRoot: cdi.HostDevRoot(gpu, info.Minor)}.Edits(cdi.MIGInstance{
+	edits, err := claimcdi.MIGEdits{ProcRoot: m.opts.ProcRoot, HostDevRoot: claimcdi.HostDevRoot(gpu, info.Minor)}.Edits(claimcdi.MIGInstance{
 		ParentMinor: info.Minor, GPUInstanceID: *r.GPUInstanceID, ComputeInstanceID: *r.ComputeInstanceID, UUID: r.UUID,
 	})
 	if err != nil {

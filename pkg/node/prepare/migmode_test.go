@@ -39,7 +39,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/claimcdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery/discoverytest"
 )
@@ -111,11 +111,11 @@ func (e *migEnv) newManager(t *testing.T) *Manager {
 // parentEdits answers for the MIG GPU with gpu-0's common edits and its own
 // device node; the vendor spec knows only the plain GPUs.
 type parentEdits struct {
-	base cdi.GPUEditsSource
+	base claimcdi.GPUEditsSource
 	uuid string
 }
 
-func (p parentEdits) ContainerEdits(ctx context.Context, uuid string) (*cdi.GPUEdits, error) {
+func (p parentEdits) ContainerEdits(ctx context.Context, uuid string) (*claimcdi.GPUEdits, error) {
 	if uuid != p.uuid {
 		return p.base.ContainerEdits(ctx, uuid)
 	}
@@ -123,7 +123,7 @@ func (p parentEdits) ContainerEdits(ctx context.Context, uuid string) (*cdi.GPUE
 	if err != nil {
 		return nil, err
 	}
-	return &cdi.GPUEdits{Common: e.Common, Device: cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{{Path: "/dev/nvidia2"}}}}, nil
+	return &claimcdi.GPUEdits{Common: e.Common, Device: cdispec.ContainerEdits{DeviceNodes: []*cdispec.DeviceNode{{Path: "/dev/nvidia2"}}}}, nil
 }
 
 func migClaim(uid, device, shareID string) *resourceapi.ResourceClaim {

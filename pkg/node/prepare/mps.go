@@ -34,7 +34,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/cdi"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/claimcdi"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/discovery"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/mpsdaemon"
@@ -411,7 +411,7 @@ func (mm *mpsMode) deviceEdits(g GPULimit, gpu cdispec.ContainerEdits) (cdispec.
 		return cdispec.ContainerEdits{}, fmt.Errorf("the MPS control daemon of GPU %s is not running", g.UUID)
 	}
 	out := gpu
-	add := cdi.MPSEdits(g.UUID, mm.config(g.UUID).PipeDir())
+	add := claimcdi.MPSEdits(g.UUID, mm.config(g.UUID).PipeDir())
 	out.Env = append(slices.Clone(gpu.Env), add.Env...)
 	out.Mounts = append(slices.Clone(gpu.Mounts), add.Mounts...)
 	return out, nil

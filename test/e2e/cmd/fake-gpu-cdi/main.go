@@ -23,7 +23,7 @@ import (
 	"os"
 
 	"github.com/NVIDIA/go-nvml/pkg/nvml"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
 // specName is the file name of the written spec (the extension picks JSON); one
@@ -61,7 +61,7 @@ func run(in specInput, outDir string) error {
 	if err != nil {
 		return err
 	}
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(outDir), cdiapi.WithAutoRefresh(false))
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(outDir), cdi.WithAutoRefresh(false))
 	if err != nil {
 		return fmt.Errorf("open CDI spec directory %s: %w", outDir, err)
 	}

@@ -23,7 +23,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
 )
 
 func testInput() specInput {
@@ -43,7 +43,7 @@ func TestBuildSpecIsUsableThroughTheCDICache(t *testing.T) {
 	require.NoError(t, err)
 
 	dir := t.TempDir()
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
 	require.NoError(t, err)
 	require.NoError(t, cache.WriteSpec(spec, specName))
 	_, err = os.Stat(filepath.Join(dir, specName))

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cdi
+package claimcdi
 
 import (
 	"errors"
@@ -23,7 +23,7 @@ import (
 	"os"
 	"path/filepath"
 
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
@@ -47,7 +47,7 @@ const (
 // spec directory.
 type ClaimSpecs struct {
 	dir   string
-	cache *cdiapi.Cache
+	cache *cdi.Cache
 }
 
 // NewClaimSpecs returns a writer for claim specs in dir (normally
@@ -58,7 +58,7 @@ func NewClaimSpecs(dir string) (*ClaimSpecs, error) {
 	}
 	// Auto-refresh would watch the directory and rescan it on every write;
 	// this writer never reads devices back, so it is turned off.
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
 	if err != nil {
 		return nil, fmt.Errorf("create CDI cache for %s: %w", dir, err)
 	}
@@ -73,7 +73,7 @@ func QualifiedName(deviceName string) string {
 
 // specName is the file name of the transient spec of a claim.
 func specName(claimUID string) string {
-	return cdiapi.GenerateTransientSpecName(Vendor, Class, claimUID) + specExt
+	return cdi.GenerateTransientSpecName(Vendor, Class, claimUID) + specExt
 }
 
 // Path returns the file that holds the spec of the claim.

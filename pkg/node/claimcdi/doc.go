@@ -14,9 +14,10 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package cdi writes the per-claim CDI specs of the vGPU driver and supplies
-// the "GPU base edits" (device nodes, driver libraries, hooks) that make a
-// physical GPU usable inside a container.
+// Package claimcdi writes the per-claim CDI specs of the vGPU driver and
+// supplies the "GPU base edits" (device nodes, driver libraries, hooks)
+// that make a physical GPU usable inside a container. Its name keeps it
+// apart from the CDI library's package cdi, which it uses.
 //
 // Claim specs are transient specs of kind k8s.vgpu.dra.dev/claim, one per
 // ResourceClaim, written and removed with the CDI library so that the file
@@ -32,4 +33,4 @@ limitations under the License.
 //
 // Neither guesses driver library paths: either the toolkit discovers them or
 // an existing spec lists them.
-package cdi
+package claimcdi

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cdi
+package claimcdi
 
 import (
 	"context"
@@ -24,7 +24,7 @@ import (
 	"sync"
 
 	"k8s.io/klog/v2"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
 	"tags.cncf.io/container-device-interface/pkg/parser"
 )
 
@@ -43,7 +43,7 @@ type SpecDirSource struct {
 	// mu serialises refresh-and-lookup so that concurrent callers see one
 	// consistent scan.
 	mu    sync.Mutex
-	cache *cdiapi.Cache
+	cache *cdi.Cache
 }
 
 var _ GPUEditsSource = (*SpecDirSource)(nil)
@@ -67,7 +67,7 @@ func NewSpecDirSource(kind string, dirs []string) (*SpecDirSource, error) {
 			return nil, fmt.Errorf("vendor CDI spec directory %q must be an absolute path", d)
 		}
 	}
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dirs...), cdiapi.WithAutoRefresh(false))
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dirs...), cdi.WithAutoRefresh(false))
 	if err != nil {
 		return nil, fmt.Errorf("create CDI cache for %v: %w", dirs, err)
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cdi
+package claimcdi
 
 import (
 	"os"
@@ -22,7 +22,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
@@ -50,7 +50,7 @@ func TestClaimSpecsLifecycle(t *testing.T) {
 	assert.True(t, exists)
 
 	// Read it back the way a runtime does: through a CDI cache.
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
 	require.NoError(t, err)
 	assert.Empty(t, cache.GetErrors())
 	dev := cache.GetDevice(QualifiedName(name))

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package cdi
+package claimcdi
 
 import (
 	"os"
@@ -23,7 +23,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	cdiapi "tags.cncf.io/container-device-interface/pkg/cdi"
+	"tags.cncf.io/container-device-interface/pkg/cdi"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 )
 
@@ -66,7 +66,7 @@ func TestMIGEdits(t *testing.T) {
 	require.NoError(t, err)
 	name := claimUID + "-gpu-3-mig-3g-71gb-4"
 	require.NoError(t, specs.Write(claimUID, cdispec.ContainerEdits{}, []cdispec.Device{{Name: name, ContainerEdits: edits}}))
-	cache, err := cdiapi.NewCache(cdiapi.WithSpecDirs(dir), cdiapi.WithAutoRefresh(false))
+	cache, err := cdi.NewCache(cdi.WithSpecDirs(dir), cdi.WithAutoRefresh(false))
 	require.NoError(t, err)
 	assert.Empty(t, cache.GetErrors())
 	require.NotNil(t, cache.GetDevice(QualifiedName(name)))
