@@ -76,10 +76,13 @@ release-kubectl-vgpu: ## kubectl-vgpu release archives and SHA256SUMS for RELEAS
 vgpu-core: ## build libvgpu.so, the fake CUDA/NVML drivers and cuda-probe (and the burst probe Go tests run)
 	$(MAKE) -C vgpu-core all build/test/burst_test
 
-# make test and make accuracy run their parts one after another and print
-# the seconds each took (also after a failure) and the suites that could not
-# run on this machine (hack/run-parts.sh).
-TEST_PARTS := fmt-check generate-check vet lint vgpu-core go-test vgpu-core-test
+# make test and make accuracy run their parts and print the seconds each
+# took (also after a failure) and the suites that could not run on this
+# machine (hack/run-parts.sh). make test runs lint and go-test beside the C
+# suite (a+b: side by side, a,b: one after the other), which spends most of
+# its time starting processes under valgrind and the sanitizers, one at a
+# time; vgpu-core builds what both use first.
+TEST_PARTS := fmt-check generate-check vet vgpu-core lint,go-test+vgpu-core-test
 
 .PHONY: test
 test: ## all checks and unit tests, none judged by wall-clock time (Go with -race, vgpu-core C suite); prints seconds per part

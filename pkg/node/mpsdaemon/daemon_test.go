@@ -36,8 +36,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	mpsdaemontest.Main()
-	os.Exit(m.Run())
+	code := m.Run()
+	mpsdaemontest.RemoveBuilt()
+	os.Exit(code)
 }
 
 const testGPU = "GPU-00000000-1111-2222-3333-444444444444"
@@ -52,15 +53,13 @@ func testContext(t *testing.T) context.Context {
 	return ctx
 }
 
-// fakeConfig is a GPU's daemon run by the fake control program: the test
-// binary under the control program's name.
+// fakeConfig is a GPU's daemon run by the fake control program.
 func fakeConfig(t *testing.T, extraEnv ...string) Config {
-	bin, env := mpsdaemontest.Control(t)
 	return Config{
-		Control: bin,
+		Control: mpsdaemontest.Control(t),
 		Dir:     filepath.Join(shortTempDir(t), testGPU),
 		GPU:     testGPU,
-		Env:     append(env, extraEnv...),
+		Env:     extraEnv,
 	}
 }
 

@@ -25,6 +25,6 @@ limitations under the License.
 // without being told to. A daemon is identified by its pid and start
 // time, so that a reused pid is never taken for it.
 //
-// The tests run the whole lifecycle against a fake control program (the
-// test binary) and against NVIDIA's real one, which starts without a GPU.
+// The tests run the whole lifecycle against a fake control program
+// (mpsdaemontest) and against NVIDIA's real one, which starts without a GPU.
 package mpsdaemon

@@ -49,21 +49,21 @@ const (
 )
 
 func TestMain(m *testing.M) {
-	mpsdaemontest.Main()
 	if v := os.Getenv(clientEnv); v != "" {
 		os.Exit(testClient(v))
 	}
 	if v := os.Getenv(serverEnv); v != "" {
 		os.Exit(testServer(v))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	mpsdaemontest.RemoveBuilt()
+	os.Exit(code)
 }
 
 // setup is one node: its state root's mps directory, the fake control
 // program and the GPU's daemon config run through Runner.
 type setup struct {
 	socket, dir, control string
-	env                  []string
 }
 
 func newSetup(t *testing.T) setup {
@@ -71,22 +71,21 @@ func newSetup(t *testing.T) setup {
 	root, err := os.MkdirTemp("", "mpshost")
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = os.RemoveAll(root) })
-	control, env := mpsdaemontest.Control(t)
-	return setup{socket: filepath.Join(root, "mps", "host.sock"), dir: filepath.Join(root, "mps"), control: control, env: env}
+	return setup{socket: filepath.Join(root, "mps", "host.sock"), dir: filepath.Join(root, "mps"), control: mpsdaemontest.Control(t)}
 }
 
 // encode passes a setup to a subprocess.
 func (s setup) encode() string {
-	return strings.Join([]string{s.socket, s.dir, s.control, strings.Join(s.env, ",")}, "|")
+	return strings.Join([]string{s.socket, s.dir, s.control}, "|")
 }
 
 func decode(v string) setup {
 	f := strings.Split(v, "|")
-	return setup{socket: f[0], dir: f[1], control: f[2], env: strings.Split(f[3], ",")}
+	return setup{socket: f[0], dir: f[1], control: f[2]}
 }
 
 func (s setup) server(reap bool) *Server {
-	return &Server{Socket: s.socket, Control: s.control, Dir: s.dir, Env: append(os.Environ(), s.env...), Reap: reap}
+	return &Server{Socket: s.socket, Control: s.control, Dir: s.dir, Env: os.Environ(), Reap: reap}
 }
 
 func (s setup) config() mpsdaemon.Config {

@@ -42,8 +42,6 @@ const inMountNamespaceEnv = "VGPU_CLAIMS_TEST_MOUNT_NAMESPACE"
 // As root the namespace is a plain mount namespace; otherwise it sits in a
 // user namespace that maps the caller to root, which may mount tmpfs.
 func TestMain(m *testing.M) {
-	// The test binary is also the fake MPS control program (mps_test.go).
-	mpsdaemontest.Main()
 	if os.Getenv(inMountNamespaceEnv) == "" {
 		os.Exit(rerunInMountNamespace())
 	}
@@ -54,6 +52,7 @@ func TestMain(m *testing.M) {
 	}
 	code := m.Run()
 	removeCheckTool()
+	mpsdaemontest.RemoveBuilt()
 	os.Exit(code)
 }
 

@@ -37,7 +37,7 @@ import (
 )
 
 // mpsEnv is testEnv with MPS on, its daemons run by the fake control
-// program (the test binary, mpsdaemontest).
+// program (mpsdaemontest).
 type mpsEnv struct {
 	*testEnv
 	control string
@@ -53,8 +53,7 @@ func newMPSEnv(t *testing.T, extraEnv ...string) *mpsEnv {
 	t.Cleanup(func() { _ = os.RemoveAll(short) })
 	env.stateRoot = filepath.Join(short, "state")
 	sharedMount(t, env.stateRoot)
-	control, controlEnv := mpsdaemontest.Control(t)
-	e := &mpsEnv{testEnv: env, control: control, env: append(controlEnv, extraEnv...)}
+	e := &mpsEnv{testEnv: env, control: mpsdaemontest.Control(t), env: extraEnv}
 	// No daemon outlives its test, whatever the test left.
 	t.Cleanup(func() {
 		if p, err := mpsdaemon.Adopt(testContext(t), e.daemonConfig()); err == nil {

@@ -15,8 +15,9 @@ limitations under the License.
 */
 
 // Package mpsdaemontest is a small fake of NVIDIA's nvidia-cuda-mps-control
-// for tests of packages that run the MPS control daemon: a test binary calls
-// Main first in its TestMain and runs Control's path as the control program.
+// for tests of packages that run the MPS control daemon: a test runs
+// Control's path as the control program, and TestMain calls RemoveBuilt
+// after the tests.
 package mpsdaemontest
 
 import (
@@ -36,18 +37,19 @@ import (
 	"time"
 )
 
-// The test binary doubles as a small fake of nvidia-cuda-mps-control when
-// fakeControlEnv is set, answering the commands the supervisor uses the
-// way NVIDIA's daemon does (checked against the real one in mpsdaemon's
-// real_test.go): "-d" starts the daemon in the background and returns
-// once it serves; without arguments it is the client, sending its
+// The fake answers the commands the supervisor uses the way NVIDIA's
+// nvidia-cuda-mps-control does (checked against the real one in
+// mpsdaemon's real_test.go): "-d" starts the daemon in the background and
+// returns once it serves; without arguments it is the client, sending its
 // standard input's lines through the pipe directory's "control" socket.
 const (
-	fakeControlEnv = "MPSDAEMON_FAKE_CONTROL"
 	// FailEnv names a file; while it exists, the fake daemon logs its
 	// content and exits at start.
 	FailEnv   = "MPSDAEMON_FAKE_FAIL"
 	fakeServe = "--fake-serve"
+	// fakeControlPackage is the program that is only the fake (Run): the
+	// e2e nodes' control program.
+	fakeControlPackage = "github.com/vgpu-dra/vgpu-dra-driver/test/e2e/cmd/fake-mps-control"
 )
 
 // The names NVIDIA's daemon uses (package mpsdaemon's, repeated here so
@@ -62,28 +64,50 @@ const (
 	ControlName = "nvidia-cuda-mps-control"
 )
 
-// Main runs the fake when the test binary was started as it, and exits;
-// otherwise it returns. Call it first in TestMain.
-func Main() {
-	if os.Getenv(fakeControlEnv) != "" {
-		os.Exit(fakeControl(os.Args[1:]))
+// built is the fake control program, compiled once per test binary: the
+// tests start it for every daemon and every command, and a small program
+// starts in milliseconds where a test binary built with -race (its race
+// runtime and every package's init) takes a fifth of a CPU second. It is
+// built without -race: it is the tests' scaffolding, and the daemon's
+// race reports would go to its standard error, which is /dev/null.
+var built struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// Control returns the path of the fake control program, named
+// ControlName. TestMain removes it with RemoveBuilt once the tests are
+// done.
+func Control(t testing.TB) string {
+	t.Helper()
+	built.once.Do(build)
+	if built.err != nil {
+		t.Fatalf("build the fake MPS control program: %v", built.err)
+	}
+	return built.path
+}
+
+func build() {
+	built.dir, built.err = os.MkdirTemp("", "fake-mps-control-")
+	if built.err != nil {
+		return
+	}
+	built.path = filepath.Join(built.dir, ControlName)
+	// go test puts its own go first in PATH.
+	out, err := exec.Command("go", "build", "-o", built.path, fakeControlPackage).CombinedOutput()
+	if err != nil {
+		built.err = fmt.Errorf("go build %s: %w: %s", fakeControlPackage, err, out)
 	}
 }
 
-// Control returns the path of the fake control program (the test binary
-// under ControlName, in a directory of t's) and the environment every run
-// of it needs.
-func Control(t testing.TB) (string, []string) {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), ControlName)
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+// RemoveBuilt deletes the program Control built, if any; TestMain calls
+// it after the tests ran.
+func RemoveBuilt() {
+	if built.dir != "" {
+		_ = os.RemoveAll(built.dir)
 	}
-	if err := os.Symlink(self, bin); err != nil {
-		t.Fatal(err)
-	}
-	return bin, []string{fakeControlEnv + "=1"}
 }
 
 // Run is the fake control program with its command line (without the
