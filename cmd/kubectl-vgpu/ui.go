@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -65,11 +66,23 @@ func softMemoryLimit(limit int64) int64 {
 	return limit
 }
 
+// withProfiles serves Go's profiles (heap, CPU, goroutines) under
+// /debug/pprof/ and the page everywhere else.
+func withProfiles(page http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/", page)
+	return mux
+}
+
 func (o *options) uiCommand() *cobra.Command {
 	var (
 		port    int
 		open    bool
 		explain int
+		debug   bool
 	)
 	c := &cobra.Command{
 		Use:   "ui",
@@ -104,8 +117,12 @@ func (o *options) uiCommand() *cobra.Command {
 			ctx, stop := signal.NotifyContext(c.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			g, ctx := errgroup.WithContext(ctx)
+			handler := webview.NewHandler(source, webview.HandlerOptions{Explain: explain})
+			if debug {
+				handler = withProfiles(handler)
+			}
 			server := &http.Server{
-				Handler:           webview.NewHandler(source, webview.HandlerOptions{Explain: explain}),
+				Handler:           handler,
 				ReadHeaderTimeout: 10 * time.Second,
 				// The update streams never go idle: they end with ctx, so
 				// that Shutdown does not wait for them.
@@ -139,6 +156,9 @@ func (o *options) uiCommand() *cobra.Command {
 	}
 	c.Flags().IntVar(&port, "port", 8008, "Port on 127.0.0.1 to serve on (0: any free port)")
 	c.Flags().BoolVar(&open, "open", false, "Open the page in the default browser")
+	c.Flags().BoolVar(&debug, "debug-pprof", false, "Serve Go's profiles under /debug/pprof/ beside the page (for the project's developers)")
+	// A developer's switch, not the users'.
+	_ = c.Flags().MarkHidden("debug-pprof")
 	c.Flags().IntVar(&explain, "explain", 10, "Draw the first N Pending pods open with why they wait; the others are listed on demand and explained when opened (each explanation runs the allocator over every node)")
 	return c
 }

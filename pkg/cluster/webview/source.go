@@ -20,7 +20,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,6 +109,7 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = time.Minute
 	}
+	trim := newTrimmer().trim
 	s := &Source{
 		opts:      opts,
 		fleet:     informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim)),
@@ -137,24 +140,58 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 	return s
 }
 
+// trimmer makes the objects entering the informers' cache small: see
+// trim. It keeps one copy of each distinct capacity map of the devices.
+type trimmer struct {
+	mu sync.Mutex
+	// capacities are the devices' capacity maps seen, by their protobuf
+	// encoding: a handful (one per GPU product and MIG profile), shared
+	// by the thousands of devices of a large fleet.
+	capacities map[string]map[resourceapi.QualifiedName]resourceapi.DeviceCapacity
+}
+
+// capacitiesKept bounds the distinct capacity maps the trimmer keeps: past
+// it the table starts again, which costs sharing, not correctness.
+const capacitiesKept = 1024
+
+func newTrimmer() *trimmer {
+	return &trimmer{capacities: map[string]map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{}}
+}
+
 // trim drops what no view reads before an object enters the cache: the
-// memory of the command at a thousand nodes is mostly pods and nodes.
-func trim(obj any) (any, error) {
+// memory of the command at a thousand nodes is mostly slices, pods and
+// claims. What stays is what the page and inspect.Why read: a pod's
+// claims, gates, phase and node, and what the scheduler's fit checks
+// read (requests, tolerations, node selector and required affinity); a
+// node's labels, taints, allocatable resources and Ready condition.
+func (t *trimmer) trim(obj any) (any, error) {
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		o.Annotations = nil
-		o.Spec.Volumes = nil
-		trimContainers(o.Spec.Containers)
-		trimContainers(o.Spec.InitContainers)
-		o.Spec.EphemeralContainers = nil
-		o.Status = corev1.PodStatus{Phase: o.Status.Phase, Conditions: o.Status.Conditions,
-			ResourceClaimStatuses: o.Status.ResourceClaimStatuses}
+		o.Annotations, o.Labels, o.OwnerReferences = nil, nil, nil
+		spec := corev1.PodSpec{
+			NodeName: o.Spec.NodeName, ResourceClaims: o.Spec.ResourceClaims, SchedulingGates: o.Spec.SchedulingGates,
+			Tolerations: o.Spec.Tolerations, NodeSelector: o.Spec.NodeSelector, Overhead: o.Spec.Overhead,
+			Resources: o.Spec.Resources, Containers: trimContainers(o.Spec.Containers),
+			InitContainers: trimContainers(o.Spec.InitContainers),
+		}
+		if a := o.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+			spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+				RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
+		}
+		o.Spec = spec
+		o.Status = corev1.PodStatus{Phase: o.Status.Phase, ResourceClaimStatuses: o.Status.ResourceClaimStatuses}
 	case *corev1.Node:
-		o.Annotations = nil
-		o.Status.Images = nil
+		o.Annotations, o.OwnerReferences = nil, nil
+		status := corev1.NodeStatus{Allocatable: o.Status.Allocatable}
+		for _, c := range o.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+			}
+		}
+		o.Status = status
 	case *resourceapi.ResourceClaim:
 		// Ten thousand of them at the scale benchmark's size: of the
 		// devices' status only the plugin's data is read.
@@ -163,17 +200,109 @@ func trim(obj any) (any, error) {
 			d := &o.Status.Devices[i]
 			d.Conditions, d.NetworkData = nil, nil
 		}
+	case *resourceapi.ResourceSlice:
+		t.share(o)
 	}
 	return obj, nil
 }
 
-// trimContainers keeps what the scheduler's fit checks read: the
-// resources (and a restart policy, which makes an init container a
-// sidecar).
-func trimContainers(cs []corev1.Container) {
-	for i, c := range cs {
-		cs[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+// share makes the equal parts of a slice's devices one value, read by
+// all (the cache's objects are never written): the capacity maps of
+// equal devices, and within the slice the attribute names and values the
+// devices have in common. At a thousand nodes of eight GPUs the devices'
+// attributes and capacities are the largest part of the command's heap.
+func (t *trimmer) share(slice *resourceapi.ResourceSlice) {
+	names := map[resourceapi.QualifiedName]resourceapi.QualifiedName{}
+	values := map[string]*string{}
+	ints := map[int64]*int64{}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range slice.Spec.Devices {
+		d := &slice.Spec.Devices[i]
+		if len(d.Attributes) > 0 {
+			attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(d.Attributes))
+			for name, a := range d.Attributes {
+				if n, ok := names[name]; ok {
+					name = n
+				} else {
+					names[name] = name
+				}
+				a.StringValue = sharedString(values, a.StringValue)
+				a.VersionValue = sharedString(values, a.VersionValue)
+				if a.IntValue != nil {
+					if v, ok := ints[*a.IntValue]; ok {
+						a.IntValue = v
+					} else {
+						ints[*a.IntValue] = a.IntValue
+					}
+				}
+				attrs[name] = a
+			}
+			d.Attributes = attrs
+		}
+		if key, ok := capacityKey(d.Capacity); ok {
+			if c, ok := t.capacities[key]; ok {
+				d.Capacity = c
+				continue
+			}
+			if len(t.capacities) >= capacitiesKept {
+				clear(t.capacities)
+			}
+			t.capacities[key] = d.Capacity
+		}
 	}
+}
+
+// sharedString returns the pointer to v's value that values holds,
+// adding v when it is the first.
+func sharedString(values map[string]*string, v *string) *string {
+	if v == nil {
+		return nil
+	}
+	if s, ok := values[*v]; ok {
+		return s
+	}
+	values[*v] = v
+	return v
+}
+
+// capacityKey is the protobuf encoding of a capacity map, its names
+// sorted: equal maps have equal keys. It is false for an empty map, and
+// for one that does not encode (a decoded one always does), which the
+// device then keeps to itself.
+func capacityKey(c map[resourceapi.QualifiedName]resourceapi.DeviceCapacity) (string, bool) {
+	if len(c) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(c)) {
+		v := c[name]
+		encoded, err := v.Marshal()
+		if err != nil {
+			return "", false
+		}
+		b.WriteString(string(name))
+		b.WriteByte(0)
+		b.WriteString(strconv.Itoa(len(encoded)))
+		b.WriteByte(0)
+		b.Write(encoded)
+	}
+	return b.String(), true
+}
+
+// trimContainers keeps what the scheduler's fit checks read: the
+// requests (the API server has defaulted them from the limits) and a
+// restart policy, which makes an init container a sidecar.
+func trimContainers(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests},
+			RestartPolicy: c.RestartPolicy}
+	}
+	return out
 }
 
 func (s *Source) poke() {
@@ -441,7 +570,7 @@ func (s *Source) snapshot() (*inspect.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	snap.Pods = deref(pods)
+	snap.Pods = pods
 	return snap, nil
 }
 
