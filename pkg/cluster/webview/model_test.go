@@ -41,6 +41,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/allocator"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
@@ -434,7 +435,8 @@ func TestTrimForCache(t *testing.T) {
 	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-scheduler"}}
 	c.Status.Devices[0].Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}
 	c.Status.Devices[0].NetworkData = &resourceapi.NetworkDeviceData{InterfaceName: "eth1"}
-	obj, err := newTrimmer().trim(c)
+	trim := newTrimmer().trim
+	obj, err := trim(c.DeepCopy())
 	require.NoError(t, err)
 	got := obj.(*resourceapi.ResourceClaim)
 	assert.Nil(t, got.Annotations)
@@ -444,6 +446,13 @@ func TestTrimForCache(t *testing.T) {
 	assert.JSONEq(t, `{"memoryUsed":"1Gi"}`, string(got.Status.Devices[0].Data.Raw), "the plugin's data stays")
 	assert.NotNil(t, got.Status.Allocation)
 	assert.Equal(t, "gpu", got.Spec.Devices.Requests[0].Name)
+
+	// The claims of one template share their spec.
+	other := c.DeepCopy()
+	other.Name = "other"
+	obj, err = trim(other)
+	require.NoError(t, err)
+	assert.Same(t, &got.Spec.Devices.Requests[0], &obj.(*resourceapi.ResourceClaim).Spec.Devices.Requests[0])
 }
 
 // A pod and a node keep in the cache what the page and the scheduler's
@@ -468,22 +477,37 @@ func TestTrimPodsAndNodesForCache(t *testing.T) {
 	p.Spec.InitContainers = []corev1.Container{{Name: "side", Image: "side:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
 	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Message: strings.Repeat("x", 1000)}}
 	p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("c")}}
-	obj, err := newTrimmer().trim(p)
+	p.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	usage := allocator.UsageOf(p)
+	trim := newTrimmer().trim
+	obj, err := trim(p.DeepCopy())
 	require.NoError(t, err)
 	got := obj.(*corev1.Pod)
 	assert.Nil(t, got.Labels)
 	assert.Nil(t, got.OwnerReferences)
+	assert.Equal(t, usage, allocator.UsageOf(got), "the fit checks read the same requests")
+	containers := got.Spec.Containers
+	got.Spec.Containers = nil
 	assert.Equal(t, corev1.PodSpec{
 		ResourceClaims:  []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c")}},
 		SchedulingGates: []corev1.PodSchedulingGate{{Name: "gate"}},
 		Tolerations:     []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}},
 		NodeSelector:    map[string]string{"zone": "a"},
 		Affinity:        &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required}},
-		Containers:      []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: requests}}},
-		InitContainers:  []corev1.Container{{Name: "side", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}},
 	}, got.Spec)
 	assert.Equal(t, corev1.PodStatus{Phase: corev1.PodPending,
 		ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("c")}}}, got.Status)
+
+	// A second pod of the same workload shares the first one's requests
+	// and placement.
+	other := p.DeepCopy()
+	other.Name = "other"
+	obj, err = trim(other)
+	require.NoError(t, err)
+	second := obj.(*corev1.Pod)
+	assert.Same(t, &containers[0], &second.Spec.Containers[0])
+	assert.Equal(t, reflect.ValueOf(got.Spec.NodeSelector).Pointer(), reflect.ValueOf(second.Spec.NodeSelector).Pointer())
+	assert.Same(t, &got.Spec.Tolerations[0], &second.Spec.Tolerations[0])
 
 	n := readyNode("node-a")
 	n.Annotations = map[string]string{"big": strings.Repeat("x", 1000)}

@@ -34,6 +34,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
@@ -141,29 +142,67 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 }
 
 // trimmer makes the objects entering the informers' cache small: see
-// trim. It keeps one copy of each distinct capacity map of the devices.
+// trim. Parts that thousands of objects have equal it keeps once, by
+// their protobuf encoding, and the objects share them (the cache's
+// objects are never written).
 type trimmer struct {
 	mu sync.Mutex
-	// capacities are the devices' capacity maps seen, by their protobuf
-	// encoding: a handful (one per GPU product and MIG profile), shared
-	// by the thousands of devices of a large fleet.
+	// capacities are the devices' capacity maps: a handful (one per GPU
+	// product and MIG profile) for the thousands of devices of a fleet.
 	capacities map[string]map[resourceapi.QualifiedName]resourceapi.DeviceCapacity
+	// requests are pods' containers reduced to one holding the pod's
+	// requests, and placements pods' tolerations, node selector and
+	// required node affinity: pods of one workload have them equal.
+	requests   map[string][]corev1.Container
+	placements map[string]corev1.PodSpec
+	// claimSpecs are claims' specs: equal for the claims of a template.
+	claimSpecs map[string]resourceapi.ResourceClaimSpec
 }
 
-// capacitiesKept bounds the distinct capacity maps the trimmer keeps: past
-// it the table starts again, which costs sharing, not correctness.
-const capacitiesKept = 1024
+// sharedKept bounds the distinct values the trimmer keeps of each kind:
+// past it the table starts again, which costs sharing, not correctness.
+const sharedKept = 1024
 
 func newTrimmer() *trimmer {
-	return &trimmer{capacities: map[string]map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{}}
+	return &trimmer{
+		capacities: map[string]map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{},
+		requests:   map[string][]corev1.Container{},
+		placements: map[string]corev1.PodSpec{},
+		claimSpecs: map[string]resourceapi.ResourceClaimSpec{},
+	}
+}
+
+// shared returns the value table holds under key, adding v when it is
+// the first.
+func shared[T any](table map[string]T, key string, v T) T {
+	if kept, ok := table[key]; ok {
+		return kept
+	}
+	if len(table) >= sharedKept {
+		clear(table)
+	}
+	table[key] = v
+	return v
+}
+
+// marshaler is an API type's protobuf encoding.
+type marshaler interface{ Marshal() ([]byte, error) }
+
+// protoKey is v's protobuf encoding (the generated code writes map
+// entries sorted, so equal values have equal keys), false when it does
+// not encode (a decoded value always does): v is then kept to itself.
+func protoKey(v marshaler) (string, bool) {
+	b, err := v.Marshal()
+	return string(b), err == nil
 }
 
 // trim drops what no view reads before an object enters the cache: the
 // memory of the command at a thousand nodes is mostly slices, pods and
 // claims. What stays is what the page and inspect.Why read: a pod's
 // claims, gates, phase and node, and what the scheduler's fit checks
-// read (requests, tolerations, node selector and required affinity); a
-// node's labels, taints, allocatable resources and Ready condition.
+// read (its requests, tolerations, node selector and required
+// affinity); a node's labels, taints, allocatable resources and Ready
+// condition.
 func (t *trimmer) trim(obj any) (any, error) {
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
@@ -171,16 +210,9 @@ func (t *trimmer) trim(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		o.Annotations, o.Labels, o.OwnerReferences = nil, nil, nil
-		spec := corev1.PodSpec{
-			NodeName: o.Spec.NodeName, ResourceClaims: o.Spec.ResourceClaims, SchedulingGates: o.Spec.SchedulingGates,
-			Tolerations: o.Spec.Tolerations, NodeSelector: o.Spec.NodeSelector, Overhead: o.Spec.Overhead,
-			Resources: o.Spec.Resources, Containers: trimContainers(o.Spec.Containers),
-			InitContainers: trimContainers(o.Spec.InitContainers),
-		}
-		if a := o.Spec.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
-			spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-				RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
-		}
+		spec := t.placement(o.Spec)
+		spec.NodeName, spec.ResourceClaims, spec.SchedulingGates = o.Spec.NodeName, o.Spec.ResourceClaims, o.Spec.SchedulingGates
+		spec.Containers = t.requestsOf(o)
 		o.Spec = spec
 		o.Status = corev1.PodStatus{Phase: o.Status.Phase, ResourceClaimStatuses: o.Status.ResourceClaimStatuses}
 	case *corev1.Node:
@@ -200,10 +232,49 @@ func (t *trimmer) trim(obj any) (any, error) {
 			d := &o.Status.Devices[i]
 			d.Conditions, d.NetworkData = nil, nil
 		}
+		if key, ok := protoKey(&o.Spec); ok {
+			t.mu.Lock()
+			o.Spec = shared(t.claimSpecs, key, o.Spec)
+			t.mu.Unlock()
+		}
 	case *resourceapi.ResourceSlice:
 		t.share(o)
 	}
 	return obj, nil
+}
+
+// placement is a spec holding only what the scheduler's fit checks read
+// of where a pod may run: its tolerations, node selector and required
+// node affinity.
+func (t *trimmer) placement(in corev1.PodSpec) corev1.PodSpec {
+	spec := corev1.PodSpec{Tolerations: in.Tolerations, NodeSelector: in.NodeSelector}
+	if a := in.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
+	}
+	key, ok := protoKey(&spec)
+	if !ok {
+		return spec
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return shared(t.placements, key, spec)
+}
+
+// requestsOf is one container holding what the pod requests of its node
+// (its containers, sidecars, init containers, pod-level resources and
+// overhead, summed as the scheduler does): the fit checks read nothing
+// else of the containers, and read the same sum from it.
+func (t *trimmer) requestsOf(pod *corev1.Pod) []corev1.Container {
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	containers := []corev1.Container{{Name: "requests", Resources: corev1.ResourceRequirements{Requests: requests}}}
+	key, ok := protoKey(&containers[0].Resources)
+	if !ok {
+		return containers
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return shared(t.requests, key, containers)
 }
 
 // share makes the equal parts of a slice's devices one value, read by
@@ -241,14 +312,7 @@ func (t *trimmer) share(slice *resourceapi.ResourceSlice) {
 			d.Attributes = attrs
 		}
 		if key, ok := capacityKey(d.Capacity); ok {
-			if c, ok := t.capacities[key]; ok {
-				d.Capacity = c
-				continue
-			}
-			if len(t.capacities) >= capacitiesKept {
-				clear(t.capacities)
-			}
-			t.capacities[key] = d.Capacity
+			d.Capacity = shared(t.capacities, key, d.Capacity)
 		}
 	}
 }
@@ -288,21 +352,6 @@ func capacityKey(c map[resourceapi.QualifiedName]resourceapi.DeviceCapacity) (st
 		b.Write(encoded)
 	}
 	return b.String(), true
-}
-
-// trimContainers keeps what the scheduler's fit checks read: the
-// requests (the API server has defaulted them from the limits) and a
-// restart policy, which makes an init container a sidecar.
-func trimContainers(cs []corev1.Container) []corev1.Container {
-	if len(cs) == 0 {
-		return nil
-	}
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{Requests: c.Resources.Requests},
-			RestartPolicy: c.RestartPolicy}
-	}
-	return out
 }
 
 func (s *Source) poke() {
