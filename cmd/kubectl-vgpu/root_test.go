@@ -18,6 +18,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"runtime/debug"
 	"strings"
@@ -34,6 +35,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/webview"
 )
 
 // run executes the plugin with args against a fake API server holding one
@@ -188,4 +191,37 @@ func TestSoftMemoryLimit(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "1GiB")
 	assert.Equal(t, before, softMemoryLimit(uiMemoryLimit))
 	assert.Equal(t, before, debug.SetMemoryLimit(-1), "the user's limit stays")
+}
+
+// gcPercent reads the runtime's GOGC without changing it.
+func gcPercent() int {
+	p := debug.SetGCPercent(-1)
+	debug.SetGCPercent(p)
+	return p
+}
+
+// ui collects garbage only at the memory limit until the cluster is
+// listed, then paces the collector as before; a GOGC of the user's stays.
+func TestGCPacingOffUntilListed(t *testing.T) {
+	before := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(before) })
+	source := webview.NewSource(fake.NewClientset(), webview.SourceOptions{})
+	restore := gcPacingOff()
+	assert.Equal(t, -1, gcPercent(), "off while listing")
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- source.Run(ctx) }()
+	waitListed(ctx, source)
+	require.NoError(t, ctx.Err(), "waitListed returned before ctx ended: the cluster is listed")
+	m, _, _ := source.Current()
+	require.NotNil(t, m)
+	assert.False(t, m.Listing)
+	restore()
+	assert.Equal(t, 100, gcPercent())
+	cancel()
+	require.NoError(t, <-done)
+
+	t.Setenv("GOGC", "50")
+	gcPacingOff()
+	assert.Equal(t, 100, gcPercent(), "the user's GOGC stays")
 }

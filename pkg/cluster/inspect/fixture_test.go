@@ -198,7 +198,7 @@ func cluster() *Snapshot {
 			bursting(allocated(claim("team-b", "infer", "4Gi", "30"), "infer", "node-a", "gpu-1", "4Gi", "30", "", 0), "6Gi", ""),
 			claim("team-b", "big", "14Gi", "30"),
 		},
-		Pods: []corev1.Pod{pendingPod("team-b", "big", "big")},
+		Pods: []*corev1.Pod{ptr.To(pendingPod("team-b", "big", "big"))},
 	}
 }
 

@@ -137,7 +137,7 @@ func TestWhyMIGNoFreePlacement(t *testing.T) {
 		holding(migClaim("team-a", "small", "1g.18gb"), "gpu-0-mig-1g-18gb-4"),
 		migClaim("team-b", "want", "3g.71gb"),
 	}
-	snap.Pods = []corev1.Pod{pendingPod("team-b", "want", "want")}
+	snap.Pods = []*corev1.Pod{ptr.To(pendingPod("team-b", "want", "want"))}
 	v := verdicts(t, snap, "want")
 	at4 := v["node-m/gpu-0-mig-3g-71gb-4"]
 	assert.False(t, at4.Fits)
@@ -162,7 +162,7 @@ func TestWhyMIGAndSoftwareSlicesExcludeEachOther(t *testing.T) {
 		claim("team-b", "slice", "10Gi", "30"),
 	}
 	snap.Slices = snap.Slices[1:] // node-m only
-	snap.Pods = []corev1.Pod{pendingPod("team-b", "slice", "slice")}
+	snap.Pods = []*corev1.Pod{ptr.To(pendingPod("team-b", "slice", "slice"))}
 	v := verdicts(t, snap, "slice")
 	whole := v["node-m/gpu-0"]
 	assert.False(t, whole.Fits)
@@ -174,7 +174,7 @@ func TestWhyMIGAndSoftwareSlicesExcludeEachOther(t *testing.T) {
 		allocated(claim("team-a", "soft", "10Gi", "30"), "soft", "node-m", "gpu-0", "10Gi", "30", "", 0),
 		migClaim("team-b", "want", "3g.71gb"),
 	}
-	snap.Pods = []corev1.Pod{pendingPod("team-b", "want", "want")}
+	snap.Pods = []*corev1.Pod{ptr.To(pendingPod("team-b", "want", "want"))}
 	v = verdicts(t, snap, "want")
 	assert.Contains(t, v["node-m/gpu-0-mig-3g-71gb-4"].Reasons, "the whole GPU 0 is taken by software slices (1 claims)")
 
@@ -183,7 +183,7 @@ func TestWhyMIGAndSoftwareSlicesExcludeEachOther(t *testing.T) {
 		holding(migClaim("team-a", "media", "1g.18gb+me"), "gpu-0-mig-1g-18gb-me-0"),
 		migClaim("team-b", "want", "1g.18gb+me"),
 	}
-	snap.Pods = []corev1.Pod{pendingPod("team-b", "want", "want")}
+	snap.Pods = []*corev1.Pod{ptr.To(pendingPod("team-b", "want", "want"))}
 	v = verdicts(t, snap, "want")
 	at3 := v["node-m/gpu-0-mig-1g-18gb-me-3"]
 	assert.False(t, at3.Fits)

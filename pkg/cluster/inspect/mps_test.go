@@ -191,7 +191,7 @@ func TestWhyGPUServesOtherMode(t *testing.T) {
 				allocate(t, snap, h)
 			}
 			snap.Claims = append(snap.Claims, tc.want)
-			snap.Pods = []corev1.Pod{pendingPod("team-b", "want", "want")}
+			snap.Pods = []*corev1.Pod{ptr.To(pendingPod("team-b", "want", "want"))}
 			exp, err := Why(t.Context(), snap, "team-b", "want")
 			require.NoError(t, err)
 			require.Len(t, exp.GPUs, 1, "one line for the device the request's class selects")

@@ -29,8 +29,10 @@ import (
 // Snapshot is the part of the cluster the views read, listed once so that
 // every row of one output describes the same moment.
 type Snapshot struct {
-	Nodes     []corev1.Node
-	Pods      []corev1.Pod
+	Nodes []corev1.Node
+	// Pods are pointers, so that a caller keeping them in an informer's
+	// cache hands them over without copying ten thousand of them.
+	Pods      []*corev1.Pod
 	Slices    []resourceapi.ResourceSlice
 	Claims    []resourceapi.ResourceClaim
 	Classes   []resourceapi.DeviceClass
@@ -75,7 +77,10 @@ func Load(ctx context.Context, client kubernetes.Interface, what What) (*Snapsho
 		if err != nil {
 			return nil, fmt.Errorf("list Pods: %w", err)
 		}
-		s.Pods = pods.Items
+		s.Pods = make([]*corev1.Pod, len(pods.Items))
+		for i := range pods.Items {
+			s.Pods[i] = &pods.Items[i]
+		}
 	}
 	if what.Templates {
 		templates, err := client.ResourceV1().ResourceClaimTemplates(metav1.NamespaceAll).List(ctx, opts)

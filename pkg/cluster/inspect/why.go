@@ -107,9 +107,9 @@ var ErrNoVGPUClaims = errors.New("the pod has no vGPU claims")
 // hold nodes, pods and templates.
 func Why(ctx context.Context, snap *Snapshot, namespace, name string) (*Explanation, error) {
 	var pod *corev1.Pod
-	for i := range snap.Pods {
-		if snap.Pods[i].Namespace == namespace && snap.Pods[i].Name == name {
-			pod = &snap.Pods[i]
+	for _, p := range snap.Pods {
+		if p.Namespace == namespace && p.Name == name {
+			pod = p
 		}
 	}
 	if pod == nil {
@@ -649,10 +649,9 @@ func nodeFix(reason string, pod *corev1.Pod, node *corev1.Node) string {
 
 // requestedOn sums what the pods bound to each node take of it, except the
 // pod being explained.
-func requestedOn(pods []corev1.Pod, self *corev1.Pod) func(string) allocator.NodeUsage {
+func requestedOn(pods []*corev1.Pod, self *corev1.Pod) func(string) allocator.NodeUsage {
 	sums := map[string]allocator.NodeUsage{}
-	for i := range pods {
-		p := &pods[i]
+	for _, p := range pods {
 		if p.Spec.NodeName == "" || p.UID == self.UID || allocator.PodFinished(p) {
 			continue
 		}

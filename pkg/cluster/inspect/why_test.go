@@ -70,13 +70,13 @@ func TestWhyNotCreatedFromTemplateAndErrors(t *testing.T) {
 	require.ErrorContains(t, err, "pod team-b/nope not found")
 
 	p := pendingPod("team-b", "plain")
-	snap.Pods = append(snap.Pods, p)
+	snap.Pods = append(snap.Pods, &p)
 	_, err = Why(t.Context(), snap, "team-b", "plain")
 	require.ErrorIs(t, err, ErrNoVGPUClaims)
 
-	p = pendingPod("team-b", "tpl")
-	p.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("missing")}}
-	snap.Pods = append(snap.Pods, p)
+	tpl := pendingPod("team-b", "tpl")
+	tpl.Spec.ResourceClaims = []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimTemplateName: ptr.To("missing")}}
+	snap.Pods = append(snap.Pods, &tpl)
 	_, err = Why(t.Context(), snap, "team-b", "tpl")
 	require.ErrorContains(t, err, "ResourceClaimTemplate missing (spec.resourceClaims gpu) not found")
 }

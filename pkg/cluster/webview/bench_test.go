@@ -59,7 +59,7 @@ func fleet(nodes, claims int) *inspect.Snapshot {
 			node, fmt.Sprintf("gpu-%d", (i/nodes)%8), "4Gi", "10", map[string]any{"memoryUsed": "1Gi"})
 		snap.Claims = append(snap.Claims, *c)
 		p := pod("team", fmt.Sprintf("pod-%05d", i), c.Name, node)
-		snap.Pods = append(snap.Pods, *p)
+		snap.Pods = append(snap.Pods, p)
 	}
 	snap.Classes = []resourceapi.DeviceClass{*class("vgpu.dra.dev", `device.driver == "vgpu.dra.dev"`)}
 	return snap
@@ -80,7 +80,7 @@ func withPending(snap *inspect.Snapshot, n int) *inspect.Snapshot {
 	for i := range n {
 		c := vgpuClaim("wait", fmt.Sprintf("big-%04d", i), "vgpu.dra.dev", "200Gi")
 		snap.Claims = append(snap.Claims, *c)
-		snap.Pods = append(snap.Pods, *pod("wait", fmt.Sprintf("big-%04d", i), c.Name, ""))
+		snap.Pods = append(snap.Pods, pod("wait", fmt.Sprintf("big-%04d", i), c.Name, ""))
 	}
 	return snap
 }
@@ -131,7 +131,7 @@ func BenchmarkSourcePeakHeap1000Nodes(b *testing.B) {
 		objs = append(objs, &snap.Nodes[i], &snap.Slices[i])
 	}
 	for i := range snap.Claims {
-		objs = append(objs, &snap.Claims[i], &snap.Pods[i])
+		objs = append(objs, &snap.Claims[i], snap.Pods[i])
 	}
 	objs = append(objs, &snap.Classes[0])
 	var peak, live uint64

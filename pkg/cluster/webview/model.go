@@ -152,8 +152,7 @@ func Build(snap *inspect.Snapshot) *Model {
 		n.Claims += r.Claims
 	}
 
-	for i := range snap.Pods {
-		p := &snap.Pods[i]
+	for _, p := range snap.Pods {
 		if !waiting(p) {
 			continue
 		}

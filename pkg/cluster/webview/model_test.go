@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -39,6 +41,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/allocator"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/devices"
@@ -432,7 +435,8 @@ func TestTrimForCache(t *testing.T) {
 	c.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-scheduler"}}
 	c.Status.Devices[0].Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue}}
 	c.Status.Devices[0].NetworkData = &resourceapi.NetworkDeviceData{InterfaceName: "eth1"}
-	obj, err := trim(c)
+	trim := newTrimmer().trim
+	obj, err := trim(c.DeepCopy())
 	require.NoError(t, err)
 	got := obj.(*resourceapi.ResourceClaim)
 	assert.Nil(t, got.Annotations)
@@ -442,6 +446,120 @@ func TestTrimForCache(t *testing.T) {
 	assert.JSONEq(t, `{"memoryUsed":"1Gi"}`, string(got.Status.Devices[0].Data.Raw), "the plugin's data stays")
 	assert.NotNil(t, got.Status.Allocation)
 	assert.Equal(t, "gpu", got.Spec.Devices.Requests[0].Name)
+
+	// The claims of one template share their spec.
+	other := c.DeepCopy()
+	other.Name = "other"
+	obj, err = trim(other)
+	require.NoError(t, err)
+	assert.Same(t, &got.Spec.Devices.Requests[0], &obj.(*resourceapi.ResourceClaim).Spec.Devices.Requests[0])
+}
+
+// A pod and a node keep in the cache what the page and the scheduler's
+// fit checks of inspect.Why read, and nothing else.
+func TestTrimPodsAndNodesForCache(t *testing.T) {
+	p := pod("team", "p", "c", "")
+	p.Labels = map[string]string{"app": "x"}
+	p.OwnerReferences = []metav1.OwnerReference{{Kind: "Job", Name: "j"}}
+	p.Spec.SchedulingGates = []corev1.PodSchedulingGate{{Name: "gate"}}
+	p.Spec.Tolerations = []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}}
+	p.Spec.NodeSelector = map[string]string{"zone": "a"}
+	required := &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+		{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a"}}}}}}
+	p.Spec.Affinity = &corev1.Affinity{
+		NodeAffinity:    &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required},
+		PodAntiAffinity: &corev1.PodAntiAffinity{},
+	}
+	p.Spec.Volumes = []corev1.Volume{{Name: "token"}}
+	requests := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	p.Spec.Containers = []corev1.Container{{Name: "c", Image: "app:1", Env: []corev1.EnvVar{{Name: "A", Value: "1"}},
+		Resources: corev1.ResourceRequirements{Requests: requests, Limits: requests}}}
+	p.Spec.InitContainers = []corev1.Container{{Name: "side", Image: "side:1", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}}
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Message: strings.Repeat("x", 1000)}}
+	p.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("c")}}
+	p.Spec.Overhead = corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")}
+	usage := allocator.UsageOf(p)
+	trim := newTrimmer().trim
+	obj, err := trim(p.DeepCopy())
+	require.NoError(t, err)
+	got := obj.(*corev1.Pod)
+	assert.Nil(t, got.Labels)
+	assert.Nil(t, got.OwnerReferences)
+	assert.Equal(t, usage, allocator.UsageOf(got), "the fit checks read the same requests")
+	containers := got.Spec.Containers
+	got.Spec.Containers = nil
+	assert.Equal(t, corev1.PodSpec{
+		ResourceClaims:  []corev1.PodResourceClaim{{Name: "gpu", ResourceClaimName: ptr.To("c")}},
+		SchedulingGates: []corev1.PodSchedulingGate{{Name: "gate"}},
+		Tolerations:     []corev1.Toleration{{Key: "gpu", Operator: corev1.TolerationOpExists}},
+		NodeSelector:    map[string]string{"zone": "a"},
+		Affinity:        &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: required}},
+	}, got.Spec)
+	assert.Equal(t, corev1.PodStatus{Phase: corev1.PodPending,
+		ResourceClaimStatuses: []corev1.PodResourceClaimStatus{{Name: "gpu", ResourceClaimName: ptr.To("c")}}}, got.Status)
+
+	// A second pod of the same workload shares the first one's requests
+	// and placement.
+	other := p.DeepCopy()
+	other.Name = "other"
+	obj, err = trim(other)
+	require.NoError(t, err)
+	second := obj.(*corev1.Pod)
+	assert.Same(t, &containers[0], &second.Spec.Containers[0])
+	assert.Equal(t, reflect.ValueOf(got.Spec.NodeSelector).Pointer(), reflect.ValueOf(second.Spec.NodeSelector).Pointer())
+	assert.Same(t, &got.Spec.Tolerations[0], &second.Spec.Tolerations[0])
+
+	n := readyNode("node-a")
+	n.Annotations = map[string]string{"big": strings.Repeat("x", 1000)}
+	n.Spec.Taints = []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}
+	n.Spec.Unschedulable = true
+	n.Status.Capacity = n.Status.Allocatable
+	n.Status.Conditions = append([]corev1.NodeCondition{{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse}},
+		corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is posting ready status"})
+	n.Status.Images = []corev1.ContainerImage{{Names: []string{"app:1"}}}
+	n.Status.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.37.2"}
+	obj, err = newTrimmer().trim(n)
+	require.NoError(t, err)
+	gotNode := obj.(*corev1.Node)
+	assert.Nil(t, gotNode.Annotations)
+	assert.Equal(t, map[string]string{corev1.LabelHostname: "node-a"}, gotNode.Labels)
+	assert.Equal(t, corev1.NodeSpec{Unschedulable: true, Taints: []corev1.Taint{{Key: "gpu", Effect: corev1.TaintEffectNoSchedule}}}, gotNode.Spec)
+	assert.Equal(t, corev1.NodeStatus{Allocatable: readyNode("node-a").Status.Allocatable,
+		Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}, gotNode.Status)
+}
+
+// Devices of equal capacities share one capacity map, across slices, and
+// a slice's devices share the attribute values they have in common; the
+// slices read the same as before.
+func TestTrimSharesDeviceParts(t *testing.T) {
+	slice := func(node string) *resourceapi.ResourceSlice {
+		s := &resourceapi.ResourceSlice{ObjectMeta: metav1.ObjectMeta{Name: node}, Spec: resourceapi.ResourceSliceSpec{
+			Driver: names.DriverName, NodeName: ptr.To(node), Pool: resourceapi.ResourcePool{Name: node, ResourceSliceCount: 1}}}
+		for g := range 3 {
+			s.Spec.Devices = append(s.Spec.Devices, plainGPU(g))
+		}
+		small := plainGPU(3)
+		small.Capacity[names.CapacityMemory] = resourceapi.DeviceCapacity{Value: resource.MustParse("8Gi")}
+		s.Spec.Devices = append(s.Spec.Devices, small)
+		return s
+	}
+	trim := newTrimmer().trim
+	var got []*resourceapi.ResourceSlice
+	for _, node := range []string{"node-a", "node-b"} {
+		obj, err := trim(slice(node))
+		require.NoError(t, err)
+		got = append(got, obj.(*resourceapi.ResourceSlice))
+		assert.True(t, apiequality.Semantic.DeepEqual(slice(node), got[len(got)-1]), "the slice reads the same")
+	}
+	capacity := func(s, d int) uintptr { return reflect.ValueOf(got[s].Spec.Devices[d].Capacity).Pointer() }
+	assert.Equal(t, capacity(0, 0), capacity(0, 1))
+	assert.Equal(t, capacity(0, 0), capacity(1, 2), "shared across slices")
+	assert.NotEqual(t, capacity(0, 0), capacity(0, 3), "a different capacity keeps its own map")
+	assert.Equal(t, capacity(0, 3), capacity(1, 3))
+	product := func(d int) *string { return got[0].Spec.Devices[d].Attributes[names.AttrProductName].StringValue }
+	assert.Same(t, product(0), product(2))
+	uuid := func(d int) *string { return got[0].Spec.Devices[d].Attributes[names.AttrUUID].StringValue }
+	assert.NotEqual(t, *uuid(0), *uuid(1))
 }
 
 // mpsGPU is the MPS device the plugin publishes with --mps beside
@@ -477,7 +595,7 @@ func mpsSnapshot() *inspect.Snapshot {
 	}
 	for _, c := range claims {
 		snap.Claims = append(snap.Claims, *c)
-		snap.Pods = append(snap.Pods, *pod(c.Namespace, c.Name, c.Name, "node-p"))
+		snap.Pods = append(snap.Pods, pod(c.Namespace, c.Name, c.Name, "node-p"))
 	}
 	return snap
 }

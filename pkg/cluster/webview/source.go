@@ -20,7 +20,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +34,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	resourcehelper "k8s.io/component-helpers/resource"
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/cluster/inspect"
@@ -107,6 +110,7 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 	if opts.SyncTimeout <= 0 {
 		opts.SyncTimeout = time.Minute
 	}
+	trim := newTrimmer().trim
 	s := &Source{
 		opts:      opts,
 		fleet:     informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim)),
@@ -137,24 +141,89 @@ func NewSource(client kubernetes.Interface, opts SourceOptions) *Source {
 	return s
 }
 
+// trimmer makes the objects entering the informers' cache small: see
+// trim. Parts that thousands of objects have equal it keeps once, by
+// their protobuf encoding, and the objects share them (the cache's
+// objects are never written).
+type trimmer struct {
+	mu sync.Mutex
+	// capacities are the devices' capacity maps: a handful (one per GPU
+	// product and MIG profile) for the thousands of devices of a fleet.
+	capacities map[string]map[resourceapi.QualifiedName]resourceapi.DeviceCapacity
+	// requests are pods' containers reduced to one holding the pod's
+	// requests, and placements pods' tolerations, node selector and
+	// required node affinity: pods of one workload have them equal.
+	requests   map[string][]corev1.Container
+	placements map[string]corev1.PodSpec
+	// claimSpecs are claims' specs: equal for the claims of a template.
+	claimSpecs map[string]resourceapi.ResourceClaimSpec
+}
+
+// sharedKept bounds the distinct values the trimmer keeps of each kind:
+// past it the table starts again, which costs sharing, not correctness.
+const sharedKept = 1024
+
+func newTrimmer() *trimmer {
+	return &trimmer{
+		capacities: map[string]map[resourceapi.QualifiedName]resourceapi.DeviceCapacity{},
+		requests:   map[string][]corev1.Container{},
+		placements: map[string]corev1.PodSpec{},
+		claimSpecs: map[string]resourceapi.ResourceClaimSpec{},
+	}
+}
+
+// shared returns the value table holds under key, adding v when it is
+// the first.
+func shared[T any](table map[string]T, key string, v T) T {
+	if kept, ok := table[key]; ok {
+		return kept
+	}
+	if len(table) >= sharedKept {
+		clear(table)
+	}
+	table[key] = v
+	return v
+}
+
+// marshaler is an API type's protobuf encoding.
+type marshaler interface{ Marshal() ([]byte, error) }
+
+// protoKey is v's protobuf encoding (the generated code writes map
+// entries sorted, so equal values have equal keys), false when it does
+// not encode (a decoded value always does): v is then kept to itself.
+func protoKey(v marshaler) (string, bool) {
+	b, err := v.Marshal()
+	return string(b), err == nil
+}
+
 // trim drops what no view reads before an object enters the cache: the
-// memory of the command at a thousand nodes is mostly pods and nodes.
-func trim(obj any) (any, error) {
+// memory of the command at a thousand nodes is mostly slices, pods and
+// claims. What stays is what the page and inspect.Why read: a pod's
+// claims, gates, phase and node, and what the scheduler's fit checks
+// read (its requests, tolerations, node selector and required
+// affinity); a node's labels, taints, allocatable resources and Ready
+// condition.
+func (t *trimmer) trim(obj any) (any, error) {
 	if o, ok := obj.(metav1.Object); ok {
 		o.SetManagedFields(nil)
 	}
 	switch o := obj.(type) {
 	case *corev1.Pod:
-		o.Annotations = nil
-		o.Spec.Volumes = nil
-		trimContainers(o.Spec.Containers)
-		trimContainers(o.Spec.InitContainers)
-		o.Spec.EphemeralContainers = nil
-		o.Status = corev1.PodStatus{Phase: o.Status.Phase, Conditions: o.Status.Conditions,
-			ResourceClaimStatuses: o.Status.ResourceClaimStatuses}
+		o.Annotations, o.Labels, o.OwnerReferences = nil, nil, nil
+		spec := t.placement(o.Spec)
+		spec.NodeName, spec.ResourceClaims, spec.SchedulingGates = o.Spec.NodeName, o.Spec.ResourceClaims, o.Spec.SchedulingGates
+		spec.Containers = t.requestsOf(o)
+		o.Spec = spec
+		o.Status = corev1.PodStatus{Phase: o.Status.Phase, ResourceClaimStatuses: o.Status.ResourceClaimStatuses}
 	case *corev1.Node:
-		o.Annotations = nil
-		o.Status.Images = nil
+		o.Annotations, o.OwnerReferences = nil, nil
+		status := corev1.NodeStatus{Allocatable: o.Status.Allocatable}
+		for _, c := range o.Status.Conditions {
+			if c.Type == corev1.NodeReady {
+				status.Conditions = []corev1.NodeCondition{{Type: c.Type, Status: c.Status}}
+			}
+		}
+		o.Status = status
 	case *resourceapi.ResourceClaim:
 		// Ten thousand of them at the scale benchmark's size: of the
 		// devices' status only the plugin's data is read.
@@ -163,17 +232,126 @@ func trim(obj any) (any, error) {
 			d := &o.Status.Devices[i]
 			d.Conditions, d.NetworkData = nil, nil
 		}
+		if key, ok := protoKey(&o.Spec); ok {
+			t.mu.Lock()
+			o.Spec = shared(t.claimSpecs, key, o.Spec)
+			t.mu.Unlock()
+		}
+	case *resourceapi.ResourceSlice:
+		t.share(o)
 	}
 	return obj, nil
 }
 
-// trimContainers keeps what the scheduler's fit checks read: the
-// resources (and a restart policy, which makes an init container a
-// sidecar).
-func trimContainers(cs []corev1.Container) {
-	for i, c := range cs {
-		cs[i] = corev1.Container{Name: c.Name, Resources: c.Resources, RestartPolicy: c.RestartPolicy}
+// placement is a spec holding only what the scheduler's fit checks read
+// of where a pod may run: its tolerations, node selector and required
+// node affinity.
+func (t *trimmer) placement(in corev1.PodSpec) corev1.PodSpec {
+	spec := corev1.PodSpec{Tolerations: in.Tolerations, NodeSelector: in.NodeSelector}
+	if a := in.Affinity; a != nil && a.NodeAffinity != nil && a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: a.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution}}
 	}
+	key, ok := protoKey(&spec)
+	if !ok {
+		return spec
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return shared(t.placements, key, spec)
+}
+
+// requestsOf is one container holding what the pod requests of its node
+// (its containers, sidecars, init containers, pod-level resources and
+// overhead, summed as the scheduler does): the fit checks read nothing
+// else of the containers, and read the same sum from it.
+func (t *trimmer) requestsOf(pod *corev1.Pod) []corev1.Container {
+	requests := resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{})
+	containers := []corev1.Container{{Name: "requests", Resources: corev1.ResourceRequirements{Requests: requests}}}
+	key, ok := protoKey(&containers[0].Resources)
+	if !ok {
+		return containers
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return shared(t.requests, key, containers)
+}
+
+// share makes the equal parts of a slice's devices one value, read by
+// all (the cache's objects are never written): the capacity maps of
+// equal devices, and within the slice the attribute names and values the
+// devices have in common. At a thousand nodes of eight GPUs the devices'
+// attributes and capacities are the largest part of the command's heap.
+func (t *trimmer) share(slice *resourceapi.ResourceSlice) {
+	names := map[resourceapi.QualifiedName]resourceapi.QualifiedName{}
+	values := map[string]*string{}
+	ints := map[int64]*int64{}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i := range slice.Spec.Devices {
+		d := &slice.Spec.Devices[i]
+		if len(d.Attributes) > 0 {
+			attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(d.Attributes))
+			for name, a := range d.Attributes {
+				if n, ok := names[name]; ok {
+					name = n
+				} else {
+					names[name] = name
+				}
+				a.StringValue = sharedString(values, a.StringValue)
+				a.VersionValue = sharedString(values, a.VersionValue)
+				if a.IntValue != nil {
+					if v, ok := ints[*a.IntValue]; ok {
+						a.IntValue = v
+					} else {
+						ints[*a.IntValue] = a.IntValue
+					}
+				}
+				attrs[name] = a
+			}
+			d.Attributes = attrs
+		}
+		if key, ok := capacityKey(d.Capacity); ok {
+			d.Capacity = shared(t.capacities, key, d.Capacity)
+		}
+	}
+}
+
+// sharedString returns the pointer to v's value that values holds,
+// adding v when it is the first.
+func sharedString(values map[string]*string, v *string) *string {
+	if v == nil {
+		return nil
+	}
+	if s, ok := values[*v]; ok {
+		return s
+	}
+	values[*v] = v
+	return v
+}
+
+// capacityKey is the protobuf encoding of a capacity map, its names
+// sorted: equal maps have equal keys. It is false for an empty map, and
+// for one that does not encode (a decoded one always does), which the
+// device then keeps to itself.
+func capacityKey(c map[resourceapi.QualifiedName]resourceapi.DeviceCapacity) (string, bool) {
+	if len(c) == 0 {
+		return "", false
+	}
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(c)) {
+		v := c[name]
+		encoded, err := v.Marshal()
+		if err != nil {
+			return "", false
+		}
+		b.WriteString(string(name))
+		b.WriteByte(0)
+		b.WriteString(strconv.Itoa(len(encoded)))
+		b.WriteByte(0)
+		b.Write(encoded)
+	}
+	return b.String(), true
 }
 
 func (s *Source) poke() {
@@ -441,7 +619,7 @@ func (s *Source) snapshot() (*inspect.Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list pods: %w", err)
 	}
-	snap.Pods = deref(pods)
+	snap.Pods = pods
 	return snap, nil
 }
 
