@@ -18,7 +18,7 @@ limitations under the License.
  * burst.h - a claim's burst grants as the library reads and asks for them
  * (docs/architecture.md, "Burstable memory").
  *
- * The grant of each GPU is read from <claim dir>/host/burst (burstfile.h)
+ * The grant of each GPU is read from <claim dir>/host/burst (vgpu_burstfile.h)
  * only when an allocation crosses guarantee + the grant last read, or when a
  * reservation above the guarantee checks that its grant still holds (the
  * write-then-read handshake). Asking the plugin for more is one request over
@@ -35,9 +35,6 @@ limitations under the License.
 
 #include "burstfile.h"
 #include "vgpu_burst.h"
-
-/* A burst file names at most this many GPUs (pkg/node/burst MaxGPUs). */
-#define VGPU_BURST_MAX_GPUS 16
 
 /* A claim's burst file as last read, and its socket. */
 struct vgpu_burst {

@@ -29,6 +29,7 @@ limitations under the License.
 #include <string.h>
 #include <unistd.h>
 
+#include "burstfile.h"
 #include "hostpids.h"
 
 static const char usage_text[] =
@@ -38,6 +39,8 @@ static const char usage_text[] =
     "FORMAT is the contract FILE (\"-\" = stdin) is read as:\n"
     "  hostpids     a claim's host/pids (vgpu_hostpids.h); prints\n"
     "               \"<pidns> <pid> <start time> <host pid>\" per entry\n"
+    "  burstfile    a claim's host/burst (vgpu_burstfile.h); prints \"<uuid> <bytes>\"\n"
+    "               per GPU\n"
     "\n"
     "The first line printed is \"ok\" or \"refused: REASON\" (the library's reason),\n"
     "the entries follow an \"ok\". The file is read as the library reads it: at most\n"
@@ -53,6 +56,9 @@ static void print_constants(void)
     CONST(VGPU_HOSTPIDS_MAX);
     CONST(VGPU_HOSTPIDS_MAX_BYTES);
     CONST(VGPU_PID_MAX);
+    CONST(VGPU_BURST_MAX_BYTES);
+    CONST(VGPU_BURST_MAX_GRANT);
+    CONST(VGPU_BURST_MAX_GPUS);
 }
 
 /* Reads at most cap bytes of path ("-" = stdin) into buf; returns the length or -1. */
@@ -101,12 +107,30 @@ static int parse_hostpids(const char *text, size_t len)
     return 0;
 }
 
+/* burstfile: vgpu_burst_parse as burst.c's refresh calls it (its size check is the parser's). */
+static int parse_burstfile(const char *text, size_t len)
+{
+    struct vgpu_burst_grant g[VGPU_BURST_MAX_GPUS];
+    char err[VGPU_ERRMSG_MAX];
+    int n = vgpu_burst_parse(text, len, g, VGPU_BURST_MAX_GPUS, err);
+
+    if (n < 0) {
+        printf("refused: %s\n", err);
+        return 0;
+    }
+    printf("ok\n");
+    for (int i = 0; i < n; i++)
+        printf("%s %llu\n", g[i].uuid, (unsigned long long)g[i].bytes);
+    return 0;
+}
+
 static const struct format {
     const char *name;
     size_t max_bytes;
     int (*parse)(const char *text, size_t len);
 } formats[] = {
     {"hostpids", VGPU_HOSTPIDS_MAX_BYTES, parse_hostpids},
+    {"burstfile", VGPU_BURST_MAX_BYTES, parse_burstfile},
 };
 
 int main(int argc, char **argv)

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
 )
 
@@ -260,7 +261,7 @@ func reasonOf(err error) string {
 }
 
 // parseRequest parses "grow <GPU UUID> <bytes>\n": exactly that, bytes in
-// decimal without sign or leading zeros, at most burst.MaxGrantBytes.
+// decimal without sign or leading zeros, at most burstfile.MaxGrantBytes.
 func parseRequest(msg []byte) (uuid string, need uint64, ok bool) {
 	if len(msg) > MaxRequestBytes || len(msg) == 0 || msg[len(msg)-1] != '\n' {
 		return "", 0, false
@@ -279,7 +280,7 @@ func parseRequest(msg []byte) (uuid string, need uint64, ok bool) {
 		}
 	}
 	v, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || v > burst.MaxGrantBytes {
+	if err != nil || v > burstfile.MaxGrantBytes {
 		return "", 0, false
 	}
 	return fields[1], v, true

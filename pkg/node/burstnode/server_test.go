@@ -33,6 +33,7 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
@@ -41,7 +42,7 @@ func grantsInFile(t *testing.T, c prepare.PreparedClaim) map[string]uint64 {
 	t.Helper()
 	data, err := os.ReadFile(c.BurstPath)
 	require.NoError(t, err)
-	g, err := burst.ParseFile(data)
+	g, err := burstfile.Parse(data)
 	require.NoError(t, err)
 	return g
 }
@@ -66,7 +67,7 @@ func TestProtocol(t *testing.T) {
 	for _, bad := range []string{
 		"", "\n", "grow\n", "grow " + gpuA + " 1", "grow " + gpuA + " 01\n", "grow " + gpuA + " -1\n", "grow " + gpuA + " +1\n",
 		"grow " + gpuA + "  1\n", "grow " + gpuA + " 1 \n", "Grow " + gpuA + " 1\n", "grow " + gpuA + " 1\r\n",
-		"grow " + gpuA + " 18446744073709551616\n", fmt.Sprintf("grow %s %d\n", gpuA, burst.MaxGrantBytes+1),
+		"grow " + gpuA + " 18446744073709551616\n", fmt.Sprintf("grow %s %d\n", gpuA, burstfile.MaxGrantBytes+1),
 		"grow gpu-x 1\n", "grow " + gpuA + " 1\n\n", "shrink " + gpuA + " 1\n", "grow " + gpuA + "\x00 1\n",
 		strings.Repeat("x", 200), "grow " + gpuA + " " + strings.Repeat("1", 100) + "\n",
 	} {
