@@ -22,7 +22,7 @@ limitations under the License.
  * only when an allocation crosses guarantee + the grant last read, or when a
  * reservation above the guarantee checks that its grant still holds (the
  * write-then-read handshake). Asking the plugin for more is one request over
- * <claim dir>/host/burst.sock (include/vgpu_burst.h). Everything here is the
+ * <claim dir>/host/burst.sock (include/vgpu_burstsock.h). Everything here is the
  * slow path: an allocation within the guarantee never comes here.
  */
 #ifndef VGPU_BURST_H
@@ -34,7 +34,7 @@ limitations under the License.
 #include <stdint.h>
 
 #include "burstfile.h"
-#include "vgpu_burst.h"
+#include "vgpu_burstsock.h"
 
 /* A claim's burst file as last read, and its socket. */
 struct vgpu_burst {
@@ -68,5 +68,12 @@ uint64_t vgpu_burst_grant(struct vgpu_burst *b, const char *uuid);
  * The number in the reply is not used: only the file grants.
  */
 int vgpu_burst_ask(const struct vgpu_burst *b, const char *uuid, uint64_t need, char why[64]);
+
+/*
+ * Reads one reply of len bytes as vgpu_burst_ask does: returns 0 for
+ * "granted <n>\n", -1 for anything else, with why "granted", "refused: " and
+ * the server's reason (at most 40 bytes), or "malformed reply".
+ */
+int vgpu_burst_parse_reply(const char *msg, size_t len, char why[64]);
 
 #endif /* VGPU_BURST_H */

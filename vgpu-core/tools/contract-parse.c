@@ -29,6 +29,7 @@ limitations under the License.
 #include <string.h>
 #include <unistd.h>
 
+#include "burst.h"
 #include "burstfile.h"
 #include "hostpids.h"
 
@@ -41,6 +42,8 @@ static const char usage_text[] =
     "               \"<pidns> <pid> <start time> <host pid>\" per entry\n"
     "  burstfile    a claim's host/burst (vgpu_burstfile.h); prints \"<uuid> <bytes>\"\n"
     "               per GPU\n"
+    "  burstreply   a reply on host/burst.sock as the library reads it\n"
+    "               (vgpu_burstsock.h); prints \"granted\" or \"refused <reason>\"\n"
     "\n"
     "The first line printed is \"ok\" or \"refused: REASON\" (the library's reason),\n"
     "the entries follow an \"ok\". The file is read as the library reads it: at most\n"
@@ -59,6 +62,7 @@ static void print_constants(void)
     CONST(VGPU_BURST_MAX_BYTES);
     CONST(VGPU_BURST_MAX_GRANT);
     CONST(VGPU_BURST_MAX_GPUS);
+    CONST(VGPU_BURST_MSG_MAX);
 }
 
 /* Reads at most cap bytes of path ("-" = stdin) into buf; returns the length or -1. */
@@ -124,6 +128,24 @@ static int parse_burstfile(const char *text, size_t len)
     return 0;
 }
 
+/* burstreply: vgpu_burst_parse_reply as vgpu_burst_ask calls it; its why says granted, refused or malformed. */
+static int parse_burstreply(const char *text, size_t len)
+{
+    static const char refused[] = "refused: ";
+    char why[64];
+
+    if (vgpu_burst_parse_reply(text, len, why) == 0) {
+        printf("ok\ngranted\n");
+        return 0;
+    }
+    if (strncmp(why, refused, strlen(refused)) == 0) {
+        printf("ok\nrefused %s\n", why + strlen(refused));
+        return 0;
+    }
+    printf("refused: %s\n", why);
+    return 0;
+}
+
 static const struct format {
     const char *name;
     size_t max_bytes;
@@ -131,6 +153,7 @@ static const struct format {
 } formats[] = {
     {"hostpids", VGPU_HOSTPIDS_MAX_BYTES, parse_hostpids},
     {"burstfile", VGPU_BURST_MAX_BYTES, parse_burstfile},
+    {"burstreply", VGPU_BURST_MSG_MAX, parse_burstreply},
 };
 
 int main(int argc, char **argv)

@@ -37,7 +37,7 @@ func coreDir() string {
 }
 
 // units are the library's sources the tool links: the parsers and what they call.
-var units = []string{"hostpids.c", "burstfile.c", "config.c", "parse.c", "log.c"}
+var units = []string{"hostpids.c", "burstfile.c", "burst.c", "config.c", "parse.c", "log.c"}
 
 // Parser is libvgpu.so's side of the contracts, built for one test.
 type Parser struct {

@@ -24,6 +24,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstsock"
 )
 
 // Every metric the package registers has a row in docs/metrics.md.
@@ -33,7 +35,7 @@ func TestMetricsDocumented(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n, err := New(Options{Registry: reg})
 	require.NoError(t, err)
-	n.metrics.refusals.WithLabelValues(ReasonFull)
+	n.metrics.refusals.WithLabelValues(burstsock.ReasonFull)
 	n.metrics.reclaims.WithLabelValues(gpuA)
 	n.rooms[uidA] = map[string]uint64{gpuA: gib}
 	n.refs[uidA] = ClaimRef{Namespace: "ns", Name: "a", UID: uidA}

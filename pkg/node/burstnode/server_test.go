@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstsock"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
@@ -86,12 +87,12 @@ func TestProtocol(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("refused reclaiming %d\n", 7*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 7*gib+1)))
 	})
 
-	assert.InDelta(t, 18, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonRequest)), 0.5)
-	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonLimit)), 0.5)
-	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonFull)), 0.5)
-	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonNever)), 0.5)
-	assert.InDelta(t, 2, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonGPU)), 0.5)
-	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonReclaiming)), 0.5)
+	assert.InDelta(t, 18, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonRequest)), 0.5)
+	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonLimit)), 0.5)
+	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonFull)), 0.5)
+	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonNever)), 0.5)
+	assert.InDelta(t, 2, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonGPU)), 0.5)
+	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonReclaiming)), 0.5)
 	require.NoError(t, testutil.CollectAndCompare(e.node.metrics, strings.NewReader(`
 # HELP vgpu_dra_claim_memory_burst_bytes Memory granted to a claim on a GPU above its guarantee (its burst grant, as in host/burst).
 # TYPE vgpu_dra_claim_memory_burst_bytes gauge
@@ -286,6 +287,6 @@ func TestAskFloodSlowsOnlyItsClaim(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("granted %d\n", uint64(i+1)*chunk), a, "the other claim's ask %d", i)
 	}
 	assert.Equal(t, map[string]int{"granted " + fmt.Sprint(chunk): 10, "refused rate": 190}, answers)
-	assert.Equal(t, 190.0, testutil.ToFloat64(n.metrics.refusals.WithLabelValues(ReasonRate)))
+	assert.Equal(t, 190.0, testutil.ToFloat64(n.metrics.refusals.WithLabelValues(burstsock.ReasonRate)))
 	assert.Equal(t, map[string]uint64{gpuA: chunk}, e.ledger.Grants(uidA))
 }
