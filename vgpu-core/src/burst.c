@@ -146,8 +146,7 @@ static bool plain_decimal(const char *s)
     return true;
 }
 
-/* Parses a reply (len bytes): 0 for a well-formed grant, -1 otherwise with why filled. */
-static int parse_reply(const char *msg, size_t len, char why[64])
+int vgpu_burst_parse_reply(const char *msg, size_t len, char why[64])
 {
     char text[VGPU_BURST_MSG_MAX + 1], *sp;
 
@@ -227,7 +226,7 @@ int vgpu_burst_ask(const struct vgpu_burst *b, const char *uuid, uint64_t need, 
         snprintf(why, 64, "%s", r == 0 ? "closed without a reply" : strerror(errno));
         goto out;
     }
-    rc = parse_reply(rep, (size_t)r > sizeof(rep) ? sizeof(rep) : (size_t)r, why);
+    rc = vgpu_burst_parse_reply(rep, (size_t)r > sizeof(rep) ? sizeof(rep) : (size_t)r, why);
 out:
     close(fd);
     return rc;

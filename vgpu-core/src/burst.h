@@ -18,11 +18,11 @@ limitations under the License.
  * burst.h - a claim's burst grants as the library reads and asks for them
  * (docs/architecture.md, "Burstable memory").
  *
- * The grant of each GPU is read from <claim dir>/host/burst (burstfile.h)
+ * The grant of each GPU is read from <claim dir>/host/burst (vgpu_burstfile.h)
  * only when an allocation crosses guarantee + the grant last read, or when a
  * reservation above the guarantee checks that its grant still holds (the
  * write-then-read handshake). Asking the plugin for more is one request over
- * <claim dir>/host/burst.sock (include/vgpu_burst.h). Everything here is the
+ * <claim dir>/host/burst.sock (include/vgpu_burstsock.h). Everything here is the
  * slow path: an allocation within the guarantee never comes here.
  */
 #ifndef VGPU_BURST_H
@@ -34,10 +34,7 @@ limitations under the License.
 #include <stdint.h>
 
 #include "burstfile.h"
-#include "vgpu_burst.h"
-
-/* A burst file names at most this many GPUs (pkg/node/burst MaxGPUs). */
-#define VGPU_BURST_MAX_GPUS 16
+#include "vgpu_burstsock.h"
 
 /* A claim's burst file as last read, and its socket. */
 struct vgpu_burst {
@@ -71,5 +68,12 @@ uint64_t vgpu_burst_grant(struct vgpu_burst *b, const char *uuid);
  * The number in the reply is not used: only the file grants.
  */
 int vgpu_burst_ask(const struct vgpu_burst *b, const char *uuid, uint64_t need, char why[64]);
+
+/*
+ * Reads one reply of len bytes as vgpu_burst_ask does: returns 0 for
+ * "granted <n>\n", -1 for anything else, with why "granted", "refused: " and
+ * the server's reason (at most 40 bytes), or "malformed reply".
+ */
+int vgpu_burst_parse_reply(const char *msg, size_t len, char why[64]);
 
 #endif /* VGPU_BURST_H */

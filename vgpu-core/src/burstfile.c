@@ -22,9 +22,6 @@ limitations under the License.
 #include <string.h>
 #include <strings.h>
 
-#define HEADER "version=1\n"
-#define KEYWORD "gpu "
-
 /* Parses the grant: digits only up to '\n', no sign, no leading zero, at most the maximum. */
 static bool grant_field(const char **p, const char *end, uint64_t *out)
 {
@@ -55,11 +52,12 @@ int vgpu_burst_parse(const char *text, size_t len, struct vgpu_burst_grant *out,
         snprintf(err, VGPU_ERRMSG_MAX, "%zu bytes, more than %d", len, VGPU_BURST_MAX_BYTES);
         return -1;
     }
-    if (len < strlen(HEADER) || memcmp(text, HEADER, strlen(HEADER)) != 0) {
+    if (len < strlen(VGPU_BURST_HEADER) ||
+        memcmp(text, VGPU_BURST_HEADER, strlen(VGPU_BURST_HEADER)) != 0) {
         snprintf(err, VGPU_ERRMSG_MAX, "line 1: want \"version=1\"");
         return -1;
     }
-    p += strlen(HEADER);
+    p += strlen(VGPU_BURST_HEADER);
     while (p < end) {
         char uuid[VGPU_BURST_UUID_LEN + 1];
         uint64_t bytes;
@@ -69,19 +67,19 @@ int vgpu_burst_parse(const char *text, size_t len, struct vgpu_burst_grant *out,
             snprintf(err, VGPU_ERRMSG_MAX, "line %d: more than %d GPUs", line, max);
             return -1;
         }
-        if ((size_t)(end - p) < strlen(KEYWORD) + VGPU_BURST_UUID_LEN + 1 ||
-            memcmp(p, KEYWORD, strlen(KEYWORD)) != 0 ||
-            p[strlen(KEYWORD) + VGPU_BURST_UUID_LEN] != ' ') {
+        if ((size_t)(end - p) < strlen(VGPU_BURST_KEYWORD) + VGPU_BURST_UUID_LEN + 1 ||
+            memcmp(p, VGPU_BURST_KEYWORD, strlen(VGPU_BURST_KEYWORD)) != 0 ||
+            p[strlen(VGPU_BURST_KEYWORD) + VGPU_BURST_UUID_LEN] != ' ') {
             snprintf(err, VGPU_ERRMSG_MAX, "line %d: want \"gpu <uuid> <bytes>\"", line);
             return -1;
         }
-        memcpy(uuid, p + strlen(KEYWORD), VGPU_BURST_UUID_LEN);
+        memcpy(uuid, p + strlen(VGPU_BURST_KEYWORD), VGPU_BURST_UUID_LEN);
         uuid[VGPU_BURST_UUID_LEN] = '\0';
         if (!vgpu_uuid_valid(uuid)) {
             snprintf(err, VGPU_ERRMSG_MAX, "line %d: not a GPU UUID", line);
             return -1;
         }
-        p += strlen(KEYWORD) + VGPU_BURST_UUID_LEN + 1;
+        p += strlen(VGPU_BURST_KEYWORD) + VGPU_BURST_UUID_LEN + 1;
         if (!grant_field(&p, end, &bytes)) {
             snprintf(err, VGPU_ERRMSG_MAX, "line %d: grant not a decimal number of bytes up to %llu",
                      line, (unsigned long long)VGPU_BURST_MAX_GRANT);

@@ -15,24 +15,8 @@ limitations under the License.
 */
 
 /*
- * burstfile.h - a claim's burst grants (<claimdir>/host/burst).
- *
- * The kubelet plugin lends a claim memory above its guarantee on a GPU
- * (docs/architecture.md, "Burstable memory") and publishes what it lent in a
- * file of the claim's read-only host directory, written atomically by rename
- * before the grant is answered (Go side: pkg/node/burst). Format, every number
- * decimal, one space apart:
- *
- *   version=1
- *   gpu <GPU UUID> <grant bytes>
- *   ...
- *
- * The file comes from the host but is parsed as untrusted input: anything
- * malformed rejects the whole file, and then no GPU has a grant (the claim is
- * held to its guarantee). The effective limit on a GPU is guarantee + grant.
- *
- * This unit is the parser and the limit; reading the file at a crossing and
- * asking the plugin over host/burst.sock are burst.h's.
+ * burstfile.h - libvgpu.so's parser of a claim's burst grants (format:
+ * include/vgpu_burstfile.h) and the limit they give.
  */
 #ifndef VGPU_BURSTFILE_H
 #define VGPU_BURSTFILE_H
@@ -41,15 +25,7 @@ limitations under the License.
 #include <stdint.h>
 
 #include "config.h"
-
-/* The file's path below the claim directory. */
-#define VGPU_BURST_FILE "host/burst"
-/* Largest file accepted (pkg/node/burst MaxFileBytes). */
-#define VGPU_BURST_MAX_BYTES 4096
-/* Largest grant accepted, 2^50 bytes (pkg/node/burst MaxGrantBytes): sums cannot overflow. */
-#define VGPU_BURST_MAX_GRANT (1ull << 50)
-/* Length of a GPU UUID ("GPU-" and 8-4-4-4-12 hex digits). */
-#define VGPU_BURST_UUID_LEN 40
+#include "vgpu_burstfile.h"
 
 /* One GPU's grant. */
 struct vgpu_burst_grant {

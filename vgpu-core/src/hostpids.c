@@ -29,8 +29,6 @@ limitations under the License.
 
 #include "log.h"
 
-#define HEADER "version=1\n"
-
 static uint64_t mono_ns(void)
 {
     struct timespec ts;
@@ -69,11 +67,12 @@ int vgpu_hostpids_parse(const char *text, size_t len, struct vgpu_hostpid_entry 
     const char *p = text, *end = text + len;
     int n = 0, line = 1;
 
-    if (len < strlen(HEADER) || memcmp(text, HEADER, strlen(HEADER)) != 0) {
+    if (len < strlen(VGPU_HOSTPIDS_HEADER) ||
+        memcmp(text, VGPU_HOSTPIDS_HEADER, strlen(VGPU_HOSTPIDS_HEADER)) != 0) {
         snprintf(err, VGPU_ERRMSG_MAX, "line 1: want \"version=1\"");
         return -1;
     }
-    p += strlen(HEADER);
+    p += strlen(VGPU_HOSTPIDS_HEADER);
     while (p < end) {
         uint64_t ns, pid, start, host;
 

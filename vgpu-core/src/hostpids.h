@@ -15,21 +15,10 @@ limitations under the License.
 */
 
 /*
- * hostpids.h - the host pid map of a claim (<claimdir>/host/pids).
- *
- * NVML names processes by their pid in the host's pid namespace. Inside a
- * container (own pid namespace, own /proc) a process cannot learn that pid,
- * so the kubelet plugin, which runs in the host pid namespace, resolves the
- * region's process slots through /proc and publishes the result in a
- * read-only directory mounted into the claim's containers. Format (written
- * atomically by rename; every field decimal, one space apart):
- *
- *   version=1
- *   <pid namespace inode> <pid> <start time> <host pid>
- *   ...
- *
- * The file comes from the host but is parsed as untrusted input: anything
- * malformed rejects the whole file (logged once per change of the file).
+ * hostpids.h - libvgpu.so's reader of the claim's host pid map (format:
+ * include/vgpu_hostpids.h): the parser, and the table a process looks its
+ * host pid up in, read again when the plugin replaces the file. A malformed
+ * map is logged once per change of the file and maps nothing.
  */
 #ifndef VGPU_HOSTPIDS_H
 #define VGPU_HOSTPIDS_H
@@ -40,18 +29,10 @@ limitations under the License.
 #include <stdint.h>
 
 #include "config.h"
-#include "vgpu_region.h"
+#include "vgpu_hostpids.h"
 
-/* The map's path below the claim directory. */
-#define VGPU_HOSTPIDS_FILE "host/pids"
-/* A map has at most one line per region slot. */
-#define VGPU_HOSTPIDS_MAX VGPU_REGION_MAX_SLOTS
-/* Largest file accepted: the header plus VGPU_HOSTPIDS_MAX lines of four maximal numbers. */
-#define VGPU_HOSTPIDS_MAX_BYTES (16 + VGPU_HOSTPIDS_MAX * 64)
 /* How often an unchanged or missing file is looked at again. */
 #define VGPU_HOSTPIDS_RECHECK_NS 1000000000ull
-/* Largest pid Linux hands out (PID_MAX_LIMIT on 64-bit). */
-#define VGPU_PID_MAX 4194304u
 
 /* One process of the claim: its identity in its own namespace and its host pid. */
 struct vgpu_hostpid_entry {

@@ -19,7 +19,7 @@ limitations under the License.
  * memory"): a claim's limit on a GPU is guarantee + the grant in
  * <claim>/host/burst, which the library reads only when an allocation
  * crosses it, asking the plugin over <claim>/host/burst.sock first
- * (include/vgpu_burst.h).
+ * (include/vgpu_burstsock.h).
  *
  * Run without arguments it is the driver: it writes a claim (guarantee
  * 1 GiB on the fake GPU 0) as the plugin would, serves host/burst.sock from a
@@ -54,7 +54,7 @@ limitations under the License.
 
 #include "check.h"
 #include "claimns.h"
-#include "vgpu_burst.h"
+#include "vgpu_burstsock.h"
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
 #include "vgpu_region.h"

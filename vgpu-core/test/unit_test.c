@@ -847,7 +847,7 @@ static void test_hostpids_parse(void)
     CHECK(strstr(err, "line 6") != NULL); /* the fifth process line exceeds max */
 }
 
-/* The burst grants: the text pkg/node/burst writes parses; every deviation rejects the whole file. */
+/* The burst grants: the text the plugin writes (pkg/contract/burstfile) parses; every deviation rejects the whole file. */
 static void test_burst_parse(void)
 {
     struct vgpu_burst_grant g[2];
@@ -884,7 +884,7 @@ static void test_burst_parse(void)
         "version=1\ngpu " U1 " 1\ngpu GPU-AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE 2\n", /* twice, other case */
         "version=1\ngpu " U0 " 1\ngpu " U1 " 2\ngpu GPU-00000000-0000-0000-0000-000000000000 0\n", /* > max */
     };
-    /* What pkg/node/burst RenderFile writes (TestRenderAndParseFile). */
+    /* What pkg/contract/burstfile Render writes (TestRenderAndParse). */
     const char *good = "version=1\ngpu " U0 " 805306368\ngpu " U1 " 0\n";
 
     CHECK(vgpu_burst_parse(good, strlen(good), g, 2, err) == 2);

@@ -33,8 +33,8 @@ limitations under the License.
 // is admitted only when its guarantee fits, and otherwise Admit names the
 // claims whose grants to reclaim (the eviction choice, not the eviction).
 //
-// Each claim's grants are persisted in its host/burst file (WriteFile's
-// format, read strictly by ParseFile) before a grant is answered, so that a
+// Each claim's grants are persisted in its host/burst file (format:
+// pkg/contract/burstfile) before a grant is answered, so that a
 // restarted plugin rebuilds them (Rebuild) and grants nothing twice. The
 // ledger always accounts at least what any version of a file it wrote
 // could show the library.

@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/atomicfile"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
 )
 
 const (
@@ -91,11 +92,11 @@ func (c *Claim) validate() error {
 		return fmt.Errorf("claim %s: no GPU shares", c.UID)
 	}
 	for uuid, s := range c.Shares {
-		if !gpuUUID.MatchString(uuid) {
-			return fmt.Errorf("claim %s: %q is not a GPU UUID", c.UID, truncate(uuid))
+		if !burstfile.ValidUUID(uuid) {
+			return fmt.Errorf("claim %s: %.64q is not a GPU UUID", c.UID, uuid)
 		}
-		if s.Limit < s.Guarantee || s.Limit > MaxGrantBytes {
-			return fmt.Errorf("claim %s, GPU %s: limit %d below the guarantee %d or beyond %d bytes", c.UID, uuid, s.Limit, s.Guarantee, MaxGrantBytes)
+		if s.Limit < s.Guarantee || s.Limit > burstfile.MaxGrantBytes {
+			return fmt.Errorf("claim %s, GPU %s: limit %d below the guarantee %d or beyond %d bytes", c.UID, uuid, s.Limit, s.Guarantee, burstfile.MaxGrantBytes)
 		}
 	}
 	return nil
@@ -411,7 +412,7 @@ func (s Share) burstOf(use uint64) uint64 {
 	if use <= s.Guarantee {
 		return 0
 	}
-	return min(chunks(min(use-s.Guarantee, MaxGrantBytes)), s.room())
+	return min(chunks(min(use-s.Guarantee, burstfile.MaxGrantBytes)), s.room())
 }
 
 func allZero(m map[string]uint64) bool {
@@ -618,7 +619,7 @@ func (l *Ledger) Rebuild(claims []Claim) error {
 		}
 		var grants map[string]uint64
 		if err == nil {
-			grants, err = ParseFile(data)
+			grants, err = burstfile.Parse(data)
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("claim %s: %w; counting its whole room as granted", c.UID, err))
@@ -652,10 +653,10 @@ func (l *Ledger) write(c *claimState) error {
 	for uuid := range c.Shares {
 		grants[uuid] = c.grants[uuid]
 	}
-	return l.opts.WriteFile(c.Path, RenderFile(grants))
+	return l.opts.WriteFile(c.Path, burstfile.Render(grants))
 }
 
-// chunks rounds n up to whole chunks; n is at most MaxGrantBytes.
+// chunks rounds n up to whole chunks; n is at most burstfile.MaxGrantBytes.
 func chunks(n uint64) uint64 {
 	return (n + ChunkBytes - 1) / ChunkBytes * ChunkBytes
 }

@@ -27,9 +27,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
 )
 
 const (
+	gib   = uint64(1) << 30
+	mib   = uint64(1) << 20
+	uuid0 = "GPU-11111111-2222-3333-4444-555555555555"
+	uuid1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+
 	uidA = types.UID("0f6b1a6e-4c1e-4a55-9d1a-2f3c4b5a6d7e")
 	uidB = types.UID("7d2e8c1a-1b2c-4d3e-8f9a-0b1c2d3e4f5a")
 	uidC = types.UID("3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f")
@@ -67,7 +74,7 @@ func (f *fixture) add(uid types.UID, guarantee, limit uint64) Claim {
 func (f *fixture) file(uid types.UID) map[string]uint64 {
 	data, err := os.ReadFile(filepath.Join(f.dir, string(uid)))
 	require.NoError(f.t, err)
-	grants, err := ParseFile(data)
+	grants, err := burstfile.Parse(data)
 	require.NoError(f.t, err)
 	return grants
 }
@@ -209,7 +216,7 @@ func TestWriteFailures(t *testing.T) {
 	got, err := f.ledger.Grant(uidA, uuid0, 2*gib)
 	require.NoError(t, err)
 	assert.Equal(t, 2*gib, got)
-	assert.Equal(t, []string{string(RenderFile(map[string]uint64{uuid0: 2 * gib}))}, written)
+	assert.Equal(t, []string{string(burstfile.Render(map[string]uint64{uuid0: 2 * gib}))}, written)
 
 	fail = true
 	f.clock.Step(time.Second)
@@ -433,8 +440,8 @@ func TestRebuildFromBadFiles(t *testing.T) {
 	b := f.claim(uidB, 2*gib, 6*gib)
 	c := f.claim(uidC, 2*gib, 3*gib)
 	require.NoError(t, os.WriteFile(a.Path, []byte("version=1\ngpu "+uuid0+" -1\n"), 0o644))
-	require.NoError(t, os.WriteFile(b.Path, RenderFile(map[string]uint64{uuid0: ChunkBytes, uuid1: 8 * gib}), 0o644))
-	require.NoError(t, os.WriteFile(c.Path, RenderFile(map[string]uint64{uuid0: 4 * gib}), 0o644))
+	require.NoError(t, os.WriteFile(b.Path, burstfile.Render(map[string]uint64{uuid0: ChunkBytes, uuid1: 8 * gib}), 0o644))
+	require.NoError(t, os.WriteFile(c.Path, burstfile.Render(map[string]uint64{uuid0: 4 * gib}), 0o644))
 
 	err := f.ledger.Rebuild([]Claim{a, b, c, a, {UID: "x"}})
 	require.Error(t, err)
@@ -469,7 +476,7 @@ func TestClaimValidation(t *testing.T) {
 		"no shares":    {UID: uidA, Path: "p"},
 		"bad UUID":     {UID: uidA, Path: "p", Shares: map[string]Share{"gpu0": {}}},
 		"limit below":  {UID: uidA, Path: "p", Shares: map[string]Share{uuid0: {Guarantee: 2, Limit: 1}}},
-		"limit beyond": {UID: uidA, Path: "p", Shares: map[string]Share{uuid0: {Limit: MaxGrantBytes + 1}}},
+		"limit beyond": {UID: uidA, Path: "p", Shares: map[string]Share{uuid0: {Limit: burstfile.MaxGrantBytes + 1}}},
 	} {
 		assert.Error(t, f.ledger.AddClaim(c), name)
 		_, err := f.ledger.Admit(c)

@@ -30,6 +30,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
 )
 
 // sim drives a ledger the way a node would, with a model of the library
@@ -112,7 +114,7 @@ func (s *sim) fileGrant(c *simClaim, g string) uint64 {
 		return 0
 	}
 	require.NoError(s.t, err)
-	grants, err := ParseFile(data)
+	grants, err := burstfile.Parse(data)
 	require.NoError(s.t, err, "the ledger writes only files the parser accepts")
 	return grants[g]
 }

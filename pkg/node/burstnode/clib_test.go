@@ -77,7 +77,7 @@ func fakeGPUUUID(t *testing.T, lib, stateDir string) string {
 // TestLibraryAsksThePlugin runs libvgpu.so (over the fake driver, in a
 // private mount namespace with the claim's config mounted read-only as the
 // plugin injects it) against this package's socket server and the real
-// Ledger: the wire protocol of vgpu-core/include/vgpu_burst.h as both sides
+// Ledger: the wire protocol of vgpu-core/include/vgpu_burstsock.h as both sides
 // speak it. Needs root.
 func TestLibraryAsksThePlugin(t *testing.T) {
 	if os.Geteuid() != 0 {

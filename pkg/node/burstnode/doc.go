@@ -22,7 +22,8 @@ limitations under the License.
 // (Admit before a claim's files, with a retryable wait when burst must be
 // reclaimed first; the claim and its socket before its CDI spec; both gone
 // at unprepare), and the per-claim socket (host/burst.sock) on which the
-// library asks for burst with one SOCK_SEQPACKET message:
+// library asks for burst with one SOCK_SEQPACKET message (format:
+// pkg/contract/burstsock):
 //
 //	grow <GPU UUID> <bytes>\n   ->   granted <grant>\n | refused <reason> <grant>\n
 //

@@ -21,9 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +34,7 @@ import (
 	"k8s.io/utils/clock"
 
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
+	pidmap "github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
@@ -586,8 +585,10 @@ func (n *Node) owners(col monitor.Collection) map[string]map[uint32][]types.UID 
 	byPod := map[types.UID][]types.UID{}
 	shares := map[types.UID]map[string]bool{}
 	for _, cr := range col.Claims {
-		for _, pid := range readHostPIDs(cr.Claim.HostPIDsPath) {
-			byPIDs[pid] = cr.Claim.UID
+		// A map that is missing or malformed attributes nothing, as in the library.
+		entries, _ := pidmap.ReadFile(cr.Claim.HostPIDsPath)
+		for _, e := range entries {
+			byPIDs[e.HostPID] = cr.Claim.UID
 		}
 		for _, pod := range cr.Pods {
 			byPod[pod] = append(byPod[pod], cr.Claim.UID)
@@ -693,32 +694,4 @@ func (n *Node) regionReservation(c prepare.PreparedClaim, uuid string) uint64 {
 		}
 	}
 	return 0
-}
-
-// readHostPIDs returns the host pids of a claim's host/pids (version 1:
-// "<pidns> <pid> <start time> <host pid>" lines); a bad line is skipped,
-// a file that is missing or of another version gives none.
-func readHostPIDs(path string) []uint32 {
-	if path == "" {
-		return nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil || len(data) > 1<<20 {
-		return nil
-	}
-	lines := strings.Split(string(data), "\n")
-	if len(lines) == 0 || lines[0] != "version=1" {
-		return nil
-	}
-	var out []uint32
-	for _, l := range lines[1:] {
-		f := strings.Fields(l)
-		if len(f) != 4 {
-			continue
-		}
-		if pid, err := strconv.ParseUint(f[3], 10, 32); err == nil && pid > 0 {
-			out = append(out, uint32(pid))
-		}
-	}
-	return out
 }

@@ -22,8 +22,6 @@ import (
 	"io/fs"
 	"net"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,14 +29,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstsock"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
 )
 
 // The burst protocol (docs/architecture.md, "Burstable memory"): one
 // SOCK_SEQPACKET message each way per connection.
 const (
-	// MaxRequestBytes bounds the one message a client sends.
-	MaxRequestBytes = 128
 	// DefaultReadTimeout is how long the server waits for the request.
 	DefaultReadTimeout = time.Second
 	// DefaultMaxConnections bounds the connections served at once per claim;
@@ -54,18 +51,10 @@ const (
 	DefaultAskBurst = 50
 )
 
-// Refusal reasons of the protocol, also the label values of
-// vgpu_dra_claim_memory_burst_refusals_total.
-const (
-	ReasonLimit      = "limit"
-	ReasonFull       = "full"
-	ReasonReclaiming = "reclaiming"
-	ReasonNever      = "never"
-	ReasonGPU        = "gpu"
-	ReasonRequest    = "request"
-	ReasonRate       = "rate"
-	ReasonError      = "error"
-)
+// reasonError is a Ledger.Grant error without a reason of the protocol
+// (burstsock.Reason*, also the label values of
+// vgpu_dra_claim_memory_burst_refusals_total).
+const reasonError = "error"
 
 // granter is what a claim's server needs: the claim's grant on a GPU.
 type granter interface {
@@ -193,111 +182,66 @@ func (s *server) serve(conn *net.UnixConn) {
 	if err := conn.SetDeadline(time.Now().Add(s.timeout)); err != nil {
 		return
 	}
-	buf := make([]byte, MaxRequestBytes+1)
+	buf := make([]byte, burstsock.MaxMessageBytes+1)
 	n, err := conn.Read(buf)
 	if err != nil {
-		s.g.refused(ReasonRequest)
+		s.g.refused(burstsock.ReasonRequest)
 		return
 	}
-	answer := refusal(ReasonRate, 0)
+	answer := burstsock.Refused(burstsock.ReasonRate, 0)
 	if s.asks.Allow() {
 		answer = s.answer(buf[:n])
 	} else {
-		s.g.refused(ReasonRate)
+		s.g.refused(burstsock.ReasonRate)
 	}
-	_, _ = conn.Write([]byte(answer))
+	_, _ = conn.Write(answer)
 }
 
 // answer is the reply to one request message.
-func (s *server) answer(msg []byte) string {
-	uuid, need, ok := parseRequest(msg)
-	if !ok {
-		s.g.refused(ReasonRequest)
-		return refusal(ReasonRequest, 0)
+func (s *server) answer(msg []byte) []byte {
+	req, err := burstsock.ParseRequest(msg)
+	if err != nil {
+		s.g.refused(burstsock.ReasonRequest)
+		return burstsock.Refused(burstsock.ReasonRequest, 0)
 	}
-	room, ok := s.g.room(s.uid, uuid)
+	room, ok := s.g.room(s.uid, req.GPU)
 	if !ok {
-		s.g.refused(ReasonGPU)
-		return refusal(ReasonGPU, 0)
+		s.g.refused(burstsock.ReasonGPU)
+		return burstsock.Refused(burstsock.ReasonGPU, 0)
 	}
 	if room == 0 {
-		s.g.refused(ReasonNever)
-		return refusal(ReasonNever, 0)
+		s.g.refused(burstsock.ReasonNever)
+		return burstsock.Refused(burstsock.ReasonNever, 0)
 	}
-	grant, err := s.g.grant(s.uid, uuid, need)
+	grant, err := s.g.grant(s.uid, req.GPU, req.Bytes)
 	if err == nil {
-		return "granted " + strconv.FormatUint(grant, 10) + "\n"
+		return burstsock.Granted(grant)
 	}
 	reason := reasonOf(err)
-	if reason == ReasonError {
+	if reason == reasonError {
 		// A failed write of host/burst: answered as full, the library
 		// may try again later.
-		reason = ReasonFull
+		reason = burstsock.ReasonFull
 	}
 	s.g.refused(reason)
-	s.logger.V(4).Info("Burst refused", "claimUID", s.uid, "gpu", uuid, "need", need, "grant", grant, "reason", reason, "err", err)
-	return refusal(reason, grant)
-}
-
-func refusal(reason string, grant uint64) string {
-	return "refused " + reason + " " + strconv.FormatUint(grant, 10) + "\n"
+	s.logger.V(4).Info("Burst refused", "claimUID", s.uid, "gpu", req.GPU, "need", req.Bytes, "grant", grant, "reason", reason, "err", err)
+	return burstsock.Refused(reason, grant)
 }
 
 // reasonOf maps a Ledger.Grant error to the protocol's reason.
 func reasonOf(err error) string {
 	switch {
 	case errors.Is(err, burst.ErrOverLimit):
-		return ReasonLimit
+		return burstsock.ReasonLimit
 	case errors.Is(err, burst.ErrNoRoom):
-		return ReasonFull
+		return burstsock.ReasonFull
 	case errors.Is(err, burst.ErrReclaiming):
-		return ReasonReclaiming
+		return burstsock.ReasonReclaiming
 	case errors.Is(err, burst.ErrNoShare), errors.Is(err, burst.ErrUnknownGPU), errors.Is(err, burst.ErrUnknownClaim):
-		return ReasonGPU
+		return burstsock.ReasonGPU
 	default:
-		return ReasonError
+		return reasonError
 	}
-}
-
-// parseRequest parses "grow <GPU UUID> <bytes>\n": exactly that, bytes in
-// decimal without sign or leading zeros, at most burst.MaxGrantBytes.
-func parseRequest(msg []byte) (uuid string, need uint64, ok bool) {
-	if len(msg) > MaxRequestBytes || len(msg) == 0 || msg[len(msg)-1] != '\n' {
-		return "", 0, false
-	}
-	fields := strings.Split(string(msg[:len(msg)-1]), " ")
-	if len(fields) != 3 || fields[0] != "grow" || !validName(fields[1]) {
-		return "", 0, false
-	}
-	num := fields[2]
-	if num == "" || len(num) > 20 || (len(num) > 1 && num[0] == '0') {
-		return "", 0, false
-	}
-	for i := 0; i < len(num); i++ {
-		if num[i] < '0' || num[i] > '9' {
-			return "", 0, false
-		}
-	}
-	v, err := strconv.ParseUint(num, 10, 64)
-	if err != nil || v > burst.MaxGrantBytes {
-		return "", 0, false
-	}
-	return fields[1], v, true
-}
-
-// validName accepts "GPU-" or "MIG-" and hex digits and dashes; the ledger
-// decides whether the claim has a share of it.
-func validName(s string) bool {
-	if len(s) < 5 || len(s) > 64 || (!strings.HasPrefix(s, "GPU-") && !strings.HasPrefix(s, "MIG-")) {
-		return false
-	}
-	for i := 4; i < len(s); i++ {
-		c := s[i]
-		if !(c == '-' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')) {
-			return false
-		}
-	}
-	return true
 }
 
 // close stops accepting, ends the connections being served, waits for

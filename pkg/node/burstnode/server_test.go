@@ -33,6 +33,8 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstsock"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
@@ -41,7 +43,7 @@ func grantsInFile(t *testing.T, c prepare.PreparedClaim) map[string]uint64 {
 	t.Helper()
 	data, err := os.ReadFile(c.BurstPath)
 	require.NoError(t, err)
-	g, err := burst.ParseFile(data)
+	g, err := burstfile.Parse(data)
 	require.NoError(t, err)
 	return g
 }
@@ -66,7 +68,7 @@ func TestProtocol(t *testing.T) {
 	for _, bad := range []string{
 		"", "\n", "grow\n", "grow " + gpuA + " 1", "grow " + gpuA + " 01\n", "grow " + gpuA + " -1\n", "grow " + gpuA + " +1\n",
 		"grow " + gpuA + "  1\n", "grow " + gpuA + " 1 \n", "Grow " + gpuA + " 1\n", "grow " + gpuA + " 1\r\n",
-		"grow " + gpuA + " 18446744073709551616\n", fmt.Sprintf("grow %s %d\n", gpuA, burst.MaxGrantBytes+1),
+		"grow " + gpuA + " 18446744073709551616\n", fmt.Sprintf("grow %s %d\n", gpuA, burstfile.MaxGrantBytes+1),
 		"grow gpu-x 1\n", "grow " + gpuA + " 1\n\n", "shrink " + gpuA + " 1\n", "grow " + gpuA + "\x00 1\n",
 		strings.Repeat("x", 200), "grow " + gpuA + " " + strings.Repeat("1", 100) + "\n",
 	} {
@@ -85,12 +87,12 @@ func TestProtocol(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("refused reclaiming %d\n", 7*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 7*gib+1)))
 	})
 
-	assert.InDelta(t, 18, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonRequest)), 0.5)
-	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonLimit)), 0.5)
-	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonFull)), 0.5)
-	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonNever)), 0.5)
-	assert.InDelta(t, 2, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonGPU)), 0.5)
-	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(ReasonReclaiming)), 0.5)
+	assert.InDelta(t, 18, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonRequest)), 0.5)
+	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonLimit)), 0.5)
+	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonFull)), 0.5)
+	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonNever)), 0.5)
+	assert.InDelta(t, 2, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonGPU)), 0.5)
+	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues(burstsock.ReasonReclaiming)), 0.5)
 	require.NoError(t, testutil.CollectAndCompare(e.node.metrics, strings.NewReader(`
 # HELP vgpu_dra_claim_memory_burst_bytes Memory granted to a claim on a GPU above its guarantee (its burst grant, as in host/burst).
 # TYPE vgpu_dra_claim_memory_burst_bytes gauge
@@ -285,6 +287,6 @@ func TestAskFloodSlowsOnlyItsClaim(t *testing.T) {
 		assert.Equal(t, fmt.Sprintf("granted %d\n", uint64(i+1)*chunk), a, "the other claim's ask %d", i)
 	}
 	assert.Equal(t, map[string]int{"granted " + fmt.Sprint(chunk): 10, "refused rate": 190}, answers)
-	assert.Equal(t, 190.0, testutil.ToFloat64(n.metrics.refusals.WithLabelValues(ReasonRate)))
+	assert.Equal(t, 190.0, testutil.ToFloat64(n.metrics.refusals.WithLabelValues(burstsock.ReasonRate)))
 	assert.Equal(t, map[string]uint64{gpuA: chunk}, e.ledger.Grants(uidA))
 }

@@ -14,8 +14,8 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package hostpids writes each prepared claim's host pid map, the Go half of
-// the contract whose reader is vgpu-core/src/hostpids.c.
+// Package hostpids writes each prepared claim's host pid map (format:
+// pkg/contract/hostpids; libvgpu.so's reader is vgpu-core/src/hostpids.c).
 //
 // libvgpu.so runs in the container's pid namespace, but NVML names
 // processes by host pid; to find its own process (context memory, SM share)

@@ -28,6 +28,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
+	pidmap "github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 )
 
@@ -125,35 +126,19 @@ func lockFree(fd, slot int) bool {
 	return fl.Type == unix.F_UNLCK
 }
 
-// readHostPIDMap reads a host pid map ("<pidns> <pid> <start time> <host pid>"
-// lines after "version=1"); a bad line is skipped, a missing file or one
-// of another version gives none.
+// readHostPIDMap reads a host pid map by the process it names; a map
+// that is missing or that the library would refuse gives none.
 func readHostPIDMap(path string) map[procID]uint32 {
 	out := map[procID]uint32{}
 	if path == "" {
 		return out
 	}
-	b, err := os.ReadFile(path)
-	if err != nil || len(b) > 1<<20 {
+	entries, err := pidmap.ReadFile(path)
+	if err != nil {
 		return out
 	}
-	lines := strings.Split(string(b), "\n")
-	if lines[0] != "version="+strconv.Itoa(hostPIDFormatVersion) {
-		return out
-	}
-	for _, l := range lines[1:] {
-		f := strings.Fields(l)
-		if len(f) != 4 {
-			continue
-		}
-		ns, e1 := strconv.ParseUint(f[0], 10, 64)
-		pid, e2 := strconv.ParseUint(f[1], 10, 32)
-		start, e3 := strconv.ParseUint(f[2], 10, 64)
-		host, e4 := strconv.ParseUint(f[3], 10, 32)
-		if e1 != nil || e2 != nil || e3 != nil || e4 != nil || host == 0 {
-			continue
-		}
-		out[procID{pidNS: ns, pid: uint32(pid), startTime: start}] = uint32(host)
+	for _, e := range entries {
+		out[procID{pidNS: e.PIDNamespace, pid: e.PID, startTime: e.StartTime}] = e.HostPID
 	}
 	return out
 }

@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
+	pidmap "github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region/regiontest"
 )
@@ -96,8 +97,9 @@ func TestDeadCharges(t *testing.T) {
 	procs.add(1007, 4026532000, 7, 107)
 	procs.add(1009, 4026532000, 9, 109)
 	pids := filepath.Join(dir, "pids")
-	require.NoError(t, os.WriteFile(pids, renderHostPIDs([]string{
-		"4026532000 7 107 1007", "4026532000 9 109 1009"}), 0o644))
+	require.NoError(t, os.WriteFile(pids, pidmap.Render([]pidmap.Entry{
+		{PIDNamespace: 4026532000, PID: 7, StartTime: 107, HostPID: 1007},
+		{PIDNamespace: 4026532000, PID: 9, StartTime: 109, HostPID: 1009}}), 0o644))
 
 	assert.Equal(t, []uint64{2 * gib}, DeadCharges(path, reg, pids, procs.root), "the SIGKILLed process's slot")
 	procs.remove(1009)

@@ -19,7 +19,6 @@ package hostpids
 import (
 	"bufio"
 	"bytes"
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,7 +27,6 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -38,18 +36,18 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/atomicfile"
+	pidmap "github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
 
-// Host pid map of a claim (contract with libvgpu.so, vgpu-core/src/hostpids.h),
-// at prepare.PreparedClaim.HostPIDsPath.
+// Host pid map of a claim (format: pkg/contract/hostpids), at
+// prepare.PreparedClaim.HostPIDsPath.
 const (
 	// DefaultInterval is how often the maps are brought up to date.
 	DefaultInterval = time.Second
 
-	hostPIDFormatVersion = 1
-	hostPIDFileMode      = 0o644
+	hostPIDFileMode = 0o644
 	// hostPIDRetry is how long a process that could not be found in /proc
 	// (its slot outlived it, or it is not on this host's /proc) waits
 	// before it is looked for again, so that such slots do not cost a
@@ -218,14 +216,14 @@ func (p *Mapper) sync(ctx context.Context) {
 	var index *procIndex
 	p.checks = 0
 	for _, c := range work {
-		var lines []string
+		var entries []pidmap.Entry
 		for _, id := range c.ids {
 			host := p.resolve(claimProc{c.uid, id}, c.region, namespaces, &index)
 			if host != 0 {
-				lines = append(lines, fmt.Sprintf("%d %d %d %d", id.pidNS, id.pid, id.startTime, host))
+				entries = append(entries, pidmap.Entry{PIDNamespace: id.pidNS, PID: id.pid, StartTime: id.startTime, HostPID: host})
 			}
 		}
-		if err := p.write(c.uid, c.path, renderHostPIDs(lines)); err != nil {
+		if err := p.write(c.uid, c.path, pidmap.Render(entries)); err != nil {
 			p.logOnce(logger, c.uid, err, "Cannot write the claim's host pid map")
 			continue
 		}
@@ -423,18 +421,6 @@ func innermostPID(dir string) uint32 {
 		return uint32(v)
 	}
 	return 0
-}
-
-// renderHostPIDs returns the map file for lines in a stable order.
-func renderHostPIDs(lines []string) []byte {
-	slices.SortFunc(lines, cmp.Compare[string])
-	var b strings.Builder
-	b.WriteString("version=" + strconv.Itoa(hostPIDFormatVersion) + "\n")
-	for _, l := range lines {
-		b.WriteString(l)
-		b.WriteByte('\n')
-	}
-	return []byte(b.String())
 }
 
 // write replaces the claim's map with content unless it has it already.

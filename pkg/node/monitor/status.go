@@ -39,7 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
 
@@ -164,7 +164,7 @@ func burstGrants(c prepare.PreparedClaim) map[string]uint64 {
 	if err != nil {
 		return nil
 	}
-	grants, err := burst.ParseFile(data)
+	grants, err := burstfile.Parse(data)
 	if err != nil {
 		return nil
 	}

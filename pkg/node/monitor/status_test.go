@@ -37,7 +37,7 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare/preparetest"
 )
 
@@ -184,7 +184,7 @@ func TestClaimStatusReportsBurst(t *testing.T) {
 	assert.True(t, burstOf().IsZero())
 
 	// A grant is a large change: written after a sixth of the interval.
-	require.NoError(t, os.WriteFile(a.BurstPath, burst.RenderFile(map[string]uint64{uuid0: 2 * gib}), 0o644))
+	require.NoError(t, os.WriteFile(a.BurstPath, burstfile.Render(map[string]uint64{uuid0: 2 * gib}), 0o644))
 	clk.Step(6 * time.Second)
 	m.writeStatuses(ctx)
 	require.NotNil(t, burstOf())

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package burst
+package burstfile
 
 import (
 	"fmt"
@@ -23,35 +23,34 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 )
 
 const (
-	gib   = uint64(1) << 30
 	mib   = uint64(1) << 20
 	uuid0 = "GPU-11111111-2222-3333-4444-555555555555"
 	uuid1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
+	// chunk is a grant the ledger hands out (256 MiB).
+	chunk = 256 * mib
 )
 
-func TestRenderAndParseFile(t *testing.T) {
-	grants := map[string]uint64{uuid1: 0, uuid0: 3 * ChunkBytes}
-	data := RenderFile(grants)
+func TestRenderAndParse(t *testing.T) {
+	grants := map[string]uint64{uuid1: 0, uuid0: 3 * chunk}
+	data := Render(grants)
 	assert.Equal(t, "version=1\ngpu "+uuid0+" 805306368\ngpu "+uuid1+" 0\n", string(data), "sorted by UUID")
-	got, err := ParseFile(data)
+	got, err := Parse(data)
 	require.NoError(t, err)
 	assert.Equal(t, grants, got)
 
-	got, err = ParseFile(RenderFile(nil))
+	got, err = Parse(Render(nil))
 	require.NoError(t, err)
 	assert.Empty(t, got)
 
 	// As many GPUs as a claim holds.
 	many := map[string]uint64{}
-	for i := range region.MaxDevices {
+	for i := range MaxGPUs {
 		many[fmt.Sprintf("GPU-%08x-0000-0000-0000-000000000000", i)] = MaxGrantBytes
 	}
-	got, err = ParseFile(RenderFile(many))
+	got, err = Parse(Render(many))
 	require.NoError(t, err)
 	assert.Equal(t, many, got)
 }
@@ -61,7 +60,7 @@ func TestRenderAndParseFile(t *testing.T) {
 func hostileFiles() map[string]struct{ data, err string } {
 	line := "gpu " + uuid0 + " 268435456\n"
 	tooMany := "version=1\n"
-	for i := range region.MaxDevices + 1 {
+	for i := range MaxGPUs + 1 {
 		tooMany += fmt.Sprintf("gpu GPU-%08x-0000-0000-0000-000000000000 0\n", i)
 	}
 	return map[string]struct{ data, err string }{
@@ -93,7 +92,7 @@ func hostileFiles() map[string]struct{ data, err string } {
 		"huge number":              {"version=1\ngpu " + uuid0 + " " + strings.Repeat("9", 200) + "\n", "not a decimal number"},
 		"duplicate GPU":            {"version=1\n" + line + "gpu " + uuid0 + " 0\n", "listed twice"},
 		"duplicate GPU other case": {"version=1\ngpu " + uuid1 + " 0\ngpu " + strings.ToUpper(uuid1) + " 268435456\n", "listed twice"},
-		"more GPUs than a claim":   {tooMany, fmt.Sprintf("more than %d GPUs", region.MaxDevices)},
+		"more GPUs than a claim":   {tooMany, fmt.Sprintf("more than %d GPUs", MaxGPUs)},
 		"huge file":                {"version=1\n" + strings.Repeat(line, 100), "more than 4096"},
 		"NUL in a line":            {"version=1\ngpu " + uuid0 + " 1\x00\n", "line 2"},
 	}
@@ -101,10 +100,10 @@ func hostileFiles() map[string]struct{ data, err string } {
 
 // Any deviation refuses the whole file: a partial parse could give a
 // claim a grant the ledger does not count.
-func TestParseFileRefusesHostileInput(t *testing.T) {
+func TestParseRefusesHostileInput(t *testing.T) {
 	for name, tc := range hostileFiles() {
 		t.Run(name, func(t *testing.T) {
-			got, err := ParseFile([]byte(tc.data))
+			got, err := Parse([]byte(tc.data))
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.err)
 			assert.Nil(t, got, "nothing of a refused file is used")
@@ -113,24 +112,24 @@ func TestParseFileRefusesHostileInput(t *testing.T) {
 	}
 }
 
-// FuzzParseFile: the parser never panics, what it accepts is within the
+// FuzzParse: the parser never panics, what it accepts is within the
 // bounds and renders back to a file it accepts with the same grants.
-func FuzzParseFile(f *testing.F) {
-	f.Add(RenderFile(map[string]uint64{uuid0: ChunkBytes, uuid1: 0}))
+func FuzzParse(f *testing.F) {
+	f.Add(Render(map[string]uint64{uuid0: chunk, uuid1: 0}))
 	f.Add([]byte("version=1\n"))
 	f.Add([]byte("version=1\ngpu " + uuid0 + " 00\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		grants, err := ParseFile(data)
+		grants, err := Parse(data)
 		if err != nil {
 			require.Nil(t, grants)
 			return
 		}
-		require.LessOrEqual(t, len(grants), region.MaxDevices)
+		require.LessOrEqual(t, len(grants), MaxGPUs)
 		for uuid, v := range grants {
 			require.LessOrEqual(t, v, MaxGrantBytes)
 			require.Regexp(t, gpuUUID, uuid)
 		}
-		again, err := ParseFile(RenderFile(grants))
+		again, err := Parse(Render(grants))
 		require.NoError(t, err)
 		require.Equal(t, grants, again)
 	})

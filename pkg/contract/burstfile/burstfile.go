@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package burst
+package burstfile
 
 import (
 	"bytes"
@@ -29,50 +29,58 @@ import (
 )
 
 const (
-	// FileVersion is the format version of host/burst.
-	FileVersion = 1
-	// MaxFileBytes bounds a host/burst file: a version line and one line
+	// Version is the format version of host/burst.
+	Version = 1
+	// MaxBytes bounds a host/burst file: a version line and one line
 	// per GPU a claim can hold, with room to spare.
-	MaxFileBytes = 4096
+	MaxBytes = 4096
 	// MaxGrantBytes bounds one grant in a file (1 PiB): far above any GPU,
 	// low enough that sums of grants cannot overflow.
 	MaxGrantBytes = uint64(1) << 50
+	// MaxGPUs bounds the GPUs of a file: as many as a claim holds.
+	MaxGPUs = region.MaxDevices
 )
 
 // gpuUUID is a GPU or MIG-instance UUID as the claim config names it (the library's
 // vgpu_uuid_valid).
 var gpuUUID = regexp.MustCompile(`^(GPU|MIG)-[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$`)
 
-// RenderFile returns the host/burst content for grants (bytes by GPU UUID):
+// ValidUUID reports whether s names a GPU as the file does: "GPU-" or
+// "MIG-" and 8-4-4-4-12 hex digits in either case.
+func ValidUUID(s string) bool {
+	return gpuUUID.MatchString(s)
+}
+
+// Render returns the host/burst content for grants (bytes by GPU UUID):
 //
 //	version=1
 //	gpu <uuid> <grant bytes>
 //
 // one line per GPU, sorted by UUID, each ending in a newline.
-func RenderFile(grants map[string]uint64) []byte {
+func Render(grants map[string]uint64) []byte {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "version=%d\n", FileVersion)
+	fmt.Fprintf(&b, "version=%d\n", Version)
 	for _, uuid := range slices.Sorted(maps.Keys(grants)) {
 		fmt.Fprintf(&b, "gpu %s %d\n", uuid, grants[uuid])
 	}
 	return b.Bytes()
 }
 
-// ParseFile parses a host/burst file strictly and refuses the whole file on
-// any deviation: more than MaxFileBytes, a first line other than
+// Parse parses a host/burst file strictly and refuses the whole file on
+// any deviation: more than MaxBytes, a first line other than
 // version=1, a missing final newline, empty lines, carriage returns, other
 // separators than one space, a malformed UUID, a GPU twice (in any hex
 // case), a number with a sign, leading zeros or beyond MaxGrantBytes, or
 // more GPUs than a claim can hold.
-func ParseFile(data []byte) (map[string]uint64, error) {
-	if len(data) > MaxFileBytes {
-		return nil, fmt.Errorf("burst file: %d bytes, more than %d", len(data), MaxFileBytes)
+func Parse(data []byte) (map[string]uint64, error) {
+	if len(data) > MaxBytes {
+		return nil, fmt.Errorf("burst file: %d bytes, more than %d", len(data), MaxBytes)
 	}
 	if len(data) == 0 || data[len(data)-1] != '\n' {
 		return nil, fmt.Errorf("burst file: empty or not ending in a newline")
 	}
 	lines := strings.Split(string(data[:len(data)-1]), "\n")
-	if want := "version=" + strconv.Itoa(FileVersion); lines[0] != want {
+	if want := "version=" + strconv.Itoa(Version); lines[0] != want {
 		return nil, fmt.Errorf("burst file: first line %q, want %q", truncate(lines[0]), want)
 	}
 	grants := map[string]uint64{}
@@ -84,7 +92,7 @@ func ParseFile(data []byte) (map[string]uint64, error) {
 			return nil, fmt.Errorf("burst file: line %d: want \"gpu <uuid> <bytes>\", got %q", n, truncate(line))
 		}
 		uuid, num := fields[1], fields[2]
-		if !gpuUUID.MatchString(uuid) {
+		if !ValidUUID(uuid) {
 			return nil, fmt.Errorf("burst file: line %d: %q is not a GPU UUID", n, truncate(uuid))
 		}
 		v, err := parseBytes(num)
@@ -96,8 +104,8 @@ func ParseFile(data []byte) (map[string]uint64, error) {
 			return nil, fmt.Errorf("burst file: line %d: GPU %s listed twice", n, uuid)
 		}
 		seen[strings.ToLower(uuid)] = true
-		if len(grants) == region.MaxDevices {
-			return nil, fmt.Errorf("burst file: more than %d GPUs", region.MaxDevices)
+		if len(grants) == MaxGPUs {
+			return nil, fmt.Errorf("burst file: more than %d GPUs", MaxGPUs)
 		}
 		grants[uuid] = v
 	}

@@ -15,8 +15,9 @@ limitations under the License.
 */
 
 /*
- * vgpu_burst.h - the burst request protocol over a claim's host/burst.sock
- * (contract between libvgpu.so and the kubelet plugin's per-claim server;
+ * vgpu_burstsock.h - the burst request protocol over a claim's host/burst.sock
+ * (contract between libvgpu.so, the client, and the kubelet plugin's
+ * per-claim server; the Go side is pkg/contract/burstsock;
  * docs/architecture.md, "Burstable memory").
  *
  * Transport: AF_UNIX SOCK_SEQPACKET at <claim dir>/host/burst.sock. The
@@ -40,8 +41,8 @@ limitations under the License.
  * refusal, and never trusts the number in a reply over host/burst: only
  * the file raises its limit.
  */
-#ifndef VGPU_BURST_PROTO_H
-#define VGPU_BURST_PROTO_H
+#ifndef VGPU_BURSTSOCK_H
+#define VGPU_BURSTSOCK_H
 
 /* The socket's path below the claim directory. */
 #define VGPU_BURST_SOCK "host/burst.sock"
@@ -63,4 +64,4 @@ limitations under the License.
 #define VGPU_BURST_REFUSED_REQUEST "request"       /* malformed request */
 #define VGPU_BURST_REFUSED_RATE "rate"             /* the claim asked faster than its token bucket */
 
-#endif /* VGPU_BURST_PROTO_H */
+#endif /* VGPU_BURSTSOCK_H */
