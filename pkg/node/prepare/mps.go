@@ -145,10 +145,16 @@ func (mm *mpsMode) config(gpuUUID string) mpsdaemon.Config {
 	if o := mm.m.opts.MPS; o != nil {
 		cfg.Control, cfg.Env, cfg.Runner = o.Control, o.Env, o.Runner
 	}
-	if info, ok := mm.m.infoByUUID(gpuUUID); ok {
-		cfg.MemAcct = memAcctDriver(info.DriverVersion)
-	}
+	cfg.MemAcct = mm.memAcct(gpuUUID)
 	return cfg
+}
+
+// memAcct reports whether GPU gpuUUID's daemon runs with memory accounting:
+// its driver is r615 or later. Its MPS claims' configs then carry the
+// limit the driver holds each client to (mps.driverMemoryLimit).
+func (mm *mpsMode) memAcct(gpuUUID string) bool {
+	info, ok := mm.m.infoByUUID(gpuUUID)
+	return ok && memAcctDriver(info.DriverVersion)
 }
 
 // memAcctFirstDriver is the first driver branch whose MPS control daemon
