@@ -71,7 +71,7 @@ type options struct {
 	// control program, "" for the one under the driver root.
 	mps        bool
 	mpsControl string
-	// mpsHost runs the mps-host container's server instead of the plugin;
+	// mpsHost runs the mps-host pod's server instead of the plugin;
 	// mpsHostSocket is its socket, through which the plugin then starts
 	// the daemons ("": the plugin starts them itself).
 	mpsHost       bool
@@ -151,8 +151,8 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.BoolVar(&o.partitionableDevices, "partitionable-devices", o.partitionableDevices, "Publish each GPU in MIG mode as a counter set with its MIG devices (one per profile and placement), which the scheduler keeps from overlapping; needs the DRAPartitionableDevices feature (beta, on by default in Kubernetes 1.37). When false, when the API server drops the counters, or on a cluster older than Kubernetes 1.36.2 (whose scheduler stops counting an allocated shareable device's counters, kubernetes/kubernetes#139034), a GPU in MIG mode is published as its whole-GPU device only (plus an admin's fixed instances).")
 	fs.BoolVar(&o.mps, "mps", o.mps, "Publish an MPS device (gpu-<index>-mps, docs/mps.md) beside each GPU not in MIG mode, with a counter set that lets one GPU serve time-sliced or MPS claims but not both at once (needs --partitionable-devices and DRAPartitionableDevices: without them no MPS device is published), and prepare its claims: the first claim on a GPU starts its nvidia-cuda-mps-control daemon, the last one's unprepare stops it; while claims use it, a daemon that dies is restarted with backoff. Without --mps-host-socket the daemon runs in the plugin's container and ends with it (a restarted plugin starts it again).")
 	fs.StringVar(&o.mpsControl, "mps-control", o.mpsControl, "Path of nvidia-cuda-mps-control (--mps, --mps-host). Empty means usr/bin/nvidia-cuda-mps-control under --nvidia-driver-root.")
-	fs.StringVar(&o.mpsHostSocket, "mps-host-socket", o.mpsHostSocket, "Unix socket of the mps-host container (--mps): the plugin has it start the MPS control daemons, so that they outlive a restart of the plugin's container and are adopted. Empty: the plugin starts them itself, in its own container.")
-	fs.BoolVar(&o.mpsHost, "mps-host", o.mpsHost, "Run as the mps-host container instead of the plugin: serve --mps-host-socket, start the control program (--mps-control) there for the plugin and reap the daemons it leaves. Reads --state-root, --mps-control and --nvidia-driver-root; no other flag applies.")
+	fs.StringVar(&o.mpsHostSocket, "mps-host-socket", o.mpsHostSocket, "Unix socket of the node's mps-host pod (--mps): the plugin has it start the MPS control daemons, so that they outlive a restart of the plugin's container or a replacement of its pod and are adopted. Empty: the plugin starts them itself, in its own container.")
+	fs.BoolVar(&o.mpsHost, "mps-host", o.mpsHost, "Run as the mps-host pod's server instead of the plugin: serve --mps-host-socket, start the control program (--mps-control) there for the plugin and reap the daemons it leaves. Reads --state-root, --mps-control and --nvidia-driver-root; no other flag applies.")
 	fs.BoolVar(&o.deviceHealth, "device-health", o.deviceHealth, "Report device health to the kubelet from NVML XID events. When false the health service is not offered.")
 	fs.UintSliceVar(&o.ignoredXIDs, "ignored-xids", o.ignoredXIDs, "Additional XID error codes that do not mark a GPU unhealthy (application errors are ignored already).")
 	fs.BoolVar(&o.deviceTaints, "device-taints", o.deviceTaints, "Taint a GPU in the ResourceSlice (key "+names.TaintKeyXID+", value the XID) when NVML reports a critical XID on it (needs --device-health). The taint is lifted when a restarted plugin finds the GPU healthy.")

@@ -83,7 +83,7 @@ func TestMPSIsOffByDefault(t *testing.T) {
 	assert.Equal(t, "/opt/nvidia/nvidia-cuda-mps-control", o.mpsOptions().Control)
 	assert.Nil(t, o.mpsOptions().Runner, "without --mps-host-socket the plugin starts the daemons itself")
 	o.mpsHostSocket = "/var/lib/vgpu-dra/mps/host.sock"
-	assert.Equal(t, mpshost.Runner{Socket: "/var/lib/vgpu-dra/mps/host.sock"}, o.mpsOptions().Runner, "the mps-host container starts them")
+	assert.Equal(t, mpshost.Runner{Socket: "/var/lib/vgpu-dra/mps/host.sock"}, o.mpsOptions().Runner, "the mps-host pod starts them")
 }
 
 func TestMPSHostNeedsOnlyItsSocket(t *testing.T) {

@@ -353,7 +353,7 @@ func (o *options) mpsOptions() *prepare.MPSOptions {
 }
 
 // mpsControlPath is --mps-control, or the driver's own under the driver
-// root; the plugin and the mps-host container agree on it.
+// root; the plugin and the mps-host pod agree on it.
 func (o *options) mpsControlPath() string {
 	if o.mpsControl != "" {
 		return o.mpsControl
@@ -361,7 +361,7 @@ func (o *options) mpsControlPath() string {
 	return filepath.Join(o.nvidiaDriverRoot, "usr", "bin", "nvidia-cuda-mps-control")
 }
 
-// runMPSHost is the mps-host container (--mps-host): it serves the
+// runMPSHost is the mps-host pod's server (--mps-host): it serves the
 // plugin's requests to run the control program until ctx ends.
 func runMPSHost(ctx context.Context, o *options) error {
 	srv := &mpshost.Server{

@@ -59,6 +59,7 @@ const (
 	releaseName = "vgpu-dra-driver"
 	namespace   = "vgpu-system"
 	pluginName  = "vgpu-dra-driver-kubelet-plugin"
+	mpsHostName = "vgpu-dra-driver-mps-host"
 	driverName  = "vgpu.dra.dev"
 )
 
@@ -251,11 +252,10 @@ func TestMPSControlIsTheDriverRootsProgram(t *testing.T) {
 				"mps": map[string]any{"enabled": true},
 				"gpu": map[string]any{"driverRoot": "/opt/nvidia-driver"},
 			})
-			ds := daemonSet(t, objs)
-			for _, name := range []string{"plugin", "mps-host"} {
-				c := container(t, ds.Spec.Template.Spec.Containers, name)
-				assert.Contains(t, c.Args, "--mps-control=/driver-root/usr/bin/nvidia-cuda-mps-control", name)
-				assert.Equal(t, "/opt/nvidia-driver:ro", hostMounts(t, ds, c)["/driver-root"], name)
+			for _, ds := range []*appsv1.DaemonSet{daemonSet(t, objs), mpsHostDaemonSet(t, objs)} {
+				c := ds.Spec.Template.Spec.Containers[0]
+				assert.Contains(t, c.Args, "--mps-control=/driver-root/usr/bin/nvidia-cuda-mps-control", c.Name)
+				assert.Equal(t, "/opt/nvidia-driver:ro", hostMounts(t, ds, c)["/driver-root"], c.Name)
 			}
 		})
 	}
@@ -494,40 +494,96 @@ func TestDeviceClassesFromRepository(t *testing.T) {
 	}
 }
 
-// With mps.enabled the plugin's pod gets the mps-host container, which
-// starts the MPS control daemons on the plugin's request over a socket in
-// the state root (both containers name the same one), as root with the
-// driver and the host's /dev/shm; without it neither the container nor
-// the socket flag.
-func TestMPSHostContainer(t *testing.T) {
-	spec := daemonSet(t, mustRender(t, nil, nil)).Spec.Template.Spec
-	assert.Len(t, spec.Containers, 1, "no mps-host container without MPS")
-	for _, arg := range container(t, spec.Containers, "plugin").Args {
+// With mps.enabled each plugin node gets an mps-host pod of its own
+// DaemonSet, which starts the MPS control daemons on the plugin's request
+// over a socket in the state root (both pods name the same one), as root
+// with the driver and the host's /dev/shm, in the host's pid namespace as
+// the plugin, on the plugin's nodes. Its pods are replaced only when
+// deleted: ending one ends the node's MPS servers. Without mps.enabled
+// there is neither the DaemonSet nor the socket flag.
+func TestMPSHostDaemonSet(t *testing.T) {
+	objs := mustRender(t, nil, nil)
+	assert.Len(t, daemonSet(t, objs).Spec.Template.Spec.Containers, 1, "the plugin's pod has one container")
+	for _, arg := range container(t, daemonSet(t, objs).Spec.Template.Spec.Containers, "plugin").Args {
 		assert.NotContains(t, arg, "--mps")
 	}
+	for _, o := range objs {
+		assert.NotEqual(t, mpsHostName, o.GetName(), "no mps-host DaemonSet without MPS")
+	}
 
-	ds := daemonSet(t, mustRender(t, nil, map[string]any{"mps": map[string]any{"enabled": true}}))
-	spec = ds.Spec.Template.Spec
-	plugin := container(t, spec.Containers, "plugin")
-	host := container(t, spec.Containers, "mps-host")
+	objs = mustRender(t, nil, map[string]any{"mps": map[string]any{"enabled": true}})
+	plugin := daemonSet(t, objs)
+	host := mpsHostDaemonSet(t, objs)
+	require.Len(t, plugin.Spec.Template.Spec.Containers, 1, "mps-host is no container of the plugin's pod, which may be replaced while MPS clients run")
+	require.Len(t, host.Spec.Template.Spec.Containers, 1)
+	assert.Equal(t, "mps-host", host.Spec.Template.Spec.Containers[0].Name)
+
+	assert.Equal(t, appsv1.OnDeleteDaemonSetStrategyType, host.Spec.UpdateStrategy.Type, "an upgrade never ends the daemons")
+	assert.Equal(t, appsv1.RollingUpdateDaemonSetStrategyType, plugin.Spec.UpdateStrategy.Type, "the plugin rolls; it adopts the daemons")
+	assert.Equal(t, "mps-host", host.Spec.Template.Labels["app.kubernetes.io/component"])
+	selects := func(selector, labels map[string]string) bool {
+		for k, v := range selector {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	assert.True(t, selects(host.Spec.Selector.MatchLabels, host.Spec.Template.Labels), "the selector selects the template")
+	assert.False(t, selects(plugin.Spec.Selector.MatchLabels, host.Spec.Template.Labels), "the plugin's DaemonSet does not select the mps-host pods")
+	assert.False(t, selects(host.Spec.Selector.MatchLabels, plugin.Spec.Template.Labels), "the mps-host DaemonSet does not select the plugin's pods")
+}
+
+// The mps-host pod and the plugin's pod meet on the node: the same socket
+// and control program, the host pid namespace, the state root, the
+// plugin's nodes; the pod is root and privileged (the MPS servers open the
+// GPUs), with no memory limit (the MPS servers run in its cgroup) and no
+// API credentials.
+func TestMPSHostPodMeetsThePlugin(t *testing.T) {
+	placement := map[string]any{
+		"nodeSelector":      map[string]any{"gpu": "nvidia"},
+		"tolerations":       []any{map[string]any{"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}},
+		"priorityClassName": "system-node-critical",
+	}
+	objs := mustRender(t, nil, map[string]any{"mps": map[string]any{"enabled": true}, "kubeletPlugin": placement})
+	plugin := daemonSet(t, objs)
+	host := mpsHostDaemonSet(t, objs)
+	pluginC := container(t, plugin.Spec.Template.Spec.Containers, "plugin")
+	hostC := container(t, host.Spec.Template.Spec.Containers, "mps-host")
+	spec := host.Spec.Template.Spec
+
 	const socket = "--mps-host-socket=/var/lib/vgpu-dra/mps/host.sock"
-	assert.Contains(t, plugin.Args, socket)
-	assert.Equal(t, plugin.Image, host.Image, "the same image")
-	assert.Equal(t, []string{"/usr/bin/dra-kubelet-plugin"}, host.Command)
+	assert.Contains(t, pluginC.Args, socket)
+	assert.Equal(t, pluginC.Image, hostC.Image, "the same image")
+	assert.Equal(t, []string{"/usr/bin/dra-kubelet-plugin"}, hostC.Command)
 	const control = "--mps-control=/driver-root/usr/bin/nvidia-cuda-mps-control"
-	assert.Subset(t, host.Args, []string{"--mps-host", socket, "--state-root=/var/lib/vgpu-dra", control})
-	assert.Contains(t, plugin.Args, control, "both containers name the same control program")
-	require.NotNil(t, host.SecurityContext)
-	require.NotNil(t, host.SecurityContext.Privileged)
-	assert.True(t, *host.SecurityContext.Privileged)
-	assert.EqualValues(t, 0, *host.SecurityContext.RunAsUser)
-	assert.True(t, host.Resources.Limits.Memory().IsZero(), "no memory limit: the MPS servers run in its cgroup")
+	assert.Subset(t, hostC.Args, []string{"--mps-host", socket, "--state-root=/var/lib/vgpu-dra", control})
+	assert.Contains(t, pluginC.Args, control, "both pods name the same control program")
+	require.NotNil(t, hostC.SecurityContext)
+	require.NotNil(t, hostC.SecurityContext.Privileged)
+	assert.True(t, *hostC.SecurityContext.Privileged)
+	assert.EqualValues(t, 0, *hostC.SecurityContext.RunAsUser)
+	assert.True(t, hostC.Resources.Limits.Memory().IsZero(), "no memory limit: the MPS servers run in its cgroup")
 	assert.Equal(t, map[string]string{
 		"/var/lib/vgpu-dra": "/var/lib/vgpu-dra",
 		"/driver-root":      "/:ro",
 		"/dev/shm":          "/dev/shm",
-	}, hostMounts(t, ds, host))
+	}, hostMounts(t, host, hostC))
 	assert.True(t, spec.HostPID, "the plugin watches the daemons' pids")
+	assert.True(t, plugin.Spec.Template.Spec.HostPID)
+	require.NotNil(t, spec.AutomountServiceAccountToken)
+	assert.False(t, *spec.AutomountServiceAccountToken, "it calls no API")
+	assert.Equal(t, plugin.Spec.Template.Spec.NodeSelector, spec.NodeSelector, "on the plugin's nodes")
+	assert.Equal(t, plugin.Spec.Template.Spec.Tolerations, spec.Tolerations)
+	assert.Equal(t, plugin.Spec.Template.Spec.PriorityClassName, spec.PriorityClassName)
+	assert.NotContains(t, hostMounts(t, plugin, pluginC), "/dev/shm", "the plugin needs no /dev/shm of the host")
+}
+
+func mpsHostDaemonSet(t *testing.T, objs []*unstructured.Unstructured) *appsv1.DaemonSet {
+	t.Helper()
+	ds := &appsv1.DaemonSet{}
+	find(t, objs, "DaemonSet", mpsHostName, ds)
+	return ds
 }
 
 func TestSimulatedNode(t *testing.T) {

@@ -225,12 +225,14 @@ func TestMPSClaimsShareAGPUBesideATimeSlicedOne(t *testing.T) {
 	assert.Equal(t, other, whole.Device, "the GPU left by MPS serves a whole-GPU claim")
 }
 
-// TestMPSDaemonOutlivesAKilledPlugin SIGKILLs the plugin's container
-// while an MPS client runs: the daemon, started by the pod's mps-host
-// container, keeps serving; the plugin's next instance adopts it (same
-// pid, same ceiling) instead of starting another, the client keeps its
-// memory, and the claim's limit still holds for a new process.
-func TestMPSDaemonOutlivesAKilledPlugin(t *testing.T) {
+// TestMPSDaemonOutlivesAKilledPluginAndAReplacedPod SIGKILLs the plugin's
+// container while an MPS client runs, then replaces the plugin's pod (as a
+// chart upgrade or a rollout does) while another runs: the daemon, started
+// by the node's mps-host pod, keeps serving; each next plugin instance
+// adopts it (same pid, same ceiling) instead of starting another, the
+// client keeps its memory, and the claim's limit still holds for a new
+// process. The daemon stops with the claim's pod.
+func TestMPSDaemonOutlivesAKilledPluginAndAReplacedPod(t *testing.T) {
 	node := cluster.node
 	enableMPS(t, node)
 	f := newFramework(t)
@@ -244,20 +246,28 @@ func TestMPSDaemonOutlivesAKilledPlugin(t *testing.T) {
 	require.True(t, ok, "a control daemon for %s", uuid)
 	require.NoError(t, syscall.Kill(before.pid, 0), "the daemon's process %d runs", before.pid)
 
-	h := f.probeHold("client", "c0", 0, uuid, gib)
-	f.driverOn(node, "kill")
-	f.driverOn(node, "start")
-
-	after := mpsDaemons(t, node)[uuid]
-	assert.Equal(t, before.pid, after.pid, "the new plugin adopted the daemon instead of starting another")
-	assert.NoError(t, syscall.Kill(before.pid, 0), "the daemon outlived the plugin's container")
-	assert.Equal(t, "40.0", mpsControl(t, after, "get_default_active_thread_percentage"), "its ceiling kept")
-	assert.Len(t, f.probePIDs("client", "c0", "hold"), 1, "the client kept running")
-	assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc("client", "c0", 0, uuid, gib+512*mib),
-		"1Gi held and 1.5Gi more is past the claim's 2Gi")
-	assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc("client", "c0", 0, uuid, 512*mib), "within it")
-	h.stop()
-	f.killProbes("client", "c0", "hold")
+	for _, step := range []struct {
+		name string
+		do   func()
+	}{
+		{"the plugin's container SIGKILLed", func() { f.driverOn(node, "kill"); f.driverOn(node, "start") }},
+		// driver.sh restart deletes the plugin's pod and waits for its
+		// DaemonSet's next one.
+		{"the plugin's pod replaced", func() { f.driverOn(node, "restart") }},
+	} {
+		h := f.probeHold("client", "c0", 0, uuid, gib)
+		step.do()
+		after := mpsDaemons(t, node)[uuid]
+		assert.Equal(t, before.pid, after.pid, "%s: the new plugin adopted the daemon instead of starting another", step.name)
+		assert.NoError(t, syscall.Kill(before.pid, 0), "%s: the daemon outlived the plugin", step.name)
+		assert.Equal(t, "40.0", mpsControl(t, after, "get_default_active_thread_percentage"), "%s: its ceiling kept", step.name)
+		assert.Len(t, f.probePIDs("client", "c0", "hold"), 1, "%s: the client kept running", step.name)
+		assert.Equal(t, "CUDA_ERROR_OUT_OF_MEMORY", f.probeAlloc("client", "c0", 0, uuid, gib+512*mib),
+			"%s: 1Gi held and 1.5Gi more is past the claim's 2Gi", step.name)
+		assert.Equal(t, "CUDA_SUCCESS", f.probeAlloc("client", "c0", 0, uuid, 512*mib), "%s: within it", step.name)
+		h.stop()
+		f.killProbes("client", "c0", "hold")
+	}
 
 	f.deletePodAndWait("client")
 	f.poll("the adopted daemon stopped with its last claim", deleteTimeout, func() (bool, error) {

@@ -80,6 +80,37 @@ static uint32_t mps_share_from_env(void)
 }
 
 /*
+ * Device 0's memory limit in MiB from NVIDIA_GPU_MEMORY_LIMITS, which an
+ * r615+ driver reads in cuInit: the last "0=<MiB>" entry of the
+ * comma-separated "<index>=<MiB>" list; 0 when there is none or the value
+ * is not such a list. Recorded for tests; the fake does not enforce it.
+ */
+static uint32_t mps_driver_mem_from_env(void)
+{
+    const char *v = getenv("NVIDIA_GPU_MEMORY_LIMITS");
+    uint32_t mib = 0;
+
+    while (v != NULL && *v != '\0') {
+        char *end;
+        unsigned long k, n;
+
+        if (*v < '0' || *v > '9')
+            return 0;
+        errno = 0;
+        k = strtoul(v, &end, 10);
+        if (errno != 0 || *end != '=' || end[1] < '0' || end[1] > '9')
+            return 0;
+        n = strtoul(end + 1, &end, 10);
+        if (errno != 0 || n > UINT32_MAX || (*end != ',' && *end != '\0'))
+            return 0;
+        if (k == 0)
+            mib = (uint32_t)n;
+        v = *end == ',' ? end + 1 : end;
+    }
+    return mib;
+}
+
+/*
  * An MPS client (CUDA_MPS_PIPE_DIRECTORY set), as NVIDIA's driver: cuInit
  * connects to the control daemon's unix stream socket <dir>/control and
  * fails with CUDA_ERROR_MPS_CONNECTION_FAILED when nothing answers there.
@@ -125,6 +156,7 @@ static void init_process(void)
             return;
         }
         g_fake.mps_share_pm = mps_share_from_env();
+        g_fake.mps_driver_mem_mib = mps_driver_mem_from_env();
     }
     if (g_fake.cfg->gpu_count == 0) {
         g_fake.init_result = CUDA_ERROR_NO_DEVICE;
@@ -137,7 +169,7 @@ static void init_process(void)
     }
     if (g_fake.mps_fd >= 0)
         fake_state_set_mps(&g_fake.state, (uint64_t)mps_sock.st_dev, (uint64_t)mps_sock.st_ino,
-                           g_fake.mps_share_pm);
+                           g_fake.mps_share_pm, g_fake.mps_driver_mem_mib);
     if (pthread_key_create(&ptds_key, free_thread_streams) != 0 ||
         pthread_atfork(NULL, NULL, on_fork_child) != 0) {
         g_fake.init_result = CUDA_ERROR_OPERATING_SYSTEM;

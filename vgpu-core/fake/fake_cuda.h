@@ -96,6 +96,7 @@ typedef struct fake_process {
     CUresult init_result;
     int mps_fd;                /* an MPS client's connection to its control daemon, -1: none */
     uint32_t mps_share_pm;     /* an MPS client's share of the SMs, per mille */
+    uint32_t mps_driver_mem_mib; /* device 0's NVIDIA_GPU_MEMORY_LIMITS entry, MiB; 0: none */
     const fake_config *cfg;
     fake_state state;
     fake_ctx primary[FAKE_MAX_GPUS];

@@ -794,7 +794,8 @@ int64_t fake_state_true_busy(fake_state *st, int dev, unsigned int pid, uint64_t
     return -1;
 }
 
-void fake_state_set_mps(fake_state *st, uint64_t sock_dev, uint64_t sock_ino, uint32_t share_pm)
+void fake_state_set_mps(fake_state *st, uint64_t sock_dev, uint64_t sock_ino, uint32_t share_pm,
+                        uint32_t driver_mem_mib)
 {
     fake_slot_mps *m;
 
@@ -803,6 +804,7 @@ void fake_state_set_mps(fake_state *st, uint64_t sock_dev, uint64_t sock_ino, ui
     m = &st->file->mps[st->slot];
     m->sock_dev = sock_dev;
     atomic_store(&m->share_pm, share_pm);
+    atomic_store(&m->driver_mem_mib, driver_mem_mib);
     atomic_store(&m->sock_ino, sock_ino);
 }
 
@@ -813,6 +815,19 @@ bool fake_state_mps_client(fake_state *st, unsigned int pid, uint32_t *share_pm)
         if (atomic_load(&s->active) && atomic_load(&s->pid) == pid &&
             atomic_load(&st->file->mps[i].sock_ino) != 0) {
             *share_pm = atomic_load(&st->file->mps[i].share_pm);
+            return true;
+        }
+    }
+    return false;
+}
+
+bool fake_state_mps_driver_mem(fake_state *st, unsigned int pid, uint32_t *mib)
+{
+    for (int i = 0; i < FAKE_MAX_SLOTS; i++) {
+        fake_slot *s = &st->file->slots[i];
+        if (atomic_load(&s->active) && atomic_load(&s->pid) == pid &&
+            atomic_load(&st->file->mps[i].sock_ino) != 0) {
+            *mib = atomic_load(&st->file->mps[i].driver_mem_mib);
             return true;
         }
     }

@@ -177,14 +177,16 @@ typedef struct fake_ipc {
 /*
  * A process that is an MPS client (cuInit connected to a control daemon):
  * the daemon is known by its control socket's file (device and inode), the
- * share by the CUDA_MPS_ACTIVE_THREAD_PERCENTAGE it read, in per mille.
- * Written once by the owner at cuInit, sock_ino last (0: not a client).
+ * share by the CUDA_MPS_ACTIVE_THREAD_PERCENTAGE it read, in per mille,
+ * the memory limit by device 0's entry of the NVIDIA_GPU_MEMORY_LIMITS it
+ * read (recorded for tests, not enforced). Written once by the owner at
+ * cuInit, sock_ino last (0: not a client).
  */
 typedef struct fake_slot_mps {
     uint64_t sock_dev;
     _Atomic uint64_t sock_ino;
-    _Atomic uint32_t share_pm; /* 1..1000 */
-    uint32_t reserved;
+    _Atomic uint32_t share_pm;       /* 1..1000 */
+    _Atomic uint32_t driver_mem_mib; /* 0: unset or unreadable */
 } fake_slot_mps;
 
 typedef struct fake_state_file {
@@ -321,16 +323,25 @@ unsigned int fake_state_device_util(fake_state *st, int dev, uint64_t now);
 
 /*
  * This process is an MPS client of the control daemon whose socket file is
- * (sock_dev, sock_ino), held to share_pm per mille of each GPU's SMs
- * (cuInit, before any launch).
+ * (sock_dev, sock_ino), held to share_pm per mille of each GPU's SMs, that
+ * read a memory limit of driver_mem_mib MiB (0: none) for device 0 (cuInit,
+ * before any launch).
  */
-void fake_state_set_mps(fake_state *st, uint64_t sock_dev, uint64_t sock_ino, uint32_t share_pm);
+void fake_state_set_mps(fake_state *st, uint64_t sock_dev, uint64_t sock_ino, uint32_t share_pm,
+                        uint32_t driver_mem_mib);
 
 /*
  * Ground truth for tests: whether the live process with the given pid (the
  * owner's own) is an MPS client, and its share in per mille (*share_pm).
  */
 bool fake_state_mps_client(fake_state *st, unsigned int pid, uint32_t *share_pm);
+
+/*
+ * Ground truth for tests: whether the live process with the given pid is an
+ * MPS client, and device 0's memory limit in MiB it read from
+ * NVIDIA_GPU_MEMORY_LIMITS in cuInit (*mib, 0: none or unreadable).
+ */
+bool fake_state_mps_driver_mem(fake_state *st, unsigned int pid, uint32_t *mib);
 
 /* Returns dead processes' slots and memory to the pool. */
 void fake_state_reclaim(fake_state *st);

@@ -48,6 +48,7 @@ enum {
     DEV_MPS_PCT = 1u << 3,
     DEV_MPS_PINNED = 1u << 4,
     DEV_MPS_ALL = DEV_MPS_PCT | DEV_MPS_PINNED,
+    DEV_MPS_DRIVER = 1u << 5,
 };
 
 struct parse_state {
@@ -176,24 +177,33 @@ static void parse_device_key(struct parse_state *st, const char *key, const char
     }
 }
 
-/* mps.activeThreadPercent.<k> and mps.pinnedMemoryLimit.<k> (docs/mps.md); other mps.* ignored. */
+/* The mps.* keys the library knows (docs/mps.md), with the bit each sets in dev_seen. */
+static const struct {
+    const char *name;
+    unsigned bit;
+} mps_keys[] = {
+    {"activeThreadPercent", DEV_MPS_PCT},
+    {"pinnedMemoryLimit", DEV_MPS_PINNED},
+    {"driverMemoryLimit", DEV_MPS_DRIVER},
+};
+
+/* mps.activeThreadPercent.<k>, mps.pinnedMemoryLimit.<k> and mps.driverMemoryLimit.<k>; other mps.* ignored. */
 static void parse_mps_key(struct parse_state *st, const char *key, const char *val)
 {
     const char *rest = key + strlen("mps.");
     const char *dot = strchr(rest, '.');
-    bool pct;
+    unsigned bit = 0;
     uint64_t k, v;
     struct vgpu_claim_device *d;
 
     if (dot == NULL)
         return;
-    if ((size_t)(dot - rest) == strlen("activeThreadPercent") &&
-        strncmp(rest, "activeThreadPercent", (size_t)(dot - rest)) == 0)
-        pct = true;
-    else if ((size_t)(dot - rest) == strlen("pinnedMemoryLimit") &&
-             strncmp(rest, "pinnedMemoryLimit", (size_t)(dot - rest)) == 0)
-        pct = false;
-    else
+    for (size_t i = 0; i < sizeof(mps_keys) / sizeof(mps_keys[0]); i++) {
+        if ((size_t)(dot - rest) == strlen(mps_keys[i].name) &&
+            strncmp(rest, mps_keys[i].name, (size_t)(dot - rest)) == 0)
+            bit = mps_keys[i].bit;
+    }
+    if (bit == 0)
         return; /* unknown mps.* key */
     if (vgpu_parse_uint(dot + 1, VGPU_REGION_MAX_DEVICES - 1, &k) != 0) {
         fail(st, "%.64s: device index is not an integer in 0..%d", key, VGPU_REGION_MAX_DEVICES - 1);
@@ -202,20 +212,31 @@ static void parse_mps_key(struct parse_state *st, const char *key, const char *v
     d = &st->cfg->devices[k];
     if (st->dev_line[k] == 0)
         st->dev_line[k] = st->line;
-    if (once(st, &st->dev_seen[k], pct ? DEV_MPS_PCT : DEV_MPS_PINNED, key) != 0)
+    if (once(st, &st->dev_seen[k], bit, key) != 0)
         return;
-    if (pct) {
+    switch (bit) {
+    case DEV_MPS_PCT:
         if (vgpu_parse_uint(val, 100, &v) != 0 || v == 0) {
             fail(st, "%.64s: %.32s is not an integer in 1..100", key, val);
             return;
         }
         d->mps_active_thread_percent = (uint32_t)v;
-    } else {
+        break;
+    case DEV_MPS_PINNED:
         if (vgpu_parse_uint(val, UINT64_MAX, &v) != 0) {
             fail(st, "%.64s: %.32s is not a decimal byte count", key, val);
             return;
         }
         d->mps_pinned_memory_limit = v;
+        break;
+    default:
+        /* The driver reads whole MiB: a limit below one would be no limit. */
+        if (vgpu_parse_uint(val, UINT64_MAX, &v) != 0 || v < 1024 * 1024) {
+            fail(st, "%.64s: %.32s is not a decimal byte count of at least 1048576", key, val);
+            return;
+        }
+        d->mps_driver_memory_limit = v;
+        break;
     }
 }
 
@@ -370,6 +391,10 @@ int vgpu_config_parse(const char *text, size_t len, struct vgpu_claim_config *cf
             fail(&st, "mps.%s.%u: missing (mps.%s.%u is set)",
                  (st.dev_seen[k] & DEV_MPS_PCT) ? "pinnedMemoryLimit" : "activeThreadPercent", k,
                  (st.dev_seen[k] & DEV_MPS_PCT) ? "activeThreadPercent" : "pinnedMemoryLimit", k);
+        else if (k < cfg->device_count && (st.dev_seen[k] & DEV_MPS_DRIVER) &&
+                 (st.dev_seen[k] & DEV_MPS_ALL) != DEV_MPS_ALL)
+            fail(&st, "mps.driverMemoryLimit.%u: set without mps.activeThreadPercent.%u and "
+                      "mps.pinnedMemoryLimit.%u", k, k, k);
         else if (k >= cfg->device_count && st.dev_seen[k] != 0 && (st.seen & SEEN_COUNT)) {
             st.line = st.dev_line[k];
             fail(&st, "%s.%u: index not below device.count %u",

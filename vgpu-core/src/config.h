@@ -26,7 +26,9 @@ limitations under the License.
  * safe defaults: compute_policy (strict), priority (low), log_level
  * (unset), enforcement (enabled). An MPS claim (docs/mps.md) also has, for
  * each of its devices k, both mps.activeThreadPercent.<k> (1..100) and
- * mps.pinnedMemoryLimit.<k> (bytes, 0 = none), or neither. Anything the parser cannot apply (a
+ * mps.pinnedMemoryLimit.<k> (bytes, 0 = none), or neither, and on a driver
+ * whose MPS daemon accounts for memory (r615+) mps.driverMemoryLimit.<k>
+ * (bytes, at least 1 MiB), only beside those two. Anything the parser cannot apply (a
  * duplicate key or GPU, a malformed value, a missing required key, a byte
  * that is not printable ASCII, an embedded NUL, a file over the size limit)
  * makes the whole config invalid; the library then fails every GPU of the
@@ -55,6 +57,7 @@ struct vgpu_claim_device {
     bool mps;              /* the mps.* keys of this index are set: an MPS client */
     uint32_t mps_active_thread_percent; /* 1..100 (mps.activeThreadPercent.<k>) */
     uint64_t mps_pinned_memory_limit;   /* bytes, 0 = none (mps.pinnedMemoryLimit.<k>) */
+    uint64_t mps_driver_memory_limit;   /* bytes, 0 = not written (mps.driverMemoryLimit.<k>) */
 };
 
 struct vgpu_claim_config {

@@ -32,8 +32,8 @@ limitations under the License.
 
 #define MIB (1024ull * 1024ull)
 
-/* Per device index: the limit in MiB, 0 = none. */
-struct pinned {
+/* Per device index: a limit in MiB, 0 = none. */
+struct mib_limits {
     uint64_t mib[VGPU_REGION_MAX_DEVICES];
 };
 
@@ -72,8 +72,29 @@ static int parse_size_mib(const char *s, size_t len, uint64_t *mib)
     return 0;
 }
 
-/* Parses the container's "<k>=<size>,..." into out (MiB per index); -1 if any entry is unreadable. */
-static int parse_pinned(const char *s, struct pinned *out)
+/* Parses a plain decimal MiB count "<n>" (at least 1) of len bytes; -1 if it is not that. */
+static int parse_plain_mib(const char *s, size_t len, uint64_t *mib)
+{
+    char buf[32];
+    uint64_t v;
+
+    if (len == 0 || len >= sizeof(buf))
+        return -1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    if (vgpu_parse_uint(buf, UINT64_MAX, &v) != 0 || v == 0)
+        return -1;
+    *mib = v;
+    return 0;
+}
+
+/*
+ * Parses the container's "<k>=<value>,..." into out (MiB per index, the
+ * smallest of repeated indexes), each value read by parse_value; -1 if any
+ * entry is unreadable.
+ */
+static int parse_entries(const char *s, int (*parse_value)(const char *, size_t, uint64_t *),
+                         struct mib_limits *out)
 {
     memset(out, 0, sizeof(*out));
     while (*s != '\0') {
@@ -90,7 +111,7 @@ static int parse_pinned(const char *s, struct pinned *out)
         k = strtoul(s, &end, 10);
         if (errno != 0 || end != eq || k >= VGPU_REGION_MAX_DEVICES)
             return -1;
-        if (parse_size_mib(eq + 1, len - (size_t)(eq + 1 - s), &mib) != 0)
+        if (parse_value(eq + 1, len - (size_t)(eq + 1 - s), &mib) != 0)
             return -1;
         if (out->mib[k] == 0 || mib < out->mib[k])
             out->mib[k] = mib;
@@ -99,6 +120,38 @@ static int parse_pinned(const char *s, struct pinned *out)
             s++;
     }
     return 0;
+}
+
+/*
+ * Merges the config's per-index limits want with the container's value cur
+ * (entries read by parse_value) into buf as "<k>=<MiB><unit>" entries, the
+ * smaller of the two per index; an unreadable cur is replaced whole and
+ * noted in why (at *why). Returns whether buf differs from cur.
+ */
+static bool merge_entries(const struct mib_limits *want, const char *cur,
+                          int (*parse_value)(const char *, size_t, uint64_t *), const char *unit,
+                          const char *name, char *buf, size_t size, char *why, size_t why_size,
+                          size_t *why_len)
+{
+    struct mib_limits have;
+    bool have_ok = cur != NULL && parse_entries(cur, parse_value, &have) == 0;
+    size_t pos = 0;
+
+    if (cur != NULL && !have_ok && *why_len < why_size)
+        *why_len += (size_t)snprintf(why + *why_len, why_size - *why_len, "%s%s=%.64s (unreadable)",
+                                     *why_len > 0 ? ", " : "", name, cur);
+    buf[0] = '\0';
+    for (unsigned k = 0; k < VGPU_REGION_MAX_DEVICES; k++) {
+        uint64_t mib = want->mib[k];
+
+        if (have_ok && have.mib[k] != 0 && (mib == 0 || have.mib[k] < mib))
+            mib = have.mib[k];
+        if (mib == 0)
+            continue;
+        pos += (size_t)snprintf(buf + pos, size - pos, "%s%u=%llu%s", pos > 0 ? "," : "", k,
+                                (unsigned long long)mib, unit);
+    }
+    return cur == NULL || strcmp(cur, buf) != 0;
 }
 
 /* The container's share when it is a plain integer below share (kept), else share. */
@@ -111,32 +164,42 @@ static uint32_t threads_value(const char *cur, uint32_t share)
     return share;
 }
 
+/* Lowers want's limit of index k to bytes in whole MiB (rounded down, at least 1). */
+static void want_mib(struct mib_limits *want, uint32_t k, uint64_t bytes)
+{
+    uint64_t mib = bytes / MIB;
+
+    if (mib == 0)
+        mib = 1;
+    if (want->mib[k] == 0 || mib < want->mib[k])
+        want->mib[k] = mib;
+}
+
 bool vgpu_mps_settings(const struct vgpu_claim_config *const cfgs[], int n, const char *cur_threads,
-                       const char *cur_pinned, struct vgpu_mps_env *out)
+                       const char *cur_pinned, const char *cur_driver_mem, struct vgpu_mps_env *out)
 {
     uint32_t share = 0;
-    struct pinned want = {{0}}, have;
-    bool any_pinned = false, have_ok;
-    size_t pos = 0, why = 0;
+    struct mib_limits want = {{0}}, want_driver = {{0}};
+    bool any_pinned = false, any_driver = false;
+    size_t why = 0;
 
     memset(out, 0, sizeof(*out));
     for (int i = 0; i < n; i++) {
         for (uint32_t k = 0; k < cfgs[i]->device_count; k++) {
             const struct vgpu_claim_device *d = &cfgs[i]->devices[k];
-            uint64_t mib;
 
             if (!d->mps)
                 continue;
             if (share == 0 || d->mps_active_thread_percent < share)
                 share = d->mps_active_thread_percent;
-            if (d->mps_pinned_memory_limit == 0)
-                continue;
-            mib = d->mps_pinned_memory_limit / MIB;
-            if (mib == 0)
-                mib = 1;
-            if (want.mib[k] == 0 || mib < want.mib[k])
-                want.mib[k] = mib;
-            any_pinned = true;
+            if (d->mps_driver_memory_limit != 0) {
+                want_mib(&want_driver, k, d->mps_driver_memory_limit);
+                any_driver = true;
+            }
+            if (d->mps_pinned_memory_limit != 0) {
+                want_mib(&want, k, d->mps_pinned_memory_limit);
+                any_pinned = true;
+            }
         }
     }
     if (share == 0)
@@ -149,23 +212,15 @@ bool vgpu_mps_settings(const struct vgpu_claim_config *const cfgs[], int n, cons
         why += (size_t)snprintf(out->why, sizeof(out->why), VGPU_MPS_ENV_THREADS "=%.32s",
                                 cur_threads);
 
-    if (!any_pinned)
-        return true; /* no pinned limit in the config: the container's own stays */
-    have_ok = cur_pinned != NULL && parse_pinned(cur_pinned, &have) == 0;
-    if (cur_pinned != NULL && !have_ok && why < sizeof(out->why))
-        snprintf(out->why + why, sizeof(out->why) - why, "%s" VGPU_MPS_ENV_PINNED "=%.64s (unreadable)",
-                 why > 0 ? ", " : "", cur_pinned);
-    for (unsigned k = 0; k < VGPU_REGION_MAX_DEVICES; k++) {
-        uint64_t mib = want.mib[k];
-
-        if (have_ok && have.mib[k] != 0 && (mib == 0 || have.mib[k] < mib))
-            mib = have.mib[k];
-        if (mib == 0)
-            continue;
-        pos += (size_t)snprintf(out->pinned + pos, sizeof(out->pinned) - pos, "%s%u=%lluM",
-                                pos > 0 ? "," : "", k, (unsigned long long)mib);
-    }
-    out->pinned_set = cur_pinned == NULL || strcmp(cur_pinned, out->pinned) != 0;
+    /* Without a limit in the config the container's own stays. */
+    if (any_pinned)
+        out->pinned_set = merge_entries(&want, cur_pinned, parse_size_mib, "M", VGPU_MPS_ENV_PINNED,
+                                        out->pinned, sizeof(out->pinned), out->why,
+                                        sizeof(out->why), &why);
+    if (any_driver)
+        out->driver_mem_set = merge_entries(&want_driver, cur_driver_mem, parse_plain_mib, "",
+                                            VGPU_MPS_ENV_DRIVER_MEM, out->driver_mem,
+                                            sizeof(out->driver_mem), out->why, sizeof(out->why), &why);
     return true;
 }
 
@@ -229,16 +284,21 @@ static void apply_env(void)
     n = read_mps_configs(cfgs, VGPU_INJECTED_MAX);
     for (int i = 0; i < n; i++)
         ptrs[i] = &cfgs[i];
-    if (vgpu_mps_settings(ptrs, n, getenv(VGPU_MPS_ENV_THREADS), getenv(VGPU_MPS_ENV_PINNED), &env)) {
+    if (vgpu_mps_settings(ptrs, n, getenv(VGPU_MPS_ENV_THREADS), getenv(VGPU_MPS_ENV_PINNED),
+                          getenv(VGPU_MPS_ENV_DRIVER_MEM), &env)) {
         early_log_level(ptrs, n);
         if (env.threads_set && setenv(VGPU_MPS_ENV_THREADS, env.threads, 1) != 0)
             VGPU_ERROR("cannot set " VGPU_MPS_ENV_THREADS ": %s", strerror(errno));
         if (env.pinned_set && setenv(VGPU_MPS_ENV_PINNED, env.pinned, 1) != 0)
             VGPU_ERROR("cannot set " VGPU_MPS_ENV_PINNED ": %s", strerror(errno));
+        if (env.driver_mem_set && setenv(VGPU_MPS_ENV_DRIVER_MEM, env.driver_mem, 1) != 0)
+            VGPU_ERROR("cannot set " VGPU_MPS_ENV_DRIVER_MEM ": %s", strerror(errno));
         if (env.why[0] != '\0')
             VGPU_INFO("MPS client: replaced the container's %s with the claim's limits", env.why);
-        VGPU_DEBUG("MPS client: " VGPU_MPS_ENV_THREADS "=%s " VGPU_MPS_ENV_PINNED "=%s", env.threads,
-                   env.pinned[0] != '\0' ? env.pinned : "(the container's)");
+        VGPU_DEBUG("MPS client: " VGPU_MPS_ENV_THREADS "=%s " VGPU_MPS_ENV_PINNED "=%s "
+                   VGPU_MPS_ENV_DRIVER_MEM "=%s", env.threads,
+                   env.pinned[0] != '\0' ? env.pinned : "(the container's)",
+                   env.driver_mem[0] != '\0' ? env.driver_mem : "(the container's)");
     }
     free(cfgs);
 }

@@ -43,6 +43,8 @@ limitations under the License.
 /* NVIDIA's names: the client's share of the SMs and its pinned device memory. */
 #define VGPU_MPS_ENV_THREADS "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"
 #define VGPU_MPS_ENV_PINNED "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"
+/* The memory limit an r615+ driver holds a client to when its daemon accounts for memory (memacct). */
+#define VGPU_MPS_ENV_DRIVER_MEM "NVIDIA_GPU_MEMORY_LIMITS"
 
 #define VGPU_MPS_VALUE_MAX 512
 
@@ -52,24 +54,32 @@ struct vgpu_mps_env {
     char threads[32];
     bool pinned_set;                 /* set VGPU_MPS_ENV_PINNED to pinned */
     char pinned[VGPU_MPS_VALUE_MAX]; /* "<index>=<MiB>M" entries, comma-separated */
+    bool driver_mem_set;             /* set VGPU_MPS_ENV_DRIVER_MEM to driver_mem */
+    char driver_mem[VGPU_MPS_VALUE_MAX]; /* "<index>=<MiB>" entries, comma-separated */
     char why[VGPU_ERRMSG_MAX];       /* the container's values that were replaced, for the log */
 };
 
 /*
  * Computes the MPS variables for the n valid claim configs cfgs given the
- * container's values cur_threads and cur_pinned (NULL: unset). The share is
- * the smallest mps.activeThreadPercent of any device; the pinned limit of
- * device index k the smallest non-zero mps.pinnedMemoryLimit.<k>, in whole
- * MiB rounded down (at least 1). A container value is kept where it is
- * lower: a share that is a plain integer in [1, share), a pinned entry
- * "<k>=<n>{K,M,G,T}[B]" below the config's for k (entries for indexes the
- * configs do not limit are kept); every value is written back in the form
- * above, so the driver reads exactly what was compared. A higher, zero or
- * unreadable share is replaced, an unreadable pinned value replaced whole.
- * Returns false when no config has mps lines: nothing is set.
+ * container's values cur_threads, cur_pinned and cur_driver_mem (NULL:
+ * unset). The share is the smallest mps.activeThreadPercent of any device;
+ * the pinned limit of device index k the smallest non-zero
+ * mps.pinnedMemoryLimit.<k>, in whole MiB rounded down (at least 1); the
+ * driver's limit of k (written by the plugin only on r615+ drivers, whose
+ * daemon it starts with memacct) the smallest mps.driverMemoryLimit.<k>, in
+ * whole MiB rounded down. A container value is kept where it is lower: a
+ * share that is a plain integer in [1, share), a pinned entry
+ * "<k>=<n>{K,M,G,T}[B]" or a driver entry "<k>=<MiB>" below the config's
+ * for k (entries for indexes the configs do not limit are kept); every
+ * value is written back in the form above, so the driver reads exactly
+ * what was compared. A higher, zero or unreadable share is replaced, an
+ * unreadable pinned or driver value replaced whole. Without any
+ * mps.driverMemoryLimit line the container's NVIDIA_GPU_MEMORY_LIMITS is
+ * left as it is (a driver before r615 does not read it). Returns false
+ * when no config has mps lines: nothing is set.
  */
 bool vgpu_mps_settings(const struct vgpu_claim_config *const cfgs[], int n, const char *cur_threads,
-                       const char *cur_pinned, struct vgpu_mps_env *out);
+                       const char *cur_pinned, const char *cur_driver_mem, struct vgpu_mps_env *out);
 
 /*
  * Once per process, before the driver's cuInit: reads the configs the

@@ -467,12 +467,15 @@ static void expect_quiet(const char *name)
  * VGPU_TEST_EXPECT_RC (default 0); then the fake driver must have read the
  * share VGPU_TEST_EXPECT_SHARE (per mille) as this process's MPS client
  * share, and CUDA_MPS_PINNED_DEVICE_MEM_LIMIT must be VGPU_TEST_EXPECT_PINNED
- * ("unset": not set).
+ * ("unset": not set); with VGPU_TEST_EXPECT_DRIVER_MEM the fake driver must
+ * have read that device-0 limit in MiB from NVIDIA_GPU_MEMORY_LIMITS in its
+ * cuInit (0: none).
  */
 static void sc_mps_init(void)
 {
     const char *rc = getenv("VGPU_TEST_EXPECT_RC"), *via = getenv("VGPU_TEST_VIA");
     const char *share = getenv("VGPU_TEST_EXPECT_SHARE"), *pinned = getenv("VGPU_TEST_EXPECT_PINNED");
+    const char *driver_mem = getenv("VGPU_TEST_EXPECT_DRIVER_MEM");
     const char *have;
     PFN_cuInit init = cuInit;
     fake_state st;
@@ -486,6 +489,14 @@ static void sc_mps_init(void)
         CHECK(fake_state_open(&st, getenv("VGPU_FAKE_STATE_DIR"), 0, err, sizeof(err)) == 0);
         CHECK(fake_state_mps_client(&st, (unsigned int)getpid(), &pm));
         CHECK_EQ(pm, (uint32_t)atoi(share));
+        fake_state_close(&st);
+    }
+    if (driver_mem != NULL) {
+        uint32_t mib = 0;
+
+        CHECK(fake_state_open(&st, getenv("VGPU_FAKE_STATE_DIR"), 0, err, sizeof(err)) == 0);
+        CHECK(fake_state_mps_driver_mem(&st, (unsigned int)getpid(), &mib));
+        CHECK_EQ(mib, (uint32_t)atoi(driver_mem));
         fake_state_close(&st);
     }
     have = getenv("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT");
@@ -519,10 +530,11 @@ static int mps_listen(void)
  * expectations; with logged set, its stderr must contain it, else be empty.
  */
 static void expect_mps_logged(const char *const env[], const char *rc, const char *share,
-                              const char *pinned, const char *via, const char *logged)
+                              const char *pinned, const char *driver_mem, const char *via,
+                              const char *logged)
 {
-    char pipe_env[400], rc_env[64], share_env[64], pinned_env[128], via_env[64];
-    const char *all[16];
+    char pipe_env[400], rc_env[64], share_env[64], pinned_env[128], via_env[64], driver_env[64];
+    const char *all[18];
     int n = 0;
 
     snprintf(pipe_env, sizeof(pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s/mps", root);
@@ -538,6 +550,10 @@ static void expect_mps_logged(const char *const env[], const char *rc, const cha
     if (pinned != NULL) {
         snprintf(pinned_env, sizeof(pinned_env), "VGPU_TEST_EXPECT_PINNED=%s", pinned);
         all[n++] = pinned_env;
+    }
+    if (driver_mem != NULL) {
+        snprintf(driver_env, sizeof(driver_env), "VGPU_TEST_EXPECT_DRIVER_MEM=%s", driver_mem);
+        all[n++] = driver_env;
     }
     snprintf(via_env, sizeof(via_env), "VGPU_TEST_VIA=%s", via);
     all[n++] = via_env;
@@ -561,16 +577,24 @@ static void expect_mps_logged(const char *const env[], const char *rc, const cha
 static void expect_mps(const char *const env[], const char *rc, const char *share, const char *pinned,
                        const char *via)
 {
-    expect_mps_logged(env, rc, share, pinned, via, NULL);
+    expect_mps_logged(env, rc, share, pinned, NULL, via, NULL);
+}
+
+static void expect_mps_driver(const char *const env[], const char *share, const char *driver_mem,
+                              const char *via)
+{
+    expect_mps_logged(env, "0", share, NULL, driver_mem, via, NULL);
 }
 
 /*
- * An MPS claim's share and pinned limit reach the driver from the read-only
- * config before its cuInit reads the environment, through the symbol and
- * through cuGetProcAddress: the container's higher, zero or unreadable
- * values are replaced, its lower ones kept; without mps lines the
- * environment is the container's. A client without a daemon gets the
- * driver's 805 unchanged. A malformed mps line fails the claim closed.
+ * An MPS claim's share, pinned limit and (r615+, mps.driverMemoryLimit)
+ * driver memory limit reach the driver from the read-only config before its
+ * cuInit reads the environment, through the symbol and through
+ * cuGetProcAddress: the container's higher, zero or unreadable values are
+ * replaced, its lower ones kept; without mps lines the environment is the
+ * container's, and without the driver line its NVIDIA_GPU_MEMORY_LIMITS. A
+ * client without a daemon gets the driver's 805 unchanged. A malformed mps
+ * line fails the claim closed.
  */
 static void test_mps(void)
 {
@@ -581,7 +605,8 @@ static void test_mps(void)
     snprintf(cfg, sizeof(cfg),
              "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
              "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
-             "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n", uuids[0]);
+             "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n"
+             "mps.driverMemoryLimit.0=1610612736\n", uuids[0]);
     make_claim(cfg);
     snprintf(dir, sizeof(dir), "%s/mps", root);
     CHECK(mkdir(dir, 0755) == 0);
@@ -602,21 +627,34 @@ static void test_mps(void)
         const char *junk[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=0x64",
                               "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=all", NULL};
 
+        const char *driver_higher[] = {"NVIDIA_GPU_MEMORY_LIMITS=0=4096", NULL};
+        const char *driver_lower[] = {"NVIDIA_GPU_MEMORY_LIMITS=0=512", NULL};
+        const char *driver_zero[] = {"NVIDIA_GPU_MEMORY_LIMITS=0=0", NULL};
+        const char *driver_junk[] = {"NVIDIA_GPU_MEMORY_LIMITS=0=4G", NULL};
+
         expect_mps(higher, "0", "300", "0=1536M", vias[v]);
         expect_mps(lower, "0", "100", "0=512M", vias[v]);
         expect_mps(NULL, "0", "300", "0=1536M", vias[v]);
         expect_mps(zero, "0", "300", "0=1536M", vias[v]);
         expect_mps(junk, "0", "300", "0=1536M", vias[v]);
+        expect_mps_driver(NULL, "300", "1536", vias[v]);
+        expect_mps_driver(driver_higher, "300", "1536", vias[v]);
+        expect_mps_driver(driver_lower, "300", "512", vias[v]);
+        expect_mps_driver(driver_zero, "300", "1536", vias[v]);
+        expect_mps_driver(driver_junk, "300", "1536", vias[v]);
     }
     /*
      * Clients SIGKILLed at random instants of their MPS start (config read,
      * environment set, the driver's cuInit, connected): the next client
-     * still gets the claim's share and pinned limit, whatever it asks.
+     * still gets the claim's share, pinned and driver limits, whatever it
+     * asks.
      */
     {
         char pipe_env[400], errfile[512];
-        const char *env[] = {pipe_env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
+        const char *env[] = {pipe_env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100",
+                             "NVIDIA_GPU_MEMORY_LIMITS=0=4096", NULL};
         const char *higher[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
+        const char *driver_higher[] = {"NVIDIA_GPU_MEMORY_LIMITS=0=4096", NULL};
 
         snprintf(pipe_env, sizeof(pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s/mps", root);
         snprintf(errfile, sizeof(errfile), "%s.mps_kill.err", root);
@@ -630,6 +668,7 @@ static void test_mps(void)
             CHECK(waitpid(pid, &st, 0) == pid);
         }
         expect_mps(higher, "0", "300", "0=1536M", "symbol");
+        expect_mps_driver(driver_higher, "300", "1536", "symbol");
     }
     /* At log level info the replacement is logged, though cuInit comes before the library's start. */
     snprintf(cfg, sizeof(cfg),
@@ -643,8 +682,13 @@ static void test_mps(void)
     {
         const char *higher[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
 
-        expect_mps_logged(higher, "0", "300", "0=1536M", "symbol",
+        const char *driver_own[] = {"NVIDIA_GPU_MEMORY_LIMITS=0=4096", NULL};
+
+        expect_mps_logged(higher, "0", "300", "0=1536M", NULL, "symbol",
                           "MPS client: replaced the container's CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100");
+        /* No mps.driverMemoryLimit line (a driver before r615): the container's own value. */
+        expect_mps_driver(driver_own, "300", "4096", "symbol");
+        expect_mps_driver(NULL, "300", "0", "symbol");
     }
     /* No mps lines: the container's own values reach the driver. */
     make_std_claim(GiB, "");

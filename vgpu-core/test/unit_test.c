@@ -248,6 +248,37 @@ static void test_config_mps(void)
     CHECK_STR_CONTAINS(err, "mps.activeThreadPercent.x: device index");
     /* Other mps.* keys are unknown keys: ignored. */
     CHECK(parse_variant(NULL, "mps.future.0=1\n", &cfg, err) == 0);
+
+    /* mps.driverMemoryLimit.<k> (r615+): bytes of at least 1 MiB, only beside the pair. */
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n"
+                        "mps.driverMemoryLimit.0=1610612736\n", &cfg, err) == 0);
+    CHECK(cfg.devices[0].mps);
+    CHECK_EQ_U64(cfg.devices[0].mps_driver_memory_limit, 1610612736ull);
+    CHECK_EQ_U64(cfg.devices[1].mps_driver_memory_limit, 0);
+    static const char *const bad_driver[] = {"0", "1048575", "1Gi", "-1", "0x100000", "",
+                                             "99999999999999999999", "1e9"};
+    for (size_t i = 0; i < sizeof(bad_driver) / sizeof(bad_driver[0]); i++) {
+        char text[256];
+
+        snprintf(text, sizeof(text), "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=0\n"
+                 "mps.driverMemoryLimit.0=%s\n", bad_driver[i]);
+        CHECK(parse_variant(NULL, text, &cfg, err) != 0);
+        CHECK_STR_CONTAINS(err, "mps.driverMemoryLimit.0: ");
+        CHECK_STR_CONTAINS(err, "is not a decimal byte count of at least 1048576");
+    }
+    CHECK(parse_variant(NULL, "mps.driverMemoryLimit.0=1610612736\n", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "mps.driverMemoryLimit.0: set without mps.activeThreadPercent.0 and "
+                            "mps.pinnedMemoryLimit.0");
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.1=30\nmps.pinnedMemoryLimit.1=0\n"
+                        "mps.driverMemoryLimit.0=1610612736\n", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "mps.driverMemoryLimit.0: set without");
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=0\n"
+                        "mps.driverMemoryLimit.0=1610612736\nmps.driverMemoryLimit.0=1048576\n",
+                        &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "duplicate key mps.driverMemoryLimit.0");
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=0\n"
+                        "mps.driverMemoryLimit.2=1610612736\n", &cfg, err) != 0);
+    CHECK_STR_CONTAINS(err, "index not below device.count 2");
 }
 
 /* The environment an MPS claim's client gets (mps.h): the config's share, or the container's lower one. */
@@ -259,57 +290,102 @@ static void test_mps_settings(void)
     char err[VGPU_ERRMSG_MAX];
 
     CHECK(parse_variant(NULL, "", &a, err) == 0);
-    CHECK(!vgpu_mps_settings(cfgs, 1, "100", "0=1G", &env));
+    CHECK(!vgpu_mps_settings(cfgs, 1, "100", "0=1G", NULL, &env));
     CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n",
                         &a, err) == 0);
-    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, &env));
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, NULL, &env));
     CHECK(env.threads_set && strcmp(env.threads, "30") == 0);
     CHECK(env.pinned_set && strcmp(env.pinned, "0=1536M") == 0);
     CHECK(env.why[0] == '\0');
     /* The container's higher values are replaced, its lower ones kept. */
-    CHECK(vgpu_mps_settings(cfgs, 1, "100", "0=2G", &env));
+    CHECK(vgpu_mps_settings(cfgs, 1, "100", "0=2G", NULL, &env));
     CHECK(env.threads_set && strcmp(env.threads, "30") == 0);
     CHECK_STR_CONTAINS(env.why, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100");
     CHECK(env.pinned_set && strcmp(env.pinned, "0=1536M") == 0);
-    CHECK(vgpu_mps_settings(cfgs, 1, "10", "0=512M,1=1G", &env));
+    CHECK(vgpu_mps_settings(cfgs, 1, "10", "0=512M,1=1G", NULL, &env));
     CHECK(!env.threads_set && strcmp(env.threads, "10") == 0);
     CHECK(env.pinned_set && strcmp(env.pinned, "0=512M,1=1024M") == 0);
-    CHECK(vgpu_mps_settings(cfgs, 1, "29", "0=1048576KB", &env));
+    CHECK(vgpu_mps_settings(cfgs, 1, "29", "0=1048576KB", NULL, &env));
     CHECK(!env.threads_set && strcmp(env.threads, "29") == 0);
     CHECK(strcmp(env.pinned, "0=1024M") == 0);
     /* Already what it should be: nothing to set. */
-    CHECK(vgpu_mps_settings(cfgs, 1, "30", "0=1536M", &env));
+    CHECK(vgpu_mps_settings(cfgs, 1, "30", "0=1536M", NULL, &env));
     CHECK(!env.threads_set && !env.pinned_set && env.why[0] == '\0');
     /* Zero, unreadable or not a plain integer: replaced (the driver reads what was compared). */
     static const char *const bad_threads[] = {"0", "30x", "nan", "12.5", "0x10", "-5", "1e1", "", "101"};
     for (size_t i = 0; i < sizeof(bad_threads) / sizeof(bad_threads[0]); i++) {
-        CHECK(vgpu_mps_settings(cfgs, 1, bad_threads[i], NULL, &env));
+        CHECK(vgpu_mps_settings(cfgs, 1, bad_threads[i], NULL, NULL, &env));
         CHECK(env.threads_set && strcmp(env.threads, "30") == 0);
         CHECK_STR_CONTAINS(env.why, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=");
     }
     static const char *const bad_pinned[] = {"0=1G,junk", "0=512", "1=99999999999999999999G",
                                              "x=1G", "0=-1G", "=1G", "0=1Q"};
     for (size_t i = 0; i < sizeof(bad_pinned) / sizeof(bad_pinned[0]); i++) {
-        CHECK(vgpu_mps_settings(cfgs, 1, NULL, bad_pinned[i], &env));
+        CHECK(vgpu_mps_settings(cfgs, 1, NULL, bad_pinned[i], NULL, &env));
         CHECK(env.pinned_set && strcmp(env.pinned, "0=1536M") == 0);
         CHECK_STR_CONTAINS(env.why, "(unreadable)");
     }
     /* A zero limit of the container's becomes the least the driver takes, 1 MiB. */
-    CHECK(vgpu_mps_settings(cfgs, 1, NULL, "0=0M", &env));
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, "0=0M", NULL, &env));
     CHECK(strcmp(env.pinned, "0=1M") == 0);
     /* No pinned limit in the config: the container's own stays untouched. */
     CHECK(parse_variant(NULL, "mps.activeThreadPercent.1=50\nmps.pinnedMemoryLimit.1=0\n", &b,
                         err) == 0);
-    CHECK(vgpu_mps_settings(&cfgs[1], 1, NULL, "0=1G", &env));
+    CHECK(vgpu_mps_settings(&cfgs[1], 1, NULL, "0=1G", NULL, &env));
     CHECK(strcmp(env.threads, "50") == 0 && !env.pinned_set);
     /* Two claims: the smaller share, each index's own limit. */
-    CHECK(vgpu_mps_settings(cfgs, 2, NULL, NULL, &env));
+    CHECK(vgpu_mps_settings(cfgs, 2, NULL, NULL, NULL, &env));
     CHECK(strcmp(env.threads, "30") == 0 && strcmp(env.pinned, "0=1536M") == 0);
     /* Below one MiB: at least 1. */
     CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=5\nmps.pinnedMemoryLimit.0=1000\n", &a,
                         err) == 0);
-    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, &env));
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, NULL, &env));
     CHECK(strcmp(env.threads, "5") == 0 && strcmp(env.pinned, "0=1M") == 0);
+}
+
+/*
+ * NVIDIA_GPU_MEMORY_LIMITS (mps.h): set from mps.driverMemoryLimit in whole
+ * MiB, the container's lower entry kept, a higher, zero or unreadable value
+ * replaced; left alone without the line (a driver before r615).
+ */
+static void test_mps_driver_memory(void)
+{
+    struct vgpu_claim_config a, b;
+    const struct vgpu_claim_config *cfgs[2] = {&a, &b};
+    struct vgpu_mps_env env;
+    char err[VGPU_ERRMSG_MAX];
+
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n",
+                        &a, err) == 0);
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, "0=999999", &env));
+    CHECK(!env.driver_mem_set && env.driver_mem[0] == '\0');
+    CHECK(env.why[0] == '\0');
+
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n"
+                        "mps.driverMemoryLimit.0=1611661312\n", &a, err) == 0);
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, NULL, &env));
+    CHECK(env.driver_mem_set && strcmp(env.driver_mem, "0=1537") == 0);
+    CHECK(vgpu_mps_settings(cfgs, 1, "30", "0=1536M", "0=1537", &env));
+    CHECK(!env.driver_mem_set && env.why[0] == '\0');
+    /* Higher: replaced; lower: kept; other indexes kept, the smallest of repeats. */
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, "0=4096", &env));
+    CHECK(env.driver_mem_set && strcmp(env.driver_mem, "0=1537") == 0);
+    CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, "0=512,3=100,0=1024", &env));
+    CHECK(env.driver_mem_set && strcmp(env.driver_mem, "0=512,3=100") == 0);
+    /* Zero, units, junk, out-of-range indexes: the whole value replaced, logged. */
+    static const char *const bad[] = {"0=0", "0=512M", "0=1G", "junk", "0=", "=512", "0=512,x",
+                                      "64=1", "0=-1", "0=99999999999999999999", "0=0x10", "", ","};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        CHECK(vgpu_mps_settings(cfgs, 1, NULL, NULL, bad[i], &env));
+        CHECK(env.driver_mem_set && strcmp(env.driver_mem, "0=1537") == 0);
+        if (bad[i][0] != '\0')
+            CHECK_STR_CONTAINS(env.why, "NVIDIA_GPU_MEMORY_LIMITS=");
+    }
+    /* Two claims: each index its smallest limit. */
+    CHECK(parse_variant(NULL, "mps.activeThreadPercent.0=50\nmps.pinnedMemoryLimit.0=0\n"
+                        "mps.driverMemoryLimit.0=1048576\n", &b, err) == 0);
+    CHECK(vgpu_mps_settings(cfgs, 2, NULL, NULL, NULL, &env));
+    CHECK(strcmp(env.driver_mem, "0=1") == 0);
 }
 
 /*
@@ -1189,6 +1265,7 @@ int main(void)
     test_config_rule();
     test_config_mps();
     test_mps_settings();
+    test_mps_driver_memory();
     test_ptrmap();
     test_vamap();
     test_procinfo();

@@ -62,6 +62,12 @@ const (
 // and answers.
 var ErrNotRunning = errors.New("no MPS control daemon runs for the directory")
 
+// ErrRunnerUnavailable is wrapped by a Runner's error when it could not
+// run the control program at all (the mps-host server does not answer):
+// a daemon that runs cannot be told from one that does not then, so Adopt
+// returns it instead of ErrNotRunning and callers keep the daemon.
+var ErrRunnerUnavailable = errors.New("the MPS control program cannot be run")
+
 // Config is one GPU's control daemon.
 type Config struct {
 	// Control is the path of the node driver's nvidia-cuda-mps-control.
@@ -200,13 +206,17 @@ func start(ctx context.Context, cfg Config, s Settings) (Process, error) {
 
 // Adopt returns the daemon that runs for cfg's directory and answers,
 // without restarting it (a plugin restarted while clients run), or
-// ErrNotRunning.
+// ErrNotRunning; an error wrapping ErrRunnerUnavailable when the process
+// runs but the control program could not be run to ask it.
 func Adopt(ctx context.Context, cfg Config) (Process, error) {
 	p, err := running(cfg)
 	if err != nil {
 		return Process{}, fmt.Errorf("%w: %w", ErrNotRunning, err)
 	}
 	if _, err := Command(ctx, cfg, "get_default_active_thread_percentage"); err != nil {
+		if errors.Is(err, ErrRunnerUnavailable) {
+			return p, fmt.Errorf("ask MPS control daemon %d of GPU %s: %w", p.PID, cfg.GPU, err)
+		}
 		return Process{}, fmt.Errorf("%w: pid %d does not answer: %w", ErrNotRunning, p.PID, err)
 	}
 	return p, nil

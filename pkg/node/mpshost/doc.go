@@ -15,12 +15,13 @@ limitations under the License.
 */
 
 // Package mpshost runs NVIDIA's MPS control program for the kubelet plugin
-// from a second container of the plugin's pod, the mps-host container
-// (docs/mps.md, where the daemons live). The plugin's pod shares the
-// host's pid namespace, so a process is in the cgroup of the container
-// that started it and dies when that container ends: daemons started by
-// the mps-host container outlive a plugin container that is killed or
-// restarted, and the next plugin instance adopts them.
+// from a pod of its own on the plugin's node, the mps-host pod (the chart's
+// DaemonSet <release>-mps-host; docs/mps.md, where the daemons live). Both
+// pods share the host's pid namespace, so a process is in the cgroup of the
+// container that started it and dies when that container ends: daemons
+// started by the mps-host pod outlive a plugin container that is killed or
+// restarted and a plugin pod that is replaced, and the next plugin instance
+// adopts them.
 //
 // Server is the host side: it listens on a unix socket under the state
 // root, runs each requested invocation of the control program to its end

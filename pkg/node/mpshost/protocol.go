@@ -70,7 +70,9 @@ func (r Runner) Run(ctx context.Context, inv mpsdaemon.Invocation) ([]byte, erro
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", r.Socket)
 	if err != nil {
-		return nil, fmt.Errorf("mps-host %s: %w", r.Socket, err)
+		// No server listens: the mps-host pod is not (yet) running on
+		// this node, or is being replaced.
+		return nil, fmt.Errorf("mps-host %s does not answer (is the mps-host pod of this node running?): %w: %w", r.Socket, mpsdaemon.ErrRunnerUnavailable, err)
 	}
 	defer func() { _ = conn.Close() }()
 	// A call that ends closes the connection; the server then stops

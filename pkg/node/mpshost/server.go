@@ -48,7 +48,7 @@ const RequestTimeout = time.Minute
 // the control program (LD_PRELOAD, PATH).
 var passedEnv = []string{mpsdaemon.EnvPipeDir, mpsdaemon.EnvLogDir, "CUDA_VISIBLE_DEVICES"}
 
-// Server runs the control program for the plugin (the mps-host container).
+// Server runs the control program for the plugin (the mps-host pod).
 type Server struct {
 	// Socket is the unix socket it listens on (mode 0600).
 	Socket string
@@ -63,7 +63,7 @@ type Server struct {
 	Env []string
 	// Reap makes the server the child subreaper of the daemons the
 	// program forks into the background, which it reaps when they exit
-	// (the mps-host container; a test process leaves it off).
+	// (the mps-host pod; a test process leaves it off).
 	Reap bool
 
 	reaper *reaper

@@ -271,6 +271,35 @@ func TestDaemonOutlivesAKilledClient(t *testing.T) {
 	assert.Equal(t, 30, have.ActiveThreadPercent)
 }
 
+// A server that is gone (its pod being replaced, or not started yet)
+// makes Adopt say so instead of ErrNotRunning: the plugin keeps a daemon
+// it cannot ask, and adopts it once a server answers again.
+func TestAdoptWithoutServerKeepsTheDaemon(t *testing.T) {
+	s := newSetup(t)
+	ctx := testContext(t)
+	serverCtx, stopServer := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.server(false).Serve(serverCtx) }()
+	waitForSocket(t, s.socket)
+	cfg := s.config()
+	p, err := mpsdaemon.Start(ctx, cfg, mpsdaemon.Settings{ActiveThreadPercent: 30})
+	require.NoError(t, err)
+	quitAtEnd(t, cfg, p)
+	stopServer()
+	require.NoError(t, <-done)
+
+	have, err := mpsdaemon.Adopt(ctx, cfg)
+	require.ErrorIs(t, err, mpsdaemon.ErrRunnerUnavailable)
+	assert.NotErrorIs(t, err, mpsdaemon.ErrNotRunning)
+	assert.ErrorContains(t, err, s.socket, "the error names the socket")
+	assert.Equal(t, p, have, "the daemon that runs")
+
+	serveInProcess(t, s)
+	have, err = mpsdaemon.Adopt(ctx, cfg)
+	require.NoError(t, err)
+	assert.Equal(t, p, have, "adopted once a server answers")
+}
+
 // The server is the daemons' subreaper: a daemon is its child once the
 // control program that forked it has exited, and a daemon that dies is
 // reaped, not left a zombie.

@@ -177,7 +177,7 @@ func TestPlanAtTheGPULimitPassesLibraryParser(t *testing.T) {
 	planned, err := m.plan(claimOnGPUs(region.MaxDevices))
 	require.NoError(t, err)
 	require.Len(t, planned.GPUs, region.MaxDevices)
-	assert.NoError(t, checkBytes(t, renderConfig(planned)))
+	assert.NoError(t, checkBytes(t, renderConfig(planned, nil)))
 }
 
 // One GPU more than the format holds: the plan refuses the claim, naming the field,
@@ -200,7 +200,7 @@ func TestPlanRefusesMoreGPUsThanTheConfigHolds(t *testing.T) {
 	for _, g := range manyGPUs(region.MaxDevices + 1) {
 		over.GPUs = append(over.GPUs, GPULimit{UUID: g.UUID, MemoryLimitBytes: uint64(gib)})
 	}
-	assert.ErrorContains(t, checkBytes(t, renderConfig(over)), "invalid claim config")
+	assert.ErrorContains(t, checkBytes(t, renderConfig(over, nil)), "invalid claim config")
 }
 
 // A GPU whose UUID the library would not accept is refused at plan time, on its device field.
@@ -226,14 +226,48 @@ func TestPlanRefusesUUIDTheConfigCannotHold(t *testing.T) {
 	// The library refuses that UUID too.
 	bad := &PreparedClaim{UID: types.UID(claimA), Settings: defaultSettings(),
 		GPUs: []GPULimit{{UUID: opts.Devices["gpu-0"].UUID, MemoryLimitBytes: uint64(gib)}}}
-	assert.ErrorContains(t, checkBytes(t, renderConfig(bad)), "invalid claim config")
+	assert.ErrorContains(t, checkBytes(t, renderConfig(bad, nil)), "invalid claim config")
+}
+
+// An MPS claim's config on an r615+ driver carries mps.driverMemoryLimit
+// beside the pair the library needs for it, and the library applies it; a
+// limit below the 1 MiB the driver can hold gets no line (the library
+// would refuse one).
+func TestMPSDriverMemoryLimitPassesLibraryParser(t *testing.T) {
+	configChecker(t)
+	memAcct := func(gpu string) bool { return gpu == uuid0 }
+	for name, tc := range map[string]struct {
+		limit uint64
+		line  bool
+	}{
+		"8Gi":       {uint64(8 * gib), true},
+		"1Mi":       {1 << 20, true},
+		"below 1Mi": {1<<20 - 1, false},
+		"no memory": {0, false},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := &PreparedClaim{UID: types.UID(claimA), Settings: defaultSettings(), GPUs: []GPULimit{
+				{UUID: uuid0, MemoryLimitBytes: tc.limit, SMLimitPercent: 30, MPS: true},
+				{UUID: uuid1, MemoryLimitBytes: uint64(gib), SMLimitPercent: 10},
+			}}
+			text := string(renderConfig(c, memAcct))
+			want := fmt.Sprintf("mps.driverMemoryLimit.0=%d\n", tc.limit)
+			if tc.line {
+				assert.Contains(t, text, want)
+			} else {
+				assert.NotContains(t, text, "mps.driverMemoryLimit")
+			}
+			assert.NotContains(t, text, "mps.driverMemoryLimit.1", "only MPS devices")
+			assert.NoError(t, checkBytes(t, []byte(text)))
+		})
+	}
 }
 
 // The checker is the library's parser, not a rubber stamp: lines it cannot apply fail.
 func TestConfigCheckerRefusesWhatTheLibraryRefuses(t *testing.T) {
 	configChecker(t)
 	good := string(renderConfig(&PreparedClaim{UID: types.UID(claimA), Settings: defaultSettings(),
-		GPUs: []GPULimit{{UUID: uuid0, MemoryLimitBytes: uint64(gib), SMLimitPercent: 10}}}))
+		GPUs: []GPULimit{{UUID: uuid0, MemoryLimitBytes: uint64(gib), SMLimitPercent: 10}}}, nil))
 	require.NoError(t, checkBytes(t, []byte(good)))
 	for name, text := range map[string]string{
 		"trailing space in UUID":  strings.Replace(good, uuid0, uuid0+" ", 1),

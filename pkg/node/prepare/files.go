@@ -106,8 +106,10 @@ func containerRegionPath(uid types.UID) string {
 }
 
 // renderConfig produces the claim's config file in the contract format
-// (docs/architecture.md): fixed keys, one per line, devices in the claim's GPU order.
-func renderConfig(c *PreparedClaim) []byte {
+// (docs/architecture.md): fixed keys, one per line, devices in the claim's
+// GPU order. memAcct (nil: none) reports the GPUs whose MPS daemon runs
+// with memory accounting (r615+ drivers, docs/mps.md).
+func renderConfig(c *PreparedClaim, memAcct func(gpuUUID string) bool) []byte {
 	var b strings.Builder
 	line := func(key, value string) {
 		b.WriteString(key)
@@ -134,6 +136,12 @@ func renderConfig(c *PreparedClaim) []byte {
 		if g.MPS {
 			line("mps.activeThreadPercent."+strconv.Itoa(k), strconv.FormatInt(g.SMLimitPercent, 10))
 			line("mps.pinnedMemoryLimit."+strconv.Itoa(k), strconv.FormatUint(g.MemoryLimitBytes, 10))
+			// The limit the driver itself holds the client to, as
+			// NVIDIA_GPU_MEMORY_LIMITS; only where the driver reads it and
+			// in whole MiB, which a limit under 1 MiB does not have.
+			if memAcct != nil && memAcct(g.UUID) && g.MemoryLimitBytes >= 1<<20 {
+				line("mps.driverMemoryLimit."+strconv.Itoa(k), strconv.FormatUint(g.MemoryLimitBytes, 10))
+			}
 		}
 	}
 	return []byte(b.String())
@@ -154,14 +162,14 @@ func timeShare(g GPULimit) int64 {
 // writeClaimConfig makes the claim directory and its config file. An
 // existing file with the right content is left alone so that a re-prepare
 // does not replace a file containers have mounted.
-func (l layout) writeClaimConfig(c *PreparedClaim) error {
+func (l layout) writeClaimConfig(c *PreparedClaim, memAcct func(gpuUUID string) bool) error {
 	if err := ownedDir(l.claimsDir(), claimDirMode); err != nil {
 		return fmt.Errorf("create claims directory: %w", err)
 	}
 	if err := ownedDir(l.claimDir(c.UID), perClaimDirMode); err != nil {
 		return fmt.Errorf("create claim directory: %w", err)
 	}
-	want := renderConfig(c)
+	want := renderConfig(c, memAcct)
 	path := l.configPath(c.UID)
 	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, want) {
 		return nil

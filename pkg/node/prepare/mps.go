@@ -145,10 +145,16 @@ func (mm *mpsMode) config(gpuUUID string) mpsdaemon.Config {
 	if o := mm.m.opts.MPS; o != nil {
 		cfg.Control, cfg.Env, cfg.Runner = o.Control, o.Env, o.Runner
 	}
-	if info, ok := mm.m.infoByUUID(gpuUUID); ok {
-		cfg.MemAcct = memAcctDriver(info.DriverVersion)
-	}
+	cfg.MemAcct = mm.memAcct(gpuUUID)
 	return cfg
+}
+
+// memAcct reports whether GPU gpuUUID's daemon runs with memory accounting:
+// its driver is r615 or later. Its MPS claims' configs then carry the
+// limit the driver holds each client to (mps.driverMemoryLimit).
+func (mm *mpsMode) memAcct(gpuUUID string) bool {
+	info, ok := mm.m.infoByUUID(gpuUUID)
+	return ok && memAcctDriver(info.DriverVersion)
 }
 
 // memAcctFirstDriver is the first driver branch whose MPS control daemon
@@ -273,7 +279,13 @@ func (mm *mpsMode) ensureDaemon(ctx context.Context, gpu string, r *daemonRecord
 	}
 	cfg, want := mm.config(gpu), mm.ceiling(gpu, r)
 	if r.State == daemonRunning {
-		if p, err := mpsdaemon.Adopt(ctx, cfg); err != nil || p != r.process() {
+		p, err := mpsdaemon.Adopt(ctx, cfg)
+		if errors.Is(err, mpsdaemon.ErrRunnerUnavailable) && p == r.process() {
+			// The recorded daemon runs but cannot be asked: it is kept for
+			// its clients, and the claim is retried by the kubelet.
+			return fmt.Errorf("GPU %s: %w", gpu, err)
+		}
+		if err != nil || p != r.process() {
 			klog.FromContext(ctx).Info("The MPS control daemon is gone; starting it again", "gpu", gpu, "pid", r.PID, "err", err)
 			r.State = daemonStarting
 			mm.restarts[gpu]++
@@ -530,6 +542,13 @@ func (mm *mpsMode) recover(ctx context.Context) {
 			p, err := mpsdaemon.Adopt(ctx, mm.config(gpu))
 			if err == nil && p == r.process() {
 				logger.Info("Adopted the MPS control daemon", "gpu", gpu, "pid", p.PID)
+				continue
+			}
+			if errors.Is(err, mpsdaemon.ErrRunnerUnavailable) && p == r.process() {
+				// The plugin started before the mps-host pod serves: the
+				// daemon runs, so it is kept, and the first prepare on the
+				// GPU once mps-host answers adopts it.
+				logger.Info("The MPS control daemon runs but mps-host does not answer yet; keeping it for its claims", "gpu", gpu, "pid", p.PID, "err", err)
 				continue
 			}
 			logger.Info("The MPS control daemon of prepared claims is gone; starting it again", "gpu", gpu, "pid", r.PID, "err", err)

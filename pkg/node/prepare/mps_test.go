@@ -20,8 +20,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -300,6 +302,60 @@ func TestRecoveryRestartsDeadMPSDaemon(t *testing.T) {
 	rec := env.record(t)
 	assert.Equal(t, daemonRunning, rec.State)
 	assert.Equal(t, after, rec.process())
+}
+
+// hostRunner is the mps-host server as the plugin meets it: down, it
+// answers nothing (the pod not running yet, or being replaced), as
+// mpshost.Runner's failed dial does; up, it runs the control program.
+type hostRunner struct{ down atomic.Bool }
+
+func (r *hostRunner) Run(ctx context.Context, inv mpsdaemon.Invocation) ([]byte, error) {
+	if r.down.Load() {
+		return nil, fmt.Errorf("mps-host does not answer: %w", mpsdaemon.ErrRunnerUnavailable)
+	}
+	return mpsdaemon.ExecRunner{}.Run(ctx, inv)
+}
+
+// A plugin whose pod was replaced can start before the node's mps-host
+// pod serves: the daemon of its prepared claims runs on, a prepare on the
+// GPU fails naming mps-host (the kubelet retries it) and kills nothing,
+// and once mps-host answers the daemon is adopted, not started again.
+func TestPluginStartingBeforeMPSHostKeepsTheDaemon(t *testing.T) {
+	env := newMPSEnv(t)
+	runner := &hostRunner{}
+	opts := env.options()
+	opts.MPS.Runner = runner
+	m := env.newManagerWith(t, opts)
+	prepareOne(t, m, mpsClaim(claimA, shareA, "8Gi", "30"))
+	before, _ := env.daemon(t)
+
+	runner.down.Store(true)
+	restarted := env.newManagerWith(t, opts)
+	after, running := env.daemon(t)
+	require.True(t, running, "the daemon runs on")
+	assert.Equal(t, before, after)
+	assert.Equal(t, daemonRunning, env.record(t).State)
+	assert.Equal(t, before, env.record(t).process())
+
+	results, err := restarted.PrepareResourceClaims(testContext(t), []*resourceapi.ResourceClaim{mpsClaim(claimB, shareB, "4Gi", "50")})
+	require.NoError(t, err)
+	require.ErrorIs(t, results[claimB].Err, mpsdaemon.ErrRunnerUnavailable)
+	assert.ErrorContains(t, results[claimB].Err, uuid0, "the error names the GPU")
+	after, running = env.daemon(t)
+	require.True(t, running, "a failed prepare leaves the daemon of the prepared claim")
+	assert.Equal(t, before, after)
+	assert.Equal(t, mpsdaemon.Settings{ActiveThreadPercent: 30, PinnedMemoryLimitGiB: 8}, env.settings(t), "the ceiling of the prepared claim")
+
+	runner.down.Store(false)
+	prepareOne(t, restarted, mpsClaim(claimB, shareB, "4Gi", "50"))
+	after, running = env.daemon(t)
+	require.True(t, running)
+	assert.Equal(t, before, after, "adopted once mps-host answers")
+	assert.Equal(t, mpsdaemon.Settings{ActiveThreadPercent: 50, PinnedMemoryLimitGiB: 8}, env.settings(t))
+	for _, err := range unprepare(t, restarted, claimA, claimB) {
+		require.NoError(t, err)
+	}
+	env.noDaemonLeft(t)
 }
 
 var (

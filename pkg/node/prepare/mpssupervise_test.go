@@ -214,15 +214,20 @@ func TestMPSDaemonStartsWithMemAcctFromDriver615(t *testing.T) {
 			config := filepath.Join(env.daemonConfig().Dir, "config.toml")
 			controlLog, err := os.ReadFile(filepath.Join(env.daemonConfig().LogDir(), "control.log"))
 			require.NoError(t, err)
+			claimConfig := configOf(t, env.testEnv, claimA)
 			if tc.memAcct {
 				data, err := os.ReadFile(config)
 				require.NoError(t, err)
 				assert.Contains(t, string(data), "[features.memacct]\nenabled = true\n")
 				assert.Contains(t, string(controlLog), mpsdaemontest.MemAcctLogLine)
+				assert.Contains(t, claimConfig, "mps.driverMemoryLimit.0=8589934592\n",
+					"the claim's limit for the driver that reads NVIDIA_GPU_MEMORY_LIMITS")
 			} else {
 				assert.NoFileExists(t, config)
 				assert.NotContains(t, string(controlLog), mpsdaemontest.MemAcctLogLine)
+				assert.NotContains(t, claimConfig, "mps.driverMemoryLimit", "a driver before r615 reads no NVIDIA_GPU_MEMORY_LIMITS")
 			}
+			assert.NoError(t, checkBytes(t, []byte(claimConfig)), "the library applies the config")
 		})
 	}
 }

@@ -277,7 +277,7 @@ func prepareResult(c *PreparedClaim) kubeletplugin.PrepareResult {
 // leaving existing, correct ones in place. writeSpec rewrites the CDI spec
 // even if one exists, for claims the checkpoint did not know.
 func (m *Manager) ensure(ctx context.Context, c *PreparedClaim, writeSpec bool) error {
-	if err := m.layout.writeClaimConfig(c); err != nil {
+	if err := m.layout.writeClaimConfig(c, m.mps.memAcct); err != nil {
 		return err
 	}
 	if err := m.step(stepConfig, c.UID); err != nil {

@@ -36,6 +36,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/component: kubelet-plugin
 {{- end -}}
 
+{{- define "vgpu-dra.mpsHostName" -}}
+{{- printf "%s-mps-host" (include "vgpu-dra.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "vgpu-dra.mpsHostSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "vgpu-dra.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: mps-host
+{{- end -}}
+
 {{- define "vgpu-dra.pluginServiceAccount" -}}
 {{- default (include "vgpu-dra.pluginName" .) .Values.serviceAccount.name -}}
 {{- end -}}
@@ -52,7 +62,7 @@ app.kubernetes.io/component: kubelet-plugin
 {{- printf "%s/plugins/%s" (trimSuffix "/" .Values.paths.kubeletDir) (include "vgpu-dra.driverName" .) -}}
 {{- end -}}
 {{/*
-The mps-host container's socket, in the state root (docs/mps.md).
+The mps-host pod's socket, in the state root (docs/mps.md).
 */}}
 {{- define "vgpu-dra.mpsHostSocket" -}}
 {{- printf "%s/mps/host.sock" (trimSuffix "/" .Values.paths.stateRoot) -}}
