@@ -20,6 +20,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -224,4 +227,24 @@ func TestGCPacingOffUntilListed(t *testing.T) {
 	t.Setenv("GOGC", "50")
 	gcPacingOff()
 	assert.Equal(t, 100, gcPercent(), "the user's GOGC stays")
+}
+
+// --debug-pprof serves Go's profiles beside the page, which keeps every
+// other path.
+func TestWithProfiles(t *testing.T) {
+	h := withProfiles(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, "page "+r.URL.Path)
+	}))
+	get := func(path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://127.0.0.1"+path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	code, body := get("/debug/pprof/")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, "heap")
+	code, _ = get("/debug/pprof/heap")
+	assert.Equal(t, http.StatusOK, code)
+	_, body = get("/fragment")
+	assert.Equal(t, "page /fragment", body)
 }

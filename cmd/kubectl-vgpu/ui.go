@@ -112,10 +112,10 @@ func withProfiles(page http.Handler) http.Handler {
 
 func (o *options) uiCommand() *cobra.Command {
 	var (
-		port    int
-		open    bool
-		explain int
-		debug   bool
+		port     int
+		open     bool
+		explain  int
+		profiles bool
 	)
 	c := &cobra.Command{
 		Use:   "ui",
@@ -151,7 +151,7 @@ func (o *options) uiCommand() *cobra.Command {
 			defer stop()
 			g, ctx := errgroup.WithContext(ctx)
 			handler := webview.NewHandler(source, webview.HandlerOptions{Explain: explain})
-			if debug {
+			if profiles {
 				handler = withProfiles(handler)
 			}
 			server := &http.Server{
@@ -195,7 +195,7 @@ func (o *options) uiCommand() *cobra.Command {
 	}
 	c.Flags().IntVar(&port, "port", 8008, "Port on 127.0.0.1 to serve on (0: any free port)")
 	c.Flags().BoolVar(&open, "open", false, "Open the page in the default browser")
-	c.Flags().BoolVar(&debug, "debug-pprof", false, "Serve Go's profiles under /debug/pprof/ beside the page (for the project's developers)")
+	c.Flags().BoolVar(&profiles, "debug-pprof", false, "Serve Go's profiles under /debug/pprof/ beside the page (for the project's developers)")
 	// A developer's switch, not the users'.
 	_ = c.Flags().MarkHidden("debug-pprof")
 	c.Flags().IntVar(&explain, "explain", 10, "Draw the first N Pending pods open with why they wait; the others are listed on demand and explained when opened (each explanation runs the allocator over every node)")

@@ -279,37 +279,29 @@ func (t *trimmer) requestsOf(pod *corev1.Pod) []corev1.Container {
 
 // share makes the equal parts of a slice's devices one value, read by
 // all (the cache's objects are never written): the capacity maps of
-// equal devices, and within the slice the attribute names and values the
-// devices have in common. At a thousand nodes of eight GPUs the devices'
+// equal devices, and within the slice the attribute values the devices
+// have in common. At a thousand nodes of eight GPUs the devices'
 // attributes and capacities are the largest part of the command's heap.
+// The attribute maps are updated in place: making new ones cost a fifth
+// of the command's CPU before its first page.
 func (t *trimmer) share(slice *resourceapi.ResourceSlice) {
-	names := map[resourceapi.QualifiedName]resourceapi.QualifiedName{}
 	values := map[string]*string{}
 	ints := map[int64]*int64{}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for i := range slice.Spec.Devices {
 		d := &slice.Spec.Devices[i]
-		if len(d.Attributes) > 0 {
-			attrs := make(map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, len(d.Attributes))
-			for name, a := range d.Attributes {
-				if n, ok := names[name]; ok {
-					name = n
+		for name, a := range d.Attributes {
+			a.StringValue = sharedString(values, a.StringValue)
+			a.VersionValue = sharedString(values, a.VersionValue)
+			if a.IntValue != nil {
+				if v, ok := ints[*a.IntValue]; ok {
+					a.IntValue = v
 				} else {
-					names[name] = name
+					ints[*a.IntValue] = a.IntValue
 				}
-				a.StringValue = sharedString(values, a.StringValue)
-				a.VersionValue = sharedString(values, a.VersionValue)
-				if a.IntValue != nil {
-					if v, ok := ints[*a.IntValue]; ok {
-						a.IntValue = v
-					} else {
-						ints[*a.IntValue] = a.IntValue
-					}
-				}
-				attrs[name] = a
 			}
-			d.Attributes = attrs
+			d.Attributes[name] = a
 		}
 		if key, ok := capacityKey(d.Capacity); ok {
 			d.Capacity = shared(t.capacities, key, d.Capacity)
