@@ -150,7 +150,7 @@ static void slot_add(struct vgpu_gpu *g, int part, int64_t delta)
     vgpu_unlock();
 }
 
-uint64_t vgpu_gpu_limit_now(struct vgpu_gpu *g)
+uint64_t vgpu_acct_gpu_limit_now(struct vgpu_gpu *g)
 {
     uint64_t sum = 0;
 
@@ -164,7 +164,7 @@ uint64_t vgpu_gpu_limit_now(struct vgpu_gpu *g)
     return sum;
 }
 
-uint64_t vgpu_gpu_used(const struct vgpu_gpu *g)
+uint64_t vgpu_acct_gpu_used(const struct vgpu_gpu *g)
 {
     uint64_t sum = 0;
 
@@ -223,7 +223,7 @@ static void verify_locked(struct vgpu_gpu *g)
     }
 }
 
-void vgpu_gpu_verify(struct vgpu_gpu *g)
+void vgpu_acct_gpu_verify(struct vgpu_gpu *g)
 {
     if (g == NULL || !g->enforce || g->fail_closed || g->nparts == 0)
         return;
@@ -266,7 +266,7 @@ static void note_refusal(struct vgpu_gpu *g, int part, uint64_t size)
 static int reserve_any(struct vgpu_gpu *g, int part, uint64_t size)
 {
     /* Env lowered the sum of several claims: best effort, each claim's own limit is exact. */
-    if (g->capped && (vgpu_gpu_used(g) > g->limit || size > g->limit - vgpu_gpu_used(g)))
+    if (g->capped && (vgpu_acct_gpu_used(g) > g->limit || size > g->limit - vgpu_acct_gpu_used(g)))
         return -1;
     if (part >= 0)
         return reserve_checked(g, part, size) == 0 ? part : -1;
@@ -303,7 +303,7 @@ CUresult vgpu_charge_begin(CUdevice dev, int part, uint64_t size, struct vgpu_ch
         if (got < 0) {
             note_refusal(g, part, size);
             VGPU_INFO("GPU %s: refusing %llu bytes: %llu of %llu in use%s", g->uuid,
-                      (unsigned long long)size, (unsigned long long)vgpu_gpu_used(g),
+                      (unsigned long long)size, (unsigned long long)vgpu_acct_gpu_used(g),
                       (unsigned long long)g->limit, g->fail_closed ? " (fail closed)" : "");
             return CUDA_ERROR_OUT_OF_MEMORY;
         }
@@ -447,7 +447,7 @@ void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CU
 /* VA ranges mapped to tracked VMM handles; guarded by vgpu_lock(). */
 static struct vgpu_vamap vamap;
 
-void vgpu_vmm_retain(uint64_t handle)
+void vgpu_acct_vmm_retain(uint64_t handle)
 {
     struct vgpu_ptrmap_entry *e;
 
@@ -478,10 +478,11 @@ static bool vmm_drop_locked(uint64_t handle, bool ref, struct vgpu_ptrmap_entry 
     return vgpu_ptrmap_remove(&maps[VGPU_KIND_VMM], handle, out) == 0;
 }
 
-enum vgpu_vmm_release vgpu_vmm_release_begin(uint64_t handle, struct vgpu_ptrmap_entry *out)
+enum vgpu_acct_vmm_release vgpu_acct_vmm_release_begin(uint64_t handle,
+                                                       struct vgpu_ptrmap_entry *out)
 {
     struct vgpu_ptrmap_entry *e;
-    enum vgpu_vmm_release r = VGPU_VMM_UNTRACKED;
+    enum vgpu_acct_vmm_release r = VGPU_VMM_UNTRACKED;
 
     vgpu_lock();
     e = vgpu_ptrmap_get(&maps[VGPU_KIND_VMM], handle);
@@ -495,7 +496,7 @@ enum vgpu_vmm_release vgpu_vmm_release_begin(uint64_t handle, struct vgpu_ptrmap
     return r;
 }
 
-void vgpu_vmm_release_end(uint64_t handle, CUresult rc)
+void vgpu_acct_vmm_release_end(uint64_t handle, CUresult rc)
 {
     struct vgpu_ptrmap_entry e;
     bool gone;
@@ -509,7 +510,7 @@ void vgpu_vmm_release_end(uint64_t handle, CUresult rc)
         vgpu_untrack_end(VGPU_KIND_VMM, &e, CUDA_SUCCESS);
 }
 
-bool vgpu_vmm_map_begin(uint64_t handle)
+bool vgpu_acct_vmm_map_begin(uint64_t handle)
 {
     struct vgpu_ptrmap_entry *e;
 
@@ -521,7 +522,7 @@ bool vgpu_vmm_map_begin(uint64_t handle)
     return e != NULL;
 }
 
-void vgpu_vmm_map_end(uint64_t handle, uint64_t base, uint64_t size, CUresult rc)
+void vgpu_acct_vmm_map_end(uint64_t handle, uint64_t base, uint64_t size, CUresult rc)
 {
     struct vgpu_vamap_entry m = {.base = base, .size = size, .handle = handle};
     struct vgpu_ptrmap_entry e;
@@ -541,7 +542,7 @@ void vgpu_vmm_map_end(uint64_t handle, uint64_t base, uint64_t size, CUresult rc
         VGPU_WARN("out of memory recording a mapping; its memory stays counted");
 }
 
-void vgpu_vmm_unmap_begin(uint64_t base, uint64_t size, struct vgpu_vmm_unmap *u)
+void vgpu_acct_vmm_unmap_begin(uint64_t base, uint64_t size, struct vgpu_acct_vmm_unmap *u)
 {
     vgpu_lock();
     u->n = vgpu_vamap_take(&vamap, base, size, &u->taken);
@@ -550,7 +551,7 @@ void vgpu_vmm_unmap_begin(uint64_t base, uint64_t size, struct vgpu_vmm_unmap *u
         VGPU_WARN("out of memory unrecording mappings; their memory stays counted");
 }
 
-void vgpu_vmm_unmap_end(struct vgpu_vmm_unmap *u, CUresult rc)
+void vgpu_acct_vmm_unmap_end(struct vgpu_acct_vmm_unmap *u, CUresult rc)
 {
     for (long i = 0; i < u->n; i++) {
         struct vgpu_ptrmap_entry e;
@@ -573,7 +574,7 @@ void vgpu_vmm_unmap_end(struct vgpu_vmm_unmap *u, CUresult rc)
     u->n = 0;
 }
 
-void vgpu_ipc_exported(uint64_t dptr, const uint8_t key[64])
+void vgpu_acct_ipc_exported(uint64_t dptr, const uint8_t key[64])
 {
     struct vgpu_ptrmap_entry *e, moved;
     struct vgpu_gpu *g;
@@ -659,18 +660,18 @@ static CUresult import_shared(CUdevice dev, enum vgpu_kind map_kind, uint32_t sh
     return CUDA_SUCCESS;
 }
 
-CUresult vgpu_ipc_imported(CUdevice dev, uint64_t dptr, uint64_t size, const uint8_t key[64])
+CUresult vgpu_acct_ipc_imported(CUdevice dev, uint64_t dptr, uint64_t size, const uint8_t key[64])
 {
     return import_shared(dev, VGPU_KIND_IPC, VGPU_SHARED_KIND_IPC, key,
                          (struct vgpu_ptrmap_entry){.key = dptr}, size);
 }
 
-bool vgpu_ipc_untrack(uint64_t dptr, struct vgpu_ptrmap_entry *e)
+bool vgpu_acct_ipc_untrack(uint64_t dptr, struct vgpu_ptrmap_entry *e)
 {
     return vgpu_untrack(VGPU_KIND_IPC, dptr, e);
 }
 
-void vgpu_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc)
+void vgpu_acct_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc)
 {
     struct vgpu_gpu *g;
     int put = 0;
@@ -744,7 +745,7 @@ static int vmm_mark_locked(const struct vgpu_part *pt, uint32_t shared, int lock
     return vgpu_sharefd_mark(lock_fd, nonce) == 0 ? 0 : errno;
 }
 
-void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64], int lock_fd)
+void vgpu_acct_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64], int lock_fd)
 {
     uint8_t k[VGPU_REGION_SHARED_KEY_LEN];
     struct vgpu_ptrmap_entry *e;
@@ -786,8 +787,8 @@ void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64], in
                   "it stays charged to this process", g->uuid, (unsigned long long)size);
 }
 
-CUresult vgpu_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_t kind,
-                           const uint8_t key[64])
+CUresult vgpu_acct_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_t kind,
+                                const uint8_t key[64])
 {
     struct vgpu_ptrmap_entry *t;
 
@@ -803,7 +804,7 @@ CUresult vgpu_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_
                          (struct vgpu_ptrmap_entry){.key = handle, .refcount = 1}, size);
 }
 
-uint64_t vgpu_vmm_shared_bytes(CUdevice dev, uint32_t kind, const uint8_t key[64])
+uint64_t vgpu_acct_vmm_shared_bytes(CUdevice dev, uint32_t kind, const uint8_t key[64])
 {
     struct vgpu_gpu *g = vgpu_gpu_for_cuda(dev);
     uint64_t bytes = 0;

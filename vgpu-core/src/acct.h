@@ -124,44 +124,45 @@ void vgpu_untrack_end(enum vgpu_kind kind, const struct vgpu_ptrmap_entry *e, CU
  */
 
 /* After a successful cuMemRetainAllocationHandle: one more reference on a tracked handle. */
-void vgpu_vmm_retain(uint64_t handle);
+void vgpu_acct_vmm_retain(uint64_t handle);
 
-/* What releasing a handle does to its charge (vgpu_vmm_release_begin). */
-enum vgpu_vmm_release {
+/* What releasing a handle does to its charge (vgpu_acct_vmm_release_begin). */
+enum vgpu_acct_vmm_release {
     VGPU_VMM_UNTRACKED, /* not ours: straight to the driver */
     VGPU_VMM_LAST,      /* last reference, no mapping: untracked, finish with vgpu_untrack_end */
-    VGPU_VMM_LIVES,     /* the memory outlives this reference: finish with vgpu_vmm_release_end */
+    VGPU_VMM_LIVES,     /* the memory outlives this reference: vgpu_acct_vmm_release_end finishes */
 };
 
 /*
  * cuMemRelease, before the driver call. For VGPU_VMM_LAST the handle is no
  * longer tracked and *e holds its charge (as vgpu_untrack does).
  */
-enum vgpu_vmm_release vgpu_vmm_release_begin(uint64_t handle, struct vgpu_ptrmap_entry *e);
+enum vgpu_acct_vmm_release vgpu_acct_vmm_release_begin(uint64_t handle,
+                                                       struct vgpu_ptrmap_entry *e);
 
 /*
  * cuMemRelease of a VGPU_VMM_LIVES handle, after the driver returned rc: on
  * success one reference goes, and the bytes leave the claim if that left
  * neither a reference nor a mapping (a concurrent unmap).
  */
-void vgpu_vmm_release_end(uint64_t handle, CUresult rc);
+void vgpu_acct_vmm_release_end(uint64_t handle, CUresult rc);
 
 /*
  * cuMemMap, before the driver call: counts the mapping on a tracked handle
  * (so a concurrent release of the last reference keeps the charge).
  * Returns whether the handle is tracked.
  */
-bool vgpu_vmm_map_begin(uint64_t handle);
+bool vgpu_acct_vmm_map_begin(uint64_t handle);
 
 /*
  * cuMemMap, after the driver returned rc: on success records [base, base +
  * size) as mapped to handle; on failure uncounts the mapping (and returns
  * the bytes if nothing else holds them).
  */
-void vgpu_vmm_map_end(uint64_t handle, uint64_t base, uint64_t size, CUresult rc);
+void vgpu_acct_vmm_map_end(uint64_t handle, uint64_t base, uint64_t size, CUresult rc);
 
-/* An unmap in flight: the mappings it takes away (vgpu_vmm_unmap_begin). */
-struct vgpu_vmm_unmap {
+/* An unmap in flight: the mappings it takes away (vgpu_acct_vmm_unmap_begin). */
+struct vgpu_acct_vmm_unmap {
     struct vgpu_vamap_entry *taken;
     long n;
 };
@@ -170,16 +171,16 @@ struct vgpu_vmm_unmap {
  * cuMemUnmap, before the driver call: takes the recorded mappings wholly
  * inside [base, base + size) out of the VA map (a concurrent map of the
  * same addresses after the driver's unmap is then recorded afresh). Their
- * handles stay charged until vgpu_vmm_unmap_end.
+ * handles stay charged until vgpu_acct_vmm_unmap_end.
  */
-void vgpu_vmm_unmap_begin(uint64_t base, uint64_t size, struct vgpu_vmm_unmap *u);
+void vgpu_acct_vmm_unmap_begin(uint64_t base, uint64_t size, struct vgpu_acct_vmm_unmap *u);
 
 /*
  * cuMemUnmap, after the driver returned rc: on success each mapping taken
  * goes, and a handle left with neither a reference nor a mapping leaves the
  * claim; on failure they are recorded again.
  */
-void vgpu_vmm_unmap_end(struct vgpu_vmm_unmap *u, CUresult rc);
+void vgpu_acct_vmm_unmap_end(struct vgpu_acct_vmm_unmap *u, CUresult rc);
 
 /*
  * The limit a reservation on claim part of g is held to now: the claim's
@@ -195,7 +196,7 @@ uint64_t vgpu_part_limit(const struct vgpu_gpu *g, int part);
  * memoryLimit ceiling: memory above the grant may never come, and a program
  * sizing a cache from the total must not be told of it. 0 = unlimited.
  */
-uint64_t vgpu_gpu_limit_now(struct vgpu_gpu *g);
+uint64_t vgpu_acct_gpu_limit_now(struct vgpu_gpu *g);
 
 /*
  * Memory shared between processes (cuIpc*, region.h "shared allocations").
@@ -211,7 +212,7 @@ uint64_t vgpu_gpu_limit_now(struct vgpu_gpu *g);
  * allocation's charge moves into a shared record (tracked as
  * VGPU_KIND_IPC from then on). Without a free record it stays ours.
  */
-void vgpu_ipc_exported(uint64_t dptr, const uint8_t key[64]);
+void vgpu_acct_ipc_exported(uint64_t dptr, const uint8_t key[64]);
 
 /*
  * cuIpcOpenMemHandle succeeded on CUDA device dev, mapping size bytes
@@ -220,20 +221,20 @@ void vgpu_ipc_exported(uint64_t dptr, const uint8_t key[64]);
  * CUDA_ERROR_OUT_OF_MEMORY when the charge does not fit (the caller then
  * closes the import).
  */
-CUresult vgpu_ipc_imported(CUdevice dev, uint64_t dptr, uint64_t size, const uint8_t key[64]);
+CUresult vgpu_acct_ipc_imported(CUdevice dev, uint64_t dptr, uint64_t size, const uint8_t key[64]);
 
 /*
  * Frees of an exported allocation and cuIpcCloseMemHandle, before the
  * driver call: untracks dptr. Returns whether it was an IPC entry.
  */
-bool vgpu_ipc_untrack(uint64_t dptr, struct vgpu_ptrmap_entry *e);
+bool vgpu_acct_ipc_untrack(uint64_t dptr, struct vgpu_ptrmap_entry *e);
 
 /*
  * After the driver returned rc: on success our hold on the record goes
  * (the bytes leave the claim if we were its last holder) or the import's
  * own charge is returned; on failure the entry is tracked again.
  */
-void vgpu_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc);
+void vgpu_acct_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc);
 
 /*
  * VMM shareable handles (cuMemExportToShareableHandle and
@@ -254,7 +255,7 @@ void vgpu_ipc_untrack_end(const struct vgpu_ptrmap_entry *e, CUresult rc);
  * the nonce, and lock_fd is marked with the handle's record's nonce (a
  * fresh one for a new record) first; unmarked, nothing is shared.
  */
-void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64], int lock_fd);
+void vgpu_acct_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64], int lock_fd);
 
 /*
  * cuMemImportFromShareableHandle returned handle for an allocation on CUDA
@@ -264,24 +265,24 @@ void vgpu_vmm_exported(uint64_t handle, uint32_t kind, const uint8_t key[64], in
  * Returns CUDA_SUCCESS, or CUDA_ERROR_OUT_OF_MEMORY when the charge does
  * not fit or the size is unknown (the caller then releases the handle).
  */
-CUresult vgpu_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_t kind,
-                           const uint8_t key[64]);
+CUresult vgpu_acct_vmm_imported(CUdevice dev, uint64_t handle, uint64_t size, uint32_t kind,
+                                const uint8_t key[64]);
 
 /*
  * The bytes of our claim's record of kind and key for an allocation on CUDA
  * device dev (the first claim on it that has one), 0 when none has.
  */
-uint64_t vgpu_vmm_shared_bytes(CUdevice dev, uint32_t kind, const uint8_t key[64]);
+uint64_t vgpu_acct_vmm_shared_bytes(CUdevice dev, uint32_t kind, const uint8_t key[64]);
 
 /* Bytes currently charged for gpu: the sum over its claims (regions), or the process's (private). */
-uint64_t vgpu_gpu_used(const struct vgpu_gpu *g);
+uint64_t vgpu_acct_gpu_used(const struct vgpu_gpu *g);
 
 /*
  * Checks that g's regions are still the files this process mapped (memory
  * queries and refusals call it; a stat per region). One that was replaced,
  * truncated or re-initialised makes g fail closed, flagged in our slots.
  */
-void vgpu_gpu_verify(struct vgpu_gpu *g);
+void vgpu_acct_gpu_verify(struct vgpu_gpu *g);
 
 /* Fork child: forgets every tracked allocation (they belong to the parent). */
 void vgpu_acct_forget_all(void);

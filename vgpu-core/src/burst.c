@@ -87,7 +87,7 @@ static void refresh(struct vgpu_burst *b)
     b->ino = (uint64_t)st.st_ino;
     b->size = (uint64_t)st.st_size;
     b->mtime_ns = mtime_of(&st);
-    n = vgpu_burst_parse(buf, len, b->table, VGPU_BURST_MAX_GPUS, err);
+    n = vgpu_burstfile_parse(buf, len, b->table, VGPU_BURST_MAX_GPUS, err);
     if (n < 0) {
         VGPU_WARN("%s: ignored (no burst grant): %s", b->path, err);
         return;
@@ -101,7 +101,7 @@ uint64_t vgpu_burst_grant(struct vgpu_burst *b, const char *uuid)
 
     pthread_mutex_lock(&b->mu);
     refresh(b);
-    grant = vgpu_burst_lookup(b->table, b->n, uuid);
+    grant = vgpu_burstfile_lookup(b->table, b->n, uuid);
     pthread_mutex_unlock(&b->mu);
     return grant;
 }

@@ -42,8 +42,8 @@ static bool grant_field(const char **p, const char *end, uint64_t *out)
     return true;
 }
 
-int vgpu_burst_parse(const char *text, size_t len, struct vgpu_burst_grant *out, int max,
-                     char err[VGPU_ERRMSG_MAX])
+int vgpu_burstfile_parse(const char *text, size_t len, struct vgpu_burst_grant *out, int max,
+                         char err[VGPU_ERRMSG_MAX])
 {
     const char *p = text, *end = text + len;
     int n = 0, line = 1;
@@ -98,7 +98,7 @@ int vgpu_burst_parse(const char *text, size_t len, struct vgpu_burst_grant *out,
     return n;
 }
 
-uint64_t vgpu_burst_lookup(const struct vgpu_burst_grant *g, int n, const char *uuid)
+uint64_t vgpu_burstfile_lookup(const struct vgpu_burst_grant *g, int n, const char *uuid)
 {
     for (int i = 0; i < n; i++) {
         if (strcasecmp(g[i].uuid, uuid) == 0)
@@ -107,7 +107,7 @@ uint64_t vgpu_burst_lookup(const struct vgpu_burst_grant *g, int n, const char *
     return 0;
 }
 
-uint64_t vgpu_burst_limit(uint64_t guarantee, uint64_t grant)
+uint64_t vgpu_burstfile_limit(uint64_t guarantee, uint64_t grant)
 {
     return grant > UINT64_MAX - guarantee ? UINT64_MAX : guarantee + grant;
 }

@@ -41,13 +41,13 @@ struct vgpu_burst_grant {
  * a GPU twice (in any hex case) and more than max GPUs. Returns the number of
  * entries, or -1 with the reason (naming the line) in err.
  */
-int vgpu_burst_parse(const char *text, size_t len, struct vgpu_burst_grant *out, int max,
-                     char err[VGPU_ERRMSG_MAX]);
+int vgpu_burstfile_parse(const char *text, size_t len, struct vgpu_burst_grant *out, int max,
+                         char err[VGPU_ERRMSG_MAX]);
 
 /* Returns the grant of the GPU uuid among the n entries (UUIDs compared in any hex case), 0 if none. */
-uint64_t vgpu_burst_lookup(const struct vgpu_burst_grant *g, int n, const char *uuid);
+uint64_t vgpu_burstfile_lookup(const struct vgpu_burst_grant *g, int n, const char *uuid);
 
 /* Returns guarantee + grant, saturating at UINT64_MAX. */
-uint64_t vgpu_burst_limit(uint64_t guarantee, uint64_t grant);
+uint64_t vgpu_burstfile_limit(uint64_t guarantee, uint64_t grant);
 
 #endif /* VGPU_BURSTFILE_H */

@@ -42,7 +42,7 @@ limitations under the License.
 /* Loads the driver and our limits; a driver without the function reports NOT_INITIALIZED. */
 #define ENTER(name)                                                                                \
     do {                                                                                           \
-        if (vgpu_cuda_load() != 0 || vgpu_cu.name == NULL)                                         \
+        if (vgpu_driver_cuda_load() != 0 || vgpu_cu.name == NULL)                                  \
             return CUDA_ERROR_NOT_INITIALIZED;                                                     \
         vgpu_process_init();                                                                        \
     } while (0)
@@ -70,7 +70,7 @@ static uint64_t context_overhead(struct vgpu_gpu *g)
 {
     if (g == NULL || !g->enforce)
         return 0;
-    vgpu_gpu_verify(g);
+    vgpu_acct_gpu_verify(g);
     return vgpu_nvml_query_overhead(g);
 }
 
@@ -83,7 +83,7 @@ static bool took_past_limit(struct vgpu_gpu *g, uint64_t before)
 {
     if (context_overhead(g) <= before)
         return false;
-    return (g->limit != 0 && vgpu_gpu_used(g) > vgpu_gpu_limit_now(g)) ||
+    return (g->limit != 0 && vgpu_acct_gpu_used(g) > vgpu_acct_gpu_limit_now(g)) ||
            (g->nparts > 0 && g->parts[0].limit != 0 &&
             vgpu_region_used(g->parts[0].shm, g->parts[0].rec) > vgpu_part_limit(g, 0));
 }
@@ -447,10 +447,10 @@ CUresult cuCtxSynchronize(void)
         if (!any)                                                                                  \
             return vgpu_cu.name(__VA_ARGS__);                                                      \
         op.active = false;                                                                         \
-        if ((upload) && (rc = vgpu_graph_mem_begin(bytes, &op)) != CUDA_SUCCESS)                   \
+        if ((upload) && (rc = vgpu_pools_graph_mem_begin(bytes, &op)) != CUDA_SUCCESS)             \
             return rc;                                                                             \
         rc = vgpu_cu.name(__VA_ARGS__);                                                            \
-        vgpu_graph_mem_end(&op);                                                                   \
+        vgpu_pools_graph_mem_end(&op);                                                             \
         if (rc == CUDA_SUCCESS && !vgpu_graph_exec_add(*exec, bytes)) {                            \
             /* Unrecorded, its launches would allocate unseen. */                                  \
             VGPU_WARN("out of memory recording a graph's allocations; refusing the graph");        \
@@ -512,7 +512,7 @@ CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)
 
 CUresult cuDeviceGraphMemTrim(CUdevice device)
 {
-    CALL_THEN(cuDeviceGraphMemTrim, vgpu_graph_mem_observe(device), device);
+    CALL_THEN(cuDeviceGraphMemTrim, vgpu_pools_graph_mem_observe(device), device);
 }
 
 CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes, size_t Height,
@@ -576,14 +576,14 @@ CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInByt
             pooled = vgpu_pool_free_begin(dptr, &pf);                                              \
         /* Exported (cuIpcGetMemHandle): our hold on the shared record goes with it. */            \
         if (!tracked && !pooled)                                                                   \
-            shared = vgpu_ipc_untrack(dptr, &e);                                                   \
+            shared = vgpu_acct_ipc_untrack(dptr, &e);                                              \
         rc = vgpu_cu.name(__VA_ARGS__);                                                            \
         if (tracked)                                                                               \
             vgpu_untrack_end(VGPU_KIND_PTR, &e, rc);                                               \
         if (pooled)                                                                                \
             vgpu_pool_free_end(&pf, rc);                                                           \
         if (shared)                                                                                \
-            vgpu_ipc_untrack_end(&e, rc);                                                          \
+            vgpu_acct_ipc_untrack_end(&e, rc);                                                     \
         return rc;                                                                                 \
     } while (0)
 
@@ -615,7 +615,7 @@ CUresult cuIpcGetMemHandle(CUipcMemHandle *pHandle, CUdeviceptr dptr)
     ENTER(cuIpcGetMemHandle);
     rc = vgpu_cu.cuIpcGetMemHandle(pHandle, dptr);
     if (rc == CUDA_SUCCESS && pHandle != NULL)
-        vgpu_ipc_exported(dptr, (const uint8_t *)pHandle->reserved);
+        vgpu_acct_ipc_exported(dptr, (const uint8_t *)pHandle->reserved);
     return rc;
 }
 
@@ -633,7 +633,8 @@ CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *pdptr, CUipcMemHandle handle, unsign
     if (vgpu_cu.cuMemGetAddressRange_v2 == NULL ||
         vgpu_cu.cuMemGetAddressRange_v2(&base, &size, *pdptr) != CUDA_SUCCESS)
         size = 0;
-    if (vgpu_ipc_imported(dev, *pdptr, size, (const uint8_t *)handle.reserved) != CUDA_SUCCESS) {
+    if (vgpu_acct_ipc_imported(dev, *pdptr, size, (const uint8_t *)handle.reserved) !=
+        CUDA_SUCCESS) {
         vgpu_cu.cuIpcCloseMemHandle(*pdptr);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
@@ -647,10 +648,10 @@ CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
     CUresult rc;
 
     ENTER(cuIpcCloseMemHandle);
-    tracked = vgpu_ipc_untrack(dptr, &e);
+    tracked = vgpu_acct_ipc_untrack(dptr, &e);
     rc = vgpu_cu.cuIpcCloseMemHandle(dptr);
     if (tracked)
-        vgpu_ipc_untrack_end(&e, rc);
+        vgpu_acct_ipc_untrack_end(&e, rc);
     return rc;
 }
 
@@ -682,7 +683,7 @@ CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void 
     ENTER(cuMemRetainAllocationHandle);
     rc = vgpu_cu.cuMemRetainAllocationHandle(handle, addr);
     if (rc == CUDA_SUCCESS && handle != NULL)
-        vgpu_vmm_retain(*handle);
+        vgpu_acct_vmm_retain(*handle);
     return rc;
 }
 
@@ -697,14 +698,14 @@ CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
     CUresult rc;
 
     ENTER(cuMemRelease);
-    switch (vgpu_vmm_release_begin(handle, &e)) {
+    switch (vgpu_acct_vmm_release_begin(handle, &e)) {
     case VGPU_VMM_LAST:
         rc = vgpu_cu.cuMemRelease(handle);
         vgpu_untrack_end(VGPU_KIND_VMM, &e, rc);
         return rc;
     case VGPU_VMM_LIVES:
         rc = vgpu_cu.cuMemRelease(handle);
-        vgpu_vmm_release_end(handle, rc);
+        vgpu_acct_vmm_release_end(handle, rc);
         return rc;
     default:
         return vgpu_cu.cuMemRelease(handle);
@@ -718,22 +719,22 @@ CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAlloc
     CUresult rc;
 
     ENTER(cuMemMap);
-    tracked = vgpu_vmm_map_begin(handle);
+    tracked = vgpu_acct_vmm_map_begin(handle);
     rc = vgpu_cu.cuMemMap(ptr, size, offset, handle, flags);
     if (tracked)
-        vgpu_vmm_map_end(handle, ptr, size, rc);
+        vgpu_acct_vmm_map_end(handle, ptr, size, rc);
     return rc;
 }
 
 CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
 {
-    struct vgpu_vmm_unmap u;
+    struct vgpu_acct_vmm_unmap u;
     CUresult rc;
 
     ENTER(cuMemUnmap);
-    vgpu_vmm_unmap_begin(ptr, size, &u);
+    vgpu_acct_vmm_unmap_begin(ptr, size, &u);
     rc = vgpu_cu.cuMemUnmap(ptr, size);
-    vgpu_vmm_unmap_end(&u, rc);
+    vgpu_acct_vmm_unmap_end(&u, rc);
     return rc;
 }
 
@@ -811,7 +812,7 @@ CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocat
         VGPU_INFO("an exported VMM fd cannot be marked (%s): its charge ends with the "
                   "allocation's last handle and mapping", strerror(errno));
     if (kind != 0)
-        vgpu_vmm_exported(handle, kind, key, marked ? fd : -1);
+        vgpu_acct_vmm_exported(handle, kind, key, marked ? fd : -1);
     return rc;
 }
 
@@ -883,7 +884,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
      * names, as the driver tells, else it names none (refused below).
      */
     if (nonce != 0) {
-        uint64_t bytes = vgpu_vmm_shared_bytes(dev, kind, key);
+        uint64_t bytes = vgpu_acct_vmm_shared_bytes(dev, kind, key);
 
         if (bytes != 0 && larger_than(*handle, &prop, bytes)) {
             VGPU_INFO("an imported VMM fd is larger than the record of this claim its mark "
@@ -893,7 +894,7 @@ CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, vo
             memset(key + VGPU_SHAREFD_KEY_NONCE, 0, sizeof(nonce));
         }
     }
-    if (vgpu_vmm_imported(dev, *handle, size, kind, key) != CUDA_SUCCESS) {
+    if (vgpu_acct_vmm_imported(dev, *handle, size, kind, key) != CUDA_SUCCESS) {
         if (marked)
             VGPU_INFO("an imported VMM fd names no allocation of this claim (%s): its size is "
                       "unknown, refused", nonce != 0 ? "another claim's, or a record gone"
@@ -1094,9 +1095,9 @@ static void clamp_info(struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
 
     if (g == NULL || !g->enforce || (g->limit == 0 && !g->fail_closed))
         return;
-    limit = vgpu_gpu_limit_now(g); /* guarantee + current burst grant */
+    limit = vgpu_acct_gpu_limit_now(g); /* guarantee + current burst grant */
     total = limit != 0 && limit < *total_b ? limit : *total_b;
-    used = vgpu_gpu_used(g);
+    used = vgpu_acct_gpu_used(g);
     *free_b = used < total ? (total - used < *free_b ? total - used : *free_b) : 0;
     if (g->fail_closed)
         *free_b = 0;
@@ -1111,7 +1112,7 @@ static void clamp_info(struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
  */
 CUresult cuInit(unsigned int Flags)
 {
-    if (vgpu_cuda_load() != 0 || vgpu_cu.cuInit == NULL)
+    if (vgpu_driver_cuda_load() != 0 || vgpu_cu.cuInit == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
     vgpu_mps_apply_env();
     return vgpu_cu.cuInit(Flags);
@@ -1136,7 +1137,7 @@ CUresult cuMemGetInfo_v2(size_t *free_out, size_t *total_out)
         /* Never the physical size of a GPU that may be limited. */
         if ((rc = vgpu_gpu_refusal(dev, &g)) != CUDA_SUCCESS)
             return rc;
-        vgpu_gpu_verify(g);
+        vgpu_acct_gpu_verify(g);
         vgpu_nvml_query_overhead(g);
         clamp_info(g, &f64, &t64);
     }

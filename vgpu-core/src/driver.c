@@ -46,8 +46,8 @@ static pthread_once_t dlsym_once = PTHREAD_ONCE_INIT;
  * table is forgotten: vgpu_driver_revalidate). The library keeps a
  * reference only where it calls the driver on its own behalf: a copy it
  * opened itself because none was loaded, and NVML once the library uses it
- * for itself (vgpu_nvml_hold: the limiter's thread and the overhead rule;
- * vgpu_cuda_hold: the limiter's thread reading the events of timed launches).
+ * for itself (vgpu_driver_nvml_hold: the limiter's thread and the overhead rule;
+ * vgpu_driver_cuda_hold: the limiter's thread reading the events of timed launches).
  */
 struct driver_lib {
     const char *soname;
@@ -81,7 +81,7 @@ VGPU_NO_SANITIZE static void bootstrap(void)
     }
 }
 
-VGPU_NO_SANITIZE void vgpu_dlsym_bootstrap(void)
+VGPU_NO_SANITIZE void vgpu_driver_dlsym_bootstrap(void)
 {
     pthread_once(&dlsym_once, bootstrap);
 }
@@ -128,7 +128,7 @@ static int load(struct driver_lib *l, bool may_search)
 
     if (__atomic_load_n(&l->loaded, __ATOMIC_ACQUIRE))
         return 0;
-    vgpu_dlsym_bootstrap();
+    vgpu_driver_dlsym_bootstrap();
     if (vgpu_real_dlsym == NULL)
         return -1;
     pthread_mutex_lock(&load_mu);
@@ -212,12 +212,12 @@ static struct driver_lib cuda_lib = {.soname = "libcuda.so.1", .prefix = "libcud
 static struct driver_lib nvml_lib = {.soname = "libnvidia-ml.so.1", .prefix = "libnvidia-ml.so",
                                      .resolve = resolve_nvml};
 
-int vgpu_cuda_load(void)
+int vgpu_driver_cuda_load(void)
 {
     return load(&cuda_lib, true);
 }
 
-int vgpu_nvml_load(void)
+int vgpu_driver_nvml_load(void)
 {
     return load(&nvml_lib, true);
 }
@@ -248,22 +248,22 @@ static int hold(struct driver_lib *l)
     return l->held != NULL ? 0 : -1;
 }
 
-int vgpu_nvml_hold(void)
+int vgpu_driver_nvml_hold(void)
 {
     return hold(&nvml_lib);
 }
 
-int vgpu_cuda_hold(void)
+int vgpu_driver_cuda_hold(void)
 {
     return hold(&cuda_lib);
 }
 
-bool vgpu_cuda_present(void)
+bool vgpu_driver_cuda_present(void)
 {
     return load(&cuda_lib, false) == 0;
 }
 
-bool vgpu_nvml_present(void)
+bool vgpu_driver_nvml_present(void)
 {
     return load(&nvml_lib, false) == 0;
 }

@@ -182,11 +182,11 @@ extern struct vgpu_nvml_real vgpu_nvml;
  */
 #define VGPU_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
 
-/* The real dlsym of libc, valid once vgpu_dlsym_bootstrap() has run. */
+/* The real dlsym of libc, valid once vgpu_driver_dlsym_bootstrap() has run. */
 extern void *(*vgpu_real_dlsym)(void *handle, const char *name);
 
 /* Resolves vgpu_real_dlsym once (dlvsym, no private glibc symbols). */
-void vgpu_dlsym_bootstrap(void);
+void vgpu_driver_dlsym_bootstrap(void);
 
 /*
  * Resolves vgpu_cu from the libcuda the process has loaded (by soname or
@@ -194,18 +194,18 @@ void vgpu_dlsym_bootstrap(void);
  * once). Returns 0, or -1 while no copy can be found; a failure is never
  * cached, so a driver the application loads later is found then.
  */
-int vgpu_cuda_load(void);
+int vgpu_driver_cuda_load(void);
 
-/* Like vgpu_cuda_load for libnvidia-ml.so.1 and vgpu_nvml. */
-int vgpu_nvml_load(void);
+/* Like vgpu_driver_cuda_load for libnvidia-ml.so.1 and vgpu_nvml. */
+int vgpu_driver_nvml_load(void);
 
 /*
- * Like vgpu_cuda_load / vgpu_nvml_load, but only finds a copy the process
+ * Like vgpu_driver_cuda_load / vgpu_driver_nvml_load, but only finds a copy the process
  * has loaded itself: a dlsym(RTLD_DEFAULT, "cu...") probe must not load
  * the driver on the application's behalf.
  */
-bool vgpu_cuda_present(void);
-bool vgpu_nvml_present(void);
+bool vgpu_driver_cuda_present(void);
+bool vgpu_driver_nvml_present(void);
 
 /*
  * Forgets a table whose library the application has unloaded (its last
@@ -217,18 +217,18 @@ bool vgpu_nvml_present(void);
 void vgpu_driver_revalidate(void);
 
 /*
- * Like vgpu_nvml_load, and keeps a reference of the library's own to the
+ * Like vgpu_driver_nvml_load, and keeps a reference of the library's own to the
  * copy: for NVML calls the library makes on its own behalf (the compute
  * limiter's thread, the context-overhead rule), which must not find it
  * unloaded by the application's dlclose. Returns 0 or -1.
  */
-int vgpu_nvml_hold(void);
+int vgpu_driver_nvml_hold(void);
 
 /*
  * The same for the CUDA driver: the limiter's thread reads the events of
  * timed launches on its own behalf, which must not find the driver unloaded.
  */
-int vgpu_cuda_hold(void);
+int vgpu_driver_cuda_hold(void);
 
 /* Whether stream (a _ptsz call's when ptsz) is capturing: work sent to it only builds a graph. */
 bool vgpu_stream_capturing(CUstream stream, bool ptsz);

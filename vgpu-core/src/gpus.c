@@ -646,9 +646,10 @@ static void setup(struct vgpu_gpu *g, const char *uuid, int env_index)
         g->shm = g->parts[0].shm;
         g->rec = g->parts[0].rec;
     }
-    vgpu_limiter_state_init(&g->compute, g->shm != NULL ? &g->shm->r->devices[g->rec] : NULL,
-                      g->enforce && !g->fail_closed, sm.limit, sm.policy,
-                      sm.priority == VGPU_PRIORITY_HIGH, mono_ns());
+    vgpu_limiter_math_state_init(&g->compute,
+                                 g->shm != NULL ? &g->shm->r->devices[g->rec] : NULL,
+                                 g->enforce && !g->fail_closed, sm.limit, sm.policy,
+                                 sm.priority == VGPU_PRIORITY_HIGH, mono_ns());
     /* NVML reports no utilisation per process on a MIG instance: its launches are timed. */
     g->compute.timed = g->compute.active && strncasecmp(g->uuid, "MIG-", 4) == 0;
     /* Without an SM limit a claim's GPU is still watched: launches, utilisation (limiter.h). */

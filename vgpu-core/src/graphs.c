@@ -197,11 +197,11 @@ CUresult vgpu_graph_run(CUresult (*fn)(CUgraphExec, CUstream), CUgraphExec exec,
 
     if (!vgpu_graph_exec_get(exec, bytes))
         return fn(exec, stream);
-    rc = vgpu_graph_mem_begin(bytes, &op);
+    rc = vgpu_pools_graph_mem_begin(bytes, &op);
     if (rc != CUDA_SUCCESS)
         return rc;
     rc = fn(exec, stream);
-    vgpu_graph_mem_end(&op);
+    vgpu_pools_graph_mem_end(&op);
     return rc;
 }
 

@@ -116,7 +116,7 @@ static void *hook_substitute(const char *symbol, void *fn, int version, cuuint64
  */
 static bool driver_has(const struct hook *h)
 {
-    if (!(h->nvml ? vgpu_nvml_present() : vgpu_cuda_present()))
+    if (!(h->nvml ? vgpu_driver_nvml_present() : vgpu_driver_cuda_present()))
         return false;
     return *h->real != NULL;
 }
@@ -290,7 +290,7 @@ static void dlerror_bootstrap(void)
     }
     /* No symbol table to read (never seen): the loader finds it, at the cost of one error. */
     if (real_dlerror == NULL) {
-        vgpu_dlsym_bootstrap();
+        vgpu_driver_dlsym_bootstrap();
         if (vgpu_real_dlsym != NULL)
             *(void **)&real_dlerror = vgpu_real_dlsym(RTLD_NEXT, "dlerror");
     }
@@ -413,7 +413,7 @@ static void *lookup(void *handle, const char *name, const void *caller);
 
 VGPU_NO_SANITIZE void *vgpu_dlsym_intercept(void *handle, const char *name, const void *caller)
 {
-    vgpu_dlsym_bootstrap();
+    vgpu_driver_dlsym_bootstrap();
     if (name == NULL || !vgpu_hook_name_matches(name) || vgpu_real_dlsym == NULL)
         return NULL;
     return lookup(handle, name, caller);
@@ -463,7 +463,7 @@ CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuin
 {
     CUresult rc;
 
-    if (vgpu_cuda_load() != 0 || vgpu_cu.cuGetProcAddress == NULL)
+    if (vgpu_driver_cuda_load() != 0 || vgpu_cu.cuGetProcAddress == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
     vgpu_process_init();
     rc = vgpu_cu.cuGetProcAddress(symbol, pfn, cudaVersion, flags);
@@ -477,7 +477,7 @@ CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion, cu
 {
     CUresult rc;
 
-    if (vgpu_cuda_load() != 0 || vgpu_cu.cuGetProcAddress_v2 == NULL)
+    if (vgpu_driver_cuda_load() != 0 || vgpu_cu.cuGetProcAddress_v2 == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
     vgpu_process_init();
     rc = vgpu_cu.cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, symbolStatus);

@@ -36,7 +36,7 @@ limitations under the License.
  */
 #define ADMIT(name, stream, ptsz, timed)                                                           \
     do {                                                                                           \
-        if (vgpu_cuda_load() != 0 || vgpu_cu.name == NULL)                                         \
+        if (vgpu_driver_cuda_load() != 0 || vgpu_cu.name == NULL)                                  \
             return CUDA_ERROR_NOT_INITIALIZED;                                                     \
         vgpu_process_init();                                                                        \
         if (__atomic_load_n(&vgpu_any_sm_limit, __ATOMIC_RELAXED))                                  \

@@ -124,7 +124,7 @@ static struct vgpu_launch_timer *timer_of(struct vgpu_gpu *g)
         return NULL;
     pthread_mutex_init(&fresh->mu, NULL);
     /* The helper calls the driver on its own behalf: an application's dlclose must not unload it. */
-    fresh->held = vgpu_cuda_hold() == 0;
+    fresh->held = vgpu_driver_cuda_hold() == 0;
     if (!fresh->held)
         VGPU_ERROR("GPU %s: cannot keep the CUDA driver loaded: launches are not timed, each is "
                    "charged the longest kernel planned for", g->uuid);

@@ -668,9 +668,10 @@ double vgpu_timed_cost_add(struct vgpu_timed_cost *t, double elapsed_ns, uint64_
     return t->weight > 0 ? t->sum_ns / t->weight : 0;
 }
 
-void vgpu_limiter_state_init(struct vgpu_limiter_state *c, struct vgpu_region_device *bucket,
-                       bool active_allowed, uint32_t sm_limit, uint32_t policy, bool high_priority,
-                       uint64_t now)
+void vgpu_limiter_math_state_init(struct vgpu_limiter_state *c,
+                                  struct vgpu_region_device *bucket, bool active_allowed,
+                                  uint32_t sm_limit, uint32_t policy, bool high_priority,
+                                  uint64_t now)
 {
     c->target = sm_limit / 100.0;
     c->policy = policy;

@@ -366,8 +366,9 @@ struct vgpu_limiter_state {
  * closed), the limit is set and the policy is not disabled; the bucket is
  * then initialised at now unless another process did it first.
  */
-void vgpu_limiter_state_init(struct vgpu_limiter_state *c, struct vgpu_region_device *bucket,
-                       bool active_allowed, uint32_t sm_limit, uint32_t policy, bool high_priority,
-                       uint64_t now);
+void vgpu_limiter_math_state_init(struct vgpu_limiter_state *c,
+                                  struct vgpu_region_device *bucket, bool active_allowed,
+                                  uint32_t sm_limit, uint32_t policy, bool high_priority,
+                                  uint64_t now);
 
 #endif /* VGPU_LIMITER_MATH_H */

@@ -60,9 +60,9 @@ static void clamp(struct vgpu_gpu *g, unsigned long long *total, unsigned long l
 
     if (g == NULL || !g->enforce || (g->limit == 0 && !g->fail_closed))
         return;
-    l = vgpu_gpu_limit_now(g); /* guarantee + current burst grant */
+    l = vgpu_acct_gpu_limit_now(g); /* guarantee + current burst grant */
     t = l != 0 && l < *total ? l : *total;
-    u = vgpu_gpu_used(g);
+    u = vgpu_acct_gpu_used(g);
     u = u < t ? u : t;
     r = reserved != NULL && *reserved < t - u ? *reserved : 0;
     f = t - u - r;
@@ -83,7 +83,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory)
 {
     nvmlReturn_t rc;
 
-    if (vgpu_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetMemoryInfo == NULL)
+    if (vgpu_driver_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetMemoryInfo == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     vgpu_process_init();
     rc = vgpu_nvml.nvmlDeviceGetMemoryInfo(device, memory);
@@ -96,7 +96,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *me
 {
     nvmlReturn_t rc;
 
-    if (vgpu_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetMemoryInfo_v2 == NULL)
+    if (vgpu_driver_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetMemoryInfo_v2 == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     vgpu_process_init();
     /* The driver checks memory->version; we only touch a result it accepted. */
@@ -136,7 +136,7 @@ static int claim_procs(struct vgpu_gpu *g, struct claim_proc *out, int max)
         uint32_t self = vgpu_self_host_pid(g);
 
         if (self != 0 && max > 0)
-            out[n++] = (struct claim_proc){.pid = self, .bytes = vgpu_gpu_used(g)};
+            out[n++] = (struct claim_proc){.pid = self, .bytes = vgpu_acct_gpu_used(g)};
         return n;
     }
     vgpu_self_host_pid(g);
@@ -231,7 +231,7 @@ static nvmlReturn_t claim_process_query(void *real, size_t elem, nvmlDevice_t de
 #define PROCESS_QUERY(name, type)                                                                  \
     nvmlReturn_t name(nvmlDevice_t device, unsigned int *infoCount, type *infos)                   \
     {                                                                                              \
-        if (vgpu_nvml_load() != 0)                                                                 \
+        if (vgpu_driver_nvml_load() != 0)                                                          \
             return NVML_ERROR_FUNCTION_NOT_FOUND;                                                  \
         return claim_process_query((void *)vgpu_nvml.name, sizeof(type), device, infoCount,        \
                                    infos);                                                         \
@@ -280,7 +280,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
     nvmlReturn_t rc;
     int nmine;
 
-    if (vgpu_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetProcessUtilization == NULL)
+    if (vgpu_driver_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetProcessUtilization == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     /* No count to answer in: the driver's answer (uninitialised, bad device, bad argument). */
     if (processSamplesCount == NULL)
@@ -311,7 +311,7 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
     nvmlReturn_t rc;
     int nmine;
 
-    if (vgpu_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetUtilizationRates == NULL)
+    if (vgpu_driver_nvml_load() != 0 || vgpu_nvml.nvmlDeviceGetUtilizationRates == NULL)
         return NVML_ERROR_FUNCTION_NOT_FOUND;
     rc = vgpu_nvml.nvmlDeviceGetUtilizationRates(device, utilization);
     if (rc != NVML_SUCCESS || utilization == NULL || vgpu_nvml.nvmlDeviceGetProcessUtilization == NULL)

@@ -34,8 +34,8 @@ static nvmlReturn_t nvml_init(void)
     if (__atomic_load_n(&nvml_init_done, __ATOMIC_ACQUIRE))
         return nvml_init_rc;
     pthread_mutex_lock(&nvml_init_mu);
-    /* The library's own use of NVML: it keeps the copy loaded (vgpu_nvml_hold). */
-    if (!nvml_init_done && vgpu_nvml_hold() == 0) {
+    /* The library's own use of NVML: it keeps the copy loaded (vgpu_driver_nvml_hold). */
+    if (!nvml_init_done && vgpu_driver_nvml_hold() == 0) {
         if (vgpu_nvml.nvmlInit_v2 != NULL)
             nvml_init_rc = vgpu_nvml.nvmlInit_v2();
         __atomic_store_n(&nvml_init_done, 1, __ATOMIC_RELEASE);

@@ -437,7 +437,7 @@ static void graph_abort(struct vgpu_graph_op *op)
     pthread_mutex_unlock(&P.mu);
 }
 
-CUresult vgpu_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op)
+CUresult vgpu_pools_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op)
 {
     CUresult rc = CUDA_SUCCESS;
 
@@ -476,7 +476,7 @@ CUresult vgpu_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op)
     return rc;
 }
 
-void vgpu_graph_mem_end(struct vgpu_graph_op *op)
+void vgpu_pools_graph_mem_end(struct vgpu_graph_op *op)
 {
     if (!op->active)
         return;
@@ -500,7 +500,7 @@ void vgpu_graph_mem_end(struct vgpu_graph_op *op)
     pthread_mutex_unlock(&P.mu);
 }
 
-void vgpu_graph_mem_observe(CUdevice dev)
+void vgpu_pools_graph_mem_observe(CUdevice dev)
 {
     struct pool_rec *r;
 

@@ -115,10 +115,10 @@ void vgpu_pools_observe_all(void);
  * of graphs (CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT), charged like one more
  * pool of that device. It grows when a graph is launched or uploaded (or
  * instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD), so those calls are
- * bracketed by vgpu_graph_mem_begin/end with what the graph may allocate.
+ * bracketed by vgpu_pools_graph_mem_begin/end with what the graph may allocate.
  */
 struct vgpu_graph_op {
-    bool active;                        /* mu held: vgpu_graph_mem_end must follow */
+    bool active;                        /* mu held: vgpu_pools_graph_mem_end must follow */
     uint64_t before[VGPU_MAX_GPUS];     /* reserved graph memory before the driver call */
     struct vgpu_charge c[VGPU_MAX_GPUS]; /* the reservation on each device (gpu NULL: none) */
 };
@@ -127,11 +127,11 @@ struct vgpu_graph_op {
  * Before a driver call that may allocate bytes[d] of graph memory on each
  * CUDA device d < VGPU_MAX_GPUS: reserves on each enforced device what its
  * graph memory may have to grow by (bytes beyond what it holds unused).
- * Returns CUDA_SUCCESS (then call the driver and vgpu_graph_mem_end, whatever
+ * Returns CUDA_SUCCESS (then call the driver and vgpu_pools_graph_mem_end, whatever
  * happens), CUDA_ERROR_OUT_OF_MEMORY over a limit (nothing reserved), or the
  * driver's error when a device's graph memory cannot be queried.
  */
-CUresult vgpu_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op);
+CUresult vgpu_pools_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op);
 
 /*
  * After the driver call: each device's claim is charged its graph memory's
@@ -139,9 +139,9 @@ CUresult vgpu_graph_mem_begin(const uint64_t *bytes, struct vgpu_graph_op *op);
  * reserved is charged even past the limit (and logged): the reservation is
  * the graph's whole footprint, so only the driver's rounding can exceed it.
  */
-void vgpu_graph_mem_end(struct vgpu_graph_op *op);
+void vgpu_pools_graph_mem_end(struct vgpu_graph_op *op);
 
 /* After cuDeviceGraphMemTrim: returns what the device's graph memory released. */
-void vgpu_graph_mem_observe(CUdevice dev);
+void vgpu_pools_graph_mem_observe(CUdevice dev);
 
 #endif /* VGPU_POOLS_H */

@@ -963,23 +963,25 @@ static void test_burst_parse(void)
     /* What pkg/contract/burstfile Render writes (TestRenderAndParse). */
     const char *good = "version=1\ngpu " U0 " 805306368\ngpu " U1 " 0\n";
 
-    CHECK(vgpu_burst_parse(good, strlen(good), g, 2, err) == 2);
+    CHECK(vgpu_burstfile_parse(good, strlen(good), g, 2, err) == 2);
     CHECK(strcmp(g[0].uuid, U0) == 0);
     CHECK_EQ_U64(g[0].bytes, 805306368);
     CHECK_EQ_U64(g[1].bytes, 0);
-    CHECK_EQ_U64(vgpu_burst_lookup(g, 2, U0), 805306368);
-    CHECK_EQ_U64(vgpu_burst_lookup(g, 2, "GPU-11111111-2222-3333-4444-555555555555"), 805306368);
-    CHECK_EQ_U64(vgpu_burst_lookup(g, 2, "GPU-AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE"), 0);
-    CHECK_EQ_U64(vgpu_burst_lookup(g, 2, "GPU-00000000-0000-0000-0000-000000000000"), 0);
-    CHECK(vgpu_burst_parse("version=1\ngpu " U0 " 1125899906842624\n", 55 + 17, g, 2, err) == 1);
+    CHECK_EQ_U64(vgpu_burstfile_lookup(g, 2, U0), 805306368);
+    CHECK_EQ_U64(vgpu_burstfile_lookup(g, 2, "GPU-11111111-2222-3333-4444-555555555555"),
+                 805306368);
+    CHECK_EQ_U64(vgpu_burstfile_lookup(g, 2, "GPU-AAAAAAAA-BBBB-CCCC-DDDD-EEEEEEEEEEEE"), 0);
+    CHECK_EQ_U64(vgpu_burstfile_lookup(g, 2, "GPU-00000000-0000-0000-0000-000000000000"), 0);
+    CHECK(vgpu_burstfile_parse("version=1\ngpu " U0 " 1125899906842624\n", 55 + 17, g, 2, err) ==
+          1);
     CHECK_EQ_U64(g[0].bytes, VGPU_BURST_MAX_GRANT);
-    CHECK(vgpu_burst_parse("version=1\n", 10, g, 2, err) == 0);
+    CHECK(vgpu_burstfile_parse("version=1\n", 10, g, 2, err) == 0);
     /* Only len bytes count: text after them is never read. */
-    CHECK(vgpu_burst_parse(good, 10, g, 2, err) == 0);
-    CHECK(vgpu_burst_parse(good, strlen(good) - 1, g, 2, err) == -1);
+    CHECK(vgpu_burstfile_parse(good, 10, g, 2, err) == 0);
+    CHECK(vgpu_burstfile_parse(good, strlen(good) - 1, g, 2, err) == -1);
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         err[0] = '\0';
-        if (vgpu_burst_parse(bad[i], strlen(bad[i]), g, 2, err) != -1 || err[0] == '\0') {
+        if (vgpu_burstfile_parse(bad[i], strlen(bad[i]), g, 2, err) != -1 || err[0] == '\0') {
             fprintf(stderr, "burst: accepted or no reason for bad input %zu\n", i);
             check_failures++;
         }
@@ -987,12 +989,12 @@ static void test_burst_parse(void)
     CHECK(strstr(err, "line 4") != NULL); /* the third GPU exceeds max */
     memset(huge, ' ', sizeof(huge));
     memcpy(huge, "version=1\n", 10);
-    CHECK(vgpu_burst_parse(huge, sizeof(huge), g, 2, err) == -1);
+    CHECK(vgpu_burstfile_parse(huge, sizeof(huge), g, 2, err) == -1);
     CHECK(strstr(err, "more than 4096") != NULL);
     /* An embedded NUL is not the end of the text. */
-    CHECK(vgpu_burst_parse("version=1\ngpu " U0 " 1\0\n", 55 + 3, g, 2, err) == -1);
-    CHECK_EQ_U64(vgpu_burst_limit(4ull << 30, 8ull << 30), 12ull << 30);
-    CHECK_EQ_U64(vgpu_burst_limit(UINT64_MAX - 1, 2), UINT64_MAX);
+    CHECK(vgpu_burstfile_parse("version=1\ngpu " U0 " 1\0\n", 55 + 3, g, 2, err) == -1);
+    CHECK_EQ_U64(vgpu_burstfile_limit(4ull << 30, 8ull << 30), 12ull << 30);
+    CHECK_EQ_U64(vgpu_burstfile_limit(UINT64_MAX - 1, 2), UINT64_MAX);
 #undef U0
 #undef U1
 }

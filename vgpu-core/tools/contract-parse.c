@@ -111,12 +111,12 @@ static int parse_hostpids(const char *text, size_t len)
     return 0;
 }
 
-/* burstfile: vgpu_burst_parse as burst.c's refresh calls it (its size check is the parser's). */
+/* burstfile: vgpu_burstfile_parse as burst.c's refresh calls it (its size check included). */
 static int parse_burstfile(const char *text, size_t len)
 {
     struct vgpu_burst_grant g[VGPU_BURST_MAX_GPUS];
     char err[VGPU_ERRMSG_MAX];
-    int n = vgpu_burst_parse(text, len, g, VGPU_BURST_MAX_GPUS, err);
+    int n = vgpu_burstfile_parse(text, len, g, VGPU_BURST_MAX_GPUS, err);
 
     if (n < 0) {
         printf("refused: %s\n", err);

@@ -15,7 +15,9 @@
 
 # unit-graph.sh - prints which units of libvgpu.so call which (from the objects'
 # defined and undefined symbols) and fails when two units call each other,
-# directly or around a loop: each unit of src/ must sit on one layer.
+# directly or around a loop: each unit of src/ must sit on one layer. It also
+# fails when an exported name says another unit: a vgpu_<unit>_ name belongs
+# to that unit, and any other vgpu_<word>_ prefix to one unit only.
 #
 # usage: tools/unit-graph.sh [--edges]   (any directory; CC names the compiler)
 #   --edges  also print the graph, one "caller -> callee" line per edge
@@ -43,4 +45,30 @@ if ! tsort "$tmp/edges" >/dev/null 2>"$tmp/loops"; then
     grep -v '^tsort: .*input contains a loop' "$tmp/loops" | sed 's/^tsort: /  /' >&2
     exit 1
 fi
-echo "unit-graph: no loops ($(wc -l <"$tmp/edges") edges)"
+# Prefixes: the longest unit name a vgpu_ name starts with must be its
+# unit's; a name starting with no unit's name is owned by its first word,
+# which no other unit may use.
+printf '%s\n' src/*.c | sed 's|.*/||; s|\.c$||' >"$tmp/units"
+awk 'NR == FNR { unit[$1] = 1; next }
+    $1 ~ /^vgpu_/ {
+        owner = ""
+        for (u in unit)
+            if ((index($1, "vgpu_" u "_") == 1 || $1 == "vgpu_" u) && length(u) > length(owner))
+                owner = u
+        if (owner != "") {
+            if (owner != $2)
+                printf "  %s (in %s) is named after %s\n", $1, $2, owner
+            next
+        }
+        split($1, w, "_")
+        if ((w[2] in word) && word[w[2]] != $2)
+            printf "  %s (in %s): vgpu_%s_ names belong to %s\n", $1, $2, w[2], word[w[2]]
+        else
+            word[w[2]] = $2
+    }' "$tmp/units" "$tmp/defs" >"$tmp/prefixes"
+if [ -s "$tmp/prefixes" ]; then
+    echo "unit-graph: exported names that say another unit (name them vgpu_<unit>_):" >&2
+    cat "$tmp/prefixes" >&2
+    exit 1
+fi
+echo "unit-graph: no loops ($(wc -l <"$tmp/edges") edges), every exported prefix has one unit"

@@ -41,7 +41,7 @@ var reasons = []string{ReasonLimit, ReasonFull, ReasonReclaiming, ReasonNever, R
 func TestParseRequest(t *testing.T) {
 	for msg, want := range map[string]Request{
 		"grow " + gpu + " 268435456\n":                            {GPU: gpu, Bytes: 268435456},
-		"grow " + strings.ToUpper(mig[4:]) + "\n":                 {},
+		"grow MIG-" + strings.ToUpper(mig[4:]) + " 1\n":           {GPU: "MIG-" + strings.ToUpper(mig[4:]), Bytes: 1},
 		"grow " + mig + " 0\n":                                    {GPU: mig},
 		fmt.Sprintf("grow %s %d\n", gpu, burstfile.MaxGrantBytes): {GPU: gpu, Bytes: burstfile.MaxGrantBytes},
 	} {
