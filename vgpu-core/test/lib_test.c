@@ -519,13 +519,16 @@ static int mps_listen(void)
 /*
  * The plugin's host/mps.sock of claim-a, as a thread of this process: it
  * answers each request with its reply (NULL: never answers) and keeps the
- * connections open, as the plugin keeps an allowed process's.
+ * connections open until their peers close them, as the plugin keeps an
+ * allowed process's; held is how many it keeps.
  */
+#define MPS_USER_CONNS 256
 static struct {
     pthread_t th;
     int lfd, stop[2];
     const char *reply;
-    int conns[256], nconns;
+    int conns[MPS_USER_CONNS], nconns;
+    _Atomic int held;
     char last[VGPU_MPS_USER_MSG_MAX + 1];
 } U = {.lfd = -1};
 
@@ -533,24 +536,35 @@ static void *mps_user_server(void *arg)
 {
     (void)arg;
     for (;;) {
-        struct pollfd p[2] = {{.fd = U.lfd, .events = POLLIN}, {.fd = U.stop[0], .events = POLLIN}};
+        struct pollfd p[2 + MPS_USER_CONNS] = {{.fd = U.lfd, .events = POLLIN}, {.fd = U.stop[0], .events = POLLIN}};
         ssize_t n;
         int c;
 
-        if (poll(p, 2, -1) < 0 && errno == EINTR)
+        for (int i = 0; i < U.nconns; i++)
+            p[2 + i] = (struct pollfd){.fd = U.conns[i], .events = POLLIN};
+        if (poll(p, 2 + (nfds_t)U.nconns, -1) < 0 && errno == EINTR)
             continue;
         if (p[1].revents != 0)
             return NULL;
-        if ((c = accept4(U.lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+        /* A held connection's process ended: its hold goes. */
+        for (int i = U.nconns - 1; i >= 0; i--) {
+            if (p[2 + i].revents != 0) {
+                close(U.conns[i]);
+                U.conns[i] = U.conns[--U.nconns];
+            }
+        }
+        U.held = U.nconns;
+        if (p[0].revents == 0 || (c = accept4(U.lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
             continue;
         n = recv(c, U.last, sizeof(U.last) - 1, 0);
         U.last[n > 0 ? n : 0] = '\0';
         if (U.reply != NULL)
             send(c, U.reply, strlen(U.reply), MSG_NOSIGNAL);
-        if (U.nconns < (int)(sizeof(U.conns) / sizeof(U.conns[0])))
+        if (U.nconns < MPS_USER_CONNS)
             U.conns[U.nconns++] = c;
         else
             close(c);
+        U.held = U.nconns;
     }
 }
 
@@ -566,6 +580,7 @@ static void mps_user_start(const char *reply)
     unlink(addr.sun_path);
     U.reply = reply;
     U.nconns = 0;
+    U.held = 0;
     U.last[0] = '\0';
     U.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     CHECK(U.lfd >= 0 && bind(U.lfd, (struct sockaddr *)&addr, sizeof(addr)) == 0 && listen(U.lfd, 64) == 0);
@@ -821,6 +836,58 @@ static void test_mps_user(void)
     close(lfd);
 }
 
+/* Whether the server's holds go (their processes ended), waiting up to 5 s for it to see them close. */
+static bool no_holds_left(void)
+{
+    for (int i = 0; i < 500 && U.held != 0; i++)
+        usleep(10000);
+    return U.held == 0;
+}
+
+/*
+ * MPS claim processes SIGKILLed at random instants of their start, their
+ * ask on host/mps.sock included, leave no hold behind (the kernel closes
+ * their connections) and nothing that keeps the next process from being
+ * allowed.
+ */
+static void test_mps_user_killed(void)
+{
+    char cfg[1024], errfile[512], pipe_env[400];
+    const char *env[] = {pipe_env, "VGPU_TEST_EXPECT_RC=0", NULL};
+    int lfd;
+
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
+             "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n", uuids[0]);
+    make_claim(cfg);
+    snprintf(pipe_env, sizeof(pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s/mps", root);
+    snprintf(errfile, sizeof(errfile), "%s.mps_killed.err", root);
+    mps_user_start(VGPU_MPS_USER_ALLOWED " 0\n");
+    srand((unsigned)getpid());
+    for (int round = 0; round < 10; round++) {
+        pid_t pids[4];
+        int st;
+
+        /* A fresh control socket each round: the killed clients' connections fill no backlog. */
+        lfd = mps_listen();
+        for (int i = 0; i < 4; i++)
+            pids[i] = start_preloaded("mps_init", env, errfile);
+        for (int i = 0; i < 4; i++) {
+            usleep((useconds_t)(rand() % 20000));
+            CHECK(kill(pids[i], SIGKILL) == 0);
+            CHECK(waitpid(pids[i], &st, 0) == pids[i]);
+        }
+        close(lfd);
+    }
+    CHECK(no_holds_left());
+    lfd = mps_listen();
+    expect_mps(NULL, "0", "300", NULL, "symbol");
+    CHECK(no_holds_left());
+    close(lfd);
+    mps_user_stop();
+}
+
 static int run_driver(void)
 {
     char cache[512], errfile[600];
@@ -851,6 +918,7 @@ static int run_driver(void)
         else if (strcmp(getenv("VGPU_TEST_ONLY"), "mps") == 0) {
             test_mps();
             test_mps_user();
+            test_mps_user_killed();
         }
         else
             expect(getenv("VGPU_TEST_ONLY"), NULL, 0, true);
@@ -980,6 +1048,7 @@ static int run_driver(void)
     }
     test_mps();
     test_mps_user();
+    test_mps_user_killed();
     /* Invalid configs fail closed on their GPUs: wrong version, duplicate key. */
     make_std_claim(GiB, "version=1\n");
     expect("fail_closed", NULL, 0, false);
