@@ -199,6 +199,11 @@ func fakeServeDaemon(pipe, logDir, config string) int {
 		logf("Failed to listen on %s: %v", sock, err)
 		return 1
 	}
+	// Clients of any uid connect, as to NVIDIA's (its control socket is 0666).
+	if err := os.Chmod(sock, 0o666); err != nil {
+		logf("Failed to chmod %s: %v", sock, err)
+		return 1
+	}
 	pidFile := filepath.Join(pipe, pidFileName)
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o666); err != nil {
 		return 1
