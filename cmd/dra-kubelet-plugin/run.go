@@ -45,6 +45,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/monitor"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/mpshost"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/mpsusernode"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/publish"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/reclaim"
@@ -107,8 +108,14 @@ func run(ctx context.Context, o *options) error {
 			migHealth.GPUs[info.UUID] = gpuhealth.MIGGPU{Index: info.Index, MIG: m}
 		}
 	}
+	// MPS claims' processes ask on host/mps.sock whether their uid may use
+	// the GPU's MPS server now (docs/mps.md, containers of different users).
+	var mpsUsers *mpsusernode.Node
 	if claimOpts.MPS = o.mpsOptions(); claimOpts.MPS != nil {
 		logger.Info("Claims of MPS devices are prepared", "control", claimOpts.MPS.Control)
+		mpsUsers = mpsusernode.New(mpsusernode.Options{})
+		defer mpsUsers.Close()
+		claimOpts.MPS.Users = mpsUsers
 	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -157,6 +164,15 @@ func run(ctx context.Context, o *options) error {
 	// sockets of the recovered claims.
 	if err := burstNode.Start(ctx, manager.PreparedClaims()); err != nil {
 		return fmt.Errorf("burst: %w", err)
+	}
+	if mpsUsers != nil {
+		var recovered []mpsusernode.Claim
+		for _, c := range manager.PreparedClaims() {
+			if c.MPSUserSocketPath != "" {
+				recovered = append(recovered, mpsusernode.Claim{UID: c.UID, Socket: c.MPSUserSocketPath, GPUs: c.MPSGPUs()})
+			}
+		}
+		mpsUsers.Start(ctx, manager, recovered)
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)

@@ -457,6 +457,8 @@ type podSpec struct {
 	node string
 	// anyNode leaves the choice of node to the scheduler (node is ignored).
 	anyNode bool
+	// runAsUsers are the containers' uids in order; none: the image's.
+	runAsUsers []int64
 }
 
 func (f *framework) createPod(p podSpec) *corev1.Pod {
@@ -524,6 +526,9 @@ func (p podSpec) pod() *corev1.Pod {
 			Command:         []string{"/bin/sleep", "3600"},
 			Resources:       corev1.ResourceRequirements{Claims: refs, Limits: p.limits},
 		})
+		if i < len(p.runAsUsers) {
+			pod.Spec.Containers[i].SecurityContext = &corev1.SecurityContext{RunAsUser: &p.runAsUsers[i]}
+		}
 	}
 	return pod
 }

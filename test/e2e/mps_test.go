@@ -274,3 +274,37 @@ func TestMPSDaemonOutlivesAKilledPluginAndAReplacedPod(t *testing.T) {
 		return len(mpsDaemons(t, node)) == 0 && syscall.Kill(before.pid, 0) != nil, nil
 	})
 }
+
+// TestMPSSecondUserRefusedAtOnce runs the two containers of one MPS claim
+// as different users: while uid 1000's process is a client of the GPU's MPS
+// server, uid 2000's CUDA initialisation fails at once with
+// CUDA_ERROR_MPS_CONNECTION_FAILED and the reason on its stderr, where the
+// driver would have kept it waiting; once uid 1000's process is gone, uid
+// 2000's runs.
+func TestMPSSecondUserRefusedAtOnce(t *testing.T) {
+	node := cluster.node
+	enableMPS(t, node)
+	f := newFramework(t)
+	f.createClaimTemplate("mps", claimRequest{class: mpsClass, memory: "2Gi", cores: "40"})
+	f.createPod(podSpec{name: "users", containers: 2, runAsUsers: []int64{1000, 2000},
+		claims: []podClaim{{name: "gpu", template: "mps"}}})
+	claim := f.claimOf(f.waitRunning("users"), "gpu")
+	out, err := f.execIn("users", "c0", "cat", path.Join(containerClaims, string(claim.UID), "config"))
+	require.NoError(t, err)
+	uuid := parseConfig(out)["device.0.uuid"]
+
+	h := f.probeHold("users", "c0", 0, uuid, gib)
+	out, err = f.execIn("users", "c1", "cuda-probe", "--device", "0", "alloc", strconv.FormatInt(mib, 10))
+	reports, perr := parseReports(out)
+	require.NoError(t, perr, "uid 2000's cuda-probe (exit: %v)", err)
+	assert.Equal(t, "CUDA_ERROR_MPS_CONNECTION_FAILED", reports[len(reports)-1].result(), "uid 2000's CUDA initialisation")
+	assert.Contains(t, out, "MPS on "+uuid+" serves uid 1000 until its clients end; this process runs as uid 2000",
+		"the reason on uid 2000's stderr")
+
+	h.stop()
+	f.killProbes("users", "c0", "hold")
+	f.poll("uid 2000's process to run once uid 1000's is gone", time.Minute, func() (bool, error) {
+		return f.probeAlloc("users", "c1", 0, uuid, mib) == "CUDA_SUCCESS", nil
+	})
+	f.deletePodAndWait("users")
+}

@@ -167,7 +167,7 @@ static struct result run_process(const char *lib, const char *fake, const char *
     setenv("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", "100", 1);
     if (pipe_dir != NULL)
         setenv("CUDA_MPS_PIPE_DIRECTORY", pipe_dir, 1);
-    if (vgpu_test_enter_claims_ns(root) != 0)
+    if (vgpu_test_enter_claims_ns(root) != 0 || vgpu_test_serve_mps_users(root) < 0)
         return r;
     cuda = dlopen(fake, RTLD_NOW | RTLD_GLOBAL);
     vgpu = cuda != NULL ? dlopen(lib, RTLD_NOW | RTLD_LOCAL) : NULL;

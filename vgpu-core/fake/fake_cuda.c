@@ -79,6 +79,9 @@ static uint32_t mps_share_from_env(void)
     return pct * 10 < 1 ? 1 : (uint32_t)(pct * 10 + 0.5);
 }
 
+/* The line a client sends first (mpsdaemontest.ClientHello). */
+#define FAKE_MPS_CLIENT_HELLO "fake_cuda_client\n"
+
 /*
  * Device 0's memory limit in MiB from NVIDIA_GPU_MEMORY_LIMITS, which an
  * r615+ driver reads in cuInit: the last "0=<MiB>" entry of the
@@ -114,8 +117,11 @@ static uint32_t mps_driver_mem_from_env(void)
  * An MPS client (CUDA_MPS_PIPE_DIRECTORY set), as NVIDIA's driver: cuInit
  * connects to the control daemon's unix stream socket <dir>/control and
  * fails with CUDA_ERROR_MPS_CONNECTION_FAILED when nothing answers there.
- * The connection stays open for the process's life (a daemon counts its
- * clients by it); nothing is sent on it. Returns 0, or -1.
+ * It says it is a client (the fake daemon's ClientHello line, package
+ * mpsdaemontest), so that the fake daemon serves it by its uid as NVIDIA's
+ * does; it does not wait for the daemon's answer. The connection stays open
+ * for the process's life (a daemon counts its clients by it). Returns 0,
+ * or -1.
  */
 static int mps_connect(const char *pipe_dir, struct stat *sock)
 {
@@ -130,7 +136,8 @@ static int mps_connect(const char *pipe_dir, struct stat *sock)
     fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return -1;
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0) {
+    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 ||
+        send(fd, FAKE_MPS_CLIENT_HELLO, strlen(FAKE_MPS_CLIENT_HELLO), MSG_NOSIGNAL) < 0) {
         close(fd);
         return -1;
     }

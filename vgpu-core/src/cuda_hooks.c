@@ -33,6 +33,7 @@ limitations under the License.
 #include "limiter.h"
 #include "log.h"
 #include "mps.h"
+#include "mps_user.h"
 #include "process.h"
 #include "nvml_query.h"
 #include "pools.h"
@@ -1106,7 +1107,9 @@ static void clamp_info(struct vgpu_gpu *g, uint64_t *free_b, uint64_t *total_b)
 
 /*
  * An MPS claim's share and pinned limit go into the environment before the
- * driver reads it (mps.h). Only that: the library itself starts where it
+ * driver reads it (mps.h), and its process asks whether its uid may use the
+ * GPU's MPS server now (mps_user.h): refused, it fails here instead of
+ * waiting inside the driver. Only that: the library itself starts where it
  * always did, at the first wrapper that needs it, so cuInit stays the
  * driver's own call in time and order.
  */
@@ -1115,6 +1118,8 @@ CUresult cuInit(unsigned int Flags)
     if (vgpu_driver_cuda_load() != 0 || vgpu_cu.cuInit == NULL)
         return CUDA_ERROR_NOT_INITIALIZED;
     vgpu_mps_apply_env();
+    if (vgpu_mps_user_check() != 0)
+        return CUDA_ERROR_MPS_CONNECTION_FAILED;
     return vgpu_cu.cuInit(Flags);
 }
 

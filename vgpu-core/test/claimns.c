@@ -21,15 +21,21 @@ limitations under the License.
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "vgpu_mps_user.h"
 #include "vgpu_region.h"
 
 int vgpu_test_bind_claims(const char *root)
@@ -115,4 +121,114 @@ int vgpu_test_make_claim(const char *root, const char *uuid)
         return -1;
     close(fd);
     return 0;
+}
+
+#define MPS_USER_MAX_FDS 256
+
+/* The server: answers and holds connections until its parent ends. */
+static void serve_mps_users(struct pollfd *fds, int nlisten)
+{
+    int n = nlisten;
+
+    for (;;) {
+        if (poll(fds, (nfds_t)n, -1) < 0)
+            continue;
+        for (int i = n - 1; i >= 0; i--) {
+            if (fds[i].revents == 0)
+                continue;
+            if (i < nlisten) {
+                struct ucred cred;
+                socklen_t len = sizeof(cred);
+                char req[VGPU_MPS_USER_MSG_MAX + 1], rep[64];
+                int c = accept4(fds[i].fd, NULL, NULL, SOCK_CLOEXEC);
+
+                if (c < 0)
+                    continue;
+                if (recv(c, req, sizeof(req), 0) <= 0 ||
+                    getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || n == MPS_USER_MAX_FDS) {
+                    close(c);
+                    continue;
+                }
+                snprintf(rep, sizeof(rep), VGPU_MPS_USER_ALLOWED " %u\n", (unsigned)cred.uid);
+                send(c, rep, strlen(rep), MSG_NOSIGNAL);
+                fds[n].fd = c;
+                fds[n].events = POLLIN;
+                fds[n++].revents = 0;
+            } else {
+                /* The held connection's process ended (or sent more). */
+                close(fds[i].fd);
+                fds[i] = fds[--n];
+            }
+        }
+    }
+}
+
+int vgpu_test_serve_mps_users(const char *root)
+{
+    struct pollfd fds[MPS_USER_MAX_FDS];
+    int nlisten = 0, ready[2], rc = 0;
+    struct dirent *e;
+    pid_t parent = getpid(), pid;
+    DIR *d = opendir(root);
+    char byte = 0;
+
+    if (d == NULL)
+        return -errno;
+    while ((e = readdir(d)) != NULL && nlisten < MPS_USER_MAX_FDS / 2) {
+        struct sockaddr_un addr = {.sun_family = AF_UNIX};
+        char dir[PATH_MAX];
+        struct stat st;
+        int fd;
+
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(dir, sizeof(dir), "%s/%s", root, e->d_name);
+        if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+            continue;
+        snprintf(dir, sizeof(dir), "%s/%s/host", root, e->d_name);
+        if (mkdir(dir, 0755) != 0 && errno != EEXIST)
+            continue;
+        if (snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/%s/%s", root, e->d_name, VGPU_MPS_USER_SOCK) >=
+            (int)sizeof(addr.sun_path)) {
+            rc = -ENAMETOOLONG;
+            break;
+        }
+        unlink(addr.sun_path);
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0 || listen(fd, 64) != 0 ||
+            chmod(addr.sun_path, 0666) != 0) {
+            rc = -errno;
+            if (fd >= 0)
+                close(fd);
+            break;
+        }
+        fds[nlisten].fd = fd;
+        fds[nlisten].events = POLLIN;
+        fds[nlisten++].revents = 0;
+    }
+    closedir(d);
+    if (rc == 0 && pipe2(ready, O_CLOEXEC) != 0)
+        rc = -errno;
+    if (rc != 0) {
+        while (nlisten > 0)
+            close(fds[--nlisten].fd);
+        return rc;
+    }
+    pid = fork();
+    if (pid == 0) {
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
+            _exit(1);
+        close(ready[0]);
+        close(ready[1]);
+        serve_mps_users(fds, nlisten);
+        _exit(0);
+    }
+    rc = pid < 0 ? -errno : pid;
+    close(ready[1]);
+    while (nlisten > 0)
+        close(fds[--nlisten].fd);
+    if (pid > 0 && read(ready[0], &byte, 1) < 0)
+        rc = -errno;
+    close(ready[0]);
+    return rc;
 }

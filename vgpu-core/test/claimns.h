@@ -53,4 +53,14 @@ int vgpu_test_claims_ns_supported(void);
  */
 int vgpu_test_make_claim(const char *root, const char *uuid);
 
+/*
+ * Serves <root>/<claim>/host/mps.sock of every claim directory under root
+ * as the kubelet plugin serves an MPS claim's (vgpu_mps_user.h) on a node
+ * of one user: every request is allowed, with the asker's uid, and each
+ * connection held until its peer closes it. The server is a forked child
+ * that ends with the calling thread (PR_SET_PDEATHSIG); returns once it
+ * listens: its pid, or -errno.
+ */
+int vgpu_test_serve_mps_users(const char *root);
+
 #endif /* VGPU_TEST_CLAIMNS_H */

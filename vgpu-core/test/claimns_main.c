@@ -17,8 +17,9 @@ limitations under the License.
 /*
  * claimns_main.c - build/claims-ns ROOT COMMAND [ARG...]: runs COMMAND in a
  * private mount namespace with ROOT's claim configs mounted read-only, as
- * the kubelet plugin injects them (claimns.h). For scripts such as
- * test/gpu/run.sh that write their own claims; needs root.
+ * the kubelet plugin injects them, and their MPS user sockets served for
+ * one user, as the plugin serves an MPS claim's (claimns.h). For scripts
+ * such as test/gpu/run.sh that write their own claims; needs root.
  */
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +39,11 @@ int main(int argc, char **argv)
     if (rc != 0) {
         fprintf(stderr, "%s: cannot mount the claims of %s read-only in a private mount "
                 "namespace: %s (run as root)\n", argv[0], argv[1], strerror(-rc));
+        return 125;
+    }
+    rc = vgpu_test_serve_mps_users(argv[1]);
+    if (rc < 0) {
+        fprintf(stderr, "%s: cannot serve the MPS user sockets of %s: %s\n", argv[0], argv[1], strerror(-rc));
         return 125;
     }
     execvp(argv[2], argv + 2);

@@ -30,6 +30,7 @@ limitations under the License.
  */
 #include <dirent.h>
 #include <poll.h>
+#include <pthread.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +55,7 @@ limitations under the License.
 #include "vgpu_cuda.h"
 #include "vgpu_nvml.h"
 #include "vgpu_region.h"
+#include "vgpu_mps_user.h"
 
 extern char **environ;
 
@@ -526,6 +528,96 @@ static int mps_listen(void)
 }
 
 /*
+ * The plugin's host/mps.sock of claim-a, as a thread of this process: it
+ * answers each request with its reply (NULL: never answers) and keeps the
+ * connections open until their peers close them, as the plugin keeps an
+ * allowed process's; held is how many it keeps.
+ */
+#define MPS_USER_CONNS 256
+static struct {
+    pthread_t th;
+    int lfd, stop[2];
+    const char *reply;
+    int conns[MPS_USER_CONNS], nconns;
+    _Atomic int held;
+    char last[VGPU_MPS_USER_MSG_MAX + 1];
+} U = {.lfd = -1};
+
+static void *mps_user_server(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        struct pollfd p[2 + MPS_USER_CONNS] = {{.fd = U.lfd, .events = POLLIN}, {.fd = U.stop[0], .events = POLLIN}};
+        ssize_t n;
+        int c;
+
+        for (int i = 0; i < U.nconns; i++)
+            p[2 + i] = (struct pollfd){.fd = U.conns[i], .events = POLLIN};
+        if (poll(p, 2 + (nfds_t)U.nconns, -1) < 0 && errno == EINTR)
+            continue;
+        if (p[1].revents != 0)
+            return NULL;
+        /* A held connection's process ended: its hold goes. */
+        for (int i = U.nconns - 1; i >= 0; i--) {
+            if (p[2 + i].revents != 0) {
+                close(U.conns[i]);
+                U.conns[i] = U.conns[--U.nconns];
+            }
+        }
+        U.held = U.nconns;
+        if (p[0].revents == 0 || (c = accept4(U.lfd, NULL, NULL, SOCK_CLOEXEC)) < 0)
+            continue;
+        n = recv(c, U.last, sizeof(U.last) - 1, 0);
+        U.last[n > 0 ? n : 0] = '\0';
+        if (U.reply != NULL)
+            send(c, U.reply, strlen(U.reply), MSG_NOSIGNAL);
+        if (U.nconns < MPS_USER_CONNS)
+            U.conns[U.nconns++] = c;
+        else
+            close(c);
+        U.held = U.nconns;
+    }
+}
+
+/* Serves claim-a's host/mps.sock with reply until mps_user_stop. */
+static void mps_user_start(const char *reply)
+{
+    struct sockaddr_un addr = {.sun_family = AF_UNIX};
+    char dir[400];
+
+    snprintf(dir, sizeof(dir), "%s/claim-a/host", root);
+    CHECK(mkdir(dir, 0755) == 0 || errno == EEXIST);
+    snprintf(addr.sun_path, sizeof(addr.sun_path), "%s/mps.sock", dir);
+    unlink(addr.sun_path);
+    U.reply = reply;
+    U.nconns = 0;
+    U.held = 0;
+    U.last[0] = '\0';
+    U.lfd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    CHECK(U.lfd >= 0 && bind(U.lfd, (struct sockaddr *)&addr, sizeof(addr)) == 0 && listen(U.lfd, 64) == 0);
+    CHECK(pipe2(U.stop, O_CLOEXEC) == 0);
+    CHECK(pthread_create(&U.th, NULL, mps_user_server, NULL) == 0);
+}
+
+static void mps_user_stop(void)
+{
+    char path[400];
+
+    if (U.lfd < 0)
+        return;
+    CHECK(write(U.stop[1], "x", 1) == 1);
+    pthread_join(U.th, NULL);
+    for (int i = 0; i < U.nconns; i++)
+        close(U.conns[i]);
+    close(U.lfd);
+    close(U.stop[0]);
+    close(U.stop[1]);
+    U.lfd = -1;
+    snprintf(path, sizeof(path), "%s/claim-a/host/mps.sock", root);
+    unlink(path);
+}
+
+/*
  * Runs sc_mps_init with the pipe directory, env (NULL-terminated) and the
  * expectations; with logged set, its stderr must contain it, else be empty.
  */
@@ -608,6 +700,7 @@ static void test_mps(void)
              "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n"
              "mps.driverMemoryLimit.0=1610612736\n", uuids[0]);
     make_claim(cfg);
+    mps_user_start(VGPU_MPS_USER_ALLOWED " 0\n");
     snprintf(dir, sizeof(dir), "%s/mps", root);
     CHECK(mkdir(dir, 0755) == 0);
     {
@@ -675,7 +768,9 @@ static void test_mps(void)
              "version=1\nclaim=a\nlog_level=info\ndevice.count=1\ndevice.0.uuid=%s\n"
              "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
              "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n", uuids[0]);
+    mps_user_stop();
     make_claim(cfg);
+    mps_user_start(VGPU_MPS_USER_ALLOWED " 0\n");
     close(lfd);
     CHECK(mkdir(dir, 0755) == 0);
     lfd = mps_listen();
@@ -691,6 +786,7 @@ static void test_mps(void)
         expect_mps_driver(NULL, "300", "0", "symbol");
     }
     /* No mps lines: the container's own values reach the driver. */
+    mps_user_stop();
     make_std_claim(GiB, "");
     close(lfd);
     CHECK(mkdir(dir, 0755) == 0);
@@ -723,6 +819,119 @@ static void test_mps(void)
     }
 }
 
+/* Whether a connection waits on the listening socket lfd (the driver's cuInit connected). */
+static bool connection_waits(int lfd)
+{
+    struct pollfd p = {.fd = lfd, .events = POLLIN};
+
+    return poll(&p, 1, 0) == 1;
+}
+
+/*
+ * An MPS claim's process asks the plugin on host/mps.sock before the
+ * driver's cuInit: allowed, it proceeds, its connection held; refused,
+ * cuInit fails with 805 and the refusal's message on stderr without the
+ * driver's cuInit being called (which would wait for the other user's
+ * server); a malformed reply or a missing socket fails it closed the same
+ * way, through the symbol and through cuGetProcAddress.
+ */
+static void test_mps_user(void)
+{
+    static const char *const vias[] = {"symbol", "procaddr"};
+    const char *higher[] = {"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=100", NULL};
+    char cfg[1024], dir[300], want[16], refusal[256], message[256];
+    int lfd;
+
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
+             "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n", uuids[0]);
+    make_claim(cfg);
+    snprintf(dir, sizeof(dir), "%s/mps", root);
+    CHECK(mkdir(dir, 0755) == 0);
+    lfd = mps_listen();
+    snprintf(want, sizeof(want), "%d", (int)CUDA_ERROR_MPS_CONNECTION_FAILED);
+    snprintf(refusal, sizeof(refusal), VGPU_MPS_USER_REFUSED " " VGPU_MPS_USER_REFUSED_USER " %s 1000 2000\n",
+             uuids[0]);
+    snprintf(message, sizeof(message),
+             "MPS on %s serves uid 1000 until its clients end; this process runs as uid 2000", uuids[0]);
+    for (size_t v = 0; v < sizeof(vias) / sizeof(vias[0]); v++) {
+        mps_user_start(VGPU_MPS_USER_ALLOWED " 0\n");
+        expect_mps(higher, "0", "300", "0=1536M", vias[v]);
+        CHECK_EQ(strcmp(U.last, VGPU_MPS_USER_REQUEST), 0);
+        mps_user_stop();
+        /* The driver's client connected: a fresh control socket for the next. */
+        close(lfd);
+        lfd = mps_listen();
+
+        mps_user_start(refusal);
+        expect_mps_logged(higher, want, NULL, NULL, vias[v], message);
+        CHECK(!connection_waits(lfd));
+        mps_user_stop();
+
+        mps_user_start(VGPU_MPS_USER_ALLOWED " 0 more\n");
+        expect_mps_logged(higher, want, NULL, NULL, vias[v], "malformed reply");
+        CHECK(!connection_waits(lfd));
+        mps_user_stop();
+    }
+    /* No socket (no plugin serves the claim): closed after the bounded wait. */
+    expect_mps_logged(higher, want, NULL, NULL, "symbol", "cannot connect to");
+    CHECK(!connection_waits(lfd));
+    close(lfd);
+}
+
+/* Whether the server's holds go (their processes ended), waiting up to 5 s for it to see them close. */
+static bool no_holds_left(void)
+{
+    for (int i = 0; i < 500 && U.held != 0; i++)
+        usleep(10000);
+    return U.held == 0;
+}
+
+/*
+ * MPS claim processes SIGKILLed at random instants of their start, their
+ * ask on host/mps.sock included, leave no hold behind (the kernel closes
+ * their connections) and nothing that keeps the next process from being
+ * allowed.
+ */
+static void test_mps_user_killed(void)
+{
+    char cfg[1024], errfile[512], pipe_env[400];
+    const char *env[] = {pipe_env, "VGPU_TEST_EXPECT_RC=0", NULL};
+    int lfd;
+
+    snprintf(cfg, sizeof(cfg),
+             "version=1\nclaim=a\ndevice.count=1\ndevice.0.uuid=%s\n"
+             "device.0.memory_limit_bytes=1073741824\ndevice.0.sm_limit_percent=30\n"
+             "mps.activeThreadPercent.0=30\nmps.pinnedMemoryLimit.0=1610612736\n", uuids[0]);
+    make_claim(cfg);
+    snprintf(pipe_env, sizeof(pipe_env), "CUDA_MPS_PIPE_DIRECTORY=%s/mps", root);
+    snprintf(errfile, sizeof(errfile), "%s.mps_killed.err", root);
+    mps_user_start(VGPU_MPS_USER_ALLOWED " 0\n");
+    srand((unsigned)getpid());
+    for (int round = 0; round < 10; round++) {
+        pid_t pids[4];
+        int st;
+
+        /* A fresh control socket each round: the killed clients' connections fill no backlog. */
+        lfd = mps_listen();
+        for (int i = 0; i < 4; i++)
+            pids[i] = start_preloaded("mps_init", env, errfile);
+        for (int i = 0; i < 4; i++) {
+            usleep((useconds_t)(rand() % 20000));
+            CHECK(kill(pids[i], SIGKILL) == 0);
+            CHECK(waitpid(pids[i], &st, 0) == pids[i]);
+        }
+        close(lfd);
+    }
+    CHECK(no_holds_left());
+    lfd = mps_listen();
+    expect_mps(NULL, "0", "300", NULL, "symbol");
+    CHECK(no_holds_left());
+    close(lfd);
+    mps_user_stop();
+}
+
 static int run_driver(void)
 {
     char cache[512], errfile[600];
@@ -750,8 +959,11 @@ static int run_driver(void)
     if (getenv("VGPU_TEST_ONLY") != NULL) {
         if (strcmp(getenv("VGPU_TEST_ONLY"), "order") == 0)
             expect_call_order(expect_quiet);
-        else if (strcmp(getenv("VGPU_TEST_ONLY"), "mps") == 0)
+        else if (strcmp(getenv("VGPU_TEST_ONLY"), "mps") == 0) {
             test_mps();
+            test_mps_user();
+            test_mps_user_killed();
+        }
         else
             expect(getenv("VGPU_TEST_ONLY"), NULL, 0, true);
         return check_report("lib_test");
@@ -879,6 +1091,8 @@ static int run_driver(void)
         expect("expect_total", env, 0, true);
     }
     test_mps();
+    test_mps_user();
+    test_mps_user_killed();
     /* Invalid configs fail closed on their GPUs: wrong version, duplicate key. */
     make_std_claim(GiB, "version=1\n");
     expect("fail_closed", NULL, 0, false);

@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/atomicfile"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/mpsuser"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 )
 
@@ -97,6 +98,9 @@ func (l layout) burstPath(uid types.UID) string {
 }
 func (l layout) burstSocketPath(uid types.UID) string {
 	return filepath.Join(l.hostDir(uid), burstSocketName)
+}
+func (l layout) mpsUserSocketPath(uid types.UID) string {
+	return filepath.Join(l.hostDir(uid), mpsuser.SocketName)
 }
 func (l layout) preloadPath() string         { return filepath.Join(l.stateRoot, preloadFileName) }
 func (l layout) checkpointPath() string      { return filepath.Join(l.stateRoot, checkpointFileName) }

@@ -254,6 +254,9 @@ func (m *Manager) withPaths(c *PreparedClaim) PreparedClaim {
 	out.HostPIDsPath = m.layout.hostPIDsPath(c.UID)
 	out.BurstPath = m.layout.burstPath(c.UID)
 	out.BurstSocketPath = m.layout.burstSocketPath(c.UID)
+	if len(mpsGPUs(c)) > 0 {
+		out.MPSUserSocketPath = m.layout.mpsUserSocketPath(c.UID)
+	}
 	return out
 }
 

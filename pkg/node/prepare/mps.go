@@ -79,6 +79,42 @@ type MPSOptions struct {
 	// RestartBackoff is the delay before each try to start a daemon that
 	// died while claims use it; zero means mpsdaemon.DefaultBackoff.
 	RestartBackoff wait.Backoff
+	// Users, when set, serves each MPS claim's host/mps.sock, on which its
+	// processes ask whether their uid may use the GPU's MPS server now
+	// (pkg/node/mpsusernode, docs/mps.md "Containers of different users").
+	Users MPSUsers
+}
+
+// MPSUsers is the per-claim MPS user socket's server.
+type MPSUsers interface {
+	// ServeClaim serves the claim's socket for its MPS GPUs; it runs in
+	// every prepare of an MPS claim after its files, before its CDI spec
+	// is written (an error fails the prepare), and does nothing for a
+	// claim already served.
+	ServeClaim(ctx context.Context, uid types.UID, socket string, gpus []string) error
+	// ReleaseClaim stops serving a claim whose files are gone.
+	ReleaseClaim(uid types.UID)
+}
+
+// MPSGPUs returns the UUIDs of the GPUs of c's MPS limits.
+func (c *PreparedClaim) MPSGPUs() []string { return mpsGPUs(c) }
+
+// MPSServers lists the running MPS servers of GPU gpu's control daemon,
+// each with its owner and clients; the daemon is asked without the
+// manager's lock.
+func (m *Manager) MPSServers(ctx context.Context, gpu string) ([]mpsdaemon.Server, error) {
+	if m.opts.MPS == nil {
+		return nil, nil
+	}
+	return mpsdaemon.Servers(ctx, m.mps.config(gpu))
+}
+
+// mpsUsers is the MPS user socket's server, nil without one.
+func (m *Manager) mpsUsers() MPSUsers {
+	if m.opts.MPS == nil {
+		return nil
+	}
+	return m.opts.MPS.Users
 }
 
 func (o *Options) validateMPS() []error {

@@ -225,6 +225,9 @@ func (m *Manager) undo(ctx context.Context, uid types.UID, cause error) error {
 	if m.opts.Burst != nil {
 		m.opts.Burst.ReleaseClaim(ctx, uid)
 	}
+	if users := m.mpsUsers(); users != nil {
+		users.ReleaseClaim(uid)
+	}
 	if changed := m.forget(uid); len(changed) > 0 {
 		// What is left is retried by the next unprepare or start; the
 		// claim itself is rolled back.
@@ -313,6 +316,13 @@ func (m *Manager) ensure(ctx context.Context, c *PreparedClaim, writeSpec bool) 
 		withPaths := m.withPaths(c)
 		if err := m.opts.Burst.EnsureClaim(ctx, &withPaths); err != nil {
 			return err
+		}
+	}
+	if users := m.mpsUsers(); users != nil {
+		if gpus := mpsGPUs(c); len(gpus) > 0 {
+			if err := users.ServeClaim(ctx, c.UID, m.layout.mpsUserSocketPath(c.UID), gpus); err != nil {
+				return err
+			}
 		}
 	}
 	if !exists {

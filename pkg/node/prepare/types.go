@@ -59,6 +59,10 @@ type PreparedClaim struct {
 	// for burst; set by Manager.PreparedClaims. It exists only while the
 	// plugin serves a claim that may burst (HasBurstRoom).
 	BurstSocketPath string `json:"-"`
+	// MPSUserSocketPath is the host path of an MPS claim's user socket
+	// (host/mps.sock, MPSOptions.Users); set by Manager.PreparedClaims for
+	// a claim with MPS limits.
+	MPSUserSocketPath string `json:"-"`
 }
 
 // HasBurstRoom reports whether the claim may use more than its guarantee

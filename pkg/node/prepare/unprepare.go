@@ -64,6 +64,9 @@ func (m *Manager) unprepare(ctx context.Context, claims []kubeletplugin.Namespac
 		if m.opts.Burst != nil {
 			m.opts.Burst.ReleaseClaim(ctx, claim.UID)
 		}
+		if users := m.mpsUsers(); users != nil {
+			users.ReleaseClaim(claim.UID)
+		}
 		if rec, ok := m.cp.Claims[claim.UID]; ok {
 			removed[claim.UID] = rec
 			delete(m.cp.Claims, claim.UID)

@@ -35,6 +35,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // The fake answers the commands the supervisor uses the way NVIDIA's
@@ -42,6 +44,14 @@ import (
 // mpsdaemon's real_test.go): "-d" starts the daemon in the background and
 // returns once it serves; without arguments it is the client, sending its
 // standard input's lines through the pipe directory's "control" socket.
+//
+// A CUDA client (the fake driver of vgpu-core/fake) sends ClientHello on
+// the control socket and holds the connection for its life. As NVIDIA's
+// daemon does (nvidia-cuda-mps-control(1)), the fake serves one user id at
+// a time: the first client's uid gets a server process owned by that uid
+// (listed by get_server_list, its clients by get_client_list); a client of
+// another uid waits, unanswered, until the running server's clients are
+// done, then the server is replaced by one of the waiting client's uid.
 const (
 	// FailEnv names a file; while it exists, the fake daemon logs its
 	// content and exits at start.
@@ -50,6 +60,12 @@ const (
 	// fakeControlPackage is the program that is only the fake (Run): the
 	// e2e nodes' control program.
 	fakeControlPackage = "github.com/vgpu-dra/vgpu-dra-driver/test/e2e/cmd/fake-mps-control"
+	// fakeServer is the argument of the MPS server process: its uid.
+	fakeServer = "--fake-mps-server"
+	// ClientHello is the line a CUDA client sends first.
+	ClientHello = "fake_cuda_client"
+	// ClientReady is the daemon's answer once the client's server runs.
+	ClientReady = "ready"
 )
 
 // The names NVIDIA's daemon uses (package mpsdaemon's, repeated here so
@@ -124,6 +140,8 @@ func fakeControl(args []string) int {
 		return fakeDaemonize(pipe, args[2])
 	case len(args) == 2 && args[0] == fakeServe:
 		return fakeServeDaemon(pipe, logDir, args[1])
+	case len(args) == 2 && args[0] == fakeServer:
+		return fakeMPSServer(args[1])
 	case len(args) == 0:
 		return fakeClient(pipe)
 	}
@@ -205,6 +223,11 @@ func fakeServeDaemon(pipe, logDir, config string) int {
 		logf("Failed to listen on %s: %v", sock, err)
 		return 1
 	}
+	// Clients of any uid connect, as to NVIDIA's (its control socket is 0666).
+	if err := os.Chmod(sock, 0o666); err != nil {
+		logf("Failed to chmod %s: %v", sock, err)
+		return 1
+	}
 	pidFile := filepath.Join(pipe, pidFileName)
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())), 0o666); err != nil {
 		return 1
@@ -213,7 +236,8 @@ func fakeServeDaemon(pipe, logDir, config string) int {
 	_ = ready.Close()
 	// Connections are served at the same time, as NVIDIA's daemon serves
 	// them: a CUDA client holds its connection for as long as it runs.
-	st := &fakeState{percentage: 100}
+	st := &fakeState{percentage: 100, clients: map[net.Conn]int32{}}
+	st.changed = sync.NewCond(&st.mu)
 	quit := make(chan struct{})
 	var quitOnce sync.Once
 	accepted := make(chan error, 1)
@@ -235,6 +259,9 @@ func fakeServeDaemon(pipe, logDir, config string) int {
 	}()
 	select {
 	case <-quit:
+		st.mu.Lock()
+		st.stopServer(logf)
+		st.mu.Unlock()
 		logf("Exit with status 0")
 		_ = os.Remove(pidFile)
 		return 0
@@ -273,15 +300,32 @@ type fakeState struct {
 	mu         sync.Mutex
 	percentage float64
 	pinned     string
+	// server is the running MPS server, nil before the first client.
+	server *fakeServerProcess
+	// clients are the server's connected clients and their pids.
+	clients map[net.Conn]int32
+	// changed is signalled when a client leaves.
+	changed *sync.Cond
+}
+
+// fakeServerProcess is an MPS server: a process owned by the uid it serves.
+type fakeServerProcess struct {
+	uid   uint32
+	cmd   *exec.Cmd
+	stdin io.Closer
 }
 
 // serve answers one client's commands; it reports whether one was quit.
 func (st *fakeState) serve(conn net.Conn, logf func(string, ...any)) bool {
 	sc := bufio.NewScanner(conn)
-	for sc.Scan() {
+	for first := true; sc.Scan(); first = false {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" {
 			continue
+		}
+		if first && line == ClientHello {
+			st.client(conn, sc, logf)
+			return false
 		}
 		if quit, answer := st.command(line, logf); quit {
 			return true
@@ -319,10 +363,140 @@ func (st *fakeState) command(line string, logf func(string, ...any)) (bool, stri
 	case f[0] == "get_default_device_pinned_mem_limit" && len(f) == 2:
 		answer = st.pinned
 	case line == "get_server_list":
+		if st.server != nil {
+			answer = strconv.Itoa(st.server.cmd.Process.Pid)
+		}
+	case f[0] == "get_client_list" && len(f) == 2:
+		if st.server != nil && f[1] == strconv.Itoa(st.server.cmd.Process.Pid) {
+			var pids []string
+			for _, pid := range st.clients {
+				pids = append(pids, strconv.Itoa(int(pid)))
+			}
+			answer = strings.Join(pids, "\n")
+		}
 	default:
 		answer = fmt.Sprintf("Unknown command %q", line)
 	}
 	return false, answer
+}
+
+// client serves a CUDA client's connection: once a server of its uid runs
+// (after the other uid's server's clients are done), it answers
+// ClientReady and holds the client until its connection closes.
+func (st *fakeState) client(conn net.Conn, sc *bufio.Scanner, logf func(string, ...any)) {
+	cred, err := peerCred(conn)
+	if err != nil {
+		logf("User did not send valid credentials: %v", err)
+		return
+	}
+	st.mu.Lock()
+	for st.server != nil && st.server.uid != cred.Uid && len(st.clients) > 0 {
+		logf("NEW CLIENT %d from user %d: waits for the server of user %d to end", cred.Pid, cred.Uid, st.server.uid)
+		st.changed.Wait()
+	}
+	if st.server != nil && st.server.uid != cred.Uid {
+		st.stopServer(logf)
+	}
+	if st.server == nil {
+		if st.server, err = startServer(cred.Uid); err != nil {
+			logf("Failed to start a server for user %d: %v", cred.Uid, err)
+			st.mu.Unlock()
+			return
+		}
+		logf("Starting new server %d for user %d", st.server.cmd.Process.Pid, cred.Uid)
+	}
+	st.clients[conn] = cred.Pid
+	st.mu.Unlock()
+	logf("NEW CLIENT %d from user %d", cred.Pid, cred.Uid)
+	if _, err := fmt.Fprintln(conn, ClientReady); err == nil {
+		for sc.Scan() {
+		}
+	}
+	st.mu.Lock()
+	delete(st.clients, conn)
+	st.changed.Broadcast()
+	st.mu.Unlock()
+	logf("Client %d disconnected", cred.Pid)
+}
+
+// stopServer ends the running server (st.mu held).
+func (st *fakeState) stopServer(logf func(string, ...any)) {
+	if st.server == nil {
+		return
+	}
+	_ = st.server.stdin.Close()
+	_ = st.server.cmd.Wait()
+	logf("Server %d exited", st.server.cmd.Process.Pid)
+	st.server = nil
+}
+
+// startServer starts a server process owned by uid; it returns once the
+// process runs as uid, so that its owner in /proc is uid when listed.
+func startServer(uid uint32) (*fakeServerProcess, error) {
+	cmd := exec.Command(os.Args[0], fakeServer, strconv.FormatUint(uint64(uid), 10))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	if _, err := io.ReadFull(stdout, make([]byte, 1)); err != nil {
+		_ = stdin.Close()
+		_ = cmd.Wait()
+		return nil, fmt.Errorf("the server for user %d did not start", uid)
+	}
+	return &fakeServerProcess{uid: uid, cmd: cmd, stdin: stdin}, nil
+}
+
+// fakeMPSServer is the server process: it takes the uid it serves (its
+// parent, the daemon, runs as root, or as that uid), says so on standard
+// output and runs until the daemon closes its standard input.
+func fakeMPSServer(uidArg string) int {
+	uid, err := strconv.ParseUint(uidArg, 10, 32)
+	if err != nil {
+		return 1
+	}
+	if uint64(os.Getuid()) != uid {
+		if err := syscall.Setgid(int(uid)); err != nil {
+			fmt.Fprintln(os.Stderr, "setgid:", err)
+			return 1
+		}
+		if err := syscall.Setuid(int(uid)); err != nil {
+			fmt.Fprintln(os.Stderr, "setuid:", err)
+			return 1
+		}
+	}
+	if _, err := os.Stdout.Write([]byte{'\n'}); err != nil {
+		return 1
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// peerCred is the connecting process's credentials as the kernel recorded them.
+func peerCred(conn net.Conn) (*unix.Ucred, error) {
+	uc, ok := conn.(*net.UnixConn)
+	if !ok {
+		return nil, errors.New("not a unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return nil, err
+	}
+	return cred, credErr
 }
 
 func fakeClient(pipe string) int {
