@@ -125,12 +125,12 @@ int vgpu_mps_user_ask(const char *sock, int wait_ms, char *why, size_t why_size)
         snprintf(why, why_size, "%s: %s", sock, n == 0 ? "closed without a reply" : strerror(errno));
         goto fail;
     }
-    if (vgpu_mps_user_parse_reply(rep, (size_t)n > sizeof(rep) ? sizeof(rep) : (size_t)n, &r) != 0) {
+    if (vgpu_mps_user_reply_parse(rep, (size_t)n > sizeof(rep) ? sizeof(rep) : (size_t)n, &r) != 0) {
         snprintf(why, why_size, "malformed reply from %s", sock);
         goto fail;
     }
     if (!r.allowed) {
-        vgpu_mps_user_message(&r, why, why_size);
+        vgpu_mps_user_reply_message(&r, why, why_size);
         goto fail;
     }
     return fd;

@@ -45,10 +45,10 @@ struct vgpu_mps_user_reply {
  * Parses the len bytes of msg as a reply (vgpu_mps_user.h). Returns 0, or
  * -1 for anything the protocol does not allow (out is then unspecified).
  */
-int vgpu_mps_user_parse_reply(const char *msg, size_t len, struct vgpu_mps_user_reply *out);
+int vgpu_mps_user_reply_parse(const char *msg, size_t len, struct vgpu_mps_user_reply *out);
 
 /* Writes the message for reply r into buf (always terminated). */
-void vgpu_mps_user_message(const struct vgpu_mps_user_reply *r, char *buf, size_t size);
+void vgpu_mps_user_reply_message(const struct vgpu_mps_user_reply *r, char *buf, size_t size);
 
 /*
  * Asks the server at sock (a socket path) once, waiting at most wait_ms in

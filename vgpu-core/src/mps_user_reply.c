@@ -78,7 +78,7 @@ static bool is(const char *f, size_t n, const char *word)
     return n == strlen(word) && memcmp(f, word, n) == 0;
 }
 
-int vgpu_mps_user_parse_reply(const char *msg, size_t len, struct vgpu_mps_user_reply *out)
+int vgpu_mps_user_reply_parse(const char *msg, size_t len, struct vgpu_mps_user_reply *out)
 {
     const char *f[MAX_FIELDS];
     size_t fl[MAX_FIELDS];
@@ -113,7 +113,7 @@ int vgpu_mps_user_parse_reply(const char *msg, size_t len, struct vgpu_mps_user_
     return -1;
 }
 
-void vgpu_mps_user_message(const struct vgpu_mps_user_reply *r, char *buf, size_t size)
+void vgpu_mps_user_reply_message(const struct vgpu_mps_user_reply *r, char *buf, size_t size)
 {
     if (r->allowed)
         snprintf(buf, size, "MPS allowed for uid %u", r->asker);

@@ -63,11 +63,11 @@ int main(int argc, char **argv)
             fprintf(stderr, "argument %d is no hex message\n", i);
             return 2;
         }
-        if (vgpu_mps_user_parse_reply(msg, len, &r) != 0) {
+        if (vgpu_mps_user_reply_parse(msg, len, &r) != 0) {
             printf("invalid\n");
             continue;
         }
-        vgpu_mps_user_message(&r, text, sizeof(text));
+        vgpu_mps_user_reply_message(&r, text, sizeof(text));
         if (r.allowed)
             printf("%s %u", VGPU_MPS_USER_ALLOWED, r.asker);
         else if (strcmp(r.reason, VGPU_MPS_USER_REFUSED_USER) == 0)

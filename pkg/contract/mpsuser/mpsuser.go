@@ -89,7 +89,7 @@ func (r Reply) Encode() []byte {
 func num(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 
 // Message is what the library prints for r (the same words as
-// vgpu_mps_user_message).
+// vgpu_mps_user_reply_message).
 func (r Reply) Message() string {
 	switch {
 	case r.Allowed:
