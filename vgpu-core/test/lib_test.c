@@ -865,17 +865,17 @@ static void test_mps_user(void)
         lfd = mps_listen();
 
         mps_user_start(refusal);
-        expect_mps_logged(higher, want, NULL, NULL, vias[v], message);
+        expect_mps_logged(higher, want, NULL, NULL, NULL, vias[v], message);
         CHECK(!connection_waits(lfd));
         mps_user_stop();
 
         mps_user_start(VGPU_MPS_USER_ALLOWED " 0 more\n");
-        expect_mps_logged(higher, want, NULL, NULL, vias[v], "malformed reply");
+        expect_mps_logged(higher, want, NULL, NULL, NULL, vias[v], "malformed reply");
         CHECK(!connection_waits(lfd));
         mps_user_stop();
     }
     /* No socket (no plugin serves the claim): closed after the bounded wait. */
-    expect_mps_logged(higher, want, NULL, NULL, "symbol", "cannot connect to");
+    expect_mps_logged(higher, want, NULL, NULL, NULL, "symbol", "cannot connect to");
     CHECK(!connection_waits(lfd));
     close(lfd);
 }
