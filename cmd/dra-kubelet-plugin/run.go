@@ -123,7 +123,7 @@ func run(ctx context.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	// Burstable memory: one ledger per node, fed by the monitor; its hooks
+	// Burstable memory: one book of burst grants per node, fed by the monitor; its hooks
 	// see every prepare and unprepare. Its reclaim decisions evict pods
 	// through the Eviction API (pkg/node/reclaim), off the deciding goroutine.
 	var burstNode *burstnode.Node

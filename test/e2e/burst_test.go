@@ -383,7 +383,7 @@ func TestBurstReclaimEvictsAndGrantsOnlyWhatIsLeft(t *testing.T) {
 	f, node, uuid, metricsAt := e.f, e.node, e.uuid, e.metricsAt
 	e.template("bursty", "4Gi", "12Gi")
 	// B may burst too (to 12Gi): after the plugin's restart its ask is
-	// what a ledger that forgot A's grant would answer wrongly.
+	// what a grant book that forgot A's grant would answer wrongly.
 	e.template("steady", "10Gi", "12Gi")
 
 	// A: a Deployment of one pod (the pod the Deployment recreates after

@@ -29,7 +29,7 @@ const (
 	mib   = uint64(1) << 20
 	uuid0 = "GPU-11111111-2222-3333-4444-555555555555"
 	uuid1 = "GPU-aaaaaaaa-bbbb-cccc-dddd-eeeeeeeeeeee"
-	// chunk is a grant the ledger hands out (256 MiB).
+	// chunk is a grant the plugin's grant book hands out (256 MiB).
 	chunk = 256 * mib
 )
 
@@ -99,7 +99,7 @@ func hostileFiles() map[string]struct{ data, err string } {
 }
 
 // Any deviation refuses the whole file: a partial parse could give a
-// claim a grant the ledger does not count.
+// claim a grant the plugin's grant book does not count.
 func TestParseRefusesHostileInput(t *testing.T) {
 	for name, tc := range hostileFiles() {
 		t.Run(name, func(t *testing.T) {

@@ -19,7 +19,7 @@ limitations under the License.
 // vgpu-core/src/burstfile.c): per GPU, how much memory above its guarantee
 // the claim may use.
 //
-// The kubelet plugin's grant ledger (pkg/node/burst) writes the file
+// The kubelet plugin's book of burst grants (pkg/node/burstgrant) writes the file
 // (Render) into the claim's host directory, which containers see
 // read-only, and reads it back after a restart; the monitor reads it for
 // the claim's status. Parse refuses the whole file on any deviation from

@@ -66,7 +66,7 @@ type Request struct {
 // most MaxMessageBytes, the GPU "GPU-" or "MIG-" followed by hex digits and
 // dashes, the bytes decimal without sign or leading zeros and at most
 // burstfile.MaxGrantBytes. Whether the claim has a share of the GPU is
-// the ledger's to decide.
+// the grant book's to decide.
 func ParseRequest(msg []byte) (Request, error) {
 	if len(msg) > MaxMessageBytes || len(msg) == 0 || msg[len(msg)-1] != '\n' {
 		return Request{}, errors.New("burst request: empty, longer than 128 bytes or not ending in a newline")

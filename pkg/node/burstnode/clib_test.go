@@ -31,7 +31,7 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/internal/testenv"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstgrant"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
 
@@ -77,7 +77,7 @@ func fakeGPUUUID(t *testing.T, lib, stateDir string) string {
 // TestLibraryAsksThePlugin runs libvgpu.so (over the fake driver, in a
 // private mount namespace with the claim's config mounted read-only as the
 // plugin injects it) against this package's socket server and the real
-// Ledger: the wire protocol of vgpu-core/include/vgpu_burstsock.h as both sides
+// Book: the wire protocol of vgpu-core/include/vgpu_burstsock.h as both sides
 // speak it. Needs root.
 func TestLibraryAsksThePlugin(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -105,7 +105,7 @@ func TestLibraryAsksThePlugin(t *testing.T) {
 
 	// Guarantee 1 GiB, ceiling 2 GiB, on a 16 GiB GPU.
 	e := newEnv(t)
-	e.ledger.SetGPU(uuid, 16*gib, 0)
+	e.book.SetGPU(uuid, 16*gib, 0)
 	require.NoError(t, e.node.Start(e.ctx, nil))
 	c := prepare.PreparedClaim{UID: uid, Namespace: "ns", Name: "a", RegionPath: regionPath,
 		HostPIDsPath: filepath.Join(host, "pids"), BurstPath: filepath.Join(host, "burst"),
@@ -128,16 +128,16 @@ func TestLibraryAsksThePlugin(t *testing.T) {
 	// the totals show it; 1024 MiB more would need 1280 MiB above the
 	// guarantee, beyond the 1 GiB room: refused (limit), OOM.
 	run("a:768:ok", "a:512:ok", "t:1280", "a:1024:oom", "t:1280", "f")
-	assert.Equal(t, map[string]uint64{uuid: burst.ChunkBytes}, e.ledger.Grants(uid))
+	assert.Equal(t, map[string]uint64{uuid: burstgrant.ChunkBytes}, e.book.Grants(uid))
 	data, err := os.ReadFile(c.BurstPath)
 	require.NoError(t, err)
-	assert.Equal(t, fmt.Sprintf("version=1\ngpu %s %d\n", uuid, burst.ChunkBytes), string(data))
+	assert.Equal(t, fmt.Sprintf("version=1\ngpu %s %d\n", uuid, burstgrant.ChunkBytes), string(data))
 	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues("limit")), 0)
 
 	// The grant already given is used without asking again; a need the
 	// GPU cannot hold (others booked it) is refused (full).
-	e.ledger.SetGPU(uuid, gib+burst.ChunkBytes, 0)
+	e.book.SetGPU(uuid, gib+burstgrant.ChunkBytes, 0)
 	run("a:1280:ok", "a:64:oom", "f")
 	assert.InDelta(t, 1, testutil.ToFloat64(e.node.metrics.refusals.WithLabelValues("full")), 0)
-	assert.Equal(t, map[string]uint64{uuid: burst.ChunkBytes}, e.ledger.Grants(uid))
+	assert.Equal(t, map[string]uint64{uuid: burstgrant.ChunkBytes}, e.book.Grants(uid))
 }

@@ -14,9 +14,9 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package burstnode is the node side of burstable memory
-// (docs/architecture.md, "Burstable memory"): one burst.Ledger per node,
-// fed by the monitor's collections (GPU memory and driver reserve, use
+// Package burstnode is the kubelet plugin's side of burstable memory
+// (docs/architecture.md, "Burstable memory"): one burstgrant.Book per node
+// (the Book decides; this package holds and connects it), fed by the monitor's collections (GPU memory and driver reserve, use
 // outside claims, Shrink towards physical use, Reclaim after overhead
 // grows), told of prepares and unprepares through prepare.BurstHooks
 // (Admit before a claim's files, with a retryable wait when burst must be

@@ -33,13 +33,13 @@ import (
 	"k8s.io/klog/v2/ktesting"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstgrant"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
 
 const (
 	gib   = uint64(1) << 30
-	chunk = burst.ChunkBytes
+	chunk = burstgrant.ChunkBytes
 	gpuA  = "GPU-00000000-1111-2222-3333-444444444444"
 	gpuB  = "GPU-55555555-6666-7777-8888-999999999999"
 	uidA  = types.UID("a0000000-0000-4000-8000-000000000001")
@@ -109,7 +109,7 @@ type env struct {
 	// procRoot is the fake host /proc: the cgroups of the processes.
 	procRoot string
 	clock    *clocktesting.FakeClock
-	ledger   *burst.Ledger
+	book     *burstgrant.Book
 	node     *Node
 	reclaim  *fakeReclaimer
 	registry *prometheus.Registry
@@ -122,16 +122,16 @@ func newEnv(t *testing.T) *env {
 	return e
 }
 
-// restart replaces the node and its ledger, as a plugin restart does.
+// restart replaces the node and its book, as a plugin restart does.
 func (e *env) restart() {
 	if e.node != nil {
 		e.node.Close()
 	}
-	e.ledger = burst.NewLedger(burst.Options{Clock: e.clock})
-	e.ledger.SetGPU(gpuA, 16*gib, 0)
-	e.ledger.SetGPU(gpuB, 16*gib, 0)
+	e.book = burstgrant.NewBook(burstgrant.Options{Clock: e.clock})
+	e.book.SetGPU(gpuA, 16*gib, 0)
+	e.book.SetGPU(gpuB, 16*gib, 0)
 	e.registry = prometheus.NewRegistry()
-	n, err := New(Options{Ledger: e.ledger, Reclaimer: e.reclaim, Registry: e.registry, Clock: e.clock, ReadTimeout: 200 * time.Millisecond, MaxConnections: 2, ProcRoot: e.procRoot})
+	n, err := New(Options{Book: e.book, Reclaimer: e.reclaim, Registry: e.registry, Clock: e.clock, ReadTimeout: 200 * time.Millisecond, MaxConnections: 2, ProcRoot: e.procRoot})
 	require.NoError(e.t, err)
 	e.node = n
 	e.t.Cleanup(n.Close)

@@ -91,7 +91,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 	}
 	m.n.mu.Unlock()
 	for _, r := range rows {
-		grants := m.n.ledger.Grants(r.ref.UID)
+		grants := m.n.book.Grants(r.ref.UID)
 		for _, uuid := range r.uuids {
 			ch <- prometheus.MustNewConstMetric(m.burst, prometheus.GaugeValue, float64(grants[uuid]), r.ref.Namespace, r.ref.Name, uuid)
 		}

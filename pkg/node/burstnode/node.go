@@ -36,7 +36,7 @@ import (
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
 	pidmap "github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstgrant"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/hostpids"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/monitor"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
@@ -71,7 +71,7 @@ type Reclaimer interface {
 
 // Shorter is what a Reclaimer may also offer: telling the claim that waits
 // that memory is missing for its guarantee which reclaiming burst cannot
-// free (booked twice, or used outside claims: burst.Decision.Short).
+// free (booked twice, or used outside claims: burstgrant.Decision.Short).
 type Shorter interface {
 	Short(ctx context.Context, needing ClaimRef, gpuUUID string, bytes uint64)
 }
@@ -95,8 +95,8 @@ func (LogReclaimer) Reclaim(ctx context.Context, needing ClaimRef, from []ClaimR
 
 // Options configure a Node; zero values take the defaults.
 type Options struct {
-	// Ledger defaults to a new one with its defaults.
-	Ledger *burst.Ledger
+	// Book defaults to a new one with its defaults.
+	Book *burstgrant.Book
 	// Reclaimer defaults to LogReclaimer.
 	Reclaimer Reclaimer
 	// Registry, when set, receives the metrics.
@@ -121,12 +121,12 @@ type Options struct {
 	ProcRoot string
 }
 
-// Node is the burst side of one node's plugin: the Ledger, one socket
+// Node is the burst side of one node's plugin: the Book, one socket
 // server per prepared claim with burst room, and the hooks the claims
 // manager and the monitor call. It implements prepare.BurstHooks.
 type Node struct {
 	opts    Options
-	ledger  *burst.Ledger
+	book    *burstgrant.Book
 	metrics *metrics
 
 	mu      sync.Mutex
@@ -143,7 +143,7 @@ type Node struct {
 	// collections in which the GPU did not fit (Observe's reclaim).
 	overSince map[string]time.Time
 	// outsideSince is, per GPU, when each process using it outside
-	// claims was first seen so (recent outside use, Ledger.SetOutsideUse).
+	// claims was first seen so (recent outside use, Book.SetOutsideUse).
 	outsideSince map[string]map[uint32]time.Time
 }
 
@@ -151,8 +151,8 @@ var _ prepare.BurstHooks = &Node{}
 
 // New returns a Node; call Start after the claims manager's recovery.
 func New(opts Options) (*Node, error) {
-	if opts.Ledger == nil {
-		opts.Ledger = burst.NewLedger(burst.Options{})
+	if opts.Book == nil {
+		opts.Book = burstgrant.NewBook(burstgrant.Options{})
 	}
 	if opts.Reclaimer == nil {
 		opts.Reclaimer = LogReclaimer{}
@@ -181,7 +181,7 @@ func New(opts Options) (*Node, error) {
 	if opts.ProcRoot == "" {
 		opts.ProcRoot = "/proc"
 	}
-	n := &Node{overSince: map[string]time.Time{}, outsideSince: map[string]map[uint32]time.Time{}, opts: opts, ledger: opts.Ledger, ctx: context.Background(),
+	n := &Node{overSince: map[string]time.Time{}, outsideSince: map[string]map[uint32]time.Time{}, opts: opts, book: opts.Book, ctx: context.Background(),
 		refs: map[types.UID]ClaimRef{}, graces: map[types.UID]time.Duration{}, rooms: map[types.UID]map[string]uint64{},
 		servers: map[types.UID]*server{}, reclaiming: map[types.UID]bool{}}
 	n.metrics = newMetrics(n)
@@ -193,13 +193,13 @@ func New(opts Options) (*Node, error) {
 	return n, nil
 }
 
-// Ledger is the node's ledger.
-func (n *Node) Ledger() *burst.Ledger { return n.ledger }
+// Book is the node's book of burst grants.
+func (n *Node) Book() *burstgrant.Book { return n.book }
 
-// ledgerClaim is the claim as the ledger sees it: its GPUs outside MIG
+// bookClaim is the claim as the book sees it: its GPUs outside MIG
 // instances (an instance's memory is its own), by UUID.
-func (n *Node) ledgerClaim(c *prepare.PreparedClaim) (burst.Claim, map[string]uint64) {
-	out := burst.Claim{UID: c.UID, Path: c.BurstPath, Created: n.opts.Clock.Now(), Shares: map[string]burst.Share{}}
+func (n *Node) bookClaim(c *prepare.PreparedClaim) (burstgrant.Claim, map[string]uint64) {
+	out := burstgrant.Claim{UID: c.UID, Path: c.BurstPath, Created: n.opts.Clock.Now(), Shares: map[string]burstgrant.Share{}}
 	if c.Settings.Priority == api.PriorityHigh {
 		out.Priority = 1
 	}
@@ -208,32 +208,32 @@ func (n *Node) ledgerClaim(c *prepare.PreparedClaim) (burst.Claim, map[string]ui
 		if g.MIG != nil {
 			continue
 		}
-		out.Shares[g.UUID] = burst.Share{Guarantee: g.MemoryLimitBytes, Limit: g.Ceiling()}
+		out.Shares[g.UUID] = burstgrant.Share{Guarantee: g.MemoryLimitBytes, Limit: g.Ceiling()}
 		rooms[g.UUID] = g.Ceiling() - g.MemoryLimitBytes
 	}
 	return out, rooms
 }
 
-// Start rebuilds the ledger from the prepared claims (the checkpoint's,
+// Start rebuilds the book from the prepared claims (the checkpoint's,
 // after the claims manager's recovery) and the grants their files hold,
 // and serves the socket of each claim with burst room. Problems with
 // single claims are logged; the node keeps serving the others.
 func (n *Node) Start(ctx context.Context, prepared []prepare.PreparedClaim) error {
 	logger := klog.FromContext(ctx)
-	var list []burst.Claim
+	var list []burstgrant.Claim
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.ctx = ctx
 	for i := range prepared {
 		c := &prepared[i]
-		lc, rooms := n.ledgerClaim(c)
+		lc, rooms := n.bookClaim(c)
 		if len(lc.Shares) == 0 {
 			continue
 		}
 		list = append(list, lc)
 		n.rememberLocked(c, rooms)
 	}
-	if err := n.ledger.Rebuild(list); err != nil {
+	if err := n.book.Rebuild(list); err != nil {
 		logger.Error(err, "Rebuilding the burst grants found problems; the grants in question count as the files show them or as the claims' whole room until the monitor brings them down")
 	}
 	n.started = true
@@ -245,7 +245,7 @@ func (n *Node) Start(ctx context.Context, prepared []prepare.PreparedClaim) erro
 	return nil
 }
 
-// rememberLocked records what the node needs of a claim in the ledger:
+// rememberLocked records what the node needs of a claim in the book:
 // its name for Events and its pods' grace period when its burst is
 // reclaimed (the claim's own classes' reclaimGracePeriodSeconds; the
 // default where the checkpoint predates it).
@@ -295,12 +295,12 @@ func (n *Node) serveLocked(ctx context.Context, c *prepare.PreparedClaim) error 
 // fail it (the scheduler's booking holds; the latter is logged).
 func (n *Node) AdmitClaim(ctx context.Context, c *prepare.PreparedClaim) error {
 	logger := klog.FromContext(ctx)
-	lc, _ := n.ledgerClaim(c)
+	lc, _ := n.bookClaim(c)
 	if len(lc.Shares) == 0 {
 		return nil
 	}
-	d, err := n.ledger.Admit(lc)
-	if errors.Is(err, burst.ErrUnknownGPU) {
+	d, err := n.book.Admit(lc)
+	if errors.Is(err, burstgrant.ErrUnknownGPU) {
 		logger.V(2).Info("GPU memory not measured yet; admitting the claim on the scheduler's booking", "err", err)
 		return nil
 	}
@@ -331,7 +331,7 @@ func (n *Node) AdmitClaim(ctx context.Context, c *prepare.PreparedClaim) error {
 	}) {
 		// What the decision uses: the claim's guarantee (pending since
 		// Admit) next to everything booked, recent outside use left out.
-		short := n.ledger.Shortfall(c.UID, uuid)
+		short := n.book.Shortfall(c.UID, uuid)
 		if short == 0 {
 			continue
 		}
@@ -350,16 +350,16 @@ func (n *Node) AdmitClaim(ctx context.Context, c *prepare.PreparedClaim) error {
 	return fmt.Errorf("%w (grace period %s): %s", prepare.ErrWaitingForMemory, grace, strings.Join(waits, "; "))
 }
 
-// admissionPoll is how often WaitForMemory looks at the ledger: the
+// admissionPoll is how often WaitForMemory looks at the book: the
 // monitor's collections and unprepares change it, each at most a few
 // times a second.
 const admissionPoll = 200 * time.Millisecond
 
 // WaitForMemory waits until a claim that AdmitClaim made wait would now be
-// admitted (burst.Ledger.Admitted), or ctx ends; it reports which.
+// admitted (burstgrant.Book.Admitted), or ctx ends; it reports which.
 func (n *Node) WaitForMemory(ctx context.Context, uid types.UID) bool {
 	err := wait.PollUntilContextCancel(ctx, admissionPoll, true, func(context.Context) (bool, error) {
-		return n.ledger.Admitted(uid), nil
+		return n.book.Admitted(uid), nil
 	})
 	return err == nil
 }
@@ -370,7 +370,7 @@ func (n *Node) victims(chosen []types.UID, uuid string) []ClaimRef {
 	defer n.mu.Unlock()
 	var out []ClaimRef
 	for _, uid := range chosen {
-		if n.ledger.Grants(uid)[uuid] == 0 {
+		if n.book.Grants(uid)[uuid] == 0 {
 			continue
 		}
 		ref, ok := n.refs[uid]
@@ -408,7 +408,7 @@ func (n *Node) reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef, u
 	}
 }
 
-// EnsureClaim records a claim being prepared (or restored) in the ledger
+// EnsureClaim records a claim being prepared (or restored) in the book
 // and serves its burst socket when it has burst room; it runs after the
 // claim's files and before its CDI spec. Before Start (recovery) it does
 // nothing: Start rebuilds every prepared claim.
@@ -419,12 +419,12 @@ func (n *Node) EnsureClaim(ctx context.Context, c *prepare.PreparedClaim) error 
 		return nil
 	}
 	if _, ok := n.refs[c.UID]; !ok {
-		lc, rooms := n.ledgerClaim(c)
+		lc, rooms := n.bookClaim(c)
 		if len(lc.Shares) == 0 {
 			return nil
 		}
-		if err := n.ledger.AddClaim(lc); err != nil {
-			return fmt.Errorf("burst ledger: %w", err)
+		if err := n.book.AddClaim(lc); err != nil {
+			return fmt.Errorf("burst book: %w", err)
 		}
 		n.rememberLocked(c, rooms)
 	}
@@ -433,13 +433,13 @@ func (n *Node) EnsureClaim(ctx context.Context, c *prepare.PreparedClaim) error 
 
 // ReclaimFailed is told by the Reclaimer that evicting a claim's pods was
 // refused (a PodDisruptionBudget) or failed: the claim may grow again
-// (Ledger.CancelReclaim), and the next decision that chooses it hands it to
+// (Book.CancelReclaim), and the next decision that chooses it hands it to
 // the Reclaimer again.
 func (n *Node) ReclaimFailed(uid types.UID) {
 	n.mu.Lock()
 	delete(n.reclaiming, uid)
 	n.mu.Unlock()
-	n.ledger.CancelReclaim(uid)
+	n.book.CancelReclaim(uid)
 }
 
 // ReleaseClaim forgets an unprepared (or rolled back) claim: its socket is
@@ -459,7 +459,7 @@ func (n *Node) ReleaseClaim(_ context.Context, uid types.UID) {
 	if c, ok := n.opts.Reclaimer.(Canceler); ok {
 		c.Cancel(uid)
 	}
-	n.ledger.RemoveClaim(uid)
+	n.book.RemoveClaim(uid)
 }
 
 // Close stops every socket server (the files are removed; a restarted
@@ -476,7 +476,7 @@ func (n *Node) Close() {
 }
 
 func (n *Node) grant(uid types.UID, uuid string, need uint64) (uint64, error) {
-	return n.ledger.Grant(uid, uuid, need)
+	return n.book.Grant(uid, uuid, need)
 }
 
 func (n *Node) room(uid types.UID, uuid string) (uint64, bool) {
@@ -501,16 +501,16 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 	}
 	owners := n.owners(col)
 	for uuid, g := range col.GPUs {
-		n.ledger.SetGPU(uuid, g.TotalBytes, g.ReservedBytes)
+		n.book.SetGPU(uuid, g.TotalBytes, g.ReservedBytes)
 		if g.Processes == nil {
 			continue
 		}
 		outside, recent := n.outsideUse(uuid, g.Processes, owners[uuid], at)
-		n.ledger.SetOutsideUse(uuid, outside, recent)
+		n.book.SetOutsideUse(uuid, outside, recent)
 	}
 	for _, cr := range col.Claims {
 		c := cr.Claim
-		grants := n.ledger.Grants(c.UID)
+		grants := n.book.Grants(c.UID)
 		for uuid, have := range grants {
 			if have == 0 {
 				continue
@@ -527,11 +527,11 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 			}
 			use = max(use, cr.Reserved[uuid])
 			claim, gpuUUID := c, uuid
-			if _, err := n.ledger.Shrink(c.UID, uuid, use, col.At, func() uint64 { return n.regionReservation(claim, gpuUUID) }); err != nil {
+			if _, err := n.book.Shrink(c.UID, uuid, use, col.At, func() uint64 { return n.regionReservation(claim, gpuUUID) }); err != nil {
 				logger.Error(err, "Shrinking a burst grant failed", "claimUID", c.UID, "gpu", uuid)
 			}
 		}
-		if len(grants) > 0 && !n.ledger.HoldsBurst(c.UID) {
+		if len(grants) > 0 && !n.book.HoldsBurst(c.UID) {
 			n.mu.Lock()
 			delete(n.reclaiming, c.UID)
 			n.mu.Unlock()
@@ -548,7 +548,7 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 		// as outside claims until the host pid mapper attributes it.
 		// Booked is what Reclaim compares, without its side effect
 		// (the claims it chooses may not grow).
-		if booked, usable := n.ledger.Booked(uuid); booked <= usable {
+		if booked, usable := n.book.Booked(uuid); booked <= usable {
 			n.setOverSince(uuid, time.Time{})
 			continue
 		} else {
@@ -557,12 +557,12 @@ func (n *Node) Observe(ctx context.Context, col monitor.Collection) {
 				continue
 			}
 		}
-		d, err := n.ledger.Reclaim(uuid)
+		d, err := n.book.Reclaim(uuid)
 		if err != nil || d.Fits {
 			n.setOverSince(uuid, time.Time{})
 			continue
 		}
-		booked, usable := n.ledger.Booked(uuid)
+		booked, usable := n.book.Booked(uuid)
 		if from := n.victims(d.Reclaim, uuid); len(from) > 0 && booked > usable {
 			n.reclaim(ctx, ClaimRef{}, from, uuid, booked-usable)
 		}

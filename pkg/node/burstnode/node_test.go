@@ -81,7 +81,7 @@ func TestAdmitFitsOrWaitsRetryably(t *testing.T) {
 	require.NoError(t, e.node.AdmitClaim(e.ctx, &b))
 	require.NoError(t, e.node.EnsureClaim(e.ctx, &b))
 	assert.NoFileExists(t, b.BurstSocketPath, "no socket without burst room")
-	booked, _ := e.ledger.Booked(gpuA)
+	booked, _ := e.book.Booked(gpuA)
 	assert.Equal(t, 10*gib, booked)
 }
 
@@ -115,7 +115,7 @@ func TestAdmitLeavesOutUnattributedProcesses(t *testing.T) {
 			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 10 * gib}}, {Claim: b, Reserved: map[string]uint64{gpuA: 2 * gib}}}})
 	}
 	observe()
-	booked, _ := e.ledger.Booked(gpuA)
+	booked, _ := e.book.Booked(gpuA)
 	require.Equal(t, 14*gib, booked, "4+6 for a, 2 for b, 2 for b's unattributed process")
 
 	c := preparedClaim(t, e.root, uidC, "c", map[string][2]uint64{gpuA: {4 * gib, 4 * gib}})
@@ -157,9 +157,9 @@ func TestObserve(t *testing.T) {
 				Processes: map[uint32]uint64{1001: 3 * gib, 1002: 2 * gib, 2001: gib, 777: gib / 2}}},
 			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 4 * gib}}, {Claim: b}}})
 		// a uses 5 GiB (NVML, above its region's 4): 1 GiB above the guarantee.
-		assert.Equal(t, map[string]uint64{gpuA: gib}, e.ledger.Grants(uidA), "shrunk to use")
+		assert.Equal(t, map[string]uint64{gpuA: gib}, e.book.Grants(uidA), "shrunk to use")
 		assert.Equal(t, map[string]uint64{gpuA: gib}, grantsInFile(t, a))
-		booked, usable := e.ledger.Booked(gpuA)
+		booked, usable := e.book.Booked(gpuA)
 		assert.Equal(t, 15*gib, usable, "16 GiB less the driver's reserve")
 		assert.Equal(t, 4*gib+gib+2*gib+gib/2, booked, "guarantees, a's grant, pid 777 outside claims")
 	})
@@ -169,14 +169,14 @@ func TestObserve(t *testing.T) {
 		e.node.Observe(e.ctx, monitor.Collection{At: e.clock.Now(),
 			GPUs:   map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, ReservedBytes: gib, Processes: map[uint32]uint64{1001: gib}}},
 			Claims: []monitor.ClaimReservation{{Claim: a, Reserved: map[string]uint64{gpuA: 6 * gib}}, {Claim: b}}})
-		assert.Equal(t, map[string]uint64{gpuA: 2 * gib}, e.ledger.Grants(uidA), "6 GiB reserved in the region")
+		assert.Equal(t, map[string]uint64{gpuA: 2 * gib}, e.book.Grants(uidA), "6 GiB reserved in the region")
 	})
 	t.Run("a sample without process data shrinks nothing", func(t *testing.T) {
 		e.clock.Step(time.Second)
 		e.node.Observe(e.ctx, monitor.Collection{At: e.clock.Now(),
 			GPUs:   map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, ReservedBytes: gib}},
 			Claims: []monitor.ClaimReservation{{Claim: a}, {Claim: b}}})
-		assert.Equal(t, map[string]uint64{gpuA: 2 * gib}, e.ledger.Grants(uidA))
+		assert.Equal(t, map[string]uint64{gpuA: 2 * gib}, e.book.Grants(uidA))
 	})
 	t.Run("a claim's process not mapped yet reclaims nothing", func(t *testing.T) {
 		// b's new process 2002 holds its 2 GiB; until the host pid mapper
@@ -220,7 +220,7 @@ func TestObserve(t *testing.T) {
 	})
 }
 
-// invariantHolds checks, per the ledger's GPU, sum over claims of
+// invariantHolds checks, per the book's GPU, sum over claims of
 // max(physical use, guarantee) <= GPU memory - reserve.
 func invariantHolds(t *testing.T, total, reserve uint64, useAndGuarantee ...[2]uint64) {
 	t.Helper()
@@ -255,11 +255,11 @@ func TestObserveAttributesByCgroupNotBySlot(t *testing.T) {
 		col.At = e.clock.Now()
 		e.node.Observe(e.ctx, col)
 	}
-	booked, usable := e.ledger.Booked(gpuA)
+	booked, usable := e.book.Booked(gpuA)
 	assert.Equal(t, 16*gib, booked, "8 for the forger, 4+4 for the victim, nothing outside claims")
 	assert.LessOrEqual(t, booked, usable)
 	assert.Empty(t, e.reclaim.calls, "no eviction of another tenant")
-	assert.Equal(t, map[string]uint64{gpuA: 4 * gib}, e.ledger.Grants(uidB))
+	assert.Equal(t, map[string]uint64{gpuA: 4 * gib}, e.book.Grants(uidB))
 	invariantHolds(t, 16*gib, 0, [2]uint64{8 * gib, 8 * gib}, [2]uint64{8 * gib, 4 * gib})
 
 	// A process in no pod of a claim on the GPU is still outside claims.
@@ -268,7 +268,7 @@ func TestObserveAttributesByCgroupNotBySlot(t *testing.T) {
 	e.clock.Step(time.Second)
 	col.At = e.clock.Now()
 	e.node.Observe(e.ctx, col)
-	booked, _ = e.ledger.Booked(gpuA)
+	booked, _ = e.book.Booked(gpuA)
 	assert.Equal(t, 17*gib, booked)
 }
 
@@ -307,7 +307,7 @@ func TestObserveDeadSlotGivesTheBurstBack(t *testing.T) {
 		GPUs: map[string]monitor.GPUMemory{gpuA: {TotalBytes: 16 * gib, Processes: map[uint32]uint64{1007: 4 * gib}}},
 		// The region's live reservation as the monitor computes it.
 		Claims: []monitor.ClaimReservation{{Claim: c, Reserved: map[string]uint64{gpuA: 4 * gib}, Pods: []types.UID{pod}}}})
-	assert.Equal(t, map[string]uint64{gpuA: 0}, e.ledger.Grants(uidA), "the recheck does not restore the dead worker's charge")
+	assert.Equal(t, map[string]uint64{gpuA: 0}, e.book.Grants(uidA), "the recheck does not restore the dead worker's charge")
 	assert.Equal(t, map[string]uint64{gpuA: 0}, grantsInFile(t, c))
 	invariantHolds(t, 16*gib, 0, [2]uint64{4 * gib, 4 * gib})
 

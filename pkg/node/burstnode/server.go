@@ -30,7 +30,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstsock"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstgrant"
 )
 
 // The burst protocol (docs/architecture.md, "Burstable memory"): one
@@ -46,12 +46,12 @@ const (
 	// DefaultAskRate and DefaultAskBurst are each claim's token bucket of
 	// asks: the library asks once per allocation that crosses its grant,
 	// far below this; a container asking faster is refused (rate) without
-	// the ledger being touched, so it slows only itself.
+	// the book being touched, so it slows only itself.
 	DefaultAskRate  = 50 // asks per second
 	DefaultAskBurst = 50
 )
 
-// reasonError is a Ledger.Grant error without a reason of the protocol
+// reasonError is a Book.Grant error without a reason of the protocol
 // (burstsock.Reason*, also the label values of
 // vgpu_dra_claim_memory_burst_refusals_total).
 const reasonError = "error"
@@ -228,16 +228,16 @@ func (s *server) answer(msg []byte) []byte {
 	return burstsock.Refused(reason, grant)
 }
 
-// reasonOf maps a Ledger.Grant error to the protocol's reason.
+// reasonOf maps a Book.Grant error to the protocol's reason.
 func reasonOf(err error) string {
 	switch {
-	case errors.Is(err, burst.ErrOverLimit):
+	case errors.Is(err, burstgrant.ErrOverLimit):
 		return burstsock.ReasonLimit
-	case errors.Is(err, burst.ErrNoRoom):
+	case errors.Is(err, burstgrant.ErrNoRoom):
 		return burstsock.ReasonFull
-	case errors.Is(err, burst.ErrReclaiming):
+	case errors.Is(err, burstgrant.ErrReclaiming):
 		return burstsock.ReasonReclaiming
-	case errors.Is(err, burst.ErrNoShare), errors.Is(err, burst.ErrUnknownGPU), errors.Is(err, burst.ErrUnknownClaim):
+	case errors.Is(err, burstgrant.ErrNoShare), errors.Is(err, burstgrant.ErrUnknownGPU), errors.Is(err, burstgrant.ErrUnknownClaim):
 		return burstsock.ReasonGPU
 	default:
 		return reasonError

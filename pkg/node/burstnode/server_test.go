@@ -35,7 +35,7 @@ import (
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstsock"
-	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burst"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/burstgrant"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/prepare"
 )
 
@@ -81,7 +81,7 @@ func TestProtocol(t *testing.T) {
 
 	t.Run("reclaiming", func(t *testing.T) {
 		c := preparedClaim(t, e.root, uidC, "c", map[string][2]uint64{gpuA: {2 * gib, 2 * gib}})
-		d, err := e.ledger.Admit(burst.Claim{UID: c.UID, Path: c.BurstPath, Shares: map[string]burst.Share{gpuA: {Guarantee: 2 * gib, Limit: 2 * gib}}})
+		d, err := e.book.Admit(burstgrant.Claim{UID: c.UID, Path: c.BurstPath, Shares: map[string]burstgrant.Share{gpuA: {Guarantee: 2 * gib, Limit: 2 * gib}}})
 		require.NoError(t, err)
 		require.False(t, d.Fits)
 		assert.Equal(t, fmt.Sprintf("refused reclaiming %d\n", 7*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 7*gib+1)))
@@ -158,7 +158,7 @@ func TestHostileClients(t *testing.T) {
 
 	e.node.ReleaseClaim(e.ctx, a.UID)
 	assert.NoFileExists(t, a.BurstSocketPath, "the socket is removed at unprepare")
-	assert.Nil(t, e.ledger.Grants(a.UID))
+	assert.Nil(t, e.book.Grants(a.UID))
 	// No goroutine of the server is left, nor a descriptor.
 	var stacks string
 	var nowFD int
@@ -178,7 +178,7 @@ func TestRestartRebuildsGrantsWithoutGrantingTwice(t *testing.T) {
 	b := preparedClaim(t, e.root, uidB, "b", map[string][2]uint64{gpuA: {4 * gib, 12 * gib}})
 	require.NoError(t, e.node.Start(e.ctx, []prepare.PreparedClaim{a, b}))
 	require.Equal(t, fmt.Sprintf("granted %d\n", 6*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 6*gib)))
-	booked, _ := e.ledger.Booked(gpuA)
+	booked, _ := e.book.Booked(gpuA)
 	require.Equal(t, 14*gib, booked)
 
 	// A crash leaves a stale socket file behind.
@@ -193,8 +193,8 @@ func TestRestartRebuildsGrantsWithoutGrantingTwice(t *testing.T) {
 	e.restart()
 	require.NoError(t, e.node.Start(e.ctx, []prepare.PreparedClaim{a, b}))
 
-	assert.Equal(t, map[string]uint64{gpuA: 6 * gib}, e.ledger.Grants(a.UID), "rebuilt from host/burst")
-	booked, _ = e.ledger.Booked(gpuA)
+	assert.Equal(t, map[string]uint64{gpuA: 6 * gib}, e.book.Grants(a.UID), "rebuilt from host/burst")
+	booked, _ = e.book.Booked(gpuA)
 	assert.Equal(t, 14*gib, booked, "counted once")
 	assert.Equal(t, fmt.Sprintf("granted %d\n", 6*gib), ask(t, a, fmt.Sprintf("grow %s %d\n", gpuA, 6*gib)), "the same ask after the restart grants nothing more")
 	assert.Equal(t, "refused full 0\n", ask(t, b, fmt.Sprintf("grow %s %d\n", gpuA, 2*gib+1)), "b cannot take what a holds")
@@ -242,20 +242,20 @@ func TestConcurrentAsks(t *testing.T) {
 	for ans := range answers {
 		assert.True(t, strings.HasPrefix(ans, "granted ") || strings.HasPrefix(ans, "refused full "), "%q", ans)
 	}
-	booked, usable := e.ledger.Booked(gpuA)
+	booked, usable := e.book.Booked(gpuA)
 	assert.LessOrEqual(t, booked, usable)
-	grants := e.ledger.Grants(uidA)[gpuA] + e.ledger.Grants(uidB)[gpuA]
-	assert.Equal(t, grantsInFile(t, a)[gpuA]+grantsInFile(t, b)[gpuA], grants, "the files show what the ledger counts")
+	grants := e.book.Grants(uidA)[gpuA] + e.book.Grants(uidB)[gpuA]
+	assert.Equal(t, grantsInFile(t, a)[gpuA]+grantsInFile(t, b)[gpuA], grants, "the files show what the book counts")
 	assert.LessOrEqual(t, grants, 8*gib)
 }
 
 // A container flooding its socket with asks is refused (rate) past its
-// claim's token bucket, without the ledger being asked, and counted; the
+// claim's token bucket, without the book being asked, and counted; the
 // asks of another claim are answered as before.
 func TestAskFloodSlowsOnlyItsClaim(t *testing.T) {
 	e := newEnv(t)
 	e.node.Close()
-	n, err := New(Options{Ledger: e.ledger, Reclaimer: e.reclaim, Registry: prometheus.NewRegistry(), Clock: e.clock,
+	n, err := New(Options{Book: e.book, Reclaimer: e.reclaim, Registry: prometheus.NewRegistry(), Clock: e.clock,
 		ReadTimeout: 200 * time.Millisecond, MaxConnections: 2, ProcRoot: e.procRoot,
 		AskRate: rate.Every(time.Hour), AskBurst: 10})
 	require.NoError(t, err)
@@ -288,5 +288,5 @@ func TestAskFloodSlowsOnlyItsClaim(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"granted " + fmt.Sprint(chunk): 10, "refused rate": 190}, answers)
 	assert.Equal(t, 190.0, testutil.ToFloat64(n.metrics.refusals.WithLabelValues(burstsock.ReasonRate)))
-	assert.Equal(t, map[string]uint64{gpuA: chunk}, e.ledger.Grants(uidA))
+	assert.Equal(t, map[string]uint64{gpuA: chunk}, e.book.Grants(uidA))
 }

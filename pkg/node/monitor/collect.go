@@ -165,7 +165,7 @@ func (m *Monitor) collect(logger klog.Logger) *snapshot {
 	return snap
 }
 
-// burstCollection is the snapshot as the burst ledger needs it.
+// burstCollection is the snapshot as the burst grant book needs it.
 func burstCollection(snap *snapshot) Collection {
 	col := Collection{At: snap.at, GPUs: make(map[string]GPUMemory, len(snap.gpus))}
 	for uuid, g := range snap.gpus {

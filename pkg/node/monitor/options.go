@@ -72,7 +72,7 @@ type Options struct {
 	// events of one claim. Zero means DefaultEventInterval.
 	EventInterval time.Duration
 	// OnCollect, when set, is called with what each collection measured
-	// (the burst ledger's input, pkg/node/burstnode), under the monitor's lock:
+	// (the burst grant book's input, pkg/node/burstnode), under the monitor's lock:
 	// it must not call back into the Monitor.
 	OnCollect func(Collection)
 	// ProcRoot is the host's /proc, where OnCollect's reservations check
@@ -83,7 +83,7 @@ type Options struct {
 	EventRecorder record.EventRecorder
 }
 
-// Collection is what one collection measured for the burst ledger.
+// Collection is what one collection measured for the burst grant book.
 type Collection struct {
 	// At is when the collection started: every sample in it is at least
 	// this recent.

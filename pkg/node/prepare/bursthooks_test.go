@@ -118,11 +118,11 @@ func TestBurstHooksInPrepareAndUnprepare(t *testing.T) {
 
 func TestBurstAdmitFailureFailsPrepareLeavingNothing(t *testing.T) {
 	env, m, hooks := newHookedManager(t)
-	hooks.admitErr = errors.New("the GPU's ledger is broken")
+	hooks.admitErr = errors.New("the GPU's grant book is broken")
 	results, err := m.PrepareResourceClaims(testContext(t), []*resourceapi.ResourceClaim{twoGPUClaim(claimA)})
 	require.NoError(t, err)
 	require.Error(t, results[claimA].Err)
-	assert.Contains(t, results[claimA].Err.Error(), "ledger is broken")
+	assert.Contains(t, results[claimA].Err.Error(), "grant book is broken")
 	assert.Equal(t, diskState{}, env.diskState(t, claimA), "nothing written")
 	assert.Equal(t, []string{"admit " + claimA}, hooks.calls, "not a wait for memory: no wait; nothing to release")
 

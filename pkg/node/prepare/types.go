@@ -51,8 +51,8 @@ type PreparedClaim struct {
 	// which package hostpids writes; set by Manager.PreparedClaims.
 	HostPIDsPath string `json:"-"`
 	// BurstPath is the host path of the claim's burst grants (host/burst,
-	// next to host/pids, read-only in its containers), which package burst
-	// writes; set by Manager.PreparedClaims.
+	// next to host/pids, read-only in its containers), which package
+	// burstgrant writes; set by Manager.PreparedClaims.
 	BurstPath string `json:"-"`
 	// BurstSocketPath is the host path of the claim's burst socket
 	// (host/burst.sock), on which the plugin answers the library's asks

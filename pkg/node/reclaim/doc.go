@@ -16,8 +16,8 @@ limitations under the License.
 
 // Package reclaim gives burst memory back to a claim that needs its
 // guarantee (docs/architecture.md, "Burstable memory", reclaim): it evicts,
-// through the Eviction API, the pods of the claims the burst ledger chose
-// (pkg/node/burst, Decision.Reclaim), with the class's grace period, and
+// through the Eviction API, the pods of the claims the book of burst grants chose
+// (pkg/node/burstgrant, Decision.Reclaim), with the class's grace period, and
 // tells both sides with Events. Burst is lent, so it is revocable whatever
 // the pod does: a pod whose eviction a PodDisruptionBudget refuses (429
 // TooManyRequests), or that terminates with a longer grace period, is
@@ -27,7 +27,7 @@ limitations under the License.
 // The Evictor decides nothing about whom to evict and keeps no grants; it
 // only evicts (or deletes), reports and retries. A failure goes to the
 // caller's OnFailure callback (the plugin lets the claim grow again,
-// burst.Ledger.CancelReclaim), raises a Warning Event and is retried with
+// burstgrant.Book.CancelReclaim), raises a Warning Event and is retried with
 // backoff from a rate-limited work queue, one entry per claim. Pods that
 // are gone or terminating within the grace period are left alone, so
 // calling Reclaim again for the same claim (the kubelet retries prepare)

@@ -76,7 +76,7 @@ const (
 	ReasonReclaimForced = "MemoryBurstReclaimForced"
 	// ReasonMemoryShort (Warning) is on the pods of a claim whose
 	// guarantee does not fit even with every burst reclaimed
-	// (burst.Decision.Short).
+	// (burstgrant.Decision.Short).
 	ReasonMemoryShort = "GPUMemoryShort"
 )
 
@@ -95,8 +95,8 @@ const (
 )
 
 // DefaultMaxRetryAge is how long a failed reclaim is retried: the burst
-// ledger stops counting a waiting guarantee 10 minutes after its last
-// admission (burst.DefaultPendingTTL), and the kubelet's retries of
+// grant book stops counting a waiting guarantee 10 minutes after its last
+// admission (burstgrant.DefaultPendingTTL), and the kubelet's retries of
 // prepare call Reclaim again while the pod still waits.
 const DefaultMaxRetryAge = 10 * time.Minute
 
@@ -262,7 +262,7 @@ func (e *Evictor) Reclaim(ctx context.Context, needing ClaimRef, from []ClaimRef
 
 // Short tells the pods of needing that bytes of GPU gpuUUID are missing
 // for its guarantee that reclaiming burst cannot free (memory booked
-// twice or used outside claims, burst.Decision.Short), with a Warning
+// twice or used outside claims, burstgrant.Decision.Short), with a Warning
 // Event.
 func (e *Evictor) Short(ctx context.Context, needing ClaimRef, gpuUUID string, bytes uint64) {
 	pods, err := e.podsOf(ctx, needing)

@@ -14,13 +14,15 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package burst keeps the node's burst grants: per GPU, how much memory
-// above its guarantee each prepared claim may use (docs/architecture.md,
-// "Burstable memory"). It is the host-side half of burstable memory and
-// decides only; it does not talk to the library, NVML or the API server.
+// Package burstgrant keeps the node's book of burst grants (Book): per GPU,
+// how much memory above its guarantee each prepared claim may use
+// (docs/architecture.md, "Burstable memory"). It decides only; it does not
+// talk to the library, NVML or the API server. The kubelet plugin's
+// pkg/node/burstnode holds the node's one Book and connects it: the
+// claims' burst.sock server, admission in prepare, the monitor's feed.
 //
 // A claim's guarantee on a GPU is what the scheduler booked for it there;
-// its limit is its memoryLimit (the guarantee when unset). The Ledger grants
+// its limit is its memoryLimit (the guarantee when unset). The Book grants
 // memory above the guarantee in chunks of ChunkBytes, never beyond the limit,
 // and only while, on that GPU,
 //
@@ -36,6 +38,6 @@ limitations under the License.
 // Each claim's grants are persisted in its host/burst file (format:
 // pkg/contract/burstfile) before a grant is answered, so that a
 // restarted plugin rebuilds them (Rebuild) and grants nothing twice. The
-// ledger always accounts at least what any version of a file it wrote
+// book always accounts at least what any version of a file it wrote
 // could show the library.
-package burst
+package burstgrant

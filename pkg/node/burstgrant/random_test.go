@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package burst
+package burstgrant
 
 import (
 	"errors"
@@ -34,7 +34,7 @@ import (
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/burstfile"
 )
 
-// sim drives a ledger the way a node would, with a model of the library
+// sim drives a book the way a node would, with a model of the library
 // (it holds each claim to guarantee + the grant in its file, and asks for
 // more when it crosses) and of physical memory, and checks the invariant
 // after every step.
@@ -43,7 +43,7 @@ type sim struct {
 	rng     *rand.Rand
 	clock   *clocktesting.FakeClock
 	dir     string
-	ledger  *Ledger
+	book    *Book
 	memory  map[string]uint64 // total memory per GPU
 	reserve map[string]uint64
 	outside map[string]uint64
@@ -115,7 +115,7 @@ func (s *sim) fileGrant(c *simClaim, g string) uint64 {
 	}
 	require.NoError(s.t, err)
 	grants, err := burstfile.Parse(data)
-	require.NoError(s.t, err, "the ledger writes only files the parser accepts")
+	require.NoError(s.t, err, "the book writes only files the parser accepts")
 	return grants[g]
 }
 
@@ -167,11 +167,11 @@ func (s *sim) prepare() {
 }
 
 func (s *sim) admit(c Claim) {
-	d, err := s.ledger.Admit(c)
+	d, err := s.book.Admit(c)
 	require.NoError(s.t, err)
 	require.Empty(s.t, d.Short, "the scheduler booked only what fits: reclaiming burst always makes room")
 	if d.Fits {
-		require.NoError(s.t, s.ledger.AddClaim(c))
+		require.NoError(s.t, s.book.AddClaim(c))
 		delete(s.pending, c.UID)
 		s.claims[c.UID] = &simClaim{Claim: c, use: map[string]uint64{}}
 		s.stats["admitted"]++
@@ -228,7 +228,7 @@ func (s *sim) endDying() bool {
 		ended = true
 		clear(c.use)
 		for g := range c.Shares {
-			got, err := s.ledger.Shrink(uid, g, 0, s.clock.Now(), nil)
+			got, err := s.book.Shrink(uid, g, 0, s.clock.Now(), nil)
 			require.NoError(s.t, err)
 			require.Zero(s.t, got)
 		}
@@ -260,7 +260,7 @@ func (s *sim) allocate() {
 	share := c.Shares[g]
 	if c.use[g]+size > share.Guarantee+s.fileGrant(c, g) {
 		need := c.use[g] + size - share.Guarantee
-		got, err := s.ledger.Grant(c.UID, g, need)
+		got, err := s.book.Grant(c.UID, g, need)
 		switch {
 		case err == nil:
 			require.GreaterOrEqual(s.t, got, need)
@@ -296,7 +296,7 @@ func (s *sim) kill() {
 // monitor: a sample of NVML's per-process use shrinks the grant.
 func (s *sim) monitor(c *simClaim, g string) {
 	s.clock.Step(time.Millisecond)
-	got, err := s.ledger.Shrink(c.UID, g, c.use[g], s.clock.Now(), nil)
+	got, err := s.book.Shrink(c.UID, g, c.use[g], s.clock.Now(), nil)
 	require.NoError(s.t, err)
 	require.LessOrEqual(s.t, c.use[g], c.Shares[g].Guarantee+got, "a shrink never goes below physical use")
 }
@@ -312,7 +312,7 @@ func (s *sim) sampleLate() {
 	if len(c.samples) > 0 && s.rng.IntN(2) == 0 {
 		smp := c.samples[0]
 		c.samples = c.samples[1:]
-		got, err := s.ledger.Shrink(c.UID, smp.gpu, smp.use, smp.at, func() uint64 { return c.use[smp.gpu] })
+		got, err := s.book.Shrink(c.UID, smp.gpu, smp.use, smp.at, func() uint64 { return c.use[smp.gpu] })
 		require.NoError(s.t, err)
 		require.LessOrEqual(s.t, c.use[smp.gpu], c.Shares[smp.gpu].Guarantee+got, "a stale sample never shrinks below the reservation")
 		s.stats["late samples"]++
@@ -324,27 +324,27 @@ func (s *sim) sampleLate() {
 
 func (s *sim) unprepare() {
 	if c := s.pick(); c != nil {
-		s.ledger.RemoveClaim(c.UID)
+		s.book.RemoveClaim(c.UID)
 		delete(s.dying, c.UID)
 		require.NoError(s.t, os.RemoveAll(c.Path))
 		delete(s.claims, c.UID)
 	}
 }
 
-// restart: a new plugin rebuilds the ledger from the files; the kubelet
+// restart: a new plugin rebuilds the book from the files; the kubelet
 // retries the pending prepares.
 func (s *sim) restart() {
 	var before map[types.UID]map[string]uint64
-	if s.ledger != nil {
+	if s.book != nil {
 		before = map[types.UID]map[string]uint64{}
 		for uid := range s.claims {
-			before[uid] = s.ledger.Grants(uid)
+			before[uid] = s.book.Grants(uid)
 		}
 	}
-	s.ledger = NewLedger(Options{Clock: s.clock})
+	s.book = NewBook(Options{Clock: s.clock})
 	for _, g := range simGPUs {
-		s.ledger.SetGPU(g, s.memory[g], s.reserve[g])
-		s.ledger.SetOutsideUse(g, s.outside[g], 0)
+		s.book.SetGPU(g, s.memory[g], s.reserve[g])
+		s.book.SetOutsideUse(g, s.outside[g], 0)
 	}
 	var prepared []Claim
 	for _, uid := range slices.Sorted(func(yield func(types.UID) bool) {
@@ -356,9 +356,9 @@ func (s *sim) restart() {
 	}) {
 		prepared = append(prepared, s.claims[uid].Claim)
 	}
-	require.NoError(s.t, s.ledger.Rebuild(prepared))
+	require.NoError(s.t, s.book.Rebuild(prepared))
 	for uid, grants := range before {
-		got := s.ledger.Grants(uid)
+		got := s.book.Grants(uid)
 		for g, v := range grants {
 			require.Equal(s.t, v, got[g], "claim %s GPU %s: rebuilt as granted, not twice, not less", uid, g)
 		}
@@ -372,8 +372,8 @@ func (s *sim) overhead() {
 	if slack := s.usable(g) - s.outside[g] - s.guarantees(g); slack > 0 {
 		s.outside[g] += s.rng.Uint64N(slack + 1)
 	}
-	s.ledger.SetOutsideUse(g, s.outside[g], 0)
-	d, err := s.ledger.Reclaim(g)
+	s.book.SetOutsideUse(g, s.outside[g], 0)
+	d, err := s.book.Reclaim(g)
 	require.NoError(s.t, err)
 	require.Empty(s.t, d.Short)
 	if !d.Fits {
@@ -382,13 +382,13 @@ func (s *sim) overhead() {
 	}
 	if s.rng.IntN(2) == 0 {
 		s.outside[g] -= s.rng.Uint64N(s.outside[g] + 1)
-		s.ledger.SetOutsideUse(g, s.outside[g], 0)
+		s.book.SetOutsideUse(g, s.outside[g], 0)
 	}
 }
 
 // check is the invariant: on every GPU, use outside claims plus, over the
 // prepared claims, max(use, guarantee) stays within the usable memory;
-// every claim uses at most guarantee + the grant in its file; the ledger
+// every claim uses at most guarantee + the grant in its file; the book
 // counts at least that grant and books no more than the GPU has. While
 // evicted processes still run, what they use above their guarantees may
 // be over (the GPU's overhead grew under them); the invariant holds again
@@ -407,16 +407,16 @@ func (s *sim) check(step int, what string) {
 			}
 			fileGrant := s.fileGrant(c, g)
 			require.LessOrEqual(s.t, c.use[g], share.Guarantee+fileGrant, "step %d (%s): claim %s over its limit", step, what, c.UID)
-			require.LessOrEqual(s.t, fileGrant, s.ledger.Grants(c.UID)[g], "step %d (%s): the file shows more than the ledger counts", step, what)
+			require.LessOrEqual(s.t, fileGrant, s.book.Grants(c.UID)[g], "step %d (%s): the file shows more than the book counts", step, what)
 		}
 		require.LessOrEqual(s.t, sum, s.usable(g), "step %d (%s): GPU %s: sum of max(use, guarantee) above usable memory", step, what, g)
-		booked, usable := s.ledger.Booked(g)
+		booked, usable := s.book.Booked(g)
 		require.Equal(s.t, s.usable(g), usable)
 		// The grants of evicted claims whose processes still run are
 		// booked beside the guarantees that wait for them, until they end.
 		var lent uint64
 		for uid := range s.dying {
-			lent += s.ledger.Grants(uid)[g]
+			lent += s.book.Grants(uid)[g]
 		}
 		require.LessOrEqual(s.t, booked, usable+lent, "step %d (%s): GPU %s overbooked beyond the evicted claims' grants", step, what, g)
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package burst
+package burstgrant
 
 import (
 	"fmt"
@@ -37,7 +37,7 @@ func TestConcurrentGrants(t *testing.T) {
 	uids := make([]types.UID, n)
 	for i := range uids {
 		uids[i] = types.UID(fmt.Sprintf("00000000-0000-4000-8000-%012d", i))
-		require.NoError(t, f.ledger.AddClaim(Claim{UID: uids[i], Path: filepath.Join(f.dir, string(uids[i])),
+		require.NoError(t, f.book.AddClaim(Claim{UID: uids[i], Path: filepath.Join(f.dir, string(uids[i])),
 			Shares: map[string]Share{uuid0: {Guarantee: gib, Limit: 16 * gib}}}))
 	}
 	var wg sync.WaitGroup
@@ -45,15 +45,15 @@ func TestConcurrentGrants(t *testing.T) {
 		wg.Go(func() {
 			for j := range 200 {
 				if j%3 == 2 {
-					_, _ = f.ledger.Shrink(uid, uuid0, gib+uint64(j%5)*ChunkBytes, time.Now(), nil)
+					_, _ = f.book.Shrink(uid, uuid0, gib+uint64(j%5)*ChunkBytes, time.Now(), nil)
 					continue
 				}
-				_, _ = f.ledger.Grant(uid, uuid0, uint64(1+(i+j)%24)*ChunkBytes)
+				_, _ = f.book.Grant(uid, uuid0, uint64(1+(i+j)%24)*ChunkBytes)
 			}
 		})
 	}
 	wg.Wait()
-	booked, usable := f.ledger.Booked(uuid0)
+	booked, usable := f.book.Booked(uuid0)
 	assert.LessOrEqual(t, booked, usable)
 	var sum uint64
 	for _, uid := range uids {
@@ -62,7 +62,7 @@ func TestConcurrentGrants(t *testing.T) {
 			inFile = f.file(uid)[uuid0]
 		}
 		sum += gib + inFile
-		assert.Equal(t, inFile, f.ledger.Grants(uid)[uuid0], "the last file written is the ledger's grant")
+		assert.Equal(t, inFile, f.book.Grants(uid)[uuid0], "the last file written is the book's grant")
 	}
 	assert.LessOrEqual(t, sum, usable)
 }

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package burst
+package burstgrant
 
 import (
 	"cmp"
@@ -49,7 +49,7 @@ const (
 
 // Errors of Grant, Shrink and Admit; they are wrapped with the numbers.
 var (
-	ErrUnknownClaim = errors.New("claim is not in the burst ledger")
+	ErrUnknownClaim = errors.New("claim is not in the burst grant book")
 	ErrNoShare      = errors.New("claim has no share of the GPU")
 	ErrUnknownGPU   = errors.New("GPU memory not measured yet")
 	ErrOverLimit    = errors.New("above the claim's memory limit")
@@ -69,7 +69,7 @@ type Share struct {
 // room is how much the claim may be granted on the GPU.
 func (s Share) room() uint64 { return s.Limit - s.Guarantee }
 
-// Claim is a prepared claim as the ledger sees it.
+// Claim is a prepared claim as the book sees it.
 type Claim struct {
 	UID types.UID
 	// Path is the claim's host/burst file; its directory exists.
@@ -102,7 +102,7 @@ func (c *Claim) validate() error {
 	return nil
 }
 
-// Options configure a Ledger; zero values take the defaults.
+// Options configure a Book; zero values take the defaults.
 type Options struct {
 	// Clock stamps grants and pending admissions (default: the real clock).
 	Clock clock.PassiveClock
@@ -116,8 +116,10 @@ type Options struct {
 	ReadFile func(path string) ([]byte, error)
 }
 
-// Ledger is the burst state of one node. It is safe for concurrent use.
-type Ledger struct {
+// Book is the book of burst grants of one node: the GPUs' measurements,
+// the claims' guarantees and grants, and the guarantees waiting for room.
+// It is safe for concurrent use.
+type Book struct {
 	mu      sync.Mutex
 	opts    Options
 	gpus    map[string]*gpuState
@@ -145,8 +147,8 @@ type pendingClaim struct {
 	since      time.Time
 }
 
-// NewLedger returns an empty ledger.
-func NewLedger(opts Options) *Ledger {
+// NewBook returns an empty book.
+func NewBook(opts Options) *Book {
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
 	}
@@ -161,15 +163,15 @@ func NewLedger(opts Options) *Ledger {
 	if opts.ReadFile == nil {
 		opts.ReadFile = os.ReadFile
 	}
-	return &Ledger{opts: opts, gpus: map[string]*gpuState{}, claims: map[types.UID]*claimState{}, pending: map[types.UID]*pendingClaim{}}
+	return &Book{opts: opts, gpus: map[string]*gpuState{}, claims: map[types.UID]*claimState{}, pending: map[types.UID]*pendingClaim{}}
 }
 
 // SetGPU records a GPU's memory and what the driver reserves of it
 // (NVML's total and reserved memory), measured at each collection.
-func (l *Ledger) SetGPU(uuid string, memory, reserved uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	g := l.gpu(uuid)
+func (b *Book) SetGPU(uuid string, memory, reserved uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.gpu(uuid)
 	g.usable = 0
 	if reserved < memory {
 		g.usable = memory - reserved
@@ -184,36 +186,36 @@ func (l *Ledger) SetGPU(uuid string, memory, reserved uint64) {
 // All of it counts against grants at once; only the part that is not
 // recent makes Admit reclaim burst for a new guarantee (the monitor's side
 // waits as long before reclaiming for overhead).
-func (l *Ledger) SetOutsideUse(uuid string, bytes, recent uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	g := l.gpu(uuid)
+func (b *Book) SetOutsideUse(uuid string, bytes, recent uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.gpu(uuid)
 	g.outside = bytes
 	g.recent = min(recent, bytes)
 }
 
-func (l *Ledger) gpu(uuid string) *gpuState {
-	g := l.gpus[uuid]
+func (b *Book) gpu(uuid string) *gpuState {
+	g := b.gpus[uuid]
 	if g == nil {
 		g = &gpuState{}
-		l.gpus[uuid] = g
+		b.gpus[uuid] = g
 	}
 	return g
 }
 
 // AddClaim records a claim that prepare admitted, with no grants, and
 // drops its pending admission.
-func (l *Ledger) AddClaim(c Claim) error {
+func (b *Book) AddClaim(c Claim) error {
 	if err := c.validate(); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.claims[c.UID]; ok {
-		return fmt.Errorf("claim %s is already in the burst ledger", c.UID)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.claims[c.UID]; ok {
+		return fmt.Errorf("claim %s is already in the burst grant book", c.UID)
 	}
-	l.claims[c.UID] = newClaimState(c)
-	delete(l.pending, c.UID)
+	b.claims[c.UID] = newClaimState(c)
+	delete(b.pending, c.UID)
 	return nil
 }
 
@@ -224,29 +226,29 @@ func newClaimState(c Claim) *claimState {
 
 // RemoveClaim forgets an unprepared claim: its guarantees and grants are
 // free again. Its file goes with the claim directory.
-func (l *Ledger) RemoveClaim(uid types.UID) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.claims, uid)
-	delete(l.pending, uid)
+func (b *Book) RemoveClaim(uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.claims, uid)
+	delete(b.pending, uid)
 }
 
 // CancelReclaim lets a claim chosen by Admit grow again (its eviction was
 // refused, e.g. by a PodDisruptionBudget).
-func (l *Ledger) CancelReclaim(uid types.UID) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c := l.claims[uid]; c != nil {
+func (b *Book) CancelReclaim(uid types.UID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c := b.claims[uid]; c != nil {
 		c.reclaiming = false
 	}
 }
 
 // Grants returns a copy of a claim's grants by GPU UUID (nil when the
-// claim is not in the ledger).
-func (l *Ledger) Grants(uid types.UID) map[string]uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.claims[uid]
+// claim is not in the book).
+func (b *Book) Grants(uid types.UID) map[string]uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.claims[uid]
 	if c == nil {
 		return nil
 	}
@@ -254,42 +256,42 @@ func (l *Ledger) Grants(uid types.UID) map[string]uint64 {
 }
 
 // HoldsBurst reports whether a claim holds a grant on any GPU (false when
-// the claim is not in the ledger).
-func (l *Ledger) HoldsBurst(uid types.UID) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.claims[uid]
+// the claim is not in the book).
+func (b *Book) HoldsBurst(uid types.UID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.claims[uid]
 	return c != nil && !allZero(c.grants)
 }
 
-// Booked returns what the ledger counts against a GPU (guarantees and
+// Booked returns what the book counts against a GPU (guarantees and
 // grants of the claims, pending guarantees, use outside claims) and the
 // GPU's usable memory.
-func (l *Ledger) Booked(uuid string) (booked, usable uint64) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if g := l.gpus[uuid]; g != nil {
+func (b *Book) Booked(uuid string) (booked, usable uint64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if g := b.gpus[uuid]; g != nil {
 		usable = g.usable
 	}
-	return l.booked(uuid, ""), usable
+	return b.booked(uuid, ""), usable
 }
 
 // booked sums what counts against a GPU, without the pending admission of
 // except.
-func (l *Ledger) booked(uuid string, except types.UID) uint64 {
+func (b *Book) booked(uuid string, except types.UID) uint64 {
 	var sum uint64
-	if g := l.gpus[uuid]; g != nil {
+	if g := b.gpus[uuid]; g != nil {
 		sum = g.outside
 	}
-	for _, c := range l.claims {
+	for _, c := range b.claims {
 		if s, ok := c.Shares[uuid]; ok {
 			sum += s.Guarantee + c.grants[uuid]
 		}
 	}
-	now := l.opts.Clock.Now()
-	for uid, p := range l.pending {
-		if now.Sub(p.since) > l.opts.PendingTTL {
-			delete(l.pending, uid)
+	now := b.opts.Clock.Now()
+	for uid, p := range b.pending {
+		if now.Sub(p.since) > b.opts.PendingTTL {
+			delete(b.pending, uid)
 			continue
 		}
 		if uid != except {
@@ -300,8 +302,8 @@ func (l *Ledger) booked(uuid string, except types.UID) uint64 {
 }
 
 // lookup returns the claim, its share of the GPU and the GPU.
-func (l *Ledger) lookup(uid types.UID, uuid string) (*claimState, Share, *gpuState, error) {
-	c := l.claims[uid]
+func (b *Book) lookup(uid types.UID, uuid string) (*claimState, Share, *gpuState, error) {
+	c := b.claims[uid]
 	if c == nil {
 		return nil, Share{}, nil, fmt.Errorf("claim %s: %w", uid, ErrUnknownClaim)
 	}
@@ -309,7 +311,7 @@ func (l *Ledger) lookup(uid types.UID, uuid string) (*claimState, Share, *gpuSta
 	if !ok {
 		return nil, Share{}, nil, fmt.Errorf("claim %s, GPU %s: %w", uid, uuid, ErrNoShare)
 	}
-	g := l.gpus[uuid]
+	g := b.gpus[uuid]
 	if g == nil {
 		return nil, Share{}, nil, fmt.Errorf("GPU %s: %w", uuid, ErrUnknownGPU)
 	}
@@ -325,10 +327,10 @@ func (l *Ledger) lookup(uid types.UID, uuid string) (*claimState, Share, *gpuSta
 //
 // If the file cannot be written, Grant fails but keeps the new grant
 // counted (the file may show it) until Shrink lowers it.
-func (l *Ledger) Grant(uid types.UID, uuid string, need uint64) (uint64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c, s, g, err := l.lookup(uid, uuid)
+func (b *Book) Grant(uid types.UID, uuid string, need uint64) (uint64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, s, g, err := b.lookup(uid, uuid)
 	if err != nil {
 		return 0, err
 	}
@@ -343,12 +345,12 @@ func (l *Ledger) Grant(uid types.UID, uuid string, need uint64) (uint64, error) 
 		return have, fmt.Errorf("claim %s, GPU %s: %w", uid, uuid, ErrReclaiming)
 	}
 	want := min(chunks(need), s.room())
-	if booked := l.booked(uuid, ""); booked+(want-have) > g.usable {
+	if booked := b.booked(uuid, ""); booked+(want-have) > g.usable {
 		return have, fmt.Errorf("claim %s, GPU %s: %d more bytes with %d booked of %d usable: %w", uid, uuid, want-have, booked, g.usable, ErrNoRoom)
 	}
 	c.grants[uuid] = want
-	c.grantedAt[uuid] = l.opts.Clock.Now()
-	if err := l.write(c); err != nil {
+	c.grantedAt[uuid] = b.opts.Clock.Now()
+	if err := b.write(c); err != nil {
 		return have, fmt.Errorf("claim %s: grant %d bytes on GPU %s: %w", uid, want, uuid, err)
 	}
 	return want, nil
@@ -363,17 +365,17 @@ func (l *Ledger) Grant(uid types.UID, uuid string, need uint64) (uint64, error) 
 // predate the allocation it was made for. Shrink never raises a grant.
 //
 // The lower grant is in the file before the memory counts as free; if the
-// file cannot be written the grant stays. Then, still under the ledger's
+// file cannot be written the grant stays. Then, still under the book's
 // lock, recheck (may be nil) is asked again for the claim's use (the
 // region's reservation, which the library raises before it re-reads the
 // file): if that is above the lowered limit, the grant is raised back
 // towards it, at most to where it was, so that an allocation racing the
 // shrink keeps its memory. A claim being reclaimed may grow again once its
 // grants are all zero.
-func (l *Ledger) Shrink(uid types.UID, uuid string, use uint64, sampledAt time.Time, recheck func() uint64) (uint64, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c, s, _, err := l.lookup(uid, uuid)
+func (b *Book) Shrink(uid types.UID, uuid string, use uint64, sampledAt time.Time, recheck func() uint64) (uint64, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c, s, _, err := b.lookup(uid, uuid)
 	if err != nil {
 		return 0, err
 	}
@@ -386,7 +388,7 @@ func (l *Ledger) Shrink(uid types.UID, uuid string, use uint64, sampledAt time.T
 		return have, nil
 	}
 	c.grants[uuid] = target
-	if err := l.write(c); err != nil {
+	if err := b.write(c); err != nil {
 		c.grants[uuid] = have
 		return have, fmt.Errorf("claim %s: shrink the grant on GPU %s to %d bytes: %w", uid, uuid, target, err)
 	}
@@ -394,7 +396,7 @@ func (l *Ledger) Shrink(uid types.UID, uuid string, use uint64, sampledAt time.T
 		if again := min(s.burstOf(recheck()), have); again > target {
 			// The memory was never free for anyone else: the lock is held.
 			c.grants[uuid] = again
-			if err := l.write(c); err != nil {
+			if err := b.write(c); err != nil {
 				return again, fmt.Errorf("claim %s: restore the grant on GPU %s to %d bytes: %w", uid, uuid, again, err)
 			}
 			return again, nil
@@ -445,31 +447,31 @@ type Decision struct {
 // claims to reclaim from: the largest grant on that GPU first; ties: lower
 // Priority first, then the youngest. Those claims may not grow until their
 // grants are back to zero. Admit evicts nothing.
-func (l *Ledger) Admit(c Claim) (Decision, error) {
+func (b *Book) Admit(c Claim) (Decision, error) {
 	if err := c.validate(); err != nil {
 		return Decision{}, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if _, ok := l.claims[c.UID]; ok {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.claims[c.UID]; ok {
 		return Decision{Fits: true}, nil
 	}
 	d := Decision{Fits: true}
 	chosen := map[types.UID]bool{}
 	for _, uuid := range slices.Sorted(maps.Keys(c.Shares)) {
-		g := l.gpus[uuid]
+		g := b.gpus[uuid]
 		if g == nil {
 			return Decision{}, fmt.Errorf("GPU %s: %w", uuid, ErrUnknownGPU)
 		}
-		if short := l.shortfall(g, uuid, c.UID, c.Shares[uuid].Guarantee); short > 0 {
-			l.choose(uuid, short, chosen, &d)
+		if short := b.shortfall(g, uuid, c.UID, c.Shares[uuid].Guarantee); short > 0 {
+			b.choose(uuid, short, chosen, &d)
 		}
 	}
 	guarantees := map[string]uint64{}
 	for uuid, s := range c.Shares {
 		guarantees[uuid] = s.Guarantee
 	}
-	l.pending[c.UID] = &pendingClaim{guarantees: guarantees, since: l.opts.Clock.Now()}
+	b.pending[c.UID] = &pendingClaim{guarantees: guarantees, since: b.opts.Clock.Now()}
 	return d, nil
 }
 
@@ -480,15 +482,15 @@ func (l *Ledger) Admit(c Claim) (Decision, error) {
 // Admit reports as Short and prepare does not wait for). A claim that is
 // not pending (added, removed, or its admission expired) reports true:
 // Admit decides it afresh.
-func (l *Ledger) Admitted(uid types.UID) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p := l.pending[uid]
-	if p == nil || l.opts.Clock.Now().Sub(p.since) > l.opts.PendingTTL {
+func (b *Book) Admitted(uid types.UID) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p := b.pending[uid]
+	if p == nil || b.opts.Clock.Now().Sub(p.since) > b.opts.PendingTTL {
 		return true
 	}
 	for uuid, guarantee := range p.guarantees {
-		if g := l.gpus[uuid]; g != nil && l.shortfall(g, uuid, uid, guarantee) > 0 && len(l.victims(uuid)) > 0 {
+		if g := b.gpus[uuid]; g != nil && b.shortfall(g, uuid, uid, guarantee) > 0 && len(b.victims(uuid)) > 0 {
 			return false
 		}
 	}
@@ -499,10 +501,10 @@ func (l *Ledger) Admitted(uid types.UID) bool {
 // misses on a GPU now, as Admit and Admitted decide it: next to everything
 // else booked there, recent outside use left out. 0 when it fits, or the
 // claim is not pending there.
-func (l *Ledger) Shortfall(uid types.UID, uuid string) uint64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p, g := l.pending[uid], l.gpus[uuid]
+func (b *Book) Shortfall(uid types.UID, uuid string) uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, g := b.pending[uid], b.gpus[uuid]
 	if p == nil || g == nil {
 		return 0
 	}
@@ -510,14 +512,14 @@ func (l *Ledger) Shortfall(uid types.UID, uuid string) uint64 {
 	if !ok {
 		return 0
 	}
-	return l.shortfall(g, uuid, uid, guarantee)
+	return b.shortfall(g, uuid, uid, guarantee)
 }
 
 // shortfall is what a guarantee of claim uid misses on a GPU next to
 // everything else booked there, recent outside use left out
 // (SetOutsideUse).
-func (l *Ledger) shortfall(g *gpuState, uuid string, uid types.UID, guarantee uint64) uint64 {
-	total := l.booked(uuid, uid) + guarantee - g.recent
+func (b *Book) shortfall(g *gpuState, uuid string, uid types.UID, guarantee uint64) uint64 {
+	total := b.booked(uuid, uid) + guarantee - g.recent
 	if total <= g.usable {
 		return 0
 	}
@@ -529,16 +531,16 @@ func (l *Ledger) shortfall(g *gpuState, uuid string, uid types.UID, guarantee ui
 // outside claims that appeared after the bookings (SetGPU,
 // SetOutsideUse). It chooses as Admit does; Fits is true when nothing
 // needs reclaiming.
-func (l *Ledger) Reclaim(uuid string) (Decision, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	g := l.gpus[uuid]
+func (b *Book) Reclaim(uuid string) (Decision, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	g := b.gpus[uuid]
 	if g == nil {
 		return Decision{}, fmt.Errorf("GPU %s: %w", uuid, ErrUnknownGPU)
 	}
 	d := Decision{Fits: true}
-	if booked := l.booked(uuid, ""); booked > g.usable {
-		l.choose(uuid, booked-g.usable, map[types.UID]bool{}, &d)
+	if booked := b.booked(uuid, ""); booked > g.usable {
+		b.choose(uuid, booked-g.usable, map[types.UID]bool{}, &d)
 	}
 	return d, nil
 }
@@ -546,9 +548,9 @@ func (l *Ledger) Reclaim(uuid string) (Decision, error) {
 // choose adds to d the claims whose grants on the GPU free deficit bytes,
 // in reclaim order, and marks them reclaiming; what they cannot free goes
 // to d.Short.
-func (l *Ledger) choose(uuid string, deficit uint64, chosen map[types.UID]bool, d *Decision) {
+func (b *Book) choose(uuid string, deficit uint64, chosen map[types.UID]bool, d *Decision) {
 	d.Fits = false
-	for _, v := range l.victims(uuid) {
+	for _, v := range b.victims(uuid) {
 		if deficit == 0 {
 			break
 		}
@@ -568,9 +570,9 @@ func (l *Ledger) choose(uuid string, deficit uint64, chosen map[types.UID]bool, 
 }
 
 // victims returns the claims with a grant on the GPU in reclaim order.
-func (l *Ledger) victims(uuid string) []*claimState {
+func (b *Book) victims(uuid string) []*claimState {
 	var out []*claimState
-	for _, c := range l.claims {
+	for _, c := range b.claims {
 		if c.grants[uuid] > 0 {
 			out = append(out, c)
 		}
@@ -586,34 +588,34 @@ func (l *Ledger) victims(uuid string) []*claimState {
 	return out
 }
 
-// Rebuild replaces the claims of the ledger (not the GPUs' measurements)
+// Rebuild replaces the claims of the book (not the GPUs' measurements)
 // with the prepared claims and the grants their files hold, after a
 // restart. A missing file is no grant. A file that does not parse counts
 // as the claim's whole room on each GPU (an earlier version may have
 // granted it; Shrink brings it down to physical use). Grants for GPUs the
 // claim has no share of are ignored; grants beyond the room are kept as
 // the file shows them (the library may use them) until Shrink. Every such
-// problem is returned, joined, after the ledger is rebuilt; a claim that
+// problem is returned, joined, after the book is rebuilt; a claim that
 // is invalid or listed twice is left out.
-func (l *Ledger) Rebuild(claims []Claim) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.claims = map[types.UID]*claimState{}
-	l.pending = map[types.UID]*pendingClaim{}
-	now := l.opts.Clock.Now()
+func (b *Book) Rebuild(claims []Claim) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.claims = map[types.UID]*claimState{}
+	b.pending = map[types.UID]*pendingClaim{}
+	now := b.opts.Clock.Now()
 	var errs []error
 	for _, c := range claims {
 		if err := c.validate(); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		if _, dup := l.claims[c.UID]; dup {
+		if _, dup := b.claims[c.UID]; dup {
 			errs = append(errs, fmt.Errorf("claim %s listed twice", c.UID))
 			continue
 		}
 		st := newClaimState(c)
-		l.claims[c.UID] = st
-		data, err := l.opts.ReadFile(c.Path)
+		b.claims[c.UID] = st
+		data, err := b.opts.ReadFile(c.Path)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -648,12 +650,12 @@ func (l *Ledger) Rebuild(claims []Claim) error {
 
 // write replaces the claim's file with its grants on every GPU it has a
 // share of.
-func (l *Ledger) write(c *claimState) error {
+func (b *Book) write(c *claimState) error {
 	grants := map[string]uint64{}
 	for uuid := range c.Shares {
 		grants[uuid] = c.grants[uuid]
 	}
-	return l.opts.WriteFile(c.Path, burstfile.Render(grants))
+	return b.opts.WriteFile(c.Path, burstfile.Render(grants))
 }
 
 // chunks rounds n up to whole chunks; n is at most burstfile.MaxGrantBytes.
