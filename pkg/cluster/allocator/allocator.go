@@ -113,9 +113,9 @@ type Allocator struct {
 	cfg      Config
 	celCache *cel.Cache
 
-	mu  sync.Mutex
-	inv *inventory
-	led *ledger
+	mu      sync.Mutex
+	inv     *inventory
+	tracker *allocationTracker
 }
 
 // New returns an Allocator without slices or allocations.
@@ -125,7 +125,7 @@ func New(cfg Config) *Allocator {
 		celCache: cel.NewCache(100, cel.Features{EnableConsumableCapacity: Features.ConsumableCapacity}),
 		inv:      newInventory(cfg.DriverName, nil),
 	}
-	a.led = newLedger(a.deviceChanged)
+	a.tracker = newAllocationTracker(a.deviceChanged)
 	return a
 }
 
@@ -136,7 +136,7 @@ func (a *Allocator) SetSlices(all []*resourceapi.ResourceSlice) {
 	a.inv = newInventory(a.cfg.DriverName, all)
 	for _, n := range a.inv.nodes {
 		for _, g := range n.gpus {
-			g.refresh(a.led)
+			g.refresh(a.tracker)
 		}
 		n.refresh()
 	}
@@ -146,7 +146,7 @@ func (a *Allocator) SetSlices(all []*resourceapi.ResourceSlice) {
 func (a *Allocator) Observe(claim *resourceapi.ResourceClaim) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.led.observe(claim)
+	a.tracker.observe(claim)
 }
 
 // Forget drops a claim's allocation: the claim is gone, released, or its
@@ -154,7 +154,7 @@ func (a *Allocator) Observe(claim *resourceapi.ResourceClaim) {
 func (a *Allocator) Forget(uid types.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.led.forget(uid)
+	a.tracker.forget(uid)
 }
 
 // Assumed reports whether the claim has an allocation decided here that the
@@ -162,17 +162,17 @@ func (a *Allocator) Forget(uid types.UID) {
 func (a *Allocator) Assumed(uid types.UID) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.led.assumed.Has(uid)
+	return a.tracker.assumed.Has(uid)
 }
 
 // deviceChanged refreshes the scores of a GPU and its node; called by the
-// ledger with a.mu held.
+// allocation tracker with a.mu held.
 func (a *Allocator) deviceChanged(id structured.DeviceID) {
 	g, ok := a.inv.gpus[id]
 	if !ok {
 		return
 	}
-	g.refresh(a.led)
+	g.refresh(a.tracker)
 	a.inv.nodes[g.node].refresh()
 }
 
@@ -284,7 +284,7 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (*Decision, error
 	}
 	best.NodesTried = tried
 	for i, claim := range req.Claims {
-		a.led.assume(claim.UID, best.Allocations[i])
+		a.tracker.assume(claim.UID, best.Allocations[i])
 	}
 	logger.V(4).Info("Allocated by policy", "pod", klog.KObj(req.Pod), "node", best.Node,
 		"nodePolicy", req.Policies.Node, "gpuPolicy", req.Policies.GPU, "topology", best.Topology, "nodesTried", best.NodesTried)
@@ -296,7 +296,7 @@ func (a *Allocator) Allocate(ctx context.Context, req Request) (*Decision, error
 // then within one NUMA node. It returns nil results when nothing fits.
 func (a *Allocator) tryNode(ctx context.Context, c candidate, req Request, dem demand) ([]*resourceapi.AllocationResult, Topology, int, error) {
 	ctx = klog.NewContext(ctx, klog.LoggerWithValues(klog.FromContext(ctx), "node", c.node.Name))
-	alloc, err := structured.NewAllocator(ctx, Features, a.led.state, a.cfg.Classes, orderedSlices(c.inv, a.cfg.DriverName, req.Policies.GPU), a.celCache)
+	alloc, err := structured.NewAllocator(ctx, Features, a.tracker.state, a.cfg.Classes, orderedSlices(c.inv, a.cfg.DriverName, req.Policies.GPU), a.celCache)
 	if err != nil {
 		return nil, 0, 0, fmt.Errorf("structured allocator for node %s: %w", c.node.Name, err)
 	}

@@ -64,7 +64,7 @@ func newFixture(t *testing.T, defaults Policies, objs ...runtime.Object) *fixtur
 		cancel()
 		factory.Shutdown()
 	})
-	// Synced handlers: the ledger has seen every claim, not only the cache.
+	// Synced handlers: the allocation tracker has seen every claim, not only the informer cache.
 	require.True(t, cache.WaitForCacheSync(ctx.Done(), ctrl.synced...))
 	return &fixture{t: t, ctx: ctx, client: client, ctrl: ctrl, recorder: recorder}
 }

@@ -45,7 +45,7 @@ type gpuState struct {
 	slice *resourceapi.ResourceSlice
 	index int
 
-	// Consumption, refreshed from the ledger when it changes.
+	// Consumption, refreshed from the allocation tracker when it changes.
 	fill      float64 // 0 (idle) .. 1 (full), see refresh
 	freeMem   int64
 	freeCores int64
@@ -159,11 +159,11 @@ func newGPU(driverName, node, pool string, d *resourceapi.Device) *gpuState {
 	return g
 }
 
-// refresh recomputes a GPU's consumption from the ledger. A GPU's fill is
+// refresh recomputes a GPU's consumption from the allocation tracker. A GPU's fill is
 // the mean of its used memory and used cores fractions (HAMi weighs the
 // two alike); a GPU held exclusively is full.
-func (g *gpuState) refresh(l *ledger) {
-	usedMem, usedCores, exclusive := l.used(g.id, names.CapacityMemory, names.CapacityCores)
+func (g *gpuState) refresh(tr *allocationTracker) {
+	usedMem, usedCores, exclusive := tr.used(g.id, names.CapacityMemory, names.CapacityCores)
 	if exclusive {
 		g.fill, g.freeMem, g.freeCores = 1, 0, 0
 		return

@@ -24,15 +24,15 @@ import (
 	"k8s.io/utils/ptr"
 )
 
-// ledger is the allocated state of the cluster as the structured allocator
-// wants it, kept up to date claim by claim instead of being rebuilt from
-// every claim for every decision.
+// allocationTracker is the allocated state of the cluster as the structured
+// allocator wants it, kept up to date claim by claim instead of being
+// rebuilt from every claim for every decision.
 //
 // An allocation this allocator has just decided is "assumed" until the
 // informer shows the claim allocated: a stale informer event without the
 // allocation must not free the devices again, or the next decision could
 // hand them out twice.
-type ledger struct {
+type allocationTracker struct {
 	state   structured.AllocatedState
 	claims  map[types.UID][]resourceapi.DeviceRequestAllocationResult
 	assumed sets.Set[types.UID]
@@ -40,8 +40,8 @@ type ledger struct {
 	changed func(structured.DeviceID)
 }
 
-func newLedger(changed func(structured.DeviceID)) *ledger {
-	return &ledger{
+func newAllocationTracker(changed func(structured.DeviceID)) *allocationTracker {
+	return &allocationTracker{
 		state: structured.AllocatedState{
 			AllocatedDevices:         sets.New[structured.DeviceID](),
 			AllocatedSharedDeviceIDs: sets.New[structured.SharedDeviceID](),
@@ -54,37 +54,37 @@ func newLedger(changed func(structured.DeviceID)) *ledger {
 }
 
 // observe records a claim as the informer shows it.
-func (l *ledger) observe(claim *resourceapi.ResourceClaim) {
+func (tr *allocationTracker) observe(claim *resourceapi.ResourceClaim) {
 	if claim.Status.Allocation == nil {
-		if !l.assumed.Has(claim.UID) {
-			l.remove(claim.UID)
+		if !tr.assumed.Has(claim.UID) {
+			tr.remove(claim.UID)
 		}
 		return
 	}
-	l.assumed.Delete(claim.UID)
-	l.set(claim.UID, claim.Status.Allocation.Devices.Results)
+	tr.assumed.Delete(claim.UID)
+	tr.set(claim.UID, claim.Status.Allocation.Devices.Results)
 }
 
 // assume records an allocation that was decided but may not be visible in
 // the informer yet.
-func (l *ledger) assume(uid types.UID, alloc *resourceapi.AllocationResult) {
-	l.assumed.Insert(uid)
-	l.set(uid, alloc.Devices.Results)
+func (tr *allocationTracker) assume(uid types.UID, alloc *resourceapi.AllocationResult) {
+	tr.assumed.Insert(uid)
+	tr.set(uid, alloc.Devices.Results)
 }
 
 // forget drops a claim: deleted, released, or an assumption whose write
 // failed.
-func (l *ledger) forget(uid types.UID) {
-	l.assumed.Delete(uid)
-	l.remove(uid)
+func (tr *allocationTracker) forget(uid types.UID) {
+	tr.assumed.Delete(uid)
+	tr.remove(uid)
 }
 
-func (l *ledger) set(uid types.UID, results []resourceapi.DeviceRequestAllocationResult) {
-	l.remove(uid)
+func (tr *allocationTracker) set(uid types.UID, results []resourceapi.DeviceRequestAllocationResult) {
+	tr.remove(uid)
 	if len(results) == 0 {
 		return
 	}
-	l.claims[uid] = results
+	tr.claims[uid] = results
 	for _, r := range results {
 		if ptr.Deref(r.AdminAccess, false) {
 			// Admin access observes a device without consuming it.
@@ -93,23 +93,23 @@ func (l *ledger) set(uid types.UID, results []resourceapi.DeviceRequestAllocatio
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 		switch {
 		case r.ShareID != nil:
-			l.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
+			tr.state.AllocatedSharedDeviceIDs.Insert(structured.MakeSharedDeviceID(id, r.ShareID))
 			if r.ConsumedCapacity != nil {
-				l.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+				tr.state.AggregatedCapacity.Insert(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
 			}
 		default:
-			l.state.AllocatedDevices.Insert(id)
+			tr.state.AllocatedDevices.Insert(id)
 		}
-		l.changed(id)
+		tr.changed(id)
 	}
 }
 
-func (l *ledger) remove(uid types.UID) {
-	results, ok := l.claims[uid]
+func (tr *allocationTracker) remove(uid types.UID) {
+	results, ok := tr.claims[uid]
 	if !ok {
 		return
 	}
-	delete(l.claims, uid)
+	delete(tr.claims, uid)
 	for _, r := range results {
 		if ptr.Deref(r.AdminAccess, false) {
 			continue
@@ -117,24 +117,24 @@ func (l *ledger) remove(uid types.UID) {
 		id := structured.MakeDeviceID(r.Driver, r.Pool, r.Device)
 		switch {
 		case r.ShareID != nil:
-			l.state.AllocatedSharedDeviceIDs.Delete(structured.MakeSharedDeviceID(id, r.ShareID))
+			tr.state.AllocatedSharedDeviceIDs.Delete(structured.MakeSharedDeviceID(id, r.ShareID))
 			if r.ConsumedCapacity != nil {
-				l.state.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
+				tr.state.AggregatedCapacity.Remove(structured.NewDeviceConsumedCapacity(id, r.ConsumedCapacity))
 			}
 		default:
-			l.state.AllocatedDevices.Delete(id)
+			tr.state.AllocatedDevices.Delete(id)
 		}
-		l.changed(id)
+		tr.changed(id)
 	}
 }
 
 // used returns what is consumed of a device: memory bytes, cores, and
 // whether it is held exclusively.
-func (l *ledger) used(id structured.DeviceID, memoryName, coresName resourceapi.QualifiedName) (memory, cores int64, exclusive bool) {
-	if l.state.AllocatedDevices.Has(id) {
+func (tr *allocationTracker) used(id structured.DeviceID, memoryName, coresName resourceapi.QualifiedName) (memory, cores int64, exclusive bool) {
+	if tr.state.AllocatedDevices.Has(id) {
 		return 0, 0, true
 	}
-	c := l.state.AggregatedCapacity[id]
+	c := tr.state.AggregatedCapacity[id]
 	if q := c[memoryName]; q != nil {
 		memory = q.Value()
 	}
