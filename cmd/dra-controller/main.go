@@ -54,7 +54,7 @@ and exports allocation metrics on /metrics. One elected replica allocates the
 claims of gated pods by policy (binpack or spread per node and per GPU, PCIe
 root / NUMA locality for multi-GPU claims; docs/allocation.md), releases
 allocations whose pods are gone, and deletes unused generated
-ResourceClaimTemplates and quota ledgers of deleted namespaces.
+ResourceClaimTemplates and quota usage records of deleted namespaces.
 docs/controller.md describes the webhook configuration and RBAC.`,
 		AddFlags:      opts.addFlags,
 		UnprefixedEnv: []string{"kubeconfig", "pod-name", "pod-namespace"},

@@ -124,7 +124,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs := named.FlagSet("kubernetes")
 	o.kube.AddFlags(fs)
 	fs.StringVar(&o.podName, "pod-name", o.podName, "Name of the controller's pod (downward API); identifies this replica in leader election. Empty uses the host name.")
-	fs.StringVar(&o.podNamespace, "pod-namespace", o.podNamespace, "Namespace of the controller (downward API, required). Holds the leader-election Lease and the GPU quota ledgers.")
+	fs.StringVar(&o.podNamespace, "pod-namespace", o.podNamespace, "Namespace of the controller (downward API, required). Holds the leader-election Lease and the GPU quota usage records.")
 
 	fs = named.FlagSet("leader election")
 	fs.BoolVar(&o.leaderElect, "leader-elect", o.leaderElect, "Elect one replica for the garbage collectors. Turn off only when running a single replica.")
@@ -132,7 +132,7 @@ func (o *options) addFlags(named *cliflag.NamedFlagSets) {
 	fs.DurationVar(&o.leaseDuration, "leader-elect-lease-duration", o.leaseDuration, "How long a leader's lease is valid without renewal.")
 	fs.DurationVar(&o.renewDeadline, "leader-elect-renew-deadline", o.renewDeadline, "How long the leader keeps trying to renew before it gives up leadership (and exits).")
 	fs.DurationVar(&o.retryPeriod, "leader-elect-retry-period", o.retryPeriod, "Wait between attempts to acquire or renew the lease.")
-	fs.DurationVar(&o.garbageCollectEvery, "garbage-collect-interval", o.garbageCollectEvery, "How often the leader looks for unused templates and quota ledgers of deleted namespaces.")
+	fs.DurationVar(&o.garbageCollectEvery, "garbage-collect-interval", o.garbageCollectEvery, "How often the leader looks for unused templates and quota usage records of deleted namespaces.")
 
 	fs = named.FlagSet("webhook")
 	fs.StringVar(&o.webhookAddress, "webhook-address", o.webhookAddress, "HTTPS address of the admission webhooks.")

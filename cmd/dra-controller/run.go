@@ -96,7 +96,7 @@ func run(ctx context.Context, o *options) error {
 	sizer := quota.NewSizer(names.DriverName, allocator.ClassLister(classes), slices)
 	charger := quota.Charger{IsOurs: matcher.IsOurs, Grants: sizer}
 	enforcer := &quota.Enforcer{
-		Client: client, LedgerNamespace: o.podNamespace, Namespaces: namespaces, Claims: claims,
+		Client: client, UsageRecordNamespace: o.podNamespace, Namespaces: namespaces, Claims: claims,
 		Charger: charger, Grace: o.quotaGrace,
 	}
 
@@ -306,7 +306,7 @@ func runLeader(ctx context.Context, o *options, client kubernetes.Interface, fac
 			logger.Info("Deleted unused ResourceClaimTemplates", "count", n)
 		}
 		if err := enforcer.CollectGarbage(ctx); err != nil {
-			logger.Error(err, "Collecting GPU quota ledgers")
+			logger.Error(err, "Collecting GPU quota usage records")
 		}
 	}, o.garbageCollectEvery)
 }

@@ -330,7 +330,7 @@ func TestControllerRBAC(t *testing.T) {
 
 	nsRole := &rbacv1.Role{}
 	find(t, objs, "Role", controllerName, nsRole)
-	assert.Equal(t, namespace, nsRole.Namespace, "quota ledgers and the Lease live in the controller's namespace only")
+	assert.Equal(t, namespace, nsRole.Namespace, "quota usage records and the Lease live in the controller's namespace only")
 	assert.Equal(t, []rbacv1.PolicyRule{
 		{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "create", "update", "delete"}},
 		{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},

@@ -21,7 +21,7 @@ limitations under the License.
 //
 // An administrator sets the limits as annotations on the Namespace
 // (AnnotationMemory, AnnotationCores). The admission webhook charges every
-// new claim against them through a per-namespace ledger ConfigMap that is
+// new claim against them through a per-namespace usage record ConfigMap that is
 // updated with optimistic concurrency (resourceVersion preconditions), so
 // concurrent creates on any number of webhook replicas can never together
 // exceed a limit. docs/controller.md explains the rules.

@@ -36,12 +36,14 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Ledger ConfigMaps live in the controller's namespace, one per limited
-// namespace, so that users cannot edit their own charges.
+// Usage record ConfigMaps live in the controller's namespace, one per
+// limited namespace, so that users cannot edit their own charges.
 const (
-	ledgerPrefix = "vgpu-quota-"
-	// LedgerLabel marks ledgers; its value is the namespace charged.
-	LedgerLabel = "vgpu.dra.dev/quota-ledger-for"
+	usageRecordPrefix = "vgpu-quota-"
+	// UsageRecordLabel marks usage records; its value is the namespace
+	// charged. Its key keeps the name it was released with: existing
+	// records carry it.
+	UsageRecordLabel = "vgpu.dra.dev/quota-ledger-for"
 )
 
 // maxAttempts bounds retries on write conflicts; each conflict means
@@ -52,7 +54,7 @@ const maxAttempts = 10
 // fit the namespace's quota.
 var ErrExceeded = errors.New("GPU quota exceeded")
 
-// entry is one charged claim in a ledger.
+// entry is one charged claim in a usage record.
 type entry struct {
 	Claim string    `json:"claim"`
 	Usage           // amounts charged
@@ -61,15 +63,16 @@ type entry struct {
 
 // Enforcer admits claims against namespace limits.
 type Enforcer struct {
-	// Client writes ledgers.
+	// Client writes usage records.
 	Client kubernetes.Interface
-	// LedgerNamespace holds the ledgers (the controller's namespace).
-	LedgerNamespace string
-	Namespaces      corelisters.NamespaceLister
-	Claims          resourcelisters.ResourceClaimLister
-	Charger         Charger
-	// Grace is how long a ledger entry counts while its claim is not (yet)
-	// in the informer cache: it covers the time between admission and the
+	// UsageRecordNamespace holds the usage records (the controller's
+	// namespace).
+	UsageRecordNamespace string
+	Namespaces           corelisters.NamespaceLister
+	Claims               resourcelisters.ResourceClaimLister
+	Charger              Charger
+	// Grace is how long a usage record's entry counts while its claim is
+	// not (yet) in the informer cache: it covers the time between admission and the
 	// claim's creation being observed, and claims a later admission step
 	// rejected expire after it.
 	Grace time.Duration
@@ -121,11 +124,11 @@ func (e *Enforcer) Admit(ctx context.Context, claim *resourceapi.ResourceClaim, 
 	}
 
 	for attempt := 1; attempt <= maxAttempts; attempt++ {
-		ledger, exists, err := e.getLedger(ctx, claim.Namespace)
+		record, exists, err := e.getUsageRecord(ctx, claim.Namespace)
 		if err != nil {
 			return err
 		}
-		entries, err := decodeEntries(ledger)
+		entries, err := decodeEntries(record)
 		if err != nil {
 			return err
 		}
@@ -143,48 +146,48 @@ func (e *Enforcer) Admit(ctx context.Context, claim *resourceapi.ResourceClaim, 
 			return nil
 		}
 		kept[string(claim.UID)] = entry{Claim: claim.Name, Usage: charge, Time: e.now().UTC()}
-		if err := encodeEntries(ledger, kept); err != nil {
+		if err := encodeEntries(record, kept); err != nil {
 			return err
 		}
 		if exists {
-			_, err = e.Client.CoreV1().ConfigMaps(e.LedgerNamespace).Update(ctx, ledger, metav1.UpdateOptions{})
+			_, err = e.Client.CoreV1().ConfigMaps(e.UsageRecordNamespace).Update(ctx, record, metav1.UpdateOptions{})
 		} else {
-			_, err = e.Client.CoreV1().ConfigMaps(e.LedgerNamespace).Create(ctx, ledger, metav1.CreateOptions{})
+			_, err = e.Client.CoreV1().ConfigMaps(e.UsageRecordNamespace).Create(ctx, record, metav1.CreateOptions{})
 		}
 		switch {
 		case err == nil:
 			logger.V(4).Info("Charged claim to GPU quota", "claim", klog.KObj(claim), "memory", charge.MemoryBytes, "cores", charge.Cores)
 			return nil
 		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-			logger.V(5).Info("GPU quota ledger changed concurrently, retrying", "namespace", claim.Namespace, "attempt", attempt)
+			logger.V(5).Info("GPU quota usage record changed concurrently, retrying", "namespace", claim.Namespace, "attempt", attempt)
 		default:
-			return fmt.Errorf("write GPU quota ledger %s/%s: %w", e.LedgerNamespace, ledger.Name, err)
+			return fmt.Errorf("write GPU quota usage record %s/%s: %w", e.UsageRecordNamespace, record.Name, err)
 		}
 	}
-	return fmt.Errorf("GPU quota ledger of namespace %q is too busy (%d conflicting writes); retry", claim.Namespace, maxAttempts)
+	return fmt.Errorf("GPU quota usage record of namespace %q is too busy (%d conflicting writes); retry", claim.Namespace, maxAttempts)
 }
 
-// getLedger reads the latest ledger from the API server (not a cache: the
+// getUsageRecord reads the latest usage record from the API server (not a cache: the
 // resourceVersion must be current for the compare-and-swap to succeed).
-func (e *Enforcer) getLedger(ctx context.Context, namespace string) (*corev1.ConfigMap, bool, error) {
-	name := ledgerPrefix + namespace
-	cm, err := e.Client.CoreV1().ConfigMaps(e.LedgerNamespace).Get(ctx, name, metav1.GetOptions{})
+func (e *Enforcer) getUsageRecord(ctx context.Context, namespace string) (*corev1.ConfigMap, bool, error) {
+	name := usageRecordPrefix + namespace
+	cm, err := e.Client.CoreV1().ConfigMaps(e.UsageRecordNamespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case err == nil:
 		return cm, true, nil
 	case apierrors.IsNotFound(err):
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{
 			Name:      name,
-			Namespace: e.LedgerNamespace,
-			Labels:    map[string]string{LedgerLabel: namespace},
+			Namespace: e.UsageRecordNamespace,
+			Labels:    map[string]string{UsageRecordLabel: namespace},
 		}}, false, nil
 	default:
-		return nil, false, fmt.Errorf("read GPU quota ledger %s/%s: %w", e.LedgerNamespace, name, err)
+		return nil, false, fmt.Errorf("read GPU quota usage record %s/%s: %w", e.UsageRecordNamespace, name, err)
 	}
 }
 
-// used sums the ledger's live entries and the namespace's existing claims
-// that the ledger does not know (created while the webhook was bypassed or
+// used sums the usage record's live entries and the namespace's existing claims
+// that the usage record does not know (created while the webhook was bypassed or
 // before the limit was set). It returns the entries worth keeping: those
 // whose claim exists or that are younger than the grace period.
 func (e *Enforcer) used(ctx context.Context, namespace string, entries map[string]entry) (Usage, map[string]entry, error) {
@@ -242,7 +245,7 @@ func decodeEntries(cm *corev1.ConfigMap) (map[string]entry, error) {
 	for uid, raw := range cm.Data {
 		var en entry
 		if err := json.Unmarshal([]byte(raw), &en); err != nil {
-			return nil, fmt.Errorf("GPU quota ledger %s/%s key %q: %w", cm.Namespace, cm.Name, uid, err)
+			return nil, fmt.Errorf("GPU quota usage record %s/%s key %q: %w", cm.Namespace, cm.Name, uid, err)
 		}
 		entries[uid] = en
 	}
@@ -254,25 +257,25 @@ func encodeEntries(cm *corev1.ConfigMap, entries map[string]entry) error {
 	for uid, en := range entries {
 		raw, err := json.Marshal(en)
 		if err != nil {
-			return fmt.Errorf("encode GPU quota ledger entry %q: %w", uid, err)
+			return fmt.Errorf("encode GPU quota usage record entry %q: %w", uid, err)
 		}
 		cm.Data[uid] = string(raw)
 	}
 	return nil
 }
 
-// CollectGarbage deletes the ledgers of namespaces that no longer exist.
+// CollectGarbage deletes the usage records of namespaces that no longer exist.
 // It runs on the leader only.
 func (e *Enforcer) CollectGarbage(ctx context.Context) error {
 	logger := klog.FromContext(ctx)
-	list, err := e.Client.CoreV1().ConfigMaps(e.LedgerNamespace).List(ctx, metav1.ListOptions{LabelSelector: LedgerLabel})
+	list, err := e.Client.CoreV1().ConfigMaps(e.UsageRecordNamespace).List(ctx, metav1.ListOptions{LabelSelector: UsageRecordLabel})
 	if err != nil {
-		return fmt.Errorf("list GPU quota ledgers in %q: %w", e.LedgerNamespace, err)
+		return fmt.Errorf("list GPU quota usage records in %q: %w", e.UsageRecordNamespace, err)
 	}
 	var errs []error
 	for i := range list.Items {
 		cm := &list.Items[i]
-		ns := cm.Labels[LedgerLabel]
+		ns := cm.Labels[UsageRecordLabel]
 		if _, err := e.Namespaces.Get(ns); !apierrors.IsNotFound(err) {
 			continue
 		}
@@ -280,14 +283,14 @@ func (e *Enforcer) CollectGarbage(ctx context.Context) error {
 		if _, err := e.Client.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			continue
 		}
-		err := e.Client.CoreV1().ConfigMaps(e.LedgerNamespace).Delete(ctx, cm.Name, metav1.DeleteOptions{
+		err := e.Client.CoreV1().ConfigMaps(e.UsageRecordNamespace).Delete(ctx, cm.Name, metav1.DeleteOptions{
 			Preconditions: &metav1.Preconditions{UID: &cm.UID, ResourceVersion: &cm.ResourceVersion},
 		})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			errs = append(errs, fmt.Errorf("delete GPU quota ledger %s/%s: %w", cm.Namespace, cm.Name, err))
+			errs = append(errs, fmt.Errorf("delete GPU quota usage record %s/%s: %w", cm.Namespace, cm.Name, err))
 			continue
 		}
-		logger.V(2).Info("Deleted GPU quota ledger of deleted namespace", "namespace", ns)
+		logger.V(2).Info("Deleted GPU quota usage record of deleted namespace", "namespace", ns)
 	}
 	return errors.Join(errs...)
 }

@@ -231,13 +231,13 @@ func newFixture(t *testing.T, nsAnnotations map[string]string) *fixture {
 	claims := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	f := &fixture{client: casClient(t, ns), claims: claims, now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	f.enforcer = &Enforcer{
-		Client:          f.client,
-		LedgerNamespace: "vgpu-system",
-		Namespaces:      corelisters.NewNamespaceLister(nsIndexer),
-		Claims:          resourcelisters.NewResourceClaimLister(claims),
-		Charger:         testCharger(t, 80*gi),
-		Grace:           time.Minute,
-		Now:             func() time.Time { return f.now },
+		Client:               f.client,
+		UsageRecordNamespace: "vgpu-system",
+		Namespaces:           corelisters.NewNamespaceLister(nsIndexer),
+		Claims:               resourcelisters.NewResourceClaimLister(claims),
+		Charger:              testCharger(t, 80*gi),
+		Grace:                time.Minute,
+		Now:                  func() time.Time { return f.now },
 	}
 	return f
 }
@@ -251,7 +251,7 @@ func claim(name, memory string) *resourceapi.ResourceClaim {
 	}
 }
 
-func (f *fixture) ledger(t *testing.T) *corev1.ConfigMap {
+func (f *fixture) usageRecord(t *testing.T) *corev1.ConfigMap {
 	cm, err := f.client.CoreV1().ConfigMaps("vgpu-system").Get(context.Background(), "vgpu-quota-team", metav1.GetOptions{})
 	require.NoError(t, err)
 	return cm
@@ -279,7 +279,7 @@ func TestAdmitConcurrentCreatesNeverExceed(t *testing.T) {
 		assert.Contains(t, err.Error(), "memory: requested 4Gi, used 40Gi of 40Gi")
 	}
 	assert.Equal(t, 10, admitted, "exactly the claims that fit are admitted")
-	assert.Len(t, f.ledger(t).Data, 10)
+	assert.Len(t, f.usageRecord(t).Data, 10)
 }
 
 func TestAdmitRules(t *testing.T) {
@@ -290,7 +290,7 @@ func TestAdmitRules(t *testing.T) {
 		c := claim("a", "6Gi")
 		require.NoError(t, f.enforcer.Admit(ctx, c, false))
 		require.NoError(t, f.enforcer.Admit(ctx, c, false))
-		assert.Len(t, f.ledger(t).Data, 1)
+		assert.Len(t, f.usageRecord(t).Data, 1)
 		assert.ErrorIs(t, f.enforcer.Admit(ctx, claim("b", "4Gi"), false), ErrExceeded)
 	})
 
@@ -299,7 +299,7 @@ func TestAdmitRules(t *testing.T) {
 		require.NoError(t, f.enforcer.Admit(ctx, claim("a", "6Gi"), true))
 		assert.ErrorIs(t, f.enforcer.Admit(ctx, claim("b", "9Gi"), true), ErrExceeded)
 		_, err := f.client.CoreV1().ConfigMaps("vgpu-system").Get(ctx, "vgpu-quota-team", metav1.GetOptions{})
-		assert.True(t, apierrors.IsNotFound(err), "no ledger written: %v", err)
+		assert.True(t, apierrors.IsNotFound(err), "no usage record written: %v", err)
 	})
 
 	t.Run("entries of vanished claims expire after the grace period", func(t *testing.T) {
@@ -311,13 +311,13 @@ func TestAdmitRules(t *testing.T) {
 		assert.ErrorIs(t, f.enforcer.Admit(ctx, claim("new", "4Gi"), false), ErrExceeded, "the in-flight claim still counts")
 		f.now = f.now.Add(2 * time.Minute)
 		require.NoError(t, f.enforcer.Admit(ctx, claim("new", "4Gi"), false))
-		data := f.ledger(t).Data
+		data := f.usageRecord(t).Data
 		assert.Contains(t, data, "uid-live", "an existing claim's entry is kept")
 		assert.Contains(t, data, "uid-new")
 		assert.NotContains(t, data, "uid-gone")
 	})
 
-	t.Run("claims unknown to the ledger count", func(t *testing.T) {
+	t.Run("claims unknown to the usage record count", func(t *testing.T) {
 		f := newFixture(t, map[string]string{AnnotationCores: "25"})
 		require.NoError(t, f.claims.Add(claim("old", "1Gi")))
 		require.NoError(t, f.claims.Add(claim("older", "1Gi")))
@@ -326,7 +326,7 @@ func TestAdmitRules(t *testing.T) {
 		assert.Contains(t, err.Error(), "cores: requested 10, used 20 of 25")
 	})
 
-	t.Run("unlimited namespace writes no ledger", func(t *testing.T) {
+	t.Run("unlimited namespace writes no usage record", func(t *testing.T) {
 		f := newFixture(t, nil)
 		require.NoError(t, f.enforcer.Admit(ctx, claim("a", "1Ti"), false))
 		assert.Empty(t, f.client.Actions(), "no API call")
@@ -353,7 +353,7 @@ func TestCollectGarbage(t *testing.T) {
 	_, ctx := ktesting.NewTestContext(t)
 	f := newFixture(t, map[string]string{AnnotationMemory: "8Gi"})
 	require.NoError(t, f.enforcer.Admit(ctx, claim("a", "1Gi"), false))
-	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vgpu-quota-deleted", Namespace: "vgpu-system", Labels: map[string]string{LedgerLabel: "deleted"}}}
+	orphan := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vgpu-quota-deleted", Namespace: "vgpu-system", Labels: map[string]string{UsageRecordLabel: "deleted"}}}
 	_, err := f.client.CoreV1().ConfigMaps("vgpu-system").Create(ctx, orphan, metav1.CreateOptions{})
 	require.NoError(t, err)
 
