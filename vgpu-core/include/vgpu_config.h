@@ -20,7 +20,7 @@ limitations under the License.
  * startup; the Go side is pkg/contract/claimconfig; docs/architecture.md).
  *
  * Format: key=value lines of printable ASCII, split at the first '=', each
- * ending in '\n' (a '\r' before it is dropped), at most
+ * ending in '\n' (the last may lack it; a '\r' before it is dropped), at most
  * VGPU_CONFIG_LINE_MAX bytes a line and VGPU_CONFIG_MAX_BYTES in all; lines
  * that are empty or start with '#' are skipped. Numbers are decimal without
  * sign or leading zeros, spaces around them allowed. Unknown keys are
