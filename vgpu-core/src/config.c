@@ -119,13 +119,13 @@ static int once(struct parse_state *st, unsigned *mask, unsigned bit, const char
 
 static void parse_device_key(struct parse_state *st, const char *key, const char *val)
 {
-    const char *rest = key + strlen("device.");
+    const char *rest = key + strlen(VGPU_CONFIG_DEVICE_PREFIX);
     const char *dot = strchr(rest, '.');
     char idx[16];
     uint64_t k, v;
     struct vgpu_claim_device *d;
 
-    if (strcmp(rest, "count") == 0) {
+    if (strcmp(rest, VGPU_CONFIG_DEVICE_COUNT) == 0) {
         if (once(st, &st->seen, SEEN_COUNT, key) != 0)
             return;
         if (vgpu_parse_uint(val, VGPU_REGION_MAX_DEVICES, &v) != 0 || v == 0) {
@@ -146,7 +146,7 @@ static void parse_device_key(struct parse_state *st, const char *key, const char
     d = &st->cfg->devices[k];
     if (st->dev_line[k] == 0)
         st->dev_line[k] = st->line;
-    if (strcmp(dot + 1, "uuid") == 0) {
+    if (strcmp(dot + 1, VGPU_CONFIG_DEVICE_UUID) == 0) {
         if (once(st, &st->dev_seen[k], DEV_UUID, key) != 0)
             return;
         if (!vgpu_uuid_valid(val)) {
@@ -158,7 +158,7 @@ static void parse_device_key(struct parse_state *st, const char *key, const char
         for (size_t i = 0; val[i] != '\0' && i + 1 < sizeof(d->uuid); i++)
             d->uuid[i] = i >= 4 && val[i] >= 'A' && val[i] <= 'F' ? (char)(val[i] - 'A' + 'a')
                                                                  : val[i];
-    } else if (strcmp(dot + 1, "memory_limit_bytes") == 0) {
+    } else if (strcmp(dot + 1, VGPU_CONFIG_DEVICE_MEMORY) == 0) {
         if (once(st, &st->dev_seen[k], DEV_MEM, key) != 0)
             return;
         if (vgpu_parse_uint(val, UINT64_MAX, &v) != 0) {
@@ -166,7 +166,7 @@ static void parse_device_key(struct parse_state *st, const char *key, const char
             return;
         }
         d->memory_limit = v;
-    } else if (strcmp(dot + 1, "sm_limit_percent") == 0) {
+    } else if (strcmp(dot + 1, VGPU_CONFIG_DEVICE_SM) == 0) {
         if (once(st, &st->dev_seen[k], DEV_SM, key) != 0)
             return;
         if (vgpu_parse_uint(val, 100, &v) != 0) {
@@ -182,15 +182,15 @@ static const struct {
     const char *name;
     unsigned bit;
 } mps_keys[] = {
-    {"activeThreadPercent", DEV_MPS_PCT},
-    {"pinnedMemoryLimit", DEV_MPS_PINNED},
-    {"driverMemoryLimit", DEV_MPS_DRIVER},
+    {VGPU_CONFIG_MPS_THREADS, DEV_MPS_PCT},
+    {VGPU_CONFIG_MPS_PINNED, DEV_MPS_PINNED},
+    {VGPU_CONFIG_MPS_DRIVER, DEV_MPS_DRIVER},
 };
 
 /* mps.activeThreadPercent.<k>, mps.pinnedMemoryLimit.<k> and mps.driverMemoryLimit.<k>; other mps.* ignored. */
 static void parse_mps_key(struct parse_state *st, const char *key, const char *val)
 {
-    const char *rest = key + strlen("mps.");
+    const char *rest = key + strlen(VGPU_CONFIG_MPS_PREFIX);
     const char *dot = strchr(rest, '.');
     unsigned bit = 0;
     uint64_t k, v;
@@ -231,7 +231,7 @@ static void parse_mps_key(struct parse_state *st, const char *key, const char *v
         break;
     default:
         /* The driver reads whole MiB: a limit below one would be no limit. */
-        if (vgpu_parse_uint(val, UINT64_MAX, &v) != 0 || v < 1024 * 1024) {
+        if (vgpu_parse_uint(val, UINT64_MAX, &v) != 0 || v < VGPU_CONFIG_MPS_DRIVER_MIN) {
             fail(st, "%.64s: %.32s is not a decimal byte count of at least 1048576", key, val);
             return;
         }
@@ -273,12 +273,12 @@ static void parse_line(struct parse_state *st, char *line)
     }
     *eq = '\0';
     val = eq + 1;
-    if (strcmp(key, "version") == 0) {
+    if (strcmp(key, VGPU_CONFIG_KEY_VERSION) == 0) {
         if (once(st, &st->seen, SEEN_VERSION, key) != 0)
             return;
-        if (vgpu_parse_uint(val, UINT32_MAX, &v) != 0 || v != 1)
+        if (vgpu_parse_uint(val, UINT32_MAX, &v) != 0 || v != VGPU_CONFIG_VERSION)
             fail(st, "version: unsupported value %.32s (want 1)", val);
-    } else if (strcmp(key, "claim") == 0) {
+    } else if (strcmp(key, VGPU_CONFIG_KEY_CLAIM) == 0) {
         if (once(st, &st->seen, SEEN_CLAIM, key) != 0)
             return;
         if (val[0] == '\0' || strlen(val) >= sizeof(cfg->claim)) {
@@ -286,26 +286,26 @@ static void parse_line(struct parse_state *st, char *line)
             return;
         }
         snprintf(cfg->claim, sizeof(cfg->claim), "%s", val);
-    } else if (strcmp(key, "compute_policy") == 0) {
+    } else if (strcmp(key, VGPU_CONFIG_KEY_POLICY) == 0) {
         u = 0;
         parse_enum(st, key, val, SEEN_POLICY, policies, 3, &u);
         cfg->compute_policy = u;
-    } else if (strcmp(key, "priority") == 0) {
+    } else if (strcmp(key, VGPU_CONFIG_KEY_PRIORITY) == 0) {
         u = 0;
         parse_enum(st, key, val, SEEN_PRIORITY, priorities, 2, &u);
         cfg->priority = (enum vgpu_priority)u;
-    } else if (strcmp(key, "log_level") == 0) {
+    } else if (strcmp(key, VGPU_CONFIG_KEY_LOG_LEVEL) == 0) {
         u = VGPU_LOG_WARNING;
         parse_enum(st, key, val, SEEN_LOG, levels, 4, &u);
         cfg->log_level = (enum vgpu_log_level)u;
         cfg->has_log_level = true;
-    } else if (strcmp(key, "enforcement") == 0) {
+    } else if (strcmp(key, VGPU_CONFIG_KEY_ENFORCEMENT) == 0) {
         u = 1;
         parse_enum(st, key, val, SEEN_ENFORCEMENT, switches, 2, &u);
         cfg->enforcement = u == 1;
-    } else if (strncmp(key, "device.", strlen("device.")) == 0) {
+    } else if (strncmp(key, VGPU_CONFIG_DEVICE_PREFIX, strlen(VGPU_CONFIG_DEVICE_PREFIX)) == 0) {
         parse_device_key(st, key, val);
-    } else if (strncmp(key, "mps.", strlen("mps.")) == 0) {
+    } else if (strncmp(key, VGPU_CONFIG_MPS_PREFIX, strlen(VGPU_CONFIG_MPS_PREFIX)) == 0) {
         parse_mps_key(st, key, val);
     }
 }
@@ -322,7 +322,7 @@ int vgpu_config_parse(const char *text, size_t len, struct vgpu_claim_config *cf
     unsigned dummy_line;
     struct parse_state st = {.cfg = cfg, .err = err,
                              .err_line = err_line != NULL ? err_line : &dummy_line};
-    char line[512];
+    char line[VGPU_CONFIG_LINE_MAX + 1];
     size_t pos = 0;
 
     memset(cfg, 0, sizeof(*cfg));
@@ -358,7 +358,7 @@ int vgpu_config_parse(const char *text, size_t len, struct vgpu_claim_config *cf
         if (!st.failed && n < sizeof(line)) {
             memcpy(line, p, n);
             line[n] = '\0';
-            if (n > 0 && line[0] != '#')
+            if (n > 0 && line[0] != VGPU_CONFIG_COMMENT)
                 parse_line(&st, line);
         }
         pos += (nl != NULL ? (size_t)(nl - p) + 1 : len - pos);

@@ -15,24 +15,8 @@ limitations under the License.
 */
 
 /*
- * config.h - the per-claim config file written by the kubelet plugin.
- *
- * Format (contract, docs/architecture.md): key=value lines of printable
- * ASCII, at most VGPU_CONFIG_MAX_BYTES in all; '#' comments and blank lines
- * are skipped; unknown keys are ignored for forward compatibility (a key
- * that changes enforcement needs a new version). Required: version=1,
- * claim, device.count and, for each k < count, device.<k>.uuid,
- * device.<k>.memory_limit_bytes, device.<k>.sm_limit_percent. Optional with
- * safe defaults: compute_policy (strict), priority (low), log_level
- * (unset), enforcement (enabled). An MPS claim (docs/mps.md) also has, for
- * each of its devices k, both mps.activeThreadPercent.<k> (1..100) and
- * mps.pinnedMemoryLimit.<k> (bytes, 0 = none), or neither, and on a driver
- * whose MPS daemon accounts for memory (r615+) mps.driverMemoryLimit.<k>
- * (bytes, at least 1 MiB), only beside those two. Anything the parser cannot apply (a
- * duplicate key or GPU, a malformed value, a missing required key, a byte
- * that is not printable ASCII, an embedded NUL, a file over the size limit)
- * makes the whole config invalid; the library then fails every GPU of the
- * container closed (README "Config rule").
+ * config.h - the library's parser of a claim's config file; the format is
+ * vgpu_config.h's.
  */
 #ifndef VGPU_CONFIG_H
 #define VGPU_CONFIG_H
@@ -42,10 +26,9 @@ limitations under the License.
 #include <stdint.h>
 
 #include "log.h"
+#include "vgpu_config.h"
 #include "vgpu_region.h"
 
-#define VGPU_CLAIM_UID_MAX 128
-#define VGPU_CONFIG_MAX_BYTES 65536
 #define VGPU_ERRMSG_MAX 256
 
 enum vgpu_priority { VGPU_PRIORITY_LOW = 0, VGPU_PRIORITY_HIGH = 1 };

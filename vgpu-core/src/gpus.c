@@ -33,6 +33,7 @@ limitations under the License.
 #include "injected.h"
 #include "log.h"
 #include "parse.h"
+#include "vgpu_config.h"
 #include "vgpu_env.h"
 
 struct claim {
@@ -180,7 +181,7 @@ static void load_claim(const char *root, const struct vgpu_injected_config *ic)
         fail_all("claims root path too long");
         return;
     }
-    snprintf(path, sizeof(path), "%s/config", c->dir);
+    snprintf(path, sizeof(path), "%s/" VGPU_CONFIG_FILE, c->dir);
     G.enforced = true;
     G.nclaims++;
     vgpu_hostpids_init(&c->hostpids, c->dir);
@@ -206,7 +207,7 @@ static bool has_config_file(const char *root, const char *name)
     char path[PATH_MAX + 16];
     struct stat st;
 
-    snprintf(path, sizeof(path), "%s/%s/config", root, name);
+    snprintf(path, sizeof(path), "%s/%s/" VGPU_CONFIG_FILE, root, name);
     return lstat(path, &st) == 0;
 }
 
@@ -230,7 +231,7 @@ static void scan_others(const struct vgpu_injected_set *set)
                     fail_all("cannot read " VGPU_MOUNTINFO_PATH " to tell injected claim configs");
                 told = true;
             } else
-                VGPU_WARN("ignoring %s/%s/config: not a read-only config mount of the kubelet "
+                VGPU_WARN("ignoring %s/%s/" VGPU_CONFIG_FILE ": not a read-only config mount of the kubelet "
                           "plugin", set->root, name);
         }
         free(names[i]);

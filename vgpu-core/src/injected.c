@@ -28,6 +28,7 @@ limitations under the License.
 #include <unistd.h>
 
 #include "log.h"
+#include "vgpu_config.h"
 
 #ifndef STATX_MNT_ID
 #define STATX_MNT_ID 0x00001000U
@@ -108,7 +109,7 @@ static bool config_name(const char *path, const char *root, char out[VGPU_CLAIM_
         return false;
     name = path + rl + 1;
     slash = strchr(name, '/');
-    if (slash == NULL || strcmp(slash, "/config") != 0)
+    if (slash == NULL || strcmp(slash, "/" VGPU_CONFIG_FILE) != 0)
         return false;
     nl = (size_t)(slash - name);
     if (nl == 0 || nl >= VGPU_CLAIM_UID_MAX || (nl == 1 && name[0] == '.') ||
@@ -255,7 +256,7 @@ int vgpu_injected_open(const char *root, const struct vgpu_injected_config *c,
     struct statvfs vfs;
     int fd;
 
-    snprintf(path, sizeof(path), "%s/%s/config", root, c->name);
+    snprintf(path, sizeof(path), "%s/%s/" VGPU_CONFIG_FILE, root, c->name);
     fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) {
         snprintf(err, VGPU_ERRMSG_MAX, "%s: cannot open: %s", path, strerror(errno));

@@ -31,6 +31,7 @@ limitations under the License.
 
 #include "burst.h"
 #include "burstfile.h"
+#include "config.h"
 #include "hostpids.h"
 
 static const char usage_text[] =
@@ -44,6 +45,11 @@ static const char usage_text[] =
     "               per GPU\n"
     "  burstreply   a reply on host/burst.sock as the library reads it\n"
     "               (vgpu_burstsock.h); prints \"granted\" or \"refused <reason>\"\n"
+    "  config       a claim's config (vgpu_config.h); prints \"claim <claim>\",\n"
+    "               \"compute_policy <n>\", \"priority <n>\", \"log_level <n|->\",\n"
+    "               \"enforcement <0|1>\", then per device \"device <k> <uuid>\n"
+    "               <memory bytes> <sm percent>\" and, for an MPS client,\n"
+    "               \" mps <thread percent> <pinned bytes> <driver bytes>\"\n"
     "\n"
     "The first line printed is \"ok\" or \"refused: REASON\" (the library's reason),\n"
     "the entries follow an \"ok\". The file is read as the library reads it: at most\n"
@@ -63,6 +69,12 @@ static void print_constants(void)
     CONST(VGPU_BURST_MAX_GRANT);
     CONST(VGPU_BURST_MAX_GPUS);
     CONST(VGPU_BURST_MSG_MAX);
+    CONST(VGPU_CONFIG_VERSION);
+    CONST(VGPU_CONFIG_MAX_BYTES);
+    CONST(VGPU_CONFIG_LINE_MAX);
+    CONST(VGPU_CLAIM_UID_MAX);
+    CONST(VGPU_CONFIG_MPS_DRIVER_MIN);
+    CONST(VGPU_REGION_MAX_DEVICES);
 }
 
 /* Reads at most cap bytes of path ("-" = stdin) into buf; returns the length or -1. */
@@ -146,6 +158,36 @@ static int parse_burstreply(const char *text, size_t len)
     return 0;
 }
 
+/* config: vgpu_config_parse as gpus.c calls it on what vgpu_config_read read. */
+static int parse_config(const char *text, size_t len)
+{
+    static struct vgpu_claim_config cfg;
+    char err[VGPU_ERRMSG_MAX];
+
+    if (vgpu_config_parse(text, len, &cfg, err, NULL) != 0) {
+        printf("refused: %s\n", err);
+        return 0;
+    }
+    printf("ok\nclaim %s\ncompute_policy %u\npriority %d\n", cfg.claim, cfg.compute_policy,
+           (int)cfg.priority);
+    if (cfg.has_log_level)
+        printf("log_level %d\n", (int)cfg.log_level);
+    else
+        printf("log_level -\n");
+    printf("enforcement %d\n", cfg.enforcement ? 1 : 0);
+    for (uint32_t k = 0; k < cfg.device_count; k++) {
+        const struct vgpu_claim_device *d = &cfg.devices[k];
+
+        printf("device %u %s %llu %u", k, d->uuid, (unsigned long long)d->memory_limit, d->sm_limit);
+        if (d->mps)
+            printf(" mps %u %llu %llu", d->mps_active_thread_percent,
+                   (unsigned long long)d->mps_pinned_memory_limit,
+                   (unsigned long long)d->mps_driver_memory_limit);
+        printf("\n");
+    }
+    return 0;
+}
+
 static const struct format {
     const char *name;
     size_t max_bytes;
@@ -154,6 +196,7 @@ static const struct format {
     {"hostpids", VGPU_HOSTPIDS_MAX_BYTES, parse_hostpids},
     {"burstfile", VGPU_BURST_MAX_BYTES, parse_burstfile},
     {"burstreply", VGPU_BURST_MSG_MAX, parse_burstreply},
+    {"config", VGPU_CONFIG_MAX_BYTES, parse_config},
 };
 
 int main(int argc, char **argv)

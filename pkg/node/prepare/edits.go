@@ -27,6 +27,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	api "github.com/vgpu-dra/vgpu-dra-driver/api/vgpu.dra.dev/v1alpha1"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/claimconfig"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/names"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/node/claimcdi"
 )
@@ -126,7 +127,7 @@ func (m *Manager) claimEdits(c *PreparedClaim) cdispec.ContainerEdits {
 		},
 		Mounts: []*cdispec.Mount{
 			{HostPath: m.opts.LibVGPUPath, ContainerPath: ContainerLibVGPUPath, Options: readOnlyBind},
-			{HostPath: m.layout.configPath(c.UID), ContainerPath: containerClaimDir(c.UID) + "/" + configFileName, Options: readOnlyBind},
+			{HostPath: m.layout.configPath(c.UID), ContainerPath: containerClaimDir(c.UID) + "/" + claimconfig.FileName, Options: readOnlyBind},
 			// The region file alone, not its directory: the container can
 			// read and write the region but cannot create files next to it.
 			{HostPath: m.layout.regionPath(c.UID), ContainerPath: containerRegionPath(c.UID), Options: readWriteBind},

@@ -23,14 +23,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"github.com/moby/sys/mountinfo"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/common/atomicfile"
+	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/claimconfig"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/mpsuser"
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region"
 )
@@ -46,7 +45,6 @@ const (
 // Host file names and modes under the state root.
 const (
 	claimsDirName      = "claims"
-	configFileName     = "config"
 	shmDirName         = "shm"
 	regionFileName     = "region"
 	hostDirName        = "host"
@@ -72,8 +70,6 @@ const (
 	hostDirMode        = 0o755 // written by the plugin only, read by any container user
 	preloadFileMode    = 0o644
 	checkpointFileMode = 0o600
-
-	configFormatVersion = 1
 )
 
 // layout names the host files of the manager. Every claim UID passed in has
@@ -85,7 +81,7 @@ type layout struct {
 func (l layout) claimsDir() string             { return filepath.Join(l.stateRoot, claimsDirName) }
 func (l layout) claimDir(uid types.UID) string { return filepath.Join(l.claimsDir(), string(uid)) }
 func (l layout) configPath(uid types.UID) string {
-	return filepath.Join(l.claimDir(uid), configFileName)
+	return filepath.Join(l.claimDir(uid), claimconfig.FileName)
 }
 func (l layout) shmDir(uid types.UID) string     { return filepath.Join(l.claimDir(uid), shmDirName) }
 func (l layout) regionPath(uid types.UID) string { return filepath.Join(l.shmDir(uid), regionFileName) }
@@ -109,46 +105,32 @@ func containerRegionPath(uid types.UID) string {
 	return containerClaimDir(uid) + "/" + shmDirName + "/" + regionFileName
 }
 
-// renderConfig produces the claim's config file in the contract format
-// (docs/architecture.md): fixed keys, one per line, devices in the claim's
-// GPU order. memAcct (nil: none) reports the GPUs whose MPS daemon runs
-// with memory accounting (r615+ drivers, docs/mps.md).
+// renderConfig produces the claim's config file (pkg/contract/claimconfig):
+// devices in the claim's GPU order. memAcct (nil: none) reports the GPUs
+// whose MPS daemon runs with memory accounting (r615+ drivers, docs/mps.md).
 func renderConfig(c *PreparedClaim, memAcct func(gpuUUID string) bool) []byte {
-	var b strings.Builder
-	line := func(key, value string) {
-		b.WriteString(key)
-		b.WriteByte('=')
-		b.WriteString(value)
-		b.WriteByte('\n')
+	cfg := claimconfig.Config{
+		Claim:         string(c.UID),
+		ComputePolicy: string(c.Settings.ComputePolicy),
+		Priority:      string(c.Settings.Priority),
+		LogLevel:      string(c.Settings.LogLevel),
+		Enforcement:   string(c.Settings.Enforcement),
 	}
-	line("version", strconv.Itoa(configFormatVersion))
-	line("claim", string(c.UID))
-	line("compute_policy", string(c.Settings.ComputePolicy))
-	line("priority", string(c.Settings.Priority))
-	line("log_level", string(c.Settings.LogLevel))
-	line("enforcement", string(c.Settings.Enforcement))
-	line("device.count", strconv.Itoa(len(c.GPUs)))
-	for k, g := range c.GPUs {
-		prefix := "device." + strconv.Itoa(k) + "."
-		line(prefix+"uuid", g.configUUID())
-		line(prefix+"memory_limit_bytes", strconv.FormatUint(g.MemoryLimitBytes, 10))
-		line(prefix+"sm_limit_percent", strconv.FormatInt(timeShare(g), 10))
-	}
-	// The MPS client settings libvgpu.so sets before CUDA reads them
-	// (docs/mps.md); by the GPU's index in the claim.
-	for k, g := range c.GPUs {
+	for _, g := range c.GPUs {
+		d := claimconfig.Device{UUID: g.configUUID(), MemoryLimitBytes: g.MemoryLimitBytes, SMLimitPercent: timeShare(g)}
 		if g.MPS {
-			line("mps.activeThreadPercent."+strconv.Itoa(k), strconv.FormatInt(g.SMLimitPercent, 10))
-			line("mps.pinnedMemoryLimit."+strconv.Itoa(k), strconv.FormatUint(g.MemoryLimitBytes, 10))
+			// The MPS client settings libvgpu.so sets before CUDA reads them (docs/mps.md).
+			d.MPS = &claimconfig.MPS{ActiveThreadPercent: g.SMLimitPercent, PinnedMemoryLimit: g.MemoryLimitBytes}
 			// The limit the driver itself holds the client to, as
 			// NVIDIA_GPU_MEMORY_LIMITS; only where the driver reads it and
 			// in whole MiB, which a limit under 1 MiB does not have.
-			if memAcct != nil && memAcct(g.UUID) && g.MemoryLimitBytes >= 1<<20 {
-				line("mps.driverMemoryLimit."+strconv.Itoa(k), strconv.FormatUint(g.MemoryLimitBytes, 10))
+			if memAcct != nil && memAcct(g.UUID) && g.MemoryLimitBytes >= claimconfig.MinDriverMemoryLimit {
+				d.MPS.DriverMemoryLimit = g.MemoryLimitBytes
 			}
 		}
+		cfg.Devices = append(cfg.Devices, d)
 	}
-	return []byte(b.String())
+	return claimconfig.Render(cfg)
 }
 
 // timeShare is the SM time share libvgpu.so's limiter holds the GPU's
