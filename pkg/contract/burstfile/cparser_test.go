@@ -88,23 +88,7 @@ func TestGoAndCParsersAgree(t *testing.T) {
 		m[rng.IntN(len(m))] = byte(rng.IntN(256))
 		inputs[fmt.Sprintf("mutation %d", i)] = m
 	}
-	for name, data := range inputs {
-		goGrants, goErr := Parse(data)
-		lines, reason := c.Parse(t, "burstfile", data)
-		cOK := reason == ""
-		if !assert.Equal(t, goErr == nil, cOK, "%s %q: Go error %v, C reason %q", name, data, goErr, reason) {
-			continue
-		}
-		if cOK {
-			assert.Equal(t, goGrants, cGrants(t, lines), "%s %q", name, data)
-		}
-		if strings.HasPrefix(name, "golden/") {
-			assert.NoError(t, goErr, name)
-		}
-		if strings.HasPrefix(name, "hostile/") {
-			assert.Error(t, goErr, name)
-		}
-	}
+	contracttest.Agree(t, c, "burstfile", inputs, Parse, cGrants)
 }
 
 // The limits are the header's.

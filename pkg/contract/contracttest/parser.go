@@ -25,6 +25,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/vgpu-dra/vgpu-dra-driver/pkg/contract/region/regiontest"
@@ -93,4 +94,34 @@ func (p *Parser) Constants(t testing.TB) map[string]uint64 {
 		consts[name] = v
 	}
 	return consts
+}
+
+// Agree runs every input through the Go parser (parse) and the library's
+// parser of format, and requires the same verdict and, where both accept,
+// the same values (fromC turns the tool's lines into parse's result).
+// Inputs named "golden/…" must be accepted and "hostile/…" refused. It
+// returns, per input, whether both accepted it.
+func Agree[T any](t *testing.T, p *Parser, format string, inputs map[string][]byte,
+	parse func([]byte) (T, error), fromC func(t *testing.T, lines []string) T) map[string]bool {
+	t.Helper()
+	accepted := make(map[string]bool, len(inputs))
+	for name, data := range inputs {
+		goValue, goErr := parse(data)
+		lines, reason := p.Parse(t, format, data)
+		cOK := reason == ""
+		if !assert.Equal(t, goErr == nil, cOK, "%s %q: Go error %v, C reason %q", name, data, goErr, reason) {
+			continue
+		}
+		accepted[name] = cOK
+		if cOK {
+			assert.Equal(t, goValue, fromC(t, lines), "%s %q", name, data)
+		}
+		if strings.HasPrefix(name, "golden/") {
+			assert.NoError(t, goErr, name)
+		}
+		if strings.HasPrefix(name, "hostile/") {
+			assert.Error(t, goErr, name)
+		}
+	}
+	return accepted
 }

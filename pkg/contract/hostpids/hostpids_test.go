@@ -22,7 +22,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -89,23 +88,7 @@ func TestGoAndCParsersAgree(t *testing.T) {
 		m[rng.IntN(len(m))] = byte(rng.IntN(256))
 		inputs[fmt.Sprintf("mutation %d", i)] = m
 	}
-	for name, data := range inputs {
-		goEntries, goErr := Parse(data)
-		lines, reason := c.Parse(t, "hostpids", data)
-		cOK := reason == ""
-		if !assert.Equal(t, goErr == nil, cOK, "%s %q: Go error %v, C reason %q", name, data, goErr, reason) {
-			continue
-		}
-		if cOK {
-			assert.Equal(t, goEntries, cEntries(t, lines), "%s %q", name, data)
-		}
-		if strings.HasPrefix(name, "golden/") {
-			assert.NoError(t, goErr, name)
-		}
-		if strings.HasPrefix(name, "hostile/") {
-			assert.Error(t, goErr, name)
-		}
-	}
+	contracttest.Agree(t, c, "hostpids", inputs, Parse, cEntries)
 }
 
 // The limits are the header's.
